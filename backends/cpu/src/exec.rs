@@ -1,0 +1,174 @@
+//! Graph execution: the thread pool, per-node context and op dispatch.
+
+use std::sync::Mutex;
+
+use backplane_abi::{DType, MAX_SRC, Op, TensorDesc};
+
+use crate::error::CpuError;
+use crate::ops;
+
+/// Settings of a [`CpuBackend`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CpuConfig {
+    /// Worker threads; `None` means the number of physical cores.
+    pub n_threads: Option<usize>,
+}
+
+impl Default for CpuConfig {
+    fn default() -> Self {
+        CpuConfig { n_threads: None }
+    }
+}
+
+/// A pointer that may be shared with the pool's workers. Kernels uphold
+/// that concurrent workers write disjoint bytes.
+#[derive(Clone, Copy, Debug)]
+pub struct SharedPtr(pub *mut u8);
+// SAFETY: only used for tensor data whose disjoint regions the kernels hand
+// to different workers.
+unsafe impl Send for SharedPtr {}
+// SAFETY: as above.
+unsafe impl Sync for SharedPtr {}
+
+/// Everything a kernel needs about one node: its descriptor, its sources'
+/// descriptors and the data pointers of all of them.
+pub struct NodeCtx<'a> {
+    /// Index of the node in the graph.
+    pub index: usize,
+    /// The node's op.
+    pub op: Op,
+    /// The node's descriptor.
+    pub dst: &'a TensorDesc,
+    /// The node's data.
+    pub dst_ptr: SharedPtr,
+    /// Source descriptors (None where absent).
+    pub src: [Option<&'a TensorDesc>; MAX_SRC],
+    /// Source data pointers (null where absent).
+    pub src_ptr: [SharedPtr; MAX_SRC],
+    /// Thread pool to split work over.
+    pub pool: &'a rayon::ThreadPool,
+    /// Worker count.
+    pub n_threads: usize,
+    /// Reusable scratch memory (quantized activations, ...).
+    pub scratch: &'a Mutex<Vec<u8>>,
+}
+
+impl<'a> NodeCtx<'a> {
+    /// Source `i`'s descriptor, or an error naming the missing source.
+    pub fn src(&self, i: usize) -> Result<&'a TensorDesc, CpuError> {
+        self.src[i].ok_or_else(|| self.malformed(format!("missing source {i}")))
+    }
+
+    /// Source `i`'s element type.
+    pub fn src_type(&self, i: usize) -> Result<DType, CpuError> {
+        self.src(i)?.dtype().map_err(|e| self.malformed(e.to_string()))
+    }
+
+    /// The node's element type.
+    pub fn dst_type(&self) -> Result<DType, CpuError> {
+        self.dst.dtype().map_err(|e| self.malformed(e.to_string()))
+    }
+
+    /// An `Unsupported` error for this node.
+    pub fn unsupported(&self, reason: impl Into<String>) -> CpuError {
+        CpuError::Unsupported { node: self.index, op: self.op, reason: reason.into() }
+    }
+
+    /// A `BadInput` error for this node.
+    pub fn bad_input(&self, reason: impl Into<String>) -> CpuError {
+        CpuError::BadInput { node: self.index, op: self.op, reason: reason.into() }
+    }
+
+    /// A `Malformed` error for this node.
+    pub fn malformed(&self, reason: impl Into<String>) -> CpuError {
+        CpuError::Malformed { node: self.index, reason: reason.into() }
+    }
+}
+
+/// The CPU backend: a thread pool and scratch memory reused across graphs.
+pub struct CpuBackend {
+    pool: rayon::ThreadPool,
+    n_threads: usize,
+    scratch: Mutex<Vec<u8>>,
+}
+
+impl CpuBackend {
+    /// A backend with the given settings.
+    pub fn new(config: CpuConfig) -> CpuBackend {
+        let n_threads = config.n_threads.unwrap_or_else(num_cpus::get_physical).max(1);
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(n_threads)
+            .thread_name(|i| format!("backplane-cpu-{i}"))
+            .build()
+            .expect("spawning CPU worker threads");
+        CpuBackend { pool, n_threads, scratch: Mutex::new(Vec::new()) }
+    }
+
+    /// Worker thread count.
+    pub fn n_threads(&self) -> usize {
+        self.n_threads
+    }
+
+    /// Whether the CPU can run `node` (with its sources in `graph`), and if
+    /// not, why.
+    pub fn supports(&self, graph: &[TensorDesc], node: usize) -> Result<(), String> {
+        let d = &graph[node];
+        let op = d.op().map_err(|e| e.to_string())?;
+        let src = sources(graph, d).map_err(|e| e.to_string())?;
+        ops::supports(op, d, &src)
+    }
+
+    /// Runs every compute node of `graph` in order.
+    ///
+    /// # Safety
+    /// `data[i]` must point to memory valid for reads and writes of
+    /// `graph[i].nbytes()` bytes for every tensor `i`, views pointing into
+    /// their source's memory, and nothing else may access that memory
+    /// during the call.
+    pub unsafe fn compute(&self, graph: &[TensorDesc], data: &[*mut u8]) -> Result<(), CpuError> {
+        if data.len() != graph.len() {
+            return Err(CpuError::Malformed {
+                node: 0,
+                reason: format!("{} tensors but {} data pointers", graph.len(), data.len()),
+            });
+        }
+        for (index, d) in graph.iter().enumerate() {
+            let op = d.op().map_err(|e| CpuError::Malformed { node: index, reason: e.to_string() })?;
+            if op == Op::None || op.is_view() {
+                continue;
+            }
+            let src_desc = sources(graph, d).map_err(|reason| CpuError::Malformed { node: index, reason })?;
+            let mut src_ptr = [SharedPtr(std::ptr::null_mut()); MAX_SRC];
+            for (i, s) in d.src.iter().enumerate() {
+                if *s >= 0 {
+                    src_ptr[i] = SharedPtr(data[*s as usize]);
+                }
+            }
+            let ctx = NodeCtx {
+                index,
+                op,
+                dst: d,
+                dst_ptr: SharedPtr(data[index]),
+                src: src_desc,
+                src_ptr,
+                pool: &self.pool,
+                n_threads: self.n_threads,
+                scratch: &self.scratch,
+            };
+            ops::supports(op, d, &ctx.src).map_err(|r| ctx.unsupported(r))?;
+            // SAFETY: the caller guarantees every pointer covers its tensor.
+            unsafe { ops::run(&ctx)? };
+        }
+        Ok(())
+    }
+}
+
+fn sources<'a>(graph: &'a [TensorDesc], d: &TensorDesc) -> Result<[Option<&'a TensorDesc>; MAX_SRC], String> {
+    let mut out = [None; MAX_SRC];
+    for (i, &s) in d.src.iter().enumerate() {
+        if s >= 0 {
+            out[i] = Some(graph.get(s as usize).ok_or_else(|| format!("source {i} index {s} out of range"))?);
+        }
+    }
+    Ok(out)
+}

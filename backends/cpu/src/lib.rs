@@ -1,0 +1,17 @@
+//! The CPU backend of backplane: runs whole graphs on host memory.
+//!
+//! Every op is implemented; mat-mul and quantized dot products pick SIMD
+//! kernels at run time (AVX2, AVX-512, NEON, scalar fallback) and all heavy
+//! ops split their rows over a persistent thread pool.
+//!
+//! The backend sees a graph as [`TensorDesc`]s in topological order plus one
+//! data pointer per tensor; it knows nothing of the host's graph type.
+
+mod error;
+mod exec;
+pub mod ops;
+
+pub use error::CpuError;
+pub use exec::{CpuBackend, CpuConfig, NodeCtx};
+
+pub use backplane_abi::TensorDesc;
