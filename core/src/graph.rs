@@ -192,14 +192,6 @@ impl Graph {
         TensorId(self.tensors.len() - 1)
     }
 
-    /// Checks that every id belongs to this graph.
-    pub(crate) fn check_ids(&self, ids: &[TensorId]) -> Result<(), GraphError> {
-        for &t in ids {
-            self.try_desc(t)?;
-        }
-        Ok(())
-    }
-
     /// Nodes that compute something (not leaves, not views), in order.
     pub fn compute_nodes(&self) -> impl Iterator<Item = TensorId> + '_ {
         self.ids().filter(|&t| {
