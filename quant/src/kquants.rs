@@ -47,7 +47,6 @@ fn make_qx_quants(
     mut rmse_type: i32,
     qw: Option<&[f32]>,
 ) -> f32 {
-    let n = x.len();
     let mut max = 0.0f32;
     let mut amax = 0.0f32;
     for &v in x {
@@ -85,12 +84,12 @@ fn make_qx_quants(
     };
     let mut sumlx = 0.0f32;
     let mut suml2 = 0.0f32;
-    for i in 0..n {
-        let q = nearest_int(iscale * x[i]).clamp(-nmax, nmax - 1);
-        l[i] = (q + nmax) as i8;
+    for (i, (li, &v)) in l.iter_mut().zip(x).enumerate() {
+        let q = nearest_int(iscale * v).clamp(-nmax, nmax - 1);
+        *li = (q + nmax) as i8;
         let w = weight(i);
         let qf = q as f32;
-        sumlx += w * x[i] * qf;
+        sumlx += w * v * qf;
         suml2 += w * qf * qf;
     }
     let mut scale = if suml2 != 0.0 { sumlx / suml2 } else { 0.0 };
@@ -109,10 +108,10 @@ fn make_qx_quants(
         iscale = -(nmax as f32 + 0.1 * is as f32) / max;
         sumlx = 0.0;
         suml2 = 0.0;
-        for i in 0..n {
-            let q = nearest_int(iscale * x[i]).clamp(-nmax, nmax - 1) as f32;
+        for (i, &v) in x.iter().enumerate() {
+            let q = nearest_int(iscale * v).clamp(-nmax, nmax - 1) as f32;
             let w = weight(i);
-            sumlx += w * x[i] * q;
+            sumlx += w * v * q;
             suml2 += w * q * q;
         }
         if suml2 > 0.0 && sumlx * sumlx > best * suml2 {
@@ -540,9 +539,10 @@ pub fn dequantize_row_q3_k(src: &[BlockQ3K], dst: &mut [f32]) {
                 for half in 0..2 {
                     let dl = d_all * (scales[is] as i32 - 32) as f32;
                     is += 1;
-                    for i in 16 * half..16 * half + 16 {
-                        let hi = if x.hmask[i] & m != 0 { 0 } else { 4 };
-                        let v = ((q[i] >> shift) & 3) as i32 - hi;
+                    let range = 16 * half..16 * half + 16;
+                    for (&qb, &hb) in q[range.clone()].iter().zip(&x.hmask[range]) {
+                        let hi = if hb & m != 0 { 0 } else { 4 };
+                        let v = ((qb >> shift) & 3) as i32 - hi;
                         *out.next().unwrap() = dl * v as f32;
                     }
                 }
@@ -555,6 +555,7 @@ pub fn dequantize_row_q3_k(src: &[BlockQ3K], dst: &mut [f32]) {
 /// Shared body of the q4_K and q5_K reference quantizers: per 32-weight group
 /// scales/mins via [`make_qkx2_quants`], packed to 6 bits, then requantized
 /// against the rounded scales into `l` (values `0..=nmax`).
+#[allow(clippy::too_many_arguments)]
 fn quantize_qkx_super_block(
     x: &[f32],
     nmax: i32,
@@ -599,7 +600,11 @@ fn quantize_qkx_super_block(
         }
     }
 
-    let inv_scale = if max_scale > 0.0 { 63.0 / max_scale } else { 0.0 };
+    let inv_scale = if max_scale > 0.0 {
+        63.0 / max_scale
+    } else {
+        0.0
+    };
     let inv_min = if max_min > 0.0 { 63.0 / max_min } else { 0.0 };
     for j in 0..QK_K / 32 {
         // C assigns nearest_int's result to a uint8_t (wrapping), then clamps.
@@ -633,7 +638,16 @@ pub fn quantize_row_q4_k(src: &[f32], dst: &mut [BlockQ4K]) {
     let mut l = [0u8; QK_K];
     for (x, y) in src.chunks_exact(QK_K).zip(dst.iter_mut()) {
         y.scales = [0; 12];
-        quantize_qkx_super_block(x, 15, -1.0, 20, &mut l, &mut y.scales, &mut y.d, &mut y.dmin);
+        quantize_qkx_super_block(
+            x,
+            15,
+            -1.0,
+            20,
+            &mut l,
+            &mut y.scales,
+            &mut y.d,
+            &mut y.dmin,
+        );
         for (j, q) in (0..QK_K).step_by(64).zip(y.qs.chunks_exact_mut(32)) {
             for (i, b) in q.iter_mut().enumerate() {
                 *b = l[j + i] | (l[j + i + 32] << 4);
@@ -651,7 +665,11 @@ pub fn dequantize_row_q4_k(src: &[BlockQ4K], dst: &mut [f32]) {
     for (x, y) in src.iter().zip(dst.chunks_exact_mut(QK_K)) {
         let d = x.d.to_f32();
         let min = x.dmin.to_f32();
-        for (g, (q, out)) in x.qs.chunks_exact(32).zip(y.chunks_exact_mut(64)).enumerate() {
+        for (g, (q, out)) in
+            x.qs.chunks_exact(32)
+                .zip(y.chunks_exact_mut(64))
+                .enumerate()
+        {
             let (sc, m) = get_scale_min_k4(2 * g, &x.scales);
             let (d1, m1) = (d * sc as f32, min * m as f32);
             let (sc, m) = get_scale_min_k4(2 * g + 1, &x.scales);
@@ -674,7 +692,16 @@ pub fn quantize_row_q5_k(src: &[f32], dst: &mut [BlockQ5K]) {
     let mut l = [0u8; QK_K];
     for (x, y) in src.chunks_exact(QK_K).zip(dst.iter_mut()) {
         y.scales = [0; 12];
-        quantize_qkx_super_block(x, 31, -0.5, 15, &mut l, &mut y.scales, &mut y.d, &mut y.dmin);
+        quantize_qkx_super_block(
+            x,
+            31,
+            -0.5,
+            15,
+            &mut l,
+            &mut y.scales,
+            &mut y.d,
+            &mut y.dmin,
+        );
         y.qh = [0; QK_K / 8];
         let (mut m1, mut m2) = (1u8, 2u8);
         for (n, ql) in (0..QK_K).step_by(64).zip(y.qs.chunks_exact_mut(32)) {
@@ -707,7 +734,11 @@ pub fn dequantize_row_q5_k(src: &[BlockQ5K], dst: &mut [f32]) {
         let d = x.d.to_f32();
         let min = x.dmin.to_f32();
         let (mut u1, mut u2) = (1u8, 2u8);
-        for (g, (ql, out)) in x.qs.chunks_exact(32).zip(y.chunks_exact_mut(64)).enumerate() {
+        for (g, (ql, out)) in
+            x.qs.chunks_exact(32)
+                .zip(y.chunks_exact_mut(64))
+                .enumerate()
+        {
             let (sc, m) = get_scale_min_k4(2 * g, &x.scales);
             let (d1, m1) = (d * sc as f32, min * m as f32);
             let (sc, m) = get_scale_min_k4(2 * g + 1, &x.scales);

@@ -27,7 +27,10 @@ pub(crate) fn check_len(values: usize, blocks: usize, qk: usize) {
 #[inline]
 #[track_caller]
 pub(crate) fn check_dot(n: usize, qk: usize, x: usize, y: usize) -> usize {
-    assert!(n % qk == 0, "dot length {n} is not a multiple of {qk}");
+    assert!(
+        n.is_multiple_of(qk),
+        "dot length {n} is not a multiple of {qk}"
+    );
     let nb = n / qk;
     assert!(
         x >= nb && y >= nb,
@@ -407,12 +410,11 @@ pub fn vec_dot_q8_0_q8_0(n: usize, x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
     let nb = check_dot(n, QK, x.len(), y.len());
     let mut sumf = 0.0f32;
     for (x, y) in x[..nb].iter().zip(&y[..nb]) {
-        let sumi: i32 = x
-            .qs
-            .iter()
-            .zip(&y.qs)
-            .map(|(&a, &b)| a as i32 * b as i32)
-            .sum();
+        let sumi: i32 =
+            x.qs.iter()
+                .zip(&y.qs)
+                .map(|(&a, &b)| a as i32 * b as i32)
+                .sum();
         sumf += sumi as f32 * (x.d.to_f32() * y.d.to_f32());
     }
     sumf

@@ -28,7 +28,11 @@
 //! the C, and Rust never fuses multiply-adds, so output matches ggml built
 //! without floating-point contraction (clang's default across statements;
 //! GCC with `-march=native` may fuse some multiply-adds and then differ in
-//! rare last-bit cases).
+//! rare last-bit cases). ggml builds `ggml-quants.c` without `-march` flags,
+//! so on x86-64 its reference quantizers have no FMA to fuse with. The
+//! ignored test `matches_ggml_bit_for_bit` checks every quantizer,
+//! dequantizer and dot product against real ggml (see
+//! `tests/ggml_harness.c`).
 
 pub mod blocks;
 mod float;
@@ -58,15 +62,13 @@ pub use kquants::{
     dequantize_row_q2_k, dequantize_row_q3_k, dequantize_row_q4_k, dequantize_row_q5_k,
     dequantize_row_q6_k, dequantize_row_q8_k, get_scale_min_k4, nearest_int, quantize_row_q2_k,
     quantize_row_q3_k, quantize_row_q4_k, quantize_row_q5_k, quantize_row_q6_k, quantize_row_q8_k,
-    vec_dot_q2_k_q8_k, vec_dot_q3_k_q8_k, vec_dot_q4_k_q8_k, vec_dot_q5_k_q8_k,
-    vec_dot_q6_k_q8_k,
+    vec_dot_q2_k_q8_k, vec_dot_q3_k_q8_k, vec_dot_q4_k_q8_k, vec_dot_q5_k_q8_k, vec_dot_q6_k_q8_k,
 };
 pub use legacy::{
     dequantize_row_q4_0, dequantize_row_q4_1, dequantize_row_q5_0, dequantize_row_q5_1,
     dequantize_row_q8_0, dequantize_row_q8_1, quantize_row_q4_0, quantize_row_q4_1,
-    quantize_row_q5_0, quantize_row_q5_1, quantize_row_q8_0, quantize_row_q8_1,
-    vec_dot_q4_0_q8_0, vec_dot_q4_1_q8_1, vec_dot_q5_0_q8_0, vec_dot_q5_1_q8_1,
-    vec_dot_q8_0_q8_0,
+    quantize_row_q5_0, quantize_row_q5_1, quantize_row_q8_0, quantize_row_q8_1, vec_dot_q4_0_q8_0,
+    vec_dot_q4_1_q8_1, vec_dot_q5_0_q8_0, vec_dot_q5_1_q8_1, vec_dot_q8_0_q8_0,
 };
 
 /// A row could not be converted because its lengths do not fit the type.
@@ -147,7 +149,10 @@ fn quantize_bytes<B: Pod>(src: &[f32], dst: &mut [u8], qk: usize, f: fn(&[f32], 
     match bytemuck::try_cast_slice_mut::<u8, B>(dst) {
         Ok(blocks) => f(src, blocks),
         Err(_) => {
-            for (x, out) in src.chunks_exact(qk).zip(dst.chunks_exact_mut(size_of::<B>())) {
+            for (x, out) in src
+                .chunks_exact(qk)
+                .zip(dst.chunks_exact_mut(size_of::<B>()))
+            {
                 let mut block = B::zeroed();
                 f(x, std::slice::from_mut(&mut block));
                 out.copy_from_slice(bytemuck::bytes_of(&block));
@@ -162,7 +167,10 @@ fn dequantize_bytes<B: Pod>(src: &[u8], dst: &mut [f32], qk: usize, f: fn(&[B], 
     match bytemuck::try_cast_slice::<u8, B>(src) {
         Ok(blocks) => f(blocks, dst),
         Err(_) => {
-            for (bytes, y) in src.chunks_exact(size_of::<B>()).zip(dst.chunks_exact_mut(qk)) {
+            for (bytes, y) in src
+                .chunks_exact(size_of::<B>())
+                .zip(dst.chunks_exact_mut(qk))
+            {
                 let block: B = bytemuck::pod_read_unaligned(bytes);
                 f(std::slice::from_ref(&block), y);
             }

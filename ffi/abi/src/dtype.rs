@@ -191,7 +191,7 @@ impl DType {
     /// whole number of blocks.
     pub const fn row_size(self, ne0: usize) -> Option<usize> {
         let bs = self.block_size();
-        if ne0 % bs != 0 {
+        if !ne0.is_multiple_of(bs) {
             return None;
         }
         Some(ne0 / bs * self.type_size())

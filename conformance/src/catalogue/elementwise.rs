@@ -1,0 +1,213 @@
+//! Binary, unary, GLU, scale/clamp/fill and reductions.
+
+use backplane::{DType, GluOp, Op, UnaryOp};
+
+use super::{Catalogue, PERMS, bound_for, dims};
+use crate::case::Fill;
+
+const SHAPES: [[i64; 4]; 5] = [[1, 1, 1, 1], [10, 5, 4, 3], [16, 10, 10, 10], [4096, 3, 1, 1], [33, 7, 3, 2]];
+
+pub(super) fn add(c: &mut Catalogue) {
+    binary(c);
+    unary(c);
+    glu(c);
+    scalar_ops(c);
+    reductions(c);
+}
+
+fn binary(c: &mut Catalogue) {
+    for op in [Op::Add, Op::Sub, Op::Mul, Op::Div] {
+        for dt in [DType::F32, DType::F16, DType::BF16] {
+            for ne in SHAPES {
+                // b broadcast patterns: same shape, row vector, per-channel, scalar.
+                let repeats = [[1, 1, 1, 1], [1, ne[1], ne[2], ne[3]], [ne[0], 1, ne[2], 1], ne];
+                for rep in repeats {
+                    let bne = [ne[0] / rep[0].max(1), ne[1] / rep[1].max(1), ne[2] / rep[2].max(1), ne[3] / rep[3].max(1)];
+                    for inplace in [false, true] {
+                        if inplace && dt != DType::F32 {
+                            continue;
+                        }
+                        let name = format!("{op}(type={dt},ne=[{}],ne_b=[{}],inplace={inplace})", dims(&ne), dims(&bne));
+                        c.push(op, name, bound_for(dt), move |b| {
+                            let fill = if op == Op::Div { Fill::Uniform(0.5, 2.0) } else { Fill::Uniform(-1.0, 1.0) };
+                            let x = b.input(dt, &ne)?;
+                            let y = b.input_with(dt, &bne, fill)?;
+                            match (op, inplace) {
+                                (Op::Add, false) => b.g.add(x, y),
+                                (Op::Add, true) => b.g.add_inplace(x, y),
+                                (Op::Sub, false) => b.g.sub(x, y),
+                                (Op::Sub, true) => b.g.sub_inplace(x, y),
+                                (Op::Mul, false) => b.g.mul(x, y),
+                                (Op::Mul, true) => b.g.mul_inplace(x, y),
+                                (_, false) => b.g.div(x, y),
+                                (_, true) => b.g.div_inplace(x, y),
+                            }
+                        });
+                    }
+                }
+            }
+            // Mixed types and a permuted (non-contiguous) first operand.
+            for perm in PERMS {
+                let ne = [10, 5, 4, 3];
+                let name = format!("{op}(type={dt},type_b=f32,ne=[{}],perm_a=[{}])", dims(&ne), dims(&perm.map(|p| p as i64)));
+                c.push(op, name, bound_for(dt), move |b| {
+                    let fill = if op == Op::Div { Fill::Uniform(0.5, 2.0) } else { Fill::Uniform(-1.0, 1.0) };
+                    let x = b.permuted(dt, ne, perm, Fill::Uniform(-1.0, 1.0))?;
+                    let y = b.input_with(DType::F32, &[ne[0], 1, ne[2], 1], fill)?;
+                    match op {
+                        Op::Add => b.g.add(x, y),
+                        Op::Sub => b.g.sub(x, y),
+                        Op::Mul => b.g.mul(x, y),
+                        _ => b.g.div(x, y),
+                    }
+                });
+            }
+        }
+    }
+}
+
+fn unary_range(f: UnaryOp) -> Fill {
+    match f {
+        UnaryOp::Exp | UnaryOp::Expm1 | UnaryOp::Softplus | UnaryOp::Elu => Fill::Uniform(-5.0, 5.0),
+        UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round | UnaryOp::Trunc => Fill::Uniform(-10.0, 10.0),
+        _ => Fill::Uniform(-3.0, 3.0),
+    }
+}
+
+fn unary(c: &mut Catalogue) {
+    for &f in UnaryOp::ALL {
+        for dt in [DType::F32, DType::F16] {
+            for ne in [[128, 2, 2, 2], [5, 7, 11, 13], [1, 1, 1, 1]] {
+                for inplace in [false, true] {
+                    if inplace && ne[0] != 128 {
+                        continue;
+                    }
+                    let name = format!("UNARY(op={f},type={dt},ne=[{}],inplace={inplace})", dims(&ne));
+                    c.push(Op::Unary, name, bound_for(dt), move |b| {
+                        let x = b.input_with(dt, &ne, unary_range(f))?;
+                        match (f, inplace) {
+                            (UnaryOp::Xielu, _) => b.g.xielu(x, 0.8, 0.5, 0.5, 1e-6),
+                            (_, false) => b.g.unary(x, f),
+                            (_, true) => b.g.unary_inplace(x, f),
+                        }
+                    });
+                }
+            }
+            // Non-contiguous rows (permuted dims 1 and 2).
+            let ne = [16, 5, 3, 2];
+            let name = format!("UNARY(op={f},type={dt},ne=[{}],perm=[0,2,1,3])", dims(&ne));
+            c.push(Op::Unary, name, bound_for(dt), move |b| {
+                let x = b.permuted(dt, ne, [0, 2, 1, 3], unary_range(f))?;
+                match f {
+                    UnaryOp::Xielu => b.g.xielu(x, 0.8, 0.5, 0.5, 1e-6),
+                    _ => b.g.unary(x, f),
+                }
+            });
+        }
+    }
+    for (op, fill) in [
+        (Op::Sqr, Fill::Uniform(-2.0, 2.0)),
+        (Op::Sqrt, Fill::Uniform(0.0, 4.0)),
+        (Op::Log, Fill::Uniform(0.1, 4.0)),
+        (Op::Sin, Fill::Uniform(-6.0, 6.0)),
+        (Op::Cos, Fill::Uniform(-6.0, 6.0)),
+    ] {
+        for dt in [DType::F32, DType::F16] {
+            for ne in [[10, 5, 4, 3], [1, 1, 1, 1], [1024, 3, 1, 1]] {
+                let name = format!("{op}(type={dt},ne=[{}])", dims(&ne));
+                c.push(op, name, bound_for(dt), move |b| {
+                    let x = b.input_with(dt, &ne, fill)?;
+                    match op {
+                        Op::Sqr => b.g.sqr(x),
+                        Op::Sqrt => b.g.sqrt(x),
+                        Op::Log => b.g.log(x),
+                        Op::Sin => b.g.sin(x),
+                        _ => b.g.cos(x),
+                    }
+                });
+            }
+        }
+    }
+}
+
+fn glu(c: &mut Catalogue) {
+    for &f in GluOp::ALL {
+        for dt in [DType::F32, DType::F16] {
+            for ne in [[128, 4, 2, 1], [10, 3, 1, 1], [2, 1, 1, 1]] {
+                for swapped in [false, true] {
+                    let name = format!("GLU(op={f},type={dt},ne=[{}],split=1,swapped={swapped})", dims(&ne));
+                    c.push(Op::Glu, name, bound_for(dt), move |b| {
+                        let x = b.input_with(dt, &ne, Fill::Uniform(-3.0, 3.0))?;
+                        match f {
+                            GluOp::SwigluOai => b.g.swiglu_oai(x, None, 1.702, 7.0),
+                            _ => b.g.glu_split(x, f, swapped),
+                        }
+                    });
+                }
+                let name = format!("GLU(op={f},type={dt},ne=[{}],split=0)", dims(&ne));
+                c.push(Op::Glu, name, bound_for(dt), move |b| {
+                    let x = b.input_with(dt, &ne, Fill::Uniform(-3.0, 3.0))?;
+                    let y = b.input_with(dt, &ne, Fill::Uniform(-3.0, 3.0))?;
+                    match f {
+                        GluOp::SwigluOai => b.g.swiglu_oai(x, Some(y), 1.702, 0.5),
+                        _ => b.g.glu(x, y, f),
+                    }
+                });
+            }
+        }
+    }
+}
+
+fn scalar_ops(c: &mut Catalogue) {
+    for dt in [DType::F32, DType::F16] {
+        for ne in [[10, 10, 10, 10], [1, 1, 1, 1], [4097, 3, 1, 1]] {
+            for (s, bias, inplace) in [(2.0f32, 0.0f32, false), (0.5, 1.25, false), (-3.0, 0.0, true)] {
+                let name = format!("SCALE(type={dt},ne=[{}],s={s},b={bias},inplace={inplace})", dims(&ne));
+                c.push(Op::Scale, name, bound_for(dt), move |b| {
+                    let x = b.input(dt, &ne)?;
+                    b.g.scale_bias(x, s, bias, inplace)
+                });
+            }
+            for (lo, hi) in [(-0.5f32, 0.5f32), (0.0, 1.0)] {
+                let name = format!("CLAMP(type={dt},ne=[{}],min={lo},max={hi})", dims(&ne));
+                c.push(Op::Clamp, name, bound_for(dt), move |b| {
+                    let x = b.input(dt, &ne)?;
+                    b.g.clamp(x, lo, hi)
+                });
+            }
+            for v in [0.0f32, -2.5] {
+                let name = format!("FILL(type={dt},ne=[{}],c={v})", dims(&ne));
+                c.push(Op::Fill, name, bound_for(dt), move |b| {
+                    let x = b.input(dt, &ne)?;
+                    b.g.fill(x, v)
+                });
+            }
+        }
+    }
+}
+
+fn reductions(c: &mut Catalogue) {
+    for ne in [[10, 5, 4, 3], [1, 1, 1, 1], [33, 1, 1, 1], [4096, 2, 1, 1], [1025, 3, 2, 1]] {
+        let name = format!("SUM(type=f32,ne=[{}])", dims(&ne));
+        c.push(Op::Sum, name, 1e-7, move |b| {
+            let x = b.input(DType::F32, &ne)?;
+            b.g.sum(x)
+        });
+        let name = format!("SUM_ROWS(type=f32,ne=[{}])", dims(&ne));
+        c.push(Op::SumRows, name, 1e-7, move |b| {
+            let x = b.input(DType::F32, &ne)?;
+            b.g.sum_rows(x)
+        });
+        let name = format!("CUMSUM(type=f32,ne=[{}])", dims(&ne));
+        c.push(Op::Cumsum, name, 1e-7, move |b| {
+            let x = b.input(DType::F32, &ne)?;
+            b.g.cumsum(x)
+        });
+    }
+    let ne = [12, 5, 4, 3];
+    let name = format!("SUM_ROWS(type=f32,ne=[{}],perm=[0,2,1,3])", dims(&ne));
+    c.push(Op::SumRows, name, 1e-7, move |b| {
+        let x = b.permuted(DType::F32, ne, [0, 2, 1, 3], Fill::Uniform(-1.0, 1.0))?;
+        b.g.sum_rows(x)
+    });
+}

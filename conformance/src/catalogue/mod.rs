@@ -1,0 +1,97 @@
+//! The case catalogue: for every op, the types and shapes real models use
+//! plus edge cases (non-contiguous sources, broadcasting, sizes off block
+//! and workgroup multiples, single elements, long rows, in-place forms and
+//! every op-param variant).
+//!
+//! NMSE bounds default to [`NMSE_DEFAULT`]; each looser bound is a named
+//! constant saying why.
+
+mod elementwise;
+mod layout;
+mod matmul;
+mod misc;
+mod norm_attn;
+
+use backplane::{DType, GraphError, Op, TensorId};
+
+use crate::case::{BuildFn, Case, CaseBuilder, Work};
+
+/// Default NMSE bound: float kernels that compute what the reference does.
+pub const NMSE_DEFAULT: f64 = 1e-7;
+/// Outputs stored as f16 or bf16: a backend computing in f32 may round a
+/// few elements to the neighbouring representable value.
+pub const NMSE_HALF_OUT: f64 = 1e-6;
+/// MUL_MAT/MUL_MAT_ID: backends quantize activations to q8 (or round them
+/// to f16) before the dot products, as ggml does; ggml's own bound.
+pub const NMSE_MATMUL: f64 = 5e-4;
+/// FLASH_ATTN_EXT: K/V in f16 or quantized and activations rounded to the
+/// K/V type before the dot products, as ggml does; ggml's own bound.
+pub const NMSE_ATTN: f64 = 5e-4;
+
+/// Collects cases.
+#[derive(Default)]
+pub struct Catalogue {
+    cases: Vec<Case>,
+}
+
+impl Catalogue {
+    /// Every case of every op.
+    pub fn all() -> Vec<Case> {
+        let mut c = Catalogue::default();
+        elementwise::add(&mut c);
+        layout::add(&mut c);
+        matmul::add(&mut c);
+        norm_attn::add(&mut c);
+        misc::add(&mut c);
+        c.cases
+    }
+
+    /// Adds a memory-bound case.
+    pub fn push(
+        &mut self,
+        op: Op,
+        name: String,
+        nmse: f64,
+        build: impl Fn(&mut CaseBuilder) -> Result<TensorId, GraphError> + Send + Sync + 'static,
+    ) {
+        self.push_work(op, name, nmse, Work::Bytes, build);
+    }
+
+    /// Adds a case with an explicit work measure.
+    pub fn push_work(
+        &mut self,
+        op: Op,
+        name: String,
+        nmse: f64,
+        work: Work,
+        build: impl Fn(&mut CaseBuilder) -> Result<TensorId, GraphError> + Send + Sync + 'static,
+    ) {
+        let build: BuildFn = Box::new(build);
+        self.cases.push(Case::new(op, name, nmse, work, build));
+    }
+
+    /// Adds a case that only `perf` runs (too large for the reference).
+    pub fn push_perf(
+        &mut self,
+        op: Op,
+        name: String,
+        work: Work,
+        build: impl Fn(&mut CaseBuilder) -> Result<TensorId, GraphError> + Send + Sync + 'static,
+    ) {
+        let build: BuildFn = Box::new(build);
+        self.cases.push(Case::new(op, name, f64::INFINITY, work, build).perf_only());
+    }
+}
+
+/// NMSE bound for an op whose output has type `dt`.
+pub(crate) fn bound_for(dt: DType) -> f64 {
+    if matches!(dt, DType::F16 | DType::BF16) { NMSE_HALF_OUT } else { NMSE_DEFAULT }
+}
+
+/// `[a, b, c, d]` as `a,b,c,d` for case names.
+pub(crate) fn dims(ne: &[i64]) -> String {
+    ne.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(",")
+}
+
+/// Permutations used for non-contiguous sources.
+pub(crate) const PERMS: [[usize; 4]; 3] = [[0, 1, 2, 3], [0, 2, 1, 3], [1, 0, 2, 3]];

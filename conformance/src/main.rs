@@ -1,0 +1,180 @@
+//! `backplane-conformance` (run as `cargo xtask conformance`): checks every
+//! op on every backend against the reference kernels.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use backplane_conformance::report::{self, Summary};
+use backplane_conformance::{Case, CaseResult, Catalogue, PerfResult, Status, Target, perf_case, test_case};
+use clap::{Parser, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+use regex::Regex;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Mode {
+    /// Compare each backend with the reference kernels.
+    Test,
+    /// Time each case (GFLOPS or GB/s).
+    Perf,
+    /// Write the op x backend support matrix to docs/ops.md.
+    Support,
+}
+
+/// Check backplane backends against the reference kernels.
+#[derive(Parser, Debug)]
+#[command(name = "backplane-conformance", version)]
+struct Args {
+    /// What to do (default: test).
+    #[arg(value_enum)]
+    mode: Option<Mode>,
+    /// Backends to check (default: every backend found).
+    #[arg(long = "backend")]
+    backends: Vec<String>,
+    /// Ops to check, by ggml name (default: all).
+    #[arg(long = "op")]
+    ops: Vec<String>,
+    /// Only cases whose name matches this regex.
+    #[arg(long = "case")]
+    case: Option<String>,
+    /// Write results as JSON.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Write results as CSV.
+    #[arg(long)]
+    csv: Option<PathBuf>,
+    /// Also run external vectors from DIR/manifest.json.
+    #[arg(long)]
+    vectors: Option<PathBuf>,
+    /// Print the number of cases per op and exit.
+    #[arg(long)]
+    list: bool,
+    /// perf: minimum timing per case in milliseconds.
+    #[arg(long, default_value_t = 1000)]
+    min_time_ms: u64,
+    /// support: where to write the matrix.
+    #[arg(long, default_value = "docs/ops.md")]
+    ops_md: PathBuf,
+    /// Print every failing and unsupported case, not only failures.
+    #[arg(long, short)]
+    verbose: bool,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(args) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn select_cases(args: &Args, mode: Mode) -> Result<Vec<Case>, String> {
+    let re = args.case.as_deref().map(Regex::new).transpose().map_err(|e| format!("--case: {e}"))?;
+    let mut ops = Vec::new();
+    for name in &args.ops {
+        ops.push(backplane::Op::from_name(name).ok_or_else(|| format!("--op {name}: no such op"))?);
+    }
+    Ok(Catalogue::all()
+        .into_iter()
+        .filter(|c| ops.is_empty() || ops.contains(&c.op))
+        .filter(|c| re.as_ref().is_none_or(|r| r.is_match(&c.name)))
+        .filter(|c| mode == Mode::Perf || !c.perf_only)
+        .collect())
+}
+
+fn run(args: Args) -> Result<ExitCode, String> {
+    let mode = args.mode.unwrap_or(Mode::Test);
+    let cases = select_cases(&args, mode)?;
+    if args.list {
+        let mut per_op: BTreeMap<&str, usize> = BTreeMap::new();
+        for c in &cases {
+            *per_op.entry(c.op.name()).or_default() += 1;
+        }
+        for (op, n) in &per_op {
+            println!("{op:<16} {n}");
+        }
+        println!("{:<16} {}", "total", cases.len());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut targets = backplane_conformance::target::discover(&args.backends)?;
+    if targets.is_empty() {
+        return Err(format!("no backend matches {:?}", args.backends));
+    }
+    match mode {
+        Mode::Test => run_test(&args, &cases, &mut targets),
+        Mode::Perf => run_perf(&args, &cases, &mut targets),
+        Mode::Support => {
+            let md = report::support_matrix(&cases, &targets);
+            std::fs::write(&args.ops_md, md).map_err(|e| format!("{}: {e}", args.ops_md.display()))?;
+            println!("wrote {}", args.ops_md.display());
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn progress(n: usize, what: &str) -> ProgressBar {
+    let bar = ProgressBar::new(n as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{prefix:>8} [{bar:40}] {pos}/{len} {msg}")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    bar.set_prefix(what.to_string());
+    bar
+}
+
+fn run_test(args: &Args, cases: &[Case], targets: &mut [Box<dyn Target>]) -> Result<ExitCode, String> {
+    let mut results: Vec<CaseResult> = Vec::new();
+    for target in targets.iter_mut() {
+        let bar = progress(cases.len(), &target.name());
+        for case in cases {
+            bar.set_message(case.op.name());
+            let r = test_case(case, target.as_mut());
+            if r.status == Status::Fail || (args.verbose && r.status == Status::Unsupported) {
+                bar.println(format!("  {:?} {}: {}", r.status, r.case, r.reason.as_deref().unwrap_or("")));
+            }
+            results.push(r);
+            bar.inc(1);
+        }
+        bar.finish_and_clear();
+    }
+    if let Some(dir) = &args.vectors {
+        results.extend(report::run_vectors(dir, targets)?);
+    }
+    let summary = Summary::of(&results);
+    print!("{}", summary.table());
+    if let Some(p) = &args.json {
+        report::write_json(p, &results, &summary)?;
+    }
+    if let Some(p) = &args.csv {
+        report::write_csv(p, &results)?;
+    }
+    Ok(if summary.failed() > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+fn run_perf(args: &Args, cases: &[Case], targets: &mut [Box<dyn Target>]) -> Result<ExitCode, String> {
+    let mut results: Vec<PerfResult> = Vec::new();
+    let min_time = Duration::from_millis(args.min_time_ms);
+    for target in targets.iter_mut() {
+        let bar = progress(cases.len(), &target.name());
+        for case in cases {
+            bar.set_message(case.op.name());
+            let r = perf_case(case, target.as_mut(), min_time);
+            bar.println(report::perf_line(&r));
+            results.push(r);
+            bar.inc(1);
+        }
+        bar.finish_and_clear();
+    }
+    if let Some(p) = &args.json {
+        report::write_perf_json(p, &results)?;
+    }
+    if let Some(p) = &args.csv {
+        report::write_perf_csv(p, &results)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,223 @@
+//! Runs cases: `test` compares a target with the reference kernels, `perf`
+//! times it.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::time::{Duration, Instant};
+
+use backplane::{Graph, HostTensors, TensorId};
+use serde::Serialize;
+
+use crate::case::{BuiltCase, Case, Work};
+use crate::target::Target;
+
+/// Outcome of one case on one backend.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Matched the reference within the bound.
+    Pass,
+    /// Mismatch, error, panic or out-of-bounds write.
+    Fail,
+    /// The backend refused the case (reason kept).
+    Unsupported,
+}
+
+/// Result of a `test` case.
+#[derive(Clone, Debug, Serialize)]
+pub struct CaseResult {
+    /// Backend name.
+    pub backend: String,
+    /// Op name.
+    pub op: String,
+    /// Case name.
+    pub case: String,
+    /// Outcome.
+    pub status: Status,
+    /// Normalised mean squared error against the reference, when computed.
+    pub nmse: Option<f64>,
+    /// Why it failed or was refused.
+    pub reason: Option<String>,
+}
+
+/// Result of a `perf` case.
+#[derive(Clone, Debug, Serialize)]
+pub struct PerfResult {
+    /// Backend name.
+    pub backend: String,
+    /// Op name.
+    pub op: String,
+    /// Case name.
+    pub case: String,
+    /// Median time of one run in microseconds (None when not run).
+    pub median_us: Option<f64>,
+    /// Runs timed.
+    pub runs: usize,
+    /// GFLOPS for compute-bound cases.
+    pub gflops: Option<f64>,
+    /// GB/s for memory-bound cases.
+    pub gbps: Option<f64>,
+    /// Why it was not timed.
+    pub reason: Option<String>,
+}
+
+/// NMSE of `got` against `want`, or the reason they cannot be compared
+/// (length or NaN/Inf mismatch).
+pub fn compare(want: &[f32], got: &[f32]) -> Result<f64, String> {
+    if want.len() != got.len() {
+        return Err(format!("{} values expected, {} produced", want.len(), got.len()));
+    }
+    let (mut err, mut norm) = (0f64, 0f64);
+    for (i, (&w, &g)) in want.iter().zip(got).enumerate() {
+        if !w.is_finite() || !g.is_finite() {
+            let same = (w.is_nan() && g.is_nan()) || w == g;
+            if !same {
+                return Err(format!("element {i}: expected {w}, got {g}"));
+            }
+            continue;
+        }
+        let d = w as f64 - g as f64;
+        err += d * d;
+        norm += w as f64 * w as f64;
+    }
+    Ok(if norm > 0.0 { err / norm } else { err })
+}
+
+fn panic_text(p: Box<dyn std::any::Any + Send>) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
+}
+
+/// Whether the target accepts every compute node of the case.
+fn check_support(target: &dyn Target, graph: &Graph) -> Result<(), String> {
+    for t in graph.compute_nodes() {
+        target.supports(graph, t)?;
+    }
+    Ok(())
+}
+
+/// Reference output of a built case.
+pub fn reference_output(built: &BuiltCase, leaves: &[(TensorId, Vec<u8>)]) -> Result<Vec<f32>, String> {
+    let mut host = HostTensors::new(&built.graph);
+    for (t, data) in leaves {
+        host.set_bytes(&built.graph, *t, data).map_err(|e| e.to_string())?;
+    }
+    backplane::reference::compute(&built.graph, &mut host).map_err(|e| format!("reference: {e}"))?;
+    Ok(host.get_f32(&built.graph, built.out))
+}
+
+/// Runs one case in `test` mode.
+pub fn test_case(case: &Case, target: &mut dyn Target) -> CaseResult {
+    let mut result = CaseResult {
+        backend: target.name(),
+        op: case.op.name().to_string(),
+        case: case.name.clone(),
+        status: Status::Fail,
+        nmse: None,
+        reason: None,
+    };
+    let built = match case.build() {
+        Ok(b) => b,
+        Err(e) => {
+            result.reason = Some(format!("case does not build: {e}"));
+            return result;
+        }
+    };
+    if let Err(reason) = check_support(target, &built.graph) {
+        result.status = Status::Unsupported;
+        result.reason = Some(reason);
+        return result;
+    }
+    let leaves = built.leaf_data(case.seed());
+    let want = match reference_output(&built, &leaves) {
+        Ok(w) => w,
+        Err(e) => {
+            result.reason = Some(e);
+            return result;
+        }
+    };
+    let run = catch_unwind(AssertUnwindSafe(|| -> Result<Vec<f32>, String> {
+        target.load(&built.graph, &leaves)?;
+        target.compute()?;
+        target.read_f32(built.out)
+    }));
+    let got = match run {
+        Ok(Ok(g)) => g,
+        Ok(Err(e)) => {
+            result.reason = Some(e);
+            return result;
+        }
+        Err(p) => {
+            result.reason = Some(format!("panicked: {}", panic_text(p)));
+            return result;
+        }
+    };
+    let guards = target.guard_violations();
+    if !guards.is_empty() {
+        result.reason = Some(format!("out-of-bounds write: {}", guards.join("; ")));
+        return result;
+    }
+    match compare(&want, &got) {
+        Ok(nmse) => {
+            result.nmse = Some(nmse);
+            if nmse <= case.nmse_max {
+                result.status = Status::Pass;
+            } else {
+                result.reason = Some(format!("NMSE {nmse:.3e} > {:.1e}", case.nmse_max));
+            }
+        }
+        Err(e) => result.reason = Some(e),
+    }
+    result
+}
+
+/// Runs one case in `perf` mode: one warm-up, then runs until `min_time`
+/// has passed (at least 3), reporting the median.
+pub fn perf_case(case: &Case, target: &mut dyn Target, min_time: Duration) -> PerfResult {
+    let mut result = PerfResult {
+        backend: target.name(),
+        op: case.op.name().to_string(),
+        case: case.name.clone(),
+        median_us: None,
+        runs: 0,
+        gflops: None,
+        gbps: None,
+        reason: None,
+    };
+    let built = match case.build() {
+        Ok(b) => b,
+        Err(e) => {
+            result.reason = Some(format!("case does not build: {e}"));
+            return result;
+        }
+    };
+    if let Err(reason) = check_support(target, &built.graph) {
+        result.reason = Some(format!("unsupported: {reason}"));
+        return result;
+    }
+    let leaves = built.leaf_data(case.seed());
+    if let Err(e) = target.load(&built.graph, &leaves).and_then(|_| target.compute()) {
+        result.reason = Some(e);
+        return result;
+    }
+    let mut times = Vec::new();
+    let start = Instant::now();
+    while times.len() < 3 || (start.elapsed() < min_time && times.len() < 10_000) {
+        let t = Instant::now();
+        if let Err(e) = target.compute() {
+            result.reason = Some(e);
+            return result;
+        }
+        times.push(t.elapsed().as_secs_f64());
+    }
+    times.sort_by(f64::total_cmp);
+    let median = times[times.len() / 2];
+    result.runs = times.len();
+    result.median_us = Some(median * 1e6);
+    match case.work {
+        Work::Flops(f) => result.gflops = Some(f / median / 1e9),
+        Work::Bytes => result.gbps = Some(built.bytes_moved() / median / 1e9),
+    }
+    result
+}
