@@ -32,7 +32,10 @@ pub struct CaseBuilder {
 
 impl CaseBuilder {
     fn new() -> CaseBuilder {
-        CaseBuilder { g: Graph::new(), fills: Vec::new() }
+        CaseBuilder {
+            g: Graph::new(),
+            fills: Vec::new(),
+        }
     }
 
     /// A leaf filled uniformly in [-1, 1).
@@ -41,7 +44,12 @@ impl CaseBuilder {
     }
 
     /// A leaf with an explicit fill.
-    pub fn input_with(&mut self, dt: DType, ne: &[i64], fill: Fill) -> Result<TensorId, GraphError> {
+    pub fn input_with(
+        &mut self,
+        dt: DType,
+        ne: &[i64],
+        fill: Fill,
+    ) -> Result<TensorId, GraphError> {
         let name = format!("in{}", self.fills.len());
         let t = self.g.input(&name, dt, ne)?;
         self.fills.push((t, fill));
@@ -51,7 +59,13 @@ impl CaseBuilder {
     /// A leaf of logical shape `ne` laid out permuted by `perm` (as
     /// test-backend-ops does): a non-contiguous view unless `perm` is the
     /// identity.
-    pub fn permuted(&mut self, dt: DType, ne: [i64; 4], perm: [usize; 4], fill: Fill) -> Result<TensorId, GraphError> {
+    pub fn permuted(
+        &mut self,
+        dt: DType,
+        ne: [i64; 4],
+        perm: [usize; 4],
+        fill: Fill,
+    ) -> Result<TensorId, GraphError> {
         if perm == [0, 1, 2, 3] {
             return self.input_with(dt, &ne, fill);
         }
@@ -102,7 +116,14 @@ pub struct BuiltCase {
 impl Case {
     /// A case from its recipe.
     pub fn new(op: Op, name: String, nmse_max: f64, work: Work, build: BuildFn) -> Case {
-        Case { op, name, nmse_max, work, perf_only: false, build }
+        Case {
+            op,
+            name,
+            nmse_max,
+            work,
+            perf_only: false,
+            build,
+        }
     }
 
     /// Marks the case as timed by `perf` only.
@@ -116,13 +137,19 @@ impl Case {
         let mut b = CaseBuilder::new();
         let out = (self.build)(&mut b)?;
         b.g.mark_output(out)?;
-        Ok(BuiltCase { graph: b.g, out, fills: b.fills })
+        Ok(BuiltCase {
+            graph: b.g,
+            out,
+            fills: b.fills,
+        })
     }
 
     /// The seed of this case's data: a hash of its name, so data depends on
     /// nothing but the case.
     pub fn seed(&self) -> u64 {
-        self.name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x1000_0000_01b3))
+        self.name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ b as u64).wrapping_mul(0x1000_0000_01b3)
+        })
     }
 }
 
@@ -130,7 +157,11 @@ impl BuiltCase {
     /// Bytes moved by the node under test: its sources' and its own spans.
     pub fn bytes_moved(&self) -> f64 {
         let d = self.graph.desc(self.out);
-        let srcs: u64 = self.graph.sources(self.out).map(|s| self.graph.desc(s).nbytes()).sum();
+        let srcs: u64 = self
+            .graph
+            .sources(self.out)
+            .map(|s| self.graph.desc(s).nbytes())
+            .sum();
         (srcs + d.nbytes()) as f64
     }
 
@@ -151,11 +182,15 @@ fn fill_bytes(g: &Graph, t: TensorId, fill: Fill, rng: &mut StdRng) -> Vec<u8> {
     let ne0 = d.ne[0] as usize;
     let values: Vec<f64> = match fill {
         Fill::Uniform(lo, hi) => (0..n).map(|_| rng.random_range(lo..hi) as f64).collect(),
-        Fill::Index(max) => (0..n).map(|_| rng.random_range(0..max.max(1)) as f64).collect(),
+        Fill::Index(max) => (0..n)
+            .map(|_| rng.random_range(0..max.max(1)) as f64)
+            .collect(),
         Fill::Distinct => {
             let mut v = Vec::with_capacity(n);
             for _ in 0..n / ne0 {
-                let mut row: Vec<f64> = (0..ne0).map(|i| (i as f64 - ne0 as f64 / 2.0) / ne0 as f64).collect();
+                let mut row: Vec<f64> = (0..ne0)
+                    .map(|i| (i as f64 - ne0 as f64 / 2.0) / ne0 as f64)
+                    .collect();
                 for i in (1..row.len()).rev() {
                     row.swap(i, rng.random_range(0..=i));
                 }
@@ -177,7 +212,13 @@ fn fill_bytes(g: &Graph, t: TensorId, fill: Fill, rng: &mut StdRng) -> Vec<u8> {
         }
         Fill::Mask => {
             let mut v: Vec<f64> = (0..n)
-                .map(|_| if rng.random_bool(0.25) { f64::NEG_INFINITY } else { rng.random_range(-1.0..1.0) })
+                .map(|_| {
+                    if rng.random_bool(0.25) {
+                        f64::NEG_INFINITY
+                    } else {
+                        rng.random_range(-1.0..1.0)
+                    }
+                })
                 .collect();
             for row in v.chunks_mut(ne0) {
                 if row.iter().all(|x| x.is_infinite()) {
@@ -206,7 +247,10 @@ pub fn encode(dt: DType, ne0: usize, values: &[f64]) -> Vec<u8> {
         return out;
     }
     if dt == DType::F16 {
-        return values.iter().flat_map(|&v| f16::from_f64(v).to_le_bytes()).collect();
+        return values
+            .iter()
+            .flat_map(|&v| f16::from_f64(v).to_le_bytes())
+            .collect();
     }
     let f: Vec<f32> = values.iter().map(|&v| v as f32).collect();
     let row_bytes = dt.row_size(ne0).expect("whole blocks");

@@ -41,14 +41,25 @@ impl GuardedHost {
                 total = start + n.div_ceil(64) * 64 + GUARD_BYTES;
             }
         }
-        let offsets = graph.ids().map(|t| root_off[graph.storage_root(t).0] + graph.offset_in_root(t) as usize).collect();
-        let mut h = GuardedHost { lines: vec![Line([GUARD_FILL; 64]); total / 64], offsets, roots };
+        let offsets = graph
+            .ids()
+            .map(|t| root_off[graph.storage_root(t).0] + graph.offset_in_root(t) as usize)
+            .collect();
+        let mut h = GuardedHost {
+            lines: vec![Line([GUARD_FILL; 64]); total / 64],
+            offsets,
+            roots,
+        };
         let roots = h.roots.clone();
         for (t, start, n) in roots {
             h.bytes_mut()[start..start + n].fill(UNWRITTEN_FILL);
             if let Some((_, data)) = leaves.iter().find(|(l, _)| *l == t) {
                 if data.len() != n {
-                    return Err(format!("leaf {} needs {n} bytes, got {}", graph.name(t), data.len()));
+                    return Err(format!(
+                        "leaf {} needs {n} bytes, got {}",
+                        graph.name(t),
+                        data.len()
+                    ));
                 }
                 h.bytes_mut()[start..start + n].copy_from_slice(data);
             }
@@ -58,19 +69,29 @@ impl GuardedHost {
 
     fn bytes(&self) -> &[u8] {
         // SAFETY: Line is 64 plain bytes; the slice covers the lines exactly.
-        unsafe { std::slice::from_raw_parts(self.lines.as_ptr().cast::<u8>(), self.lines.len() * 64) }
+        unsafe {
+            std::slice::from_raw_parts(self.lines.as_ptr().cast::<u8>(), self.lines.len() * 64)
+        }
     }
 
     fn bytes_mut(&mut self) -> &mut [u8] {
         // SAFETY: as above, with unique access.
-        unsafe { std::slice::from_raw_parts_mut(self.lines.as_mut_ptr().cast::<u8>(), self.lines.len() * 64) }
+        unsafe {
+            std::slice::from_raw_parts_mut(
+                self.lines.as_mut_ptr().cast::<u8>(),
+                self.lines.len() * 64,
+            )
+        }
     }
 
     /// Pointers to each tensor's first element.
     pub fn pointers(&mut self) -> Vec<*mut u8> {
         let base = self.lines.as_mut_ptr().cast::<u8>();
         // SAFETY: every offset lies inside the allocation.
-        self.offsets.iter().map(|&o| unsafe { base.add(o) }).collect()
+        self.offsets
+            .iter()
+            .map(|&o| unsafe { base.add(o) })
+            .collect()
     }
 
     /// A tensor read as f32 in logical order.

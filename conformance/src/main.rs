@@ -7,7 +7,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use backplane_conformance::report::{self, Summary};
-use backplane_conformance::{Case, CaseResult, Catalogue, PerfResult, Status, Target, perf_case, test_case};
+use backplane_conformance::{
+    Case, CaseResult, Catalogue, PerfResult, Status, Target, perf_case, test_case,
+};
 use clap::{Parser, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use regex::Regex;
@@ -73,7 +75,12 @@ fn main() -> ExitCode {
 }
 
 fn select_cases(args: &Args, mode: Mode) -> Result<Vec<Case>, String> {
-    let re = args.case.as_deref().map(Regex::new).transpose().map_err(|e| format!("--case: {e}"))?;
+    let re = args
+        .case
+        .as_deref()
+        .map(Regex::new)
+        .transpose()
+        .map_err(|e| format!("--case: {e}"))?;
     let mut ops = Vec::new();
     for name in &args.ops {
         ops.push(backplane::Op::from_name(name).ok_or_else(|| format!("--op {name}: no such op"))?);
@@ -109,7 +116,8 @@ fn run(args: Args) -> Result<ExitCode, String> {
         Mode::Perf => run_perf(&args, &cases, &mut targets),
         Mode::Support => {
             let md = report::support_matrix(&cases, &targets);
-            std::fs::write(&args.ops_md, md).map_err(|e| format!("{}: {e}", args.ops_md.display()))?;
+            std::fs::write(&args.ops_md, md)
+                .map_err(|e| format!("{}: {e}", args.ops_md.display()))?;
             println!("wrote {}", args.ops_md.display());
             Ok(ExitCode::SUCCESS)
         }
@@ -127,7 +135,11 @@ fn progress(n: usize, what: &str) -> ProgressBar {
     bar
 }
 
-fn run_test(args: &Args, cases: &[Case], targets: &mut [Box<dyn Target>]) -> Result<ExitCode, String> {
+fn run_test(
+    args: &Args,
+    cases: &[Case],
+    targets: &mut [Box<dyn Target>],
+) -> Result<ExitCode, String> {
     let mut results: Vec<CaseResult> = Vec::new();
     for target in targets.iter_mut() {
         let bar = progress(cases.len(), &target.name());
@@ -135,7 +147,12 @@ fn run_test(args: &Args, cases: &[Case], targets: &mut [Box<dyn Target>]) -> Res
             bar.set_message(case.op.name());
             let r = test_case(case, target.as_mut());
             if r.status == Status::Fail || (args.verbose && r.status == Status::Unsupported) {
-                bar.println(format!("  {:?} {}: {}", r.status, r.case, r.reason.as_deref().unwrap_or("")));
+                bar.println(format!(
+                    "  {:?} {}: {}",
+                    r.status,
+                    r.case,
+                    r.reason.as_deref().unwrap_or("")
+                ));
             }
             results.push(r);
             bar.inc(1);
@@ -153,10 +170,18 @@ fn run_test(args: &Args, cases: &[Case], targets: &mut [Box<dyn Target>]) -> Res
     if let Some(p) = &args.csv {
         report::write_csv(p, &results)?;
     }
-    Ok(if summary.failed() > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+    Ok(if summary.failed() > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
-fn run_perf(args: &Args, cases: &[Case], targets: &mut [Box<dyn Target>]) -> Result<ExitCode, String> {
+fn run_perf(
+    args: &Args,
+    cases: &[Case],
+    targets: &mut [Box<dyn Target>],
+) -> Result<ExitCode, String> {
     let mut results: Vec<PerfResult> = Vec::new();
     let min_time = Duration::from_millis(args.min_time_ms);
     for target in targets.iter_mut() {

@@ -51,9 +51,16 @@ impl Summary {
 
     /// A plain-text table.
     pub fn table(&self) -> String {
-        let mut out = format!("{:<16} {:>8} {:>8} {:>12}\n", "backend", "pass", "fail", "unsupported");
+        let mut out = format!(
+            "{:<16} {:>8} {:>8} {:>12}\n",
+            "backend", "pass", "fail", "unsupported"
+        );
         for (name, c) in &self.backends {
-            let _ = writeln!(out, "{name:<16} {:>8} {:>8} {:>12}", c.pass, c.fail, c.unsupported);
+            let _ = writeln!(
+                out,
+                "{name:<16} {:>8} {:>8} {:>12}",
+                c.pass, c.fail, c.unsupported
+            );
         }
         let verdict = if self.failed() == 0 { "OK" } else { "FAILED" };
         let _ = writeln!(out, "{verdict}");
@@ -69,12 +76,20 @@ struct JsonReport<'a> {
 
 /// Writes `{"cases":[...],"summary":{...}}`.
 pub fn write_json(path: &Path, results: &[CaseResult], summary: &Summary) -> Result<(), String> {
-    let text = serde_json::to_string_pretty(&JsonReport { cases: results, summary }).map_err(|e| e.to_string())?;
+    let text = serde_json::to_string_pretty(&JsonReport {
+        cases: results,
+        summary,
+    })
+    .map_err(|e| e.to_string())?;
     std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_string() }
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
 }
 
 /// Writes one line per case: backend,op,case,status,nmse,reason.
@@ -99,15 +114,26 @@ pub fn write_csv(path: &Path, results: &[CaseResult]) -> Result<(), String> {
 /// One human-readable perf line.
 pub fn perf_line(r: &PerfResult) -> String {
     match (r.median_us, r.gflops, r.gbps) {
-        (Some(us), Some(g), _) => format!("  {:<100} {us:>12.1} us {g:>10.2} GFLOPS ({} runs)", r.case, r.runs),
-        (Some(us), _, Some(b)) => format!("  {:<100} {us:>12.1} us {b:>10.2} GB/s ({} runs)", r.case, r.runs),
-        _ => format!("  {:<100} not run: {}", r.case, r.reason.as_deref().unwrap_or("")),
+        (Some(us), Some(g), _) => format!(
+            "  {:<100} {us:>12.1} us {g:>10.2} GFLOPS ({} runs)",
+            r.case, r.runs
+        ),
+        (Some(us), _, Some(b)) => format!(
+            "  {:<100} {us:>12.1} us {b:>10.2} GB/s ({} runs)",
+            r.case, r.runs
+        ),
+        _ => format!(
+            "  {:<100} not run: {}",
+            r.case,
+            r.reason.as_deref().unwrap_or("")
+        ),
     }
 }
 
 /// Writes perf results as JSON.
 pub fn write_perf_json(path: &Path, results: &[PerfResult]) -> Result<(), String> {
-    let text = serde_json::to_string_pretty(&serde_json::json!({ "perf": results })).map_err(|e| e.to_string())?;
+    let text = serde_json::to_string_pretty(&serde_json::json!({ "perf": results }))
+        .map_err(|e| e.to_string())?;
     std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
@@ -139,10 +165,16 @@ pub fn support_matrix(cases: &[Case], targets: &[Box<dyn Target>]) -> String {
     let mut reasons: BTreeMap<(&str, String), String> = BTreeMap::new();
     for case in cases {
         let Ok(built) = case.build() else { continue };
-        let row = per_op.entry(case.op.name()).or_insert_with(|| vec![(0, 0); targets.len()]);
+        let row = per_op
+            .entry(case.op.name())
+            .or_insert_with(|| vec![(0, 0); targets.len()]);
         for (i, t) in targets.iter().enumerate() {
             row[i].1 += 1;
-            match built.graph.compute_nodes().try_for_each(|n| t.supports(&built.graph, n)) {
+            match built
+                .graph
+                .compute_nodes()
+                .try_for_each(|n| t.supports(&built.graph, n))
+            {
                 Ok(()) => row[i].0 += 1,
                 Err(r) => {
                     reasons.entry((case.op.name(), t.name())).or_insert(r);
@@ -163,7 +195,13 @@ pub fn support_matrix(cases: &[Case], targets: &[Box<dyn Target>]) -> String {
     for (op, row) in &per_op {
         let _ = write!(md, "| {op} |");
         for &(ok, total) in row {
-            let cell = if ok == total { "✅".to_string() } else if ok == 0 { "❌".to_string() } else { format!("🟡 {ok}/{total}") };
+            let cell = if ok == total {
+                "✅".to_string()
+            } else if ok == 0 {
+                "❌".to_string()
+            } else {
+                format!("🟡 {ok}/{total}")
+            };
             let _ = write!(md, " {cell} |");
         }
         md.push('\n');
@@ -199,12 +237,18 @@ pub fn run_vectors(dir: &Path, targets: &mut [Box<dyn Target>]) -> Result<Vec<Ca
                 Ok(v) => {
                     r.case = format!("vectors:{}", v.name);
                     r.op = v.op.name().to_string();
-                    let supported = v.graph.compute_nodes().try_for_each(|n| target.supports(&v.graph, n));
+                    let supported = v
+                        .graph
+                        .compute_nodes()
+                        .try_for_each(|n| target.supports(&v.graph, n));
                     if let Err(reason) = supported {
                         r.status = Status::Unsupported;
                         r.reason = Some(reason);
                     } else {
-                        let got = target.load(&v.graph, &v.leaves).and_then(|_| target.compute()).and_then(|_| target.read_f32(v.out));
+                        let got = target
+                            .load(&v.graph, &v.leaves)
+                            .and_then(|_| target.compute())
+                            .and_then(|_| target.read_f32(v.out));
                         match got.and_then(|g| compare(&v.expected, &g)) {
                             Ok(nmse) if nmse <= v.nmse_max => {
                                 r.status = Status::Pass;

@@ -64,7 +64,11 @@ pub struct PerfResult {
 /// (length or NaN/Inf mismatch).
 pub fn compare(want: &[f32], got: &[f32]) -> Result<f64, String> {
     if want.len() != got.len() {
-        return Err(format!("{} values expected, {} produced", want.len(), got.len()));
+        return Err(format!(
+            "{} values expected, {} produced",
+            want.len(),
+            got.len()
+        ));
     }
     let (mut err, mut norm) = (0f64, 0f64);
     for (i, (&w, &g)) in want.iter().zip(got).enumerate() {
@@ -98,12 +102,17 @@ fn check_support(target: &dyn Target, graph: &Graph) -> Result<(), String> {
 }
 
 /// Reference output of a built case.
-pub fn reference_output(built: &BuiltCase, leaves: &[(TensorId, Vec<u8>)]) -> Result<Vec<f32>, String> {
+pub fn reference_output(
+    built: &BuiltCase,
+    leaves: &[(TensorId, Vec<u8>)],
+) -> Result<Vec<f32>, String> {
     let mut host = HostTensors::new(&built.graph);
     for (t, data) in leaves {
-        host.set_bytes(&built.graph, *t, data).map_err(|e| e.to_string())?;
+        host.set_bytes(&built.graph, *t, data)
+            .map_err(|e| e.to_string())?;
     }
-    backplane::reference::compute(&built.graph, &mut host).map_err(|e| format!("reference: {e}"))?;
+    backplane::reference::compute(&built.graph, &mut host)
+        .map_err(|e| format!("reference: {e}"))?;
     Ok(host.get_f32(&built.graph, built.out))
 }
 
@@ -197,7 +206,10 @@ pub fn perf_case(case: &Case, target: &mut dyn Target, min_time: Duration) -> Pe
         return result;
     }
     let leaves = built.leaf_data(case.seed());
-    if let Err(e) = target.load(&built.graph, &leaves).and_then(|_| target.compute()) {
+    if let Err(e) = target
+        .load(&built.graph, &leaves)
+        .and_then(|_| target.compute())
+    {
         result.reason = Some(e);
         return result;
     }

@@ -30,7 +30,10 @@ pub struct CpuTarget {
 impl CpuTarget {
     /// A CPU target with default threads.
     pub fn new() -> CpuTarget {
-        CpuTarget { backend: CpuBackend::new(CpuConfig::default()), loaded: None }
+        CpuTarget {
+            backend: CpuBackend::new(CpuConfig::default()),
+            loaded: None,
+        }
     }
 }
 
@@ -79,7 +82,8 @@ impl Target for CpuTarget {
 /// (all when empty). The built-in CPU backend is always found.
 pub fn discover(filter: &[String]) -> Result<Vec<Box<dyn Target>>, String> {
     let mut out: Vec<Box<dyn Target>> = Vec::new();
-    let wanted = |name: &str| filter.is_empty() || filter.iter().any(|f| f.eq_ignore_ascii_case(name));
+    let wanted =
+        |name: &str| filter.is_empty() || filter.iter().any(|f| f.eq_ignore_ascii_case(name));
     if wanted("cpu") {
         out.push(Box::new(CpuTarget::new()));
     }

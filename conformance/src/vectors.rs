@@ -74,7 +74,8 @@ pub struct LoadedVector {
 pub fn load(dir: &Path) -> Result<Vec<Result<LoadedVector, (String, String)>>, String> {
     let path = dir.join("manifest.json");
     let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let manifest: Manifest = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let manifest: Manifest =
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(manifest
         .cases
         .into_iter()
@@ -115,20 +116,37 @@ fn load_case(dir: &Path, c: VectorCase) -> Result<LoadedVector, String> {
         srcs.push(Some(t));
     }
     let out_dt = parse_dtype(&c.output.dtype)?;
-    let out = build_op(&mut g, op, &params, &srcs, &c.output.ne, out_dt).map_err(|e| e.to_string())?;
+    let out =
+        build_op(&mut g, op, &params, &srcs, &c.output.ne, out_dt).map_err(|e| e.to_string())?;
     let want_ne = pad4(&c.output.ne)?;
     if g.ne(out) != want_ne || g.dtype(out) != out_dt {
-        return Err(format!("the op yields {} but the manifest's output is {:?} {out_dt}", g.describe(out), want_ne));
+        return Err(format!(
+            "{op} yields {} but the manifest's output is {:?} {out_dt}",
+            g.describe(out),
+            want_ne
+        ));
     }
     g.mark_output(out).map_err(|e| e.to_string())?;
     let out_bytes = read_tensor_file(&dir.join(&c.output.file), out_dt)?;
     let mut out_desc = *g.desc(out);
     out_desc.nb = backplane::TensorDesc::new(out_dt, want_ne).nb;
     if out_bytes.len() as u64 != out_desc.nbytes() {
-        return Err(format!("output file has {} bytes, expected {}", out_bytes.len(), out_desc.nbytes()));
+        return Err(format!(
+            "output file has {} bytes, expected {}",
+            out_bytes.len(),
+            out_desc.nbytes()
+        ));
     }
     let expected = backplane::host::read_f32(&out_desc, &out_bytes);
-    Ok(LoadedVector { name: c.name, op, graph: g, out, leaves, expected, nmse_max: c.nmse_max })
+    Ok(LoadedVector {
+        name: c.name,
+        op,
+        graph: g,
+        out,
+        leaves,
+        expected,
+        nmse_max: c.nmse_max,
+    })
 }
 
 fn pad4(ne: &[i64]) -> Result<[i64; 4], String> {
@@ -140,29 +158,47 @@ fn pad4(ne: &[i64]) -> Result<[i64; 4], String> {
     Ok(out)
 }
 
-fn leaf(g: &mut Graph, name: &str, dt: DType, tf: &TensorFile, bytes: Vec<u8>, leaves: &mut Vec<(TensorId, Vec<u8>)>) -> Result<TensorId, String> {
+fn leaf(
+    g: &mut Graph,
+    name: &str,
+    dt: DType,
+    tf: &TensorFile,
+    bytes: Vec<u8>,
+    leaves: &mut Vec<(TensorId, Vec<u8>)>,
+) -> Result<TensorId, String> {
     let ne = pad4(&tf.ne)?;
     match &tf.nb {
         None => {
             let t = g.input(name, dt, &ne).map_err(|e| e.to_string())?;
             if bytes.len() as u64 != g.desc(t).nbytes() {
-                return Err(format!("{name}: file has {} bytes, expected {}", bytes.len(), g.desc(t).nbytes()));
+                return Err(format!(
+                    "{name}: file has {} bytes, expected {}",
+                    bytes.len(),
+                    g.desc(t).nbytes()
+                ));
             }
             leaves.push((t, bytes));
             Ok(t)
         }
         Some(nb) => {
             if dt.is_quantized() {
-                return Err(format!("{name}: strided quantized inputs are not supported"));
+                return Err(format!(
+                    "{name}: strided quantized inputs are not supported"
+                ));
             }
             if nb.len() != 4 && nb.len() != tf.ne.len() {
                 return Err(format!("{name}: nb must have as many entries as ne"));
             }
             let ts = dt.type_size();
             if bytes.len() % ts != 0 {
-                return Err(format!("{name}: {} bytes is not a whole number of {dt} elements", bytes.len()));
+                return Err(format!(
+                    "{name}: {} bytes is not a whole number of {dt} elements",
+                    bytes.len()
+                ));
             }
-            let storage = g.input(name, dt, &[(bytes.len() / ts) as i64]).map_err(|e| e.to_string())?;
+            let storage = g
+                .input(name, dt, &[(bytes.len() / ts) as i64])
+                .map_err(|e| e.to_string())?;
             leaves.push((storage, bytes));
             let mut nb4 = [0u64; 4];
             nb4[..nb.len()].copy_from_slice(nb);
@@ -172,7 +208,8 @@ fn leaf(g: &mut Graph, name: &str, dt: DType, tf: &TensorFile, bytes: Vec<u8>, l
             if nb4[0] != ts as u64 {
                 return Err(format!("{name}: nb[0] must be the element size {ts}"));
             }
-            g.view(storage, &ne, &nb4[1..], 0).map_err(|e| e.to_string())
+            g.view(storage, &ne, &nb4[1..], 0)
+                .map_err(|e| e.to_string())
         }
     }
 }
@@ -200,7 +237,8 @@ fn npy_payload(b: &[u8], dt: DType) -> Result<Vec<u8>, String> {
         }
         v => return Err(format!(".npy version {v} not supported")),
     };
-    let header = std::str::from_utf8(b.get(start..start + hlen).ok_or("truncated .npy header")?).map_err(|_| "bad .npy header")?;
+    let header = std::str::from_utf8(b.get(start..start + hlen).ok_or("truncated .npy header")?)
+        .map_err(|_| "bad .npy header")?;
     if header.contains("'fortran_order': True") {
         return Err("Fortran-ordered arrays are not supported".into());
     }
@@ -214,22 +252,42 @@ fn npy_payload(b: &[u8], dt: DType) -> Result<Vec<u8>, String> {
         DType::BF16 | DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1 | DType::Q8_0 => "|u1",
         _ => "|u1",
     };
-    let ok = header.contains(&format!("'descr': '{want}'")) || (want == "|u1" && header.contains("'descr': '|V"));
+    let ok = header.contains(&format!("'descr': '{want}'"))
+        || (want == "|u1" && header.contains("'descr': '|V"));
     if !ok {
-        return Err(format!("dtype {dt} needs descr '{want}' (header: {header})"));
+        return Err(format!(
+            "dtype {dt} needs descr '{want}' (header: {header})"
+        ));
     }
     Ok(b[start + hlen..].to_vec())
 }
 
 /// Builds `op` from ggml op params through the typed constructors, so the
 /// same shape checks apply as everywhere else.
-fn build_op(g: &mut Graph, op: Op, p: &[i32; 16], srcs: &[Option<TensorId>], out_ne: &[i64], out_dt: DType) -> Result<TensorId, Box<dyn std::error::Error>> {
+fn build_op(
+    g: &mut Graph,
+    op: Op,
+    p: &[i32; 16],
+    srcs: &[Option<TensorId>],
+    out_ne: &[i64],
+    out_dt: DType,
+) -> Result<TensorId, Box<dyn std::error::Error>> {
     let f = |i: usize| f32::from_bits(p[i] as u32);
     let s = |i: usize| -> Result<TensorId, String> {
-        srcs.get(i).copied().flatten().ok_or_else(|| format!("{op} needs source {i}"))
+        srcs.get(i)
+            .copied()
+            .flatten()
+            .ok_or_else(|| format!("{op} needs source {i}"))
     };
     let opt = |i: usize| srcs.get(i).copied().flatten();
-    let conv = Conv2dParams { s0: p[0], s1: p[1], p0: p[2], p1: p[3], d0: p[4], d1: p[5] };
+    let conv = Conv2dParams {
+        s0: p[0],
+        s1: p[1],
+        p0: p[2],
+        p1: p[3],
+        d0: p[4],
+        d1: p[5],
+    };
     Ok(match op {
         Op::Add => g.add(s(0)?, s(1)?)?,
         Op::Sub => g.sub(s(0)?, s(1)?)?,
@@ -266,7 +324,14 @@ fn build_op(g: &mut Graph, op: Op, p: &[i32; 16], srcs: &[Option<TensorId>], out
         Op::Rope => {
             let mut rp = RopeParams::new(p[1], p[2]);
             rp.n_ctx_orig = p[4];
-            [rp.freq_base, rp.freq_scale, rp.ext_factor, rp.attn_factor, rp.beta_fast, rp.beta_slow] = [f(5), f(6), f(7), f(8), f(9), f(10)];
+            [
+                rp.freq_base,
+                rp.freq_scale,
+                rp.ext_factor,
+                rp.attn_factor,
+                rp.beta_fast,
+                rp.beta_slow,
+            ] = [f(5), f(6), f(7), f(8), f(9), f(10)];
             rp.sections.copy_from_slice(&p[11..15]);
             g.rope(s(0)?, s(1)?, opt(2), rp)?
         }
@@ -274,14 +339,27 @@ fn build_op(g: &mut Graph, op: Op, p: &[i32; 16], srcs: &[Option<TensorId>], out
         Op::Conv2d => g.conv_2d(s(0)?, s(1)?, conv)?,
         Op::Im2col => g.im2col(s(0)?, s(1)?, conv, p[6] != 0, out_dt)?,
         Op::Pad => g.pad(s(0)?, p[..8].try_into().expect("8 params"))?,
-        Op::Argsort => g.argsort(s(0)?, if p[0] == 1 { SortOrder::Desc } else { SortOrder::Asc })?,
+        Op::Argsort => g.argsort(
+            s(0)?,
+            if p[0] == 1 {
+                SortOrder::Desc
+            } else {
+                SortOrder::Asc
+            },
+        )?,
         Op::TopK => g.top_k(s(0)?, out_ne.first().copied().unwrap_or(1))?,
-        Op::FlashAttnExt => g.flash_attn_ext(s(0)?, s(1)?, s(2)?, opt(3), opt(4), f(0), f(1), f(2))?,
+        Op::FlashAttnExt => {
+            g.flash_attn_ext(s(0)?, s(1)?, s(2)?, opt(3), opt(4), f(0), f(1), f(2))?
+        }
         Op::SsmConv => g.ssm_conv(s(0)?, s(1)?)?,
         Op::SsmScan => g.ssm_scan(s(0)?, s(1)?, s(2)?, s(3)?, s(4)?, s(5)?, s(6)?)?,
         Op::Unary => {
             let u = UnaryOp::from_code(p[0] as u32)?;
-            if u == UnaryOp::Xielu { g.xielu(s(0)?, f(1), f(2), f(3), f(4))? } else { g.unary(s(0)?, u)? }
+            if u == UnaryOp::Xielu {
+                g.xielu(s(0)?, f(1), f(2), f(3), f(4))?
+            } else {
+                g.unary(s(0)?, u)?
+            }
         }
         Op::Glu => {
             let gl = GluOp::from_code(p[0] as u32)?;
@@ -293,7 +371,10 @@ fn build_op(g: &mut Graph, op: Op, p: &[i32; 16], srcs: &[Option<TensorId>], out
         }
         Op::Fill => g.fill(s(0)?, f(0))?,
         Op::None | Op::Reshape | Op::View | Op::Permute | Op::Transpose => {
-            return Err(format!("{op} is not a computing op; give strides with the inputs' nb instead").into());
+            return Err(format!(
+                "{op} is not a computing op; give strides with the inputs' nb instead"
+            )
+            .into());
         }
     })
 }

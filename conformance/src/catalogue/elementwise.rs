@@ -5,7 +5,13 @@ use backplane::{DType, GluOp, Op, UnaryOp};
 use super::{Catalogue, PERMS, bound_for, dims};
 use crate::case::Fill;
 
-const SHAPES: [[i64; 4]; 5] = [[1, 1, 1, 1], [10, 5, 4, 3], [16, 10, 10, 10], [4096, 3, 1, 1], [33, 7, 3, 2]];
+const SHAPES: [[i64; 4]; 5] = [
+    [1, 1, 1, 1],
+    [10, 5, 4, 3],
+    [16, 10, 10, 10],
+    [4096, 3, 1, 1],
+    [33, 7, 3, 2],
+];
 
 pub(super) fn add(c: &mut Catalogue) {
     binary(c);
@@ -20,16 +26,34 @@ fn binary(c: &mut Catalogue) {
         for dt in [DType::F32, DType::F16, DType::BF16] {
             for ne in SHAPES {
                 // b broadcast patterns: same shape, row vector, per-channel, scalar.
-                let repeats = [[1, 1, 1, 1], [1, ne[1], ne[2], ne[3]], [ne[0], 1, ne[2], 1], ne];
+                let repeats = [
+                    [1, 1, 1, 1],
+                    [1, ne[1], ne[2], ne[3]],
+                    [ne[0], 1, ne[2], 1],
+                    ne,
+                ];
                 for rep in repeats {
-                    let bne = [ne[0] / rep[0].max(1), ne[1] / rep[1].max(1), ne[2] / rep[2].max(1), ne[3] / rep[3].max(1)];
+                    let bne = [
+                        ne[0] / rep[0].max(1),
+                        ne[1] / rep[1].max(1),
+                        ne[2] / rep[2].max(1),
+                        ne[3] / rep[3].max(1),
+                    ];
                     for inplace in [false, true] {
                         if inplace && dt != DType::F32 {
                             continue;
                         }
-                        let name = format!("{op}(type={dt},ne=[{}],ne_b=[{}],inplace={inplace})", dims(&ne), dims(&bne));
+                        let name = format!(
+                            "{op}(type={dt},ne=[{}],ne_b=[{}],inplace={inplace})",
+                            dims(&ne),
+                            dims(&bne)
+                        );
                         c.push(op, name, bound_for(dt), move |b| {
-                            let fill = if op == Op::Div { Fill::Uniform(0.5, 2.0) } else { Fill::Uniform(-1.0, 1.0) };
+                            let fill = if op == Op::Div {
+                                Fill::Uniform(0.5, 2.0)
+                            } else {
+                                Fill::Uniform(-1.0, 1.0)
+                            };
                             let x = b.input(dt, &ne)?;
                             let y = b.input_with(dt, &bne, fill)?;
                             match (op, inplace) {
@@ -49,9 +73,17 @@ fn binary(c: &mut Catalogue) {
             // Mixed types and a permuted (non-contiguous) first operand.
             for perm in PERMS {
                 let ne = [10, 5, 4, 3];
-                let name = format!("{op}(type={dt},type_b=f32,ne=[{}],perm_a=[{}])", dims(&ne), dims(&perm.map(|p| p as i64)));
+                let name = format!(
+                    "{op}(type={dt},type_b=f32,ne=[{}],perm_a=[{}])",
+                    dims(&ne),
+                    dims(&perm.map(|p| p as i64))
+                );
                 c.push(op, name, bound_for(dt), move |b| {
-                    let fill = if op == Op::Div { Fill::Uniform(0.5, 2.0) } else { Fill::Uniform(-1.0, 1.0) };
+                    let fill = if op == Op::Div {
+                        Fill::Uniform(0.5, 2.0)
+                    } else {
+                        Fill::Uniform(-1.0, 1.0)
+                    };
                     let x = b.permuted(dt, ne, perm, Fill::Uniform(-1.0, 1.0))?;
                     let y = b.input_with(DType::F32, &[ne[0], 1, ne[2], 1], fill)?;
                     match op {
@@ -68,8 +100,12 @@ fn binary(c: &mut Catalogue) {
 
 fn unary_range(f: UnaryOp) -> Fill {
     match f {
-        UnaryOp::Exp | UnaryOp::Expm1 | UnaryOp::Softplus | UnaryOp::Elu => Fill::Uniform(-5.0, 5.0),
-        UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round | UnaryOp::Trunc => Fill::Uniform(-10.0, 10.0),
+        UnaryOp::Exp | UnaryOp::Expm1 | UnaryOp::Softplus | UnaryOp::Elu => {
+            Fill::Uniform(-5.0, 5.0)
+        }
+        UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round | UnaryOp::Trunc => {
+            Fill::Uniform(-10.0, 10.0)
+        }
         _ => Fill::Uniform(-3.0, 3.0),
     }
 }
@@ -82,7 +118,10 @@ fn unary(c: &mut Catalogue) {
                     if inplace && ne[0] != 128 {
                         continue;
                     }
-                    let name = format!("UNARY(op={f},type={dt},ne=[{}],inplace={inplace})", dims(&ne));
+                    let name = format!(
+                        "UNARY(op={f},type={dt},ne=[{}],inplace={inplace})",
+                        dims(&ne)
+                    );
                     c.push(Op::Unary, name, bound_for(dt), move |b| {
                         let x = b.input_with(dt, &ne, unary_range(f))?;
                         match (f, inplace) {
@@ -135,7 +174,10 @@ fn glu(c: &mut Catalogue) {
         for dt in [DType::F32, DType::F16] {
             for ne in [[128, 4, 2, 1], [10, 3, 1, 1], [2, 1, 1, 1]] {
                 for swapped in [false, true] {
-                    let name = format!("GLU(op={f},type={dt},ne=[{}],split=1,swapped={swapped})", dims(&ne));
+                    let name = format!(
+                        "GLU(op={f},type={dt},ne=[{}],split=1,swapped={swapped})",
+                        dims(&ne)
+                    );
                     c.push(Op::Glu, name, bound_for(dt), move |b| {
                         let x = b.input_with(dt, &ne, Fill::Uniform(-3.0, 3.0))?;
                         match f {
@@ -161,8 +203,15 @@ fn glu(c: &mut Catalogue) {
 fn scalar_ops(c: &mut Catalogue) {
     for dt in [DType::F32, DType::F16] {
         for ne in [[10, 10, 10, 10], [1, 1, 1, 1], [4097, 3, 1, 1]] {
-            for (s, bias, inplace) in [(2.0f32, 0.0f32, false), (0.5, 1.25, false), (-3.0, 0.0, true)] {
-                let name = format!("SCALE(type={dt},ne=[{}],s={s},b={bias},inplace={inplace})", dims(&ne));
+            for (s, bias, inplace) in [
+                (2.0f32, 0.0f32, false),
+                (0.5, 1.25, false),
+                (-3.0, 0.0, true),
+            ] {
+                let name = format!(
+                    "SCALE(type={dt},ne=[{}],s={s},b={bias},inplace={inplace})",
+                    dims(&ne)
+                );
                 c.push(Op::Scale, name, bound_for(dt), move |b| {
                     let x = b.input(dt, &ne)?;
                     b.g.scale_bias(x, s, bias, inplace)
@@ -187,7 +236,13 @@ fn scalar_ops(c: &mut Catalogue) {
 }
 
 fn reductions(c: &mut Catalogue) {
-    for ne in [[10, 5, 4, 3], [1, 1, 1, 1], [33, 1, 1, 1], [4096, 2, 1, 1], [1025, 3, 2, 1]] {
+    for ne in [
+        [10, 5, 4, 3],
+        [1, 1, 1, 1],
+        [33, 1, 1, 1],
+        [4096, 2, 1, 1],
+        [1025, 3, 2, 1],
+    ] {
         let name = format!("SUM(type=f32,ne=[{}])", dims(&ne));
         c.push(Op::Sum, name, 1e-7, move |b| {
             let x = b.input(DType::F32, &ne)?;

@@ -7,8 +7,19 @@ use crate::case::{Fill, Work};
 
 /// Every src0 type with a mat-mul kernel.
 pub(crate) const MATMUL_TYPES: [DType; 13] = [
-    DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
-    DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K,
+    DType::F32,
+    DType::F16,
+    DType::BF16,
+    DType::Q4_0,
+    DType::Q4_1,
+    DType::Q5_0,
+    DType::Q5_1,
+    DType::Q8_0,
+    DType::Q2_K,
+    DType::Q3_K,
+    DType::Q4_K,
+    DType::Q5_K,
+    DType::Q6_K,
 ];
 
 pub(super) fn add(c: &mut Catalogue) {
@@ -18,22 +29,51 @@ pub(super) fn add(c: &mut Catalogue) {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn push_mm(c: &mut Catalogue, ta: DType, tb: DType, m: i64, n: i64, k: i64, bs: [i64; 2], nr: [i64; 2], perm_b: [usize; 4]) {
+fn push_mm(
+    c: &mut Catalogue,
+    ta: DType,
+    tb: DType,
+    m: i64,
+    n: i64,
+    k: i64,
+    bs: [i64; 2],
+    nr: [i64; 2],
+    perm_b: [usize; 4],
+) {
     let name = format!(
         "MUL_MAT(type_a={ta},type_b={tb},m={m},n={n},k={k},bs=[{}],nr=[{}],per_b=[{}])",
-        dims(&bs), dims(&nr), dims(&perm_b.map(|p| p as i64))
+        dims(&bs),
+        dims(&nr),
+        dims(&perm_b.map(|p| p as i64))
     );
     let flops = 2.0 * (m * n * k * bs[0] * nr[0] * bs[1] * nr[1]) as f64;
-    c.push_work(Op::MulMat, name, NMSE_MATMUL, Work::Flops(flops), move |b| {
-        let a = b.input(ta, &[k, m, bs[0], bs[1]])?;
-        let x = b.permuted(tb, [k, n, bs[0] * nr[0], bs[1] * nr[1]], perm_b, Fill::Uniform(-1.0, 1.0))?;
-        b.g.mul_mat(a, x)
-    });
+    c.push_work(
+        Op::MulMat,
+        name,
+        NMSE_MATMUL,
+        Work::Flops(flops),
+        move |b| {
+            let a = b.input(ta, &[k, m, bs[0], bs[1]])?;
+            let x = b.permuted(
+                tb,
+                [k, n, bs[0] * nr[0], bs[1] * nr[1]],
+                perm_b,
+                Fill::Uniform(-1.0, 1.0),
+            )?;
+            b.g.mul_mat(a, x)
+        },
+    );
 }
 
 fn mul_mat(c: &mut Catalogue) {
     for ta in MATMUL_TYPES {
-        let ks: &[i64] = if ta.block_size() == 256 { &[256, 512] } else if ta.is_quantized() { &[96, 256] } else { &[1, 33, 256] };
+        let ks: &[i64] = if ta.block_size() == 256 {
+            &[256, 512]
+        } else if ta.is_quantized() {
+            &[96, 256]
+        } else {
+            &[1, 33, 256]
+        };
         for &k in ks {
             for n in [1, 2, 3, 4, 5, 8, 9, 16, 33] {
                 push_mm(c, ta, DType::F32, 16, n, k, [1, 1], [1, 1], [0, 1, 2, 3]);
@@ -41,7 +81,12 @@ fn mul_mat(c: &mut Catalogue) {
         }
         let k = if ta.block_size() == 256 { 256 } else { 64 };
         for tb in [DType::F32, DType::F16] {
-            for (bs, nr) in [([1, 1], [1, 1]), ([3, 1], [1, 1]), ([3, 2], [2, 2]), ([2, 3], [1, 2])] {
+            for (bs, nr) in [
+                ([1, 1], [1, 1]),
+                ([3, 1], [1, 1]),
+                ([3, 2], [2, 2]),
+                ([2, 3], [1, 2]),
+            ] {
                 for n in [1, 9] {
                     push_mm(c, ta, tb, 16, n, k, bs, nr, [0, 1, 2, 3]);
                 }
@@ -58,27 +103,49 @@ fn mul_mat(c: &mut Catalogue) {
 fn mul_mat_id(c: &mut Catalogue) {
     for ta in MATMUL_TYPES {
         let k = if ta.block_size() == 256 { 256 } else { 64 };
-        for (n_mats, n_used, shared_b, n_tok) in [(4, 2, false, 1), (4, 2, true, 7), (8, 4, false, 32), (4, 1, true, 3)] {
+        for (n_mats, n_used, shared_b, n_tok) in [
+            (4, 2, false, 1),
+            (4, 2, true, 7),
+            (8, 4, false, 32),
+            (4, 1, true, 3),
+        ] {
             let e_b = if shared_b { 1 } else { n_used };
             let m = 16;
-            let name = format!("MUL_MAT_ID(type_a={ta},type_b=f32,n_mats={n_mats},n_used={n_used},b={shared_b},m={m},n={n_tok},k={k})");
+            let name = format!(
+                "MUL_MAT_ID(type_a={ta},type_b=f32,n_mats={n_mats},n_used={n_used},b={shared_b},m={m},n={n_tok},k={k})"
+            );
             let flops = 2.0 * (m * n_used * n_tok * k) as f64;
-            c.push_work(Op::MulMatId, name, NMSE_MATMUL, Work::Flops(flops), move |b| {
-                let a = b.input(ta, &[k, m, n_mats])?;
-                let x = b.input(DType::F32, &[k, e_b, n_tok])?;
-                let ids = b.input_with(DType::I32, &[n_used, n_tok], Fill::DistinctIndex(n_mats))?;
-                b.g.mul_mat_id(a, x, ids)
-            });
+            c.push_work(
+                Op::MulMatId,
+                name,
+                NMSE_MATMUL,
+                Work::Flops(flops),
+                move |b| {
+                    let a = b.input(ta, &[k, m, n_mats])?;
+                    let x = b.input(DType::F32, &[k, e_b, n_tok])?;
+                    let ids =
+                        b.input_with(DType::I32, &[n_used, n_tok], Fill::DistinctIndex(n_mats))?;
+                    b.g.mul_mat_id(a, x, ids)
+                },
+            );
         }
     }
 }
 
 /// The benchmark shapes of the core issue: src0 4096 x 14336, n = 1 and 512.
 fn perf(c: &mut Catalogue) {
-    for ta in [DType::F32, DType::F16, DType::Q4_0, DType::Q8_0, DType::Q4_K] {
+    for ta in [
+        DType::F32,
+        DType::F16,
+        DType::Q4_0,
+        DType::Q8_0,
+        DType::Q4_K,
+    ] {
         for n in [1i64, 512] {
             let (m, k) = (4096i64, 14336i64);
-            let name = format!("MUL_MAT(type_a={ta},type_b=f32,m={m},n={n},k={k},bs=[1,1],nr=[1,1],per_b=[0,1,2,3])");
+            let name = format!(
+                "MUL_MAT(type_a={ta},type_b=f32,m={m},n={n},k={k},bs=[1,1],nr=[1,1],per_b=[0,1,2,3])"
+            );
             let flops = 2.0 * (m * n * k) as f64;
             c.push_perf(Op::MulMat, name, Work::Flops(flops), move |b| {
                 let a = b.input(ta, &[k, m])?;

@@ -15,16 +15,31 @@ pub(super) fn add(c: &mut Catalogue) {
 }
 
 fn index_ops(c: &mut Catalogue) {
-    for ne in [[32, 10, 1, 1], [1, 1, 1, 1], [4096, 3, 1, 1], [1000, 7, 1, 1]] {
+    for ne in [
+        [32, 10, 1, 1],
+        [1, 1, 1, 1],
+        [4096, 3, 1, 1],
+        [1000, 7, 1, 1],
+    ] {
         let name = format!("ARGMAX(type=f32,ne=[{}])", dims(&ne));
         c.push(Op::Argmax, name, EXACT, move |b| {
             let x = b.input_with(DType::F32, &ne, Fill::Distinct)?;
             b.g.argmax(x)
         });
     }
-    for ne in [[16, 10, 10, 10], [1, 1, 1, 1], [60, 10, 1, 1], [1025, 2, 1, 1], [2048, 2, 1, 1]] {
+    for ne in [
+        [16, 10, 10, 10],
+        [1, 1, 1, 1],
+        [60, 10, 1, 1],
+        [1025, 2, 1, 1],
+        [2048, 2, 1, 1],
+    ] {
         for order in [SortOrder::Asc, SortOrder::Desc] {
-            let name = format!("ARGSORT(type=f32,ne=[{}],order={})", dims(&ne), order as i32);
+            let name = format!(
+                "ARGSORT(type=f32,ne=[{}],order={})",
+                dims(&ne),
+                order as i32
+            );
             c.push(Op::Argsort, name, EXACT, move |b| {
                 let x = b.input_with(DType::F32, &ne, Fill::Distinct)?;
                 b.g.argsort(x, order)
@@ -45,13 +60,38 @@ fn index_ops(c: &mut Catalogue) {
 
 fn conv(c: &mut Catalogue) {
     let params = [
-        Conv2dParams { s0: 1, s1: 1, p0: 0, p1: 0, d0: 1, d1: 1 },
-        Conv2dParams { s0: 1, s1: 1, p0: 1, p1: 1, d0: 1, d1: 1 },
-        Conv2dParams { s0: 2, s1: 3, p0: 1, p1: 0, d0: 1, d1: 2 },
+        Conv2dParams {
+            s0: 1,
+            s1: 1,
+            p0: 0,
+            p1: 0,
+            d0: 1,
+            d1: 1,
+        },
+        Conv2dParams {
+            s0: 1,
+            s1: 1,
+            p0: 1,
+            p1: 1,
+            d0: 1,
+            d1: 1,
+        },
+        Conv2dParams {
+            s0: 2,
+            s1: 3,
+            p0: 1,
+            p1: 0,
+            d0: 1,
+            d1: 2,
+        },
     ];
     for kt in [DType::F32, DType::F16] {
         for p in params {
-            for (w, h, cin, n, kw, kh, cout) in [(10i64, 8i64, 3i64, 2i64, 3i64, 3i64, 4i64), (19, 17, 5, 1, 5, 2, 3), (4, 4, 1, 1, 1, 1, 1)] {
+            for (w, h, cin, n, kw, kh, cout) in [
+                (10i64, 8i64, 3i64, 2i64, 3i64, 3i64, 4i64),
+                (19, 17, 5, 1, 5, 2, 3),
+                (4, 4, 1, 1, 1, 1, 1),
+            ] {
                 let name = format!(
                     "CONV_2D(type_kernel={kt},input=[{w},{h},{cin},{n}],kernel=[{kw},{kh},{cin},{cout}],s=[{},{}],p=[{},{}],d=[{},{}])",
                     p.s0, p.s1, p.p0, p.p1, p.d0, p.d1
@@ -80,7 +120,10 @@ fn conv(c: &mut Catalogue) {
                     let x = b.input(DType::F32, &[w, h, cin, n])?;
                     b.g.im2col(k, x, p, true, out)
                 });
-                let name = format!("IM2COL(type_kernel={kt},dst={out},input=[{w},{cin},{n}],kernel=[{kw},{cin}],s0={},p0={},d0={},2d=0)", p.s0, p.p0, p.d0);
+                let name = format!(
+                    "IM2COL(type_kernel={kt},dst={out},input=[{w},{cin},{n}],kernel=[{kw},{cin}],s0={},p0={},d0={},2d=0)",
+                    p.s0, p.p0, p.d0
+                );
                 c.push(Op::Im2col, name, bound_for(out), move |b| {
                     let k = b.input(kt, &[kw, cin, 4])?;
                     let x = b.input(DType::F32, &[w, cin, n])?;
@@ -93,7 +136,8 @@ fn conv(c: &mut Catalogue) {
 
 fn ssm(c: &mut Catalogue) {
     for (d_conv, d_inner, n_t, n_s) in [(4i64, 64i64, 1i64, 1i64), (4, 96, 7, 2), (3, 16, 33, 3)] {
-        let name = format!("SSM_CONV(type=f32,d_conv={d_conv},d_inner={d_inner},n_t={n_t},n_s={n_s})");
+        let name =
+            format!("SSM_CONV(type=f32,d_conv={d_conv},d_inner={d_inner},n_t={n_t},n_s={n_s})");
         c.push(Op::SsmConv, name, NMSE_DEFAULT, move |b| {
             let sx = b.input(DType::F32, &[d_conv - 1 + n_t, d_inner, n_s])?;
             let k = b.input(DType::F32, &[d_conv, d_inner])?;
@@ -107,7 +151,9 @@ fn ssm(c: &mut Catalogue) {
         (32, 8, 4, 1, 5, 2, false),
         (64, 16, 8, 2, 3, 3, false),
     ] {
-        let name = format!("SSM_SCAN(type=f32,d_state={d_state},head_dim={head_dim},n_head={n_head},n_group={n_group},n_seq_tokens={n_tok},n_seqs={n_seqs})");
+        let name = format!(
+            "SSM_SCAN(type=f32,d_state={d_state},head_dim={head_dim},n_head={n_head},n_group={n_group},n_seq_tokens={n_tok},n_seqs={n_seqs})"
+        );
         c.push(Op::SsmScan, name, NMSE_DEFAULT, move |b| {
             let s = b.input(DType::F32, &[d_state, head_dim, n_head, n_seqs])?;
             let x = b.input(DType::F32, &[head_dim, n_head, n_tok, n_seqs])?;

@@ -12,6 +12,8 @@ mod matmul;
 mod misc;
 mod norm_attn;
 
+use std::collections::HashSet;
+
 use backplane::{DType, GraphError, Op, TensorId};
 
 use crate::case::{BuildFn, Case, CaseBuilder, Work};
@@ -32,6 +34,7 @@ pub const NMSE_ATTN: f64 = 5e-4;
 #[derive(Default)]
 pub struct Catalogue {
     cases: Vec<Case>,
+    names: HashSet<String>,
 }
 
 impl Catalogue {
@@ -66,8 +69,12 @@ impl Catalogue {
         work: Work,
         build: impl Fn(&mut CaseBuilder) -> Result<TensorId, GraphError> + Send + Sync + 'static,
     ) {
-        let build: BuildFn = Box::new(build);
-        self.cases.push(Case::new(op, name, nmse, work, build));
+        // Parameter sweeps collapse on degenerate shapes (a 1x1x1x1
+        // tensor broadcast four ways is one case): keep the first.
+        if self.names.insert(name.clone()) {
+            let build: BuildFn = Box::new(build);
+            self.cases.push(Case::new(op, name, nmse, work, build));
+        }
     }
 
     /// Adds a case that only `perf` runs (too large for the reference).
@@ -79,18 +86,26 @@ impl Catalogue {
         build: impl Fn(&mut CaseBuilder) -> Result<TensorId, GraphError> + Send + Sync + 'static,
     ) {
         let build: BuildFn = Box::new(build);
-        self.cases.push(Case::new(op, name, f64::INFINITY, work, build).perf_only());
+        self.cases
+            .push(Case::new(op, name, f64::INFINITY, work, build).perf_only());
     }
 }
 
 /// NMSE bound for an op whose output has type `dt`.
 pub(crate) fn bound_for(dt: DType) -> f64 {
-    if matches!(dt, DType::F16 | DType::BF16) { NMSE_HALF_OUT } else { NMSE_DEFAULT }
+    if matches!(dt, DType::F16 | DType::BF16) {
+        NMSE_HALF_OUT
+    } else {
+        NMSE_DEFAULT
+    }
 }
 
 /// `[a, b, c, d]` as `a,b,c,d` for case names.
 pub(crate) fn dims(ne: &[i64]) -> String {
-    ne.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(",")
+    ne.iter()
+        .map(|n| n.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// Permutations used for non-contiguous sources.

@@ -30,7 +30,12 @@ fn norms(c: &mut Catalogue) {
         // Strided rows: a view over every other row.
         let name = format!("{op}(type=f32,ne=[32,5,3,1],perm=[0,2,1,3])");
         c.push(op, name, 1e-7, move |b| {
-            let x = b.permuted(DType::F32, [32, 5, 3, 1], [0, 2, 1, 3], Fill::Uniform(-1.0, 1.0))?;
+            let x = b.permuted(
+                DType::F32,
+                [32, 5, 3, 1],
+                [0, 2, 1, 3],
+                Fill::Uniform(-1.0, 1.0),
+            )?;
             match op {
                 Op::Norm => b.g.norm(x, 1e-5),
                 Op::RmsNorm => b.g.rms_norm(x, 1e-5),
@@ -41,7 +46,13 @@ fn norms(c: &mut Catalogue) {
 }
 
 fn soft_max(c: &mut Catalogue) {
-    for ne in [[16, 2, 32, 1], [32, 7, 4, 2], [1, 1, 1, 1], [4096, 3, 2, 1], [37, 5, 6, 1]] {
+    for ne in [
+        [16, 2, 32, 1],
+        [32, 7, 4, 2],
+        [1, 1, 1, 1],
+        [4096, 3, 2, 1],
+        [37, 5, 6, 1],
+    ] {
         for mask in [None, Some(DType::F32), Some(DType::F16)] {
             for (scale, max_bias) in [(1.0f32, 0.0f32), (0.1, 0.0), (0.1, 8.0)] {
                 if max_bias > 0.0 && mask.is_none() {
@@ -60,12 +71,20 @@ fn soft_max(c: &mut Catalogue) {
                         let x = b.input_with(DType::F32, &ne, Fill::Uniform(-5.0, 5.0))?;
                         let m = match mask {
                             Some(mt) => {
-                                let mne = if m_bcast { [ne[0], ne[1], 1, 1] } else { [ne[0], ne[1], ne[2], ne[3]] };
+                                let mne = if m_bcast {
+                                    [ne[0], ne[1], 1, 1]
+                                } else {
+                                    [ne[0], ne[1], ne[2], ne[3]]
+                                };
                                 Some(b.input_with(mt, &mne, Fill::Uniform(-1.0, 1.0))?)
                             }
                             None => None,
                         };
-                        let s = if sinks { Some(b.input_with(DType::F32, &[ne[2]], Fill::Uniform(-2.0, 2.0))?) } else { None };
+                        let s = if sinks {
+                            Some(b.input_with(DType::F32, &[ne[2]], Fill::Uniform(-2.0, 2.0))?)
+                        } else {
+                            None
+                        };
                         b.g.soft_max(x, m, s, scale, max_bias)
                     });
                 }
@@ -87,7 +106,11 @@ fn rope(c: &mut Catalogue) {
     all.push((rope_mode::VISION, 64, 32, [8, 8, 0, 0]));
     for (mode, ne0, n_dims, sections) in all {
         for dt in [DType::F32, DType::F16] {
-            for (ext_factor, freq_scale, ff) in [(0.0f32, 1.0f32, false), (1.0, 0.25, false), (0.0, 1.0, true)] {
+            for (ext_factor, freq_scale, ff) in [
+                (0.0f32, 1.0f32, false),
+                (1.0, 0.25, false),
+                (0.0, 1.0, true),
+            ] {
                 if ff && !(mode == rope_mode::NORMAL || mode == rope_mode::NEOX) {
                     continue;
                 }
@@ -99,7 +122,15 @@ fn rope(c: &mut Catalogue) {
                     let x = b.input(dt, &[ne0, heads, tokens, 1])?;
                     let per = if mode & rope_mode::MROPE != 0 { 4 } else { 1 };
                     let pos = b.input_with(DType::I32, &[tokens * per], Fill::Index(4096))?;
-                    let f = if ff { Some(b.input_with(DType::F32, &[n_dims as i64 / 2], Fill::Uniform(0.9, 1.1))?) } else { None };
+                    let f = if ff {
+                        Some(b.input_with(
+                            DType::F32,
+                            &[n_dims as i64 / 2],
+                            Fill::Uniform(0.9, 1.1),
+                        )?)
+                    } else {
+                        None
+                    };
                     let mut p = RopeParams::new(n_dims, mode);
                     p.n_ctx_orig = 4096;
                     p.ext_factor = ext_factor;
@@ -121,32 +152,66 @@ fn rope(c: &mut Catalogue) {
 }
 
 fn flash_attn(c: &mut Catalogue) {
-    let kv_types = [DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q8_0];
+    let kv_types = [
+        DType::F32,
+        DType::F16,
+        DType::BF16,
+        DType::Q4_0,
+        DType::Q8_0,
+    ];
     for &kv in &kv_types {
-        for (d, n_kv, n_q, h, gqa) in [(64i64, 113i64, 1i64, 4i64, 1i64), (128, 512, 7, 4, 4), (64, 33, 32, 2, 2), (256, 64, 3, 2, 1), (40, 96, 4, 2, 1)] {
+        for (d, n_kv, n_q, h, gqa) in [
+            (64i64, 113i64, 1i64, 4i64, 1i64),
+            (128, 512, 7, 4, 4),
+            (64, 33, 32, 2, 2),
+            (256, 64, 3, 2, 1),
+            (40, 96, 4, 2, 1),
+        ] {
             if kv.is_quantized() && d % 32 != 0 {
                 continue;
             }
-            for (mask, sinks, softcap, max_bias) in [(true, false, 0.0f32, 0.0f32), (false, false, 0.0, 0.0), (true, true, 0.0, 0.0), (true, false, 30.0, 0.0), (true, false, 0.0, 8.0)] {
+            for (mask, sinks, softcap, max_bias) in [
+                (true, false, 0.0f32, 0.0f32),
+                (false, false, 0.0, 0.0),
+                (true, true, 0.0, 0.0),
+                (true, false, 30.0, 0.0),
+                (true, false, 0.0, 8.0),
+            ] {
                 let name = format!(
                     "FLASH_ATTN_EXT(hsk={d},hsv={d},nh={h},nr={gqa},kv={n_kv},nb={n_q},mask={mask},sinks={sinks},max_bias={max_bias},logit_softcap={softcap},type_KV={kv})"
                 );
                 let flops = 2.0 * (n_q * n_kv * h * gqa * 2 * d) as f64;
-                c.push_work(Op::FlashAttnExt, name, NMSE_ATTN, Work::Flops(flops), move |b| {
-                    let q = b.input(DType::F32, &[d, n_q, h * gqa, 1])?;
-                    let k = b.input(kv, &[d, n_kv, h, 1])?;
-                    let v = b.input(kv, &[d, n_kv, h, 1])?;
-                    let m = if mask { Some(b.input_with(DType::F16, &[n_kv, n_q, 1, 1], Fill::Mask)?) } else { None };
-                    let s = if sinks { Some(b.input_with(DType::F32, &[h * gqa], Fill::Uniform(-2.0, 2.0))?) } else { None };
-                    let scale = 1.0 / (d as f32).sqrt();
-                    b.g.flash_attn_ext(q, k, v, m, s, scale, max_bias, softcap)
-                });
+                c.push_work(
+                    Op::FlashAttnExt,
+                    name,
+                    NMSE_ATTN,
+                    Work::Flops(flops),
+                    move |b| {
+                        let q = b.input(DType::F32, &[d, n_q, h * gqa, 1])?;
+                        let k = b.input(kv, &[d, n_kv, h, 1])?;
+                        let v = b.input(kv, &[d, n_kv, h, 1])?;
+                        let m = if mask {
+                            Some(b.input_with(DType::F16, &[n_kv, n_q, 1, 1], Fill::Mask)?)
+                        } else {
+                            None
+                        };
+                        let s = if sinks {
+                            Some(b.input_with(DType::F32, &[h * gqa], Fill::Uniform(-2.0, 2.0))?)
+                        } else {
+                            None
+                        };
+                        let scale = 1.0 / (d as f32).sqrt();
+                        b.g.flash_attn_ext(q, k, v, m, s, scale, max_bias, softcap)
+                    },
+                );
             }
         }
     }
     // Prefill at the size the WebGPU issue benchmarks: perf only.
     let (d, n_kv, n_q, h) = (256i64, 20000i64, 512i64, 8i64);
-    let name = format!("FLASH_ATTN_EXT(hsk={d},hsv={d},nh={h},nr=1,kv={n_kv},nb={n_q},mask=true,type_KV=f16)");
+    let name = format!(
+        "FLASH_ATTN_EXT(hsk={d},hsv={d},nh={h},nr=1,kv={n_kv},nb={n_q},mask=true,type_KV=f16)"
+    );
     let flops = 2.0 * (n_q * n_kv * h * 2 * d) as f64;
     c.push_perf(Op::FlashAttnExt, name, Work::Flops(flops), move |b| {
         let q = b.input(DType::F32, &[d, n_q, h, 1])?;
