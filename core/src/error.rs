@@ -8,7 +8,10 @@ pub fn describe(t: &TensorDesc) -> String {
         .dtype()
         .map(|d| d.name().to_string())
         .unwrap_or_else(|e| e.to_string());
-    format!("[{}, {}, {}, {}] {}", t.ne[0], t.ne[1], t.ne[2], t.ne[3], dtype)
+    format!(
+        "[{}, {}, {}, {}] {}",
+        t.ne[0], t.ne[1], t.ne[2], t.ne[3], dtype
+    )
 }
 
 /// A graph could not be built as asked.
@@ -102,7 +105,11 @@ pub(crate) fn expect_type(
         let names: Vec<&str> = allowed.iter().map(|t| t.name()).collect();
         Err(invalid(
             op,
-            format!("{what} {} has type {d}; expected one of {}", describe(t), names.join("/")),
+            format!(
+                "{what} {} has type {d}; expected one of {}",
+                describe(t),
+                names.join("/")
+            ),
         ))
     }
 }

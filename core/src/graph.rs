@@ -84,12 +84,16 @@ impl Graph {
 
     /// A tensor's element type.
     pub fn dtype(&self, t: TensorId) -> DType {
-        self.tensors[t.0].dtype().expect("graph tensors carry known types")
+        self.tensors[t.0]
+            .dtype()
+            .expect("graph tensors carry known types")
     }
 
     /// A tensor's op.
     pub fn op(&self, t: TensorId) -> Op {
-        self.tensors[t.0].op().expect("graph tensors carry known ops")
+        self.tensors[t.0]
+            .op()
+            .expect("graph tensors carry known ops")
     }
 
     /// A tensor's shape.
@@ -146,7 +150,13 @@ impl Graph {
             .collect()
     }
 
-    fn leaf(&mut self, name: &str, dtype: DType, ne: &[i64], flag: u32) -> Result<TensorId, GraphError> {
+    fn leaf(
+        &mut self,
+        name: &str,
+        dtype: DType,
+        ne: &[i64],
+        flag: u32,
+    ) -> Result<TensorId, GraphError> {
         let ne4 = shape4(ne).map_err(|message| GraphError::InvalidLeaf {
             name: name.to_string(),
             message,
@@ -178,7 +188,12 @@ impl Graph {
     }
 
     /// Like `push_node`; sources given as [`ABSENT`] stay empty slots.
-    pub(crate) fn push_node_optional(&mut self, d: TensorDesc, op: Op, srcs: &[TensorId]) -> TensorId {
+    pub(crate) fn push_node_optional(
+        &mut self,
+        d: TensorDesc,
+        op: Op,
+        srcs: &[TensorId],
+    ) -> TensorId {
         self.push_node(d, op, srcs)
     }
 

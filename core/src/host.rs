@@ -40,7 +40,11 @@ impl HostTensors {
             .ids()
             .map(|t| root_offset[graph.storage_root(t).0] + graph.offset_in_root(t) as usize)
             .collect();
-        let sizes = graph.tensors().iter().map(|d| d.nbytes() as usize).collect();
+        let sizes = graph
+            .tensors()
+            .iter()
+            .map(|d| d.nbytes() as usize)
+            .collect();
         HostTensors {
             lines: vec![Line([0; HOST_ALIGN]); total / HOST_ALIGN],
             offsets,
@@ -61,7 +65,10 @@ impl HostTensors {
         let base = self.lines.as_mut_ptr().cast::<u8>();
         // SAFETY: every offset lies within the allocation (views were checked
         // against their root's size when built).
-        self.offsets.iter().map(|&o| unsafe { base.add(o) }).collect()
+        self.offsets
+            .iter()
+            .map(|&o| unsafe { base.add(o) })
+            .collect()
     }
 
     /// The bytes a tensor spans (from its first to one past its last element).
@@ -71,13 +78,21 @@ impl HostTensors {
     }
 
     /// Writes raw bytes into a contiguous tensor.
-    pub fn set_bytes(&mut self, graph: &Graph, t: TensorId, data: &[u8]) -> Result<(), ComputeError> {
+    pub fn set_bytes(
+        &mut self,
+        graph: &Graph,
+        t: TensorId,
+        data: &[u8],
+    ) -> Result<(), ComputeError> {
         let d = graph.try_desc(t).map_err(|e| data_err(t, e.to_string()))?;
         if !d.is_contiguous() {
             return Err(data_err(t, "set_bytes needs a contiguous tensor".into()));
         }
         if data.len() != self.sizes[t.0] {
-            return Err(data_err(t, format!("expected {} bytes, got {}", self.sizes[t.0], data.len())));
+            return Err(data_err(
+                t,
+                format!("expected {} bytes, got {}", self.sizes[t.0], data.len()),
+            ));
         }
         let o = self.offsets[t.0];
         self.bytes_all_mut()[o..o + data.len()].copy_from_slice(data);
@@ -86,10 +101,18 @@ impl HostTensors {
 
     /// Writes f32 values into a contiguous tensor, converting (and
     /// quantizing) to its type.
-    pub fn set_f32(&mut self, graph: &Graph, t: TensorId, values: &[f32]) -> Result<(), ComputeError> {
+    pub fn set_f32(
+        &mut self,
+        graph: &Graph,
+        t: TensorId,
+        values: &[f32],
+    ) -> Result<(), ComputeError> {
         let d = *graph.try_desc(t).map_err(|e| data_err(t, e.to_string()))?;
         if values.len() as i64 != d.nelements() {
-            return Err(data_err(t, format!("expected {} values, got {}", d.nelements(), values.len())));
+            return Err(data_err(
+                t,
+                format!("expected {} values, got {}", d.nelements(), values.len()),
+            ));
         }
         let dt = graph.dtype(t);
         let mut bytes = vec![0u8; d.nbytes() as usize];
@@ -102,12 +125,26 @@ impl HostTensors {
     }
 
     /// Writes i32 values into a contiguous i32 tensor.
-    pub fn set_i32(&mut self, graph: &Graph, t: TensorId, values: &[i32]) -> Result<(), ComputeError> {
-        self.set_ints(graph, t, &values.iter().map(|&v| v as i64).collect::<Vec<_>>())
+    pub fn set_i32(
+        &mut self,
+        graph: &Graph,
+        t: TensorId,
+        values: &[i32],
+    ) -> Result<(), ComputeError> {
+        self.set_ints(
+            graph,
+            t,
+            &values.iter().map(|&v| v as i64).collect::<Vec<_>>(),
+        )
     }
 
     /// Writes integer values into a contiguous integer tensor of any width.
-    pub fn set_ints(&mut self, graph: &Graph, t: TensorId, values: &[i64]) -> Result<(), ComputeError> {
+    pub fn set_ints(
+        &mut self,
+        graph: &Graph,
+        t: TensorId,
+        values: &[i64],
+    ) -> Result<(), ComputeError> {
         let dt = graph.dtype(t);
         let mut bytes = Vec::with_capacity(values.len() * dt.type_size());
         for &v in values {
@@ -190,7 +227,10 @@ pub fn encode_row(dt: DType, src: &[f32], dst: &mut [u8]) -> Result<(), String> 
 }
 
 fn data_err(t: TensorId, reason: String) -> ComputeError {
-    ComputeError::Data { tensor: t.0, reason }
+    ComputeError::Data {
+        tensor: t.0,
+        reason,
+    }
 }
 
 fn bytemuck_lines(lines: &[Line]) -> &[u8] {
@@ -201,5 +241,7 @@ fn bytemuck_lines(lines: &[Line]) -> &[u8] {
 
 fn bytemuck_lines_mut(lines: &mut [Line]) -> &mut [u8] {
     // SAFETY: as above, with unique access.
-    unsafe { std::slice::from_raw_parts_mut(lines.as_mut_ptr().cast::<u8>(), lines.len() * HOST_ALIGN) }
+    unsafe {
+        std::slice::from_raw_parts_mut(lines.as_mut_ptr().cast::<u8>(), lines.len() * HOST_ALIGN)
+    }
 }

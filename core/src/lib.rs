@@ -3,10 +3,13 @@
 //! checked against.
 
 pub mod error;
+pub mod examples;
 pub mod graph;
 pub mod host;
 pub mod ops;
 pub mod reference;
+pub mod registry;
+pub mod sched;
 
 pub use backplane_abi::{DType, GluOp, Op, SortOrder, TensorDesc, UnaryOp, rope_mode};
 pub use error::{ComputeError, GraphError};

@@ -36,7 +36,10 @@ fn add_refuses_shapes_that_do_not_broadcast() {
     let a = g.input("a", DType::F32, &[6, 4]).unwrap();
     let b = g.input("b", DType::F32, &[4, 4]).unwrap();
     let msg = err_text(g.add(a, b).unwrap_err());
-    assert!(msg.contains("ADD") && msg.contains("does not broadcast"), "{msg}");
+    assert!(
+        msg.contains("ADD") && msg.contains("does not broadcast"),
+        "{msg}"
+    );
     let row = g.input("row", DType::F32, &[6]).unwrap();
     let c = g.add(a, row).unwrap();
     assert_eq!(g.ne(c), [6, 4, 1, 1]);
@@ -56,7 +59,10 @@ fn inplace_add_aliases_its_destination() {
 fn leaf_with_partial_block_is_refused() {
     let mut g = Graph::new();
     let msg = err_text(g.weight("w", DType::Q4_K, &[100, 2]).unwrap_err());
-    assert!(msg.contains("'w'") && msg.contains("block size 256"), "{msg}");
+    assert!(
+        msg.contains("'w'") && msg.contains("block size 256"),
+        "{msg}"
+    );
     assert!(g.input("zero", DType::F32, &[0]).is_err());
     assert!(g.input("five", DType::F32, &[1, 1, 1, 1, 1]).is_err());
 }
@@ -67,7 +73,10 @@ fn view_past_the_end_is_refused() {
     let a = g.input("a", DType::F32, &[8, 4]).unwrap();
     assert!(g.view(a, &[8, 2], &[32], 64).is_ok());
     let msg = err_text(g.view(a, &[8, 2], &[32], 96).unwrap_err());
-    assert!(msg.starts_with("VIEW:") && msg.contains("past the end"), "{msg}");
+    assert!(
+        msg.starts_with("VIEW:") && msg.contains("past the end"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -89,7 +98,10 @@ fn reshape_needs_contiguous_source() {
     let a = g.input("a", DType::F32, &[5, 3]).unwrap();
     let t = g.transpose(a).unwrap();
     let msg = err_text(g.reshape(t, &[15]).unwrap_err());
-    assert!(msg.contains("RESHAPE") && msg.contains("contiguous"), "{msg}");
+    assert!(
+        msg.contains("RESHAPE") && msg.contains("contiguous"),
+        "{msg}"
+    );
     let msg = err_text(g.reshape(a, &[4, 4]).unwrap_err());
     assert!(msg.contains("15 elements"), "{msg}");
 }
@@ -101,12 +113,17 @@ fn flash_attn_result_is_head_major() {
     let k = g.input("k", DType::F16, &[128, 32, 2, 1]).unwrap();
     let v = g.input("v", DType::F16, &[128, 32, 2, 1]).unwrap();
     let m = g.input("m", DType::F16, &[32, 7]).unwrap();
-    let o = g.flash_attn_ext(q, k, v, Some(m), None, 0.1, 0.0, 0.0).unwrap();
+    let o = g
+        .flash_attn_ext(q, k, v, Some(m), None, 0.1, 0.0, 0.0)
+        .unwrap();
     assert_eq!(g.ne(o), [128, 8, 7, 1]);
     assert_eq!(g.desc(o).src(3), Some(m.index()));
     assert_eq!(g.desc(o).src(4), None);
     let bad = g.input("bad", DType::F16, &[31, 7]).unwrap();
-    assert!(g.flash_attn_ext(q, k, v, Some(bad), None, 0.1, 0.0, 0.0).is_err());
+    assert!(
+        g.flash_attn_ext(q, k, v, Some(bad), None, 0.1, 0.0, 0.0)
+            .is_err()
+    );
 }
 
 #[test]
@@ -117,7 +134,10 @@ fn soft_max_without_mask_leaves_slot_empty() {
     let o = g.soft_max(a, None, Some(s), 1.0, 0.0).unwrap();
     assert_eq!(g.desc(o).src(1), None);
     assert_eq!(g.desc(o).src(2), Some(s.index()));
-    assert!(g.soft_max(a, None, None, 1.0, 8.0).is_err(), "ALiBi needs a mask");
+    assert!(
+        g.soft_max(a, None, None, 1.0, 8.0).is_err(),
+        "ALiBi needs a mask"
+    );
 }
 
 #[test]
@@ -179,7 +199,10 @@ fn foreign_tensor_id_is_an_error() {
         other.input("x", DType::F32, &[4]).unwrap();
     }
     let far = other.input("far", DType::F32, &[4]).unwrap();
-    assert!(matches!(g.add(a, far), Err(GraphError::UnknownTensor { id: 3, len: 1 })));
+    assert!(matches!(
+        g.add(a, far),
+        Err(GraphError::UnknownTensor { id: 3, len: 1 })
+    ));
 }
 
 fn shape() -> impl Strategy<Value = Vec<i64>> {
@@ -195,9 +218,9 @@ proptest! {
         let (da, dp) = (*g.desc(a), *g.desc(p));
         prop_assert_eq!(da.nelements(), dp.nelements());
         prop_assert_eq!(da.nbytes(), dp.nbytes());
-        for i in 0..4 {
-            prop_assert_eq!(dp.ne[perm[i]], da.ne[i]);
-            prop_assert_eq!(dp.nb[perm[i]], da.nb[i]);
+        for (i, &to) in perm.iter().enumerate() {
+            prop_assert_eq!(dp.ne[to], da.ne[i]);
+            prop_assert_eq!(dp.nb[to], da.nb[i]);
         }
         let c = g.cont(p).unwrap();
         prop_assert!(g.desc(c).is_contiguous());

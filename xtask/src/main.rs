@@ -1,1 +1,137 @@
-fn main() {}
+//! Project tasks, run as `cargo xtask <task>`.
+//!
+//! `cargo xtask plugins [--fixtures]` builds every plugin (release profile)
+//! into `target/plugins/` (or `$CARGO_TARGET_DIR/plugins/`), which the CLI,
+//! the tests and conformance search by default: the CPU backend once per
+//! ISA variant of this architecture as `libbackplane_cpu-<variant>.so`.
+//! With `--fixtures` it also builds the test fixture plugins into
+//! `target/plugin-fixtures/`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "xtask", about = "backplane project tasks")]
+struct Cli {
+    #[command(subcommand)]
+    task: Task,
+}
+
+#[derive(Subcommand)]
+enum Task {
+    /// Build every plugin into target/plugins/ (and fixtures into target/plugin-fixtures/).
+    Plugins {
+        /// Also build the test fixture plugins.
+        #[arg(long)]
+        fixtures: bool,
+    },
+}
+
+/// One cdylib build: package, features, and the file name to install it as.
+struct Build {
+    package: &'static str,
+    lib: &'static str,
+    features: &'static str,
+    file: String,
+}
+
+fn cpu_variants() -> Vec<&'static str> {
+    if cfg!(target_arch = "x86_64") {
+        vec!["x86-64", "avx2", "avx512"]
+    } else if cfg!(target_arch = "aarch64") {
+        vec!["aarch64", "neon"]
+    } else {
+        vec![]
+    }
+}
+
+fn plugin_file(backend_and_variant: &str) -> String {
+    let prefix = if cfg!(windows) { "backplane_" } else { "libbackplane_" };
+    format!("{prefix}{backend_and_variant}{}", std::env::consts::DLL_SUFFIX)
+}
+
+fn cargo_output(lib: &str) -> String {
+    format!("{}{lib}{}", std::env::consts::DLL_PREFIX, std::env::consts::DLL_SUFFIX)
+}
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the workspace").to_path_buf()
+}
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| workspace_root().join("target"), PathBuf::from)
+}
+
+/// Builds one cdylib and installs it under `dest` (write + rename, so a
+/// running process that has the old file mapped is not disturbed).
+fn build(b: &Build, dest: &Path) -> Result<(), String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(workspace_root()).args(["build", "--release", "-j2", "-p", b.package]);
+    if !b.features.is_empty() {
+        cmd.args(["--features", b.features]);
+    }
+    eprintln!("xtask: building {} [{}] -> {}", b.package, b.features, b.file);
+    let status = cmd.status().map_err(|e| format!("running cargo: {e}"))?;
+    if !status.success() {
+        return Err(format!("building {} with features [{}] failed", b.package, b.features));
+    }
+    let built = target_dir().join("release").join(cargo_output(b.lib));
+    std::fs::create_dir_all(dest).map_err(|e| format!("{}: {e}", dest.display()))?;
+    let tmp = dest.join(format!(".{}.tmp", b.file));
+    std::fs::copy(&built, &tmp).map_err(|e| format!("copying {}: {e}", built.display()))?;
+    std::fs::rename(&tmp, dest.join(&b.file)).map_err(|e| format!("installing {}: {e}", b.file))?;
+    Ok(())
+}
+
+fn plugins(fixtures: bool) -> Result<(), String> {
+    let dir = target_dir().join("plugins");
+    for variant in cpu_variants() {
+        let b = Build {
+            package: "backplane-cpu-plugin",
+            lib: "backplane_cpu_plugin",
+            features: variant,
+            file: plugin_file(&format!("cpu-{variant}")),
+        };
+        build(&b, &dir)?;
+    }
+    eprintln!("xtask: plugins in {}", dir.display());
+    if fixtures {
+        let fdir = target_dir().join("plugin-fixtures");
+        let behaviours = ["panicky", "zero", "variant-low", "variant-high", "twin-one", "twin-two"];
+        for f in behaviours {
+            let b = Build {
+                package: "backplane-fixture-plugin",
+                lib: "backplane_fixture_plugin",
+                features: f,
+                file: plugin_file(f),
+            };
+            build(&b, &fdir)?;
+        }
+        let b = Build {
+            package: "backplane-fixture-changed-abi",
+            lib: "backplane_fixture_changed_abi",
+            features: "",
+            file: plugin_file("changed"),
+        };
+        build(&b, &fdir)?;
+        eprintln!("xtask: fixture plugins in {}", fdir.display());
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.task {
+        Task::Plugins { fixtures } => plugins(fixtures),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -8,16 +8,10 @@ use crate::error::CpuError;
 use crate::ops;
 
 /// Settings of a [`CpuBackend`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CpuConfig {
     /// Worker threads; `None` means the number of physical cores.
     pub n_threads: Option<usize>,
-}
-
-impl Default for CpuConfig {
-    fn default() -> Self {
-        CpuConfig { n_threads: None }
-    }
 }
 
 /// A pointer that may be shared with the pool's workers. Kernels uphold

@@ -75,8 +75,10 @@ fn mul_mat(c: &mut Catalogue) {
             &[1, 33, 256]
         };
         for &k in ks {
-            for n in [1, 2, 3, 4, 5, 8, 9, 16, 33] {
-                push_mm(c, ta, DType::F32, 16, n, k, [1, 1], [1, 1], [0, 1, 2, 3]);
+            for m in [16, 67] {
+                for n in (1..=16).chain([33, 64]) {
+                    push_mm(c, ta, DType::F32, m, n, k, [1, 1], [1, 1], [0, 1, 2, 3]);
+                }
             }
         }
         let k = if ta.block_size() == 256 { 256 } else { 64 };

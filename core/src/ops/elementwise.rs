@@ -7,15 +7,29 @@ use crate::error::{GraphError, describe, expect_type};
 use crate::graph::{Graph, TensorId};
 
 impl Graph {
-    fn binary(&mut self, op: Op, a: TensorId, b: TensorId, inplace: bool) -> Result<TensorId, GraphError> {
+    fn binary(
+        &mut self,
+        op: Op,
+        a: TensorId,
+        b: TensorId,
+        inplace: bool,
+    ) -> Result<TensorId, GraphError> {
         let (da, db) = (self.d(a)?, self.d(b)?);
         expect_type(op, "a", &da, FLOATS)?;
         expect_type(op, "b", &db, FLOATS)?;
         need(can_repeat(&db, &da), op, || {
-            format!("b {} does not broadcast to a {}", describe(&db), describe(&da))
+            format!(
+                "b {} does not broadcast to a {}",
+                describe(&db),
+                describe(&da)
+            )
         })?;
         need_rows(op, "b", &db)?;
-        let d = if inplace { self.alias(a)? } else { Graph::fresh(self.dtype(a), da.ne) };
+        let d = if inplace {
+            self.alias(a)?
+        } else {
+            Graph::fresh(self.dtype(a), da.ne)
+        };
         Ok(self.push_node(d, op, &[a, b]))
     }
 
@@ -52,11 +66,21 @@ impl Graph {
         self.binary(Op::Div, a, b, true)
     }
 
-    fn simple_unary(&mut self, op: Op, a: TensorId, params: &[(usize, i32)], inplace: bool) -> Result<TensorId, GraphError> {
+    fn simple_unary(
+        &mut self,
+        op: Op,
+        a: TensorId,
+        params: &[(usize, i32)],
+        inplace: bool,
+    ) -> Result<TensorId, GraphError> {
         let da = self.d(a)?;
         expect_type(op, "a", &da, FLOATS)?;
         need_rows(op, "a", &da)?;
-        let mut d = if inplace { self.alias(a)? } else { Graph::fresh(self.dtype(a), da.ne) };
+        let mut d = if inplace {
+            self.alias(a)?
+        } else {
+            Graph::fresh(self.dtype(a), da.ne)
+        };
         for &(i, v) in params {
             d.op_params[i] = v;
         }
@@ -85,8 +109,19 @@ impl Graph {
     }
 
     /// `a * s + b` element-wise.
-    pub fn scale_bias(&mut self, a: TensorId, s: f32, b: f32, inplace: bool) -> Result<TensorId, GraphError> {
-        self.simple_unary(Op::Scale, a, &[(0, s.to_bits() as i32), (1, b.to_bits() as i32)], inplace)
+    pub fn scale_bias(
+        &mut self,
+        a: TensorId,
+        s: f32,
+        b: f32,
+        inplace: bool,
+    ) -> Result<TensorId, GraphError> {
+        self.simple_unary(
+            Op::Scale,
+            a,
+            &[(0, s.to_bits() as i32), (1, b.to_bits() as i32)],
+            inplace,
+        )
     }
     /// `a * s`.
     pub fn scale(&mut self, a: TensorId, s: f32) -> Result<TensorId, GraphError> {
@@ -94,7 +129,12 @@ impl Graph {
     }
     /// Clamp every element to `[min, max]`.
     pub fn clamp(&mut self, a: TensorId, min: f32, max: f32) -> Result<TensorId, GraphError> {
-        self.simple_unary(Op::Clamp, a, &[(0, min.to_bits() as i32), (1, max.to_bits() as i32)], false)
+        self.simple_unary(
+            Op::Clamp,
+            a,
+            &[(0, min.to_bits() as i32), (1, max.to_bits() as i32)],
+            false,
+        )
     }
     /// A tensor of a's shape and type filled with `value`.
     pub fn fill(&mut self, a: TensorId, value: f32) -> Result<TensorId, GraphError> {
@@ -109,20 +149,51 @@ impl Graph {
     pub fn unary_inplace(&mut self, a: TensorId, f: UnaryOp) -> Result<TensorId, GraphError> {
         self.unary_impl(a, f, [0.0; 4], true)
     }
-    /// xIELU activation with its four parameters.
-    pub fn xielu(&mut self, a: TensorId, alpha_n: f32, alpha_p: f32, beta: f32, eps: f32) -> Result<TensorId, GraphError> {
-        self.unary_impl(a, UnaryOp::Xielu, [alpha_n, alpha_p, beta, eps], false)
+    /// xIELU activation with its four parameters. As ggml_xielu, the node
+    /// stores `beta + softplus(alpha_n)`, `softplus(alpha_p)`, `beta`, `eps`.
+    pub fn xielu(
+        &mut self,
+        a: TensorId,
+        alpha_n: f32,
+        alpha_p: f32,
+        beta: f32,
+        eps: f32,
+    ) -> Result<TensorId, GraphError> {
+        // ggml_compute_softplus_f32
+        let softplus = |x: f32| if x > 20.0 { x } else { x.exp().ln_1p() };
+        self.unary_impl(
+            a,
+            UnaryOp::Xielu,
+            [beta + softplus(alpha_n), softplus(alpha_p), beta, eps],
+            false,
+        )
     }
 
-    fn unary_impl(&mut self, a: TensorId, f: UnaryOp, extra: [f32; 4], inplace: bool) -> Result<TensorId, GraphError> {
+    fn unary_impl(
+        &mut self,
+        a: TensorId,
+        f: UnaryOp,
+        extra: [f32; 4],
+        inplace: bool,
+    ) -> Result<TensorId, GraphError> {
         let mut params = vec![(0, f.code() as i32)];
-        params.extend(extra.iter().enumerate().map(|(i, v)| (i + 1, v.to_bits() as i32)));
+        params.extend(
+            extra
+                .iter()
+                .enumerate()
+                .map(|(i, v)| (i + 1, v.to_bits() as i32)),
+        );
         self.simple_unary(Op::Unary, a, &params, inplace)
     }
 
     /// Gated linear unit on one tensor: its rows split in halves, the gate
     /// half first unless `swapped`.
-    pub fn glu_split(&mut self, a: TensorId, f: GluOp, swapped: bool) -> Result<TensorId, GraphError> {
+    pub fn glu_split(
+        &mut self,
+        a: TensorId,
+        f: GluOp,
+        swapped: bool,
+    ) -> Result<TensorId, GraphError> {
         self.glu_impl(a, None, f, swapped, 0.0, 0.0)
     }
     /// Gated linear unit over two tensors of one shape: `f(a) * b`.
@@ -131,11 +202,25 @@ impl Graph {
     }
     /// gpt-oss SwiGLU: `x = min(a, limit)`, `y = clamp(b, -limit, limit)`,
     /// `out = x * sigmoid(alpha * x) * (y + 1)`.
-    pub fn swiglu_oai(&mut self, a: TensorId, b: Option<TensorId>, alpha: f32, limit: f32) -> Result<TensorId, GraphError> {
+    pub fn swiglu_oai(
+        &mut self,
+        a: TensorId,
+        b: Option<TensorId>,
+        alpha: f32,
+        limit: f32,
+    ) -> Result<TensorId, GraphError> {
         self.glu_impl(a, b, GluOp::SwigluOai, false, alpha, limit)
     }
 
-    fn glu_impl(&mut self, a: TensorId, b: Option<TensorId>, f: GluOp, swapped: bool, alpha: f32, limit: f32) -> Result<TensorId, GraphError> {
+    fn glu_impl(
+        &mut self,
+        a: TensorId,
+        b: Option<TensorId>,
+        f: GluOp,
+        swapped: bool,
+        alpha: f32,
+        limit: f32,
+    ) -> Result<TensorId, GraphError> {
         let op = Op::Glu;
         let da = self.d(a)?;
         let dt = expect_type(op, "a", &da, FLOATS)?;
@@ -145,12 +230,18 @@ impl Graph {
         if let Some(b) = b {
             let db = self.d(b)?;
             need(db.ne == da.ne && db.dtype == da.dtype, op, || {
-                format!("a {} and b {} must have one shape and type", describe(&da), describe(&db))
+                format!(
+                    "a {} and b {} must have one shape and type",
+                    describe(&da),
+                    describe(&db)
+                )
             })?;
             need_rows(op, "b", &db)?;
             srcs.push(b);
         } else {
-            need(da.ne[0] % 2 == 0, op, || format!("a {} must have an even ne0 to split", describe(&da)))?;
+            need(da.ne[0] % 2 == 0, op, || {
+                format!("a {} must have an even ne0 to split", describe(&da))
+            })?;
             ne[0] /= 2;
         }
         let mut d = Graph::fresh(dt, ne);

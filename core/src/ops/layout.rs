@@ -15,7 +15,13 @@ impl Graph {
         let ne4 = shape4(ne).map_err(|m| invalid(op, m))?;
         need_contiguous(op, "a", &da)?;
         need(ne4.iter().product::<i64>() == da.nelements(), op, || {
-            format!("a {} has {} elements; {:?} has {}", describe(&da), da.nelements(), ne, ne4.iter().product::<i64>())
+            format!(
+                "a {} has {} elements; {:?} has {}",
+                describe(&da),
+                da.nelements(),
+                ne,
+                ne4.iter().product::<i64>()
+            )
         })?;
         let dt = self.dtype(a);
         need(ne4[0] % dt.block_size() as i64 == 0, op, || {
@@ -28,7 +34,13 @@ impl Graph {
 
     /// View of `a` with shape `ne`, byte strides `nb[1..]` (nb0 is the type
     /// size) starting `offset` bytes into a, as ggml_view_4d.
-    pub fn view(&mut self, a: TensorId, ne: &[i64], nb: &[u64], offset: u64) -> Result<TensorId, GraphError> {
+    pub fn view(
+        &mut self,
+        a: TensorId,
+        ne: &[i64],
+        nb: &[u64],
+        offset: u64,
+    ) -> Result<TensorId, GraphError> {
         let op = Op::View;
         let da = self.d(a)?;
         let ne4 = shape4(ne).map_err(|m| invalid(op, m))?;
@@ -37,7 +49,12 @@ impl Graph {
             format!("ne0 {} is not a multiple of {dt}'s block size", ne4[0])
         })?;
         need(nb.len() + 1 == ne.len(), op, || {
-            format!("a view of {} dims takes {} strides (dims 1..), got {}", ne.len(), ne.len() - 1, nb.len())
+            format!(
+                "a view of {} dims takes {} strides (dims 1..), got {}",
+                ne.len(),
+                ne.len() - 1,
+                nb.len()
+            )
         })?;
         let mut d = Graph::fresh(dt, ne4);
         for (i, &s) in nb.iter().enumerate() {
@@ -52,7 +69,9 @@ impl Graph {
         need(self.offset_in_root(a) + end <= room, op, || {
             format!(
                 "view {:?} at offset {offset} spans {end} bytes, past the end of a {} ({} bytes)",
-                ne, describe(&da), da.nbytes()
+                ne,
+                describe(&da),
+                da.nbytes()
             )
         })?;
         d.view_src = a.0 as i32;
@@ -73,9 +92,9 @@ impl Graph {
             })?;
         }
         let mut d = da;
-        for i in 0..4 {
-            d.ne[axes[i]] = da.ne[i];
-            d.nb[axes[i]] = da.nb[i];
+        for (i, &to) in axes.iter().enumerate() {
+            d.ne[to] = da.ne[i];
+            d.nb[to] = da.nb[i];
         }
         d.flags = 0;
         d.view_src = a.0 as i32;
@@ -116,7 +135,11 @@ impl Graph {
         let op = Op::Cpy;
         let (da, db) = (self.d(a)?, self.d(b)?);
         need(da.nelements() == db.nelements(), op, || {
-            format!("a {} and b {} differ in element count", describe(&da), describe(&db))
+            format!(
+                "a {} and b {} differ in element count",
+                describe(&da),
+                describe(&db)
+            )
         })?;
         let ta = self.dtype(a);
         let tb = self.dtype(b);
@@ -126,12 +149,21 @@ impl Graph {
             || (ta.is_quantized() && tb == DType::F32);
         need(ok, op, || format!("cannot convert {ta} to {tb}"))?;
         if tb.is_quantized() {
-            need(db.is_contiguous() && db.ne[0] % tb.block_size() as i64 == 0, op, || {
-                format!("quantized destination b {} must be contiguous", describe(&db))
-            })?;
+            need(
+                db.is_contiguous() && db.ne[0] % tb.block_size() as i64 == 0,
+                op,
+                || {
+                    format!(
+                        "quantized destination b {} must be contiguous",
+                        describe(&db)
+                    )
+                },
+            )?;
         }
         if ta.is_quantized() {
-            need(da.is_contiguous(), op, || format!("quantized source a {} must be contiguous", describe(&da)))?;
+            need(da.is_contiguous(), op, || {
+                format!("quantized source a {} must be contiguous", describe(&da))
+            })?;
         }
         let d = self.alias(b)?;
         Ok(self.push_node(d, op, &[a, b]))
@@ -141,8 +173,15 @@ impl Graph {
     pub fn repeat(&mut self, a: TensorId, b: TensorId) -> Result<TensorId, GraphError> {
         let op = Op::Repeat;
         let (da, db) = (self.d(a)?, self.d(b)?);
-        let dt = expect_type(op, "a", &da, &[DType::F32, DType::F16, DType::BF16, DType::I32, DType::I16])?;
-        need(can_repeat(&da, &db), op, || format!("a {} does not tile to b {}", describe(&da), describe(&db)))?;
+        let dt = expect_type(
+            op,
+            "a",
+            &da,
+            &[DType::F32, DType::F16, DType::BF16, DType::I32, DType::I16],
+        )?;
+        need(can_repeat(&da, &db), op, || {
+            format!("a {} does not tile to b {}", describe(&da), describe(&db))
+        })?;
         Ok(self.push_node(Graph::fresh(dt, db.ne), op, &[a, b]))
     }
 
@@ -151,10 +190,21 @@ impl Graph {
         let op = Op::Concat;
         let (da, db) = (self.d(a)?, self.d(b)?);
         need(dim < 4, op, || format!("dim {dim} out of range 0..4"))?;
-        need(da.dtype == db.dtype, op, || format!("a {} and b {} differ in type", describe(&da), describe(&db)))?;
-        let dt = expect_type(op, "a", &da, &[DType::F32, DType::F16, DType::BF16, DType::I32])?;
+        need(da.dtype == db.dtype, op, || {
+            format!("a {} and b {} differ in type", describe(&da), describe(&db))
+        })?;
+        let dt = expect_type(
+            op,
+            "a",
+            &da,
+            &[DType::F32, DType::F16, DType::BF16, DType::I32],
+        )?;
         need((0..4).all(|i| i == dim || da.ne[i] == db.ne[i]), op, || {
-            format!("a {} and b {} differ outside dim {dim}", describe(&da), describe(&db))
+            format!(
+                "a {} and b {} differ outside dim {dim}",
+                describe(&da),
+                describe(&db)
+            )
         })?;
         let mut ne = da.ne;
         ne[dim] += db.ne[dim];
@@ -168,7 +218,9 @@ impl Graph {
         let op = Op::Pad;
         let da = self.d(a)?;
         expect_type(op, "a", &da, &[DType::F32])?;
-        need(pads.iter().all(|&p| p >= 0), op, || format!("pads {pads:?} must not be negative"))?;
+        need(pads.iter().all(|&p| p >= 0), op, || {
+            format!("pads {pads:?} must not be negative")
+        })?;
         let mut ne = da.ne;
         for i in 0..4 {
             ne[i] += (pads[2 * i] + pads[2 * i + 1]) as i64;
@@ -184,30 +236,63 @@ impl Graph {
         let op = Op::GetRows;
         let (da, db) = (self.d(a)?, self.d(rows)?);
         expect_type(op, "rows", &db, &[DType::I32])?;
-        need(da.ne[2] == db.ne[1] && da.ne[3] == db.ne[2] && db.ne[3] == 1, op, || {
-            format!("a {} and rows {}: rows must be [r, a.ne2, a.ne3, 1]", describe(&da), describe(&db))
-        })?;
-        let out = if self.dtype(a) == DType::I32 { DType::I32 } else { DType::F32 };
+        need(
+            da.ne[2] == db.ne[1] && da.ne[3] == db.ne[2] && db.ne[3] == 1,
+            op,
+            || {
+                format!(
+                    "a {} and rows {}: rows must be [r, a.ne2, a.ne3, 1]",
+                    describe(&da),
+                    describe(&db)
+                )
+            },
+        )?;
+        let out = if self.dtype(a) == DType::I32 {
+            DType::I32
+        } else {
+            DType::F32
+        };
         let d = Graph::fresh(out, [da.ne[0], db.ne[0], db.ne[1], db.ne[2]]);
         Ok(self.push_node(d, op, &[a, rows]))
     }
 
     /// Scatters f32 rows of `src` [n0, r, n2, n3] into `dst` [n0, m, n2, n3] at
     /// i32/i64 `rows` [r, b2, b3] (broadcast over dims 2, 3). The result aliases dst.
-    pub fn set_rows(&mut self, dst: TensorId, src: TensorId, rows: TensorId) -> Result<TensorId, GraphError> {
+    pub fn set_rows(
+        &mut self,
+        dst: TensorId,
+        src: TensorId,
+        rows: TensorId,
+    ) -> Result<TensorId, GraphError> {
         let op = Op::SetRows;
         let (da, db, dc) = (self.d(dst)?, self.d(src)?, self.d(rows)?);
         expect_type(op, "src", &db, &[DType::F32])?;
         expect_type(op, "rows", &dc, &[DType::I32, DType::I64])?;
         let td = self.dtype(dst);
-        need(td.is_float() || td.is_quantized(), op, || format!("destination type {td} not supported"))?;
+        need(td.is_float() || td.is_quantized(), op, || {
+            format!("destination type {td} not supported")
+        })?;
         need(
-            da.ne[0] == db.ne[0] && da.ne[2] == db.ne[2] && da.ne[3] == db.ne[3] && db.ne[1] == dc.ne[0]
-                && db.ne[2] % dc.ne[1] == 0 && db.ne[3] % dc.ne[2] == 0 && dc.ne[3] == 1,
+            da.ne[0] == db.ne[0]
+                && da.ne[2] == db.ne[2]
+                && da.ne[3] == db.ne[3]
+                && db.ne[1] == dc.ne[0]
+                && db.ne[2] % dc.ne[1] == 0
+                && db.ne[3] % dc.ne[2] == 0
+                && dc.ne[3] == 1,
             op,
-            || format!("dst {}, src {} and rows {} do not fit", describe(&da), describe(&db), describe(&dc)),
+            || {
+                format!(
+                    "dst {}, src {} and rows {} do not fit",
+                    describe(&da),
+                    describe(&db),
+                    describe(&dc)
+                )
+            },
         )?;
-        need(da.is_contiguous_rows(), op, || format!("dst {} must have contiguous rows", describe(&da)))?;
+        need(da.is_contiguous_rows(), op, || {
+            format!("dst {} must have contiguous rows", describe(&da))
+        })?;
         let d = self.alias(dst)?;
         Ok(self.push_node(d, op, &[src, rows]))
     }

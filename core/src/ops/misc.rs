@@ -30,9 +30,16 @@ pub struct Conv2dParams {
 
 impl Conv2dParams {
     fn check(&self, op: Op) -> Result<(), GraphError> {
-        need(self.s0 > 0 && self.s1 > 0 && self.d0 > 0 && self.d1 > 0 && self.p0 >= 0 && self.p1 >= 0, op, || {
-            format!("strides and dilations must be positive, paddings not negative: {self:?}")
-        })
+        need(
+            self.s0 > 0
+                && self.s1 > 0
+                && self.d0 > 0
+                && self.d1 > 0
+                && self.p0 >= 0
+                && self.p1 >= 0,
+            op,
+            || format!("strides and dilations must be positive, paddings not negative: {self:?}"),
+        )
     }
 
     fn store(&self, p: &mut [i32]) {
@@ -46,7 +53,9 @@ impl Graph {
         let op = Op::Argmax;
         let da = self.d(a)?;
         expect_type(op, "a", &da, &[DType::F32])?;
-        need(da.ne[2] == 1 && da.ne[3] == 1, op, || format!("a {} must be a matrix", describe(&da)))?;
+        need(da.ne[2] == 1 && da.ne[3] == 1, op, || {
+            format!("a {} must be a matrix", describe(&da))
+        })?;
         Ok(self.push_node(Graph::fresh(DType::I32, [da.ne[1], 1, 1, 1]), op, &[a]))
     }
 
@@ -55,7 +64,9 @@ impl Graph {
         let op = Op::Argsort;
         let da = self.d(a)?;
         expect_type(op, "a", &da, &[DType::F32])?;
-        need(da.ne[0] <= i32::MAX as i64, op, || format!("rows of a {} are too long for i32 indices", describe(&da)))?;
+        need(da.ne[0] <= i32::MAX as i64, op, || {
+            format!("rows of a {} are too long for i32 indices", describe(&da))
+        })?;
         let mut d = Graph::fresh(DType::I32, da.ne);
         d.op_params[0] = order as i32;
         Ok(self.push_node(d, op, &[a]))
@@ -66,7 +77,13 @@ impl Graph {
         let op = Op::TopK;
         let da = self.d(a)?;
         expect_type(op, "a", &da, &[DType::F32])?;
-        need(k >= 1 && k <= da.ne[0], op, || format!("k = {k} must be in 1..={} for a {}", da.ne[0], describe(&da)))?;
+        need(k >= 1 && k <= da.ne[0], op, || {
+            format!(
+                "k = {k} must be in 1..={} for a {}",
+                da.ne[0],
+                describe(&da)
+            )
+        })?;
         let mut d = Graph::fresh(DType::I32, [k, da.ne[1], da.ne[2], da.ne[3]]);
         d.op_params[0] = k as i32;
         Ok(self.push_node(d, op, &[a]))
@@ -74,16 +91,33 @@ impl Graph {
 
     /// Direct 2-D convolution as ggml_conv_2d_direct: kernel [KW, KH, Cin,
     /// Cout], input [W, H, Cin, N] -> [OW, OH, Cout, N] in the input's type.
-    pub fn conv_2d(&mut self, kernel: TensorId, input: TensorId, p: Conv2dParams) -> Result<TensorId, GraphError> {
+    pub fn conv_2d(
+        &mut self,
+        kernel: TensorId,
+        input: TensorId,
+        p: Conv2dParams,
+    ) -> Result<TensorId, GraphError> {
         let op = Op::Conv2d;
         let (dk, di) = (self.d(kernel)?, self.d(input)?);
         expect_type(op, "kernel", &dk, &[DType::F32, DType::F16])?;
         let dt = expect_type(op, "input", &di, &[DType::F32])?;
         p.check(op)?;
-        need(dk.ne[2] == di.ne[2], op, || format!("kernel {} and input {} differ in channels", describe(&dk), describe(&di)))?;
+        need(dk.ne[2] == di.ne[2], op, || {
+            format!(
+                "kernel {} and input {} differ in channels",
+                describe(&dk),
+                describe(&di)
+            )
+        })?;
         let ow = conv_output_size(di.ne[0], dk.ne[0], p.s0, p.p0, p.d0);
         let oh = conv_output_size(di.ne[1], dk.ne[1], p.s1, p.p1, p.d1);
-        need(ow > 0 && oh > 0, op, || format!("kernel {} does not fit input {} with {p:?}", describe(&dk), describe(&di)))?;
+        need(ow > 0 && oh > 0, op, || {
+            format!(
+                "kernel {} does not fit input {} with {p:?}",
+                describe(&dk),
+                describe(&di)
+            )
+        })?;
         let mut d = Graph::fresh(dt, [ow, oh, dk.ne[3], di.ne[3]]);
         p.store(&mut d.op_params);
         Ok(self.push_node(d, op, &[kernel, input]))
@@ -92,22 +126,55 @@ impl Graph {
     /// Image to columns as ggml_im2col. 2-D: kernel [KW, KH, C, *], input
     /// [W, H, C, N] -> [C*KH*KW, OW, OH, N]; 1-D: kernel [KW, C, *], input
     /// [W, C, N] -> [C*KW, OW, N].
-    pub fn im2col(&mut self, kernel: TensorId, input: TensorId, p: Conv2dParams, is_2d: bool, out: DType) -> Result<TensorId, GraphError> {
+    pub fn im2col(
+        &mut self,
+        kernel: TensorId,
+        input: TensorId,
+        p: Conv2dParams,
+        is_2d: bool,
+        out: DType,
+    ) -> Result<TensorId, GraphError> {
         let op = Op::Im2col;
         let (dk, di) = (self.d(kernel)?, self.d(input)?);
         expect_type(op, "input", &di, &[DType::F32])?;
-        need(matches!(out, DType::F32 | DType::F16), op, || format!("output type {out} not supported"))?;
+        need(matches!(out, DType::F32 | DType::F16), op, || {
+            format!("output type {out} not supported")
+        })?;
         p.check(op)?;
         let ne = if is_2d {
-            need(dk.ne[2] == di.ne[2], op, || format!("kernel {} and input {} differ in channels", describe(&dk), describe(&di)))?;
+            need(dk.ne[2] == di.ne[2], op, || {
+                format!(
+                    "kernel {} and input {} differ in channels",
+                    describe(&dk),
+                    describe(&di)
+                )
+            })?;
             let ow = conv_output_size(di.ne[0], dk.ne[0], p.s0, p.p0, p.d0);
             let oh = conv_output_size(di.ne[1], dk.ne[1], p.s1, p.p1, p.d1);
-            need(ow > 0 && oh > 0, op, || format!("kernel {} does not fit input {}", describe(&dk), describe(&di)))?;
+            need(ow > 0 && oh > 0, op, || {
+                format!(
+                    "kernel {} does not fit input {}",
+                    describe(&dk),
+                    describe(&di)
+                )
+            })?;
             [dk.ne[2] * dk.ne[1] * dk.ne[0], ow, oh, di.ne[3]]
         } else {
-            need(dk.ne[1] == di.ne[1], op, || format!("kernel {} and input {} differ in channels", describe(&dk), describe(&di)))?;
+            need(dk.ne[1] == di.ne[1], op, || {
+                format!(
+                    "kernel {} and input {} differ in channels",
+                    describe(&dk),
+                    describe(&di)
+                )
+            })?;
             let ow = conv_output_size(di.ne[0], dk.ne[0], p.s0, p.p0, p.d0);
-            need(ow > 0, op, || format!("kernel {} does not fit input {}", describe(&dk), describe(&di)))?;
+            need(ow > 0, op, || {
+                format!(
+                    "kernel {} does not fit input {}",
+                    describe(&dk),
+                    describe(&di)
+                )
+            })?;
             [dk.ne[1] * dk.ne[0], ow, di.ne[2], 1]
         };
         let mut d = Graph::fresh(out, ne);
@@ -124,11 +191,21 @@ impl Graph {
         expect_type(op, "sx", &dx, &[DType::F32])?;
         expect_type(op, "c", &dc, &[DType::F32])?;
         need(dx.ne[3] == 1 && dc.ne[2] == 1 && dc.ne[3] == 1, op, || {
-            format!("sx {} must be 3-d and c {} a matrix", describe(&dx), describe(&dc))
+            format!(
+                "sx {} must be 3-d and c {} a matrix",
+                describe(&dx),
+                describe(&dc)
+            )
         })?;
         let n_t = dx.ne[0] - dc.ne[0] + 1;
-        need(n_t >= 1 && dx.ne[1] == dc.ne[1], op, || format!("sx {} and c {} do not fit", describe(&dx), describe(&dc)))?;
-        Ok(self.push_node(Graph::fresh(DType::F32, [dc.ne[1], n_t, dx.ne[2], 1]), op, &[sx, c]))
+        need(n_t >= 1 && dx.ne[1] == dc.ne[1], op, || {
+            format!("sx {} and c {} do not fit", describe(&dx), describe(&dc))
+        })?;
+        Ok(self.push_node(
+            Graph::fresh(DType::F32, [dc.ne[1], n_t, dx.ne[2], 1]),
+            op,
+            &[sx, c],
+        ))
     }
 
     /// Mamba selective scan as ggml_ssm_scan: states s [d_state, head_dim,
@@ -136,32 +213,73 @@ impl Graph {
     /// n_tok, n_seqs], A [1 or d_state, n_head], B and C [d_state, n_group,
     /// n_tok, n_seqs], ids i32 [n_seqs] -> f32 vector: y then final states.
     #[allow(clippy::too_many_arguments)]
-    pub fn ssm_scan(&mut self, s: TensorId, x: TensorId, dt: TensorId, a: TensorId, b: TensorId, c: TensorId, ids: TensorId) -> Result<TensorId, GraphError> {
+    pub fn ssm_scan(
+        &mut self,
+        s: TensorId,
+        x: TensorId,
+        dt: TensorId,
+        a: TensorId,
+        b: TensorId,
+        c: TensorId,
+        ids: TensorId,
+    ) -> Result<TensorId, GraphError> {
         let op = Op::SsmScan;
         let [ds, dx, ddt, da, db, dc, di] = [s, x, dt, a, b, c, ids].map(|t| self.d(t));
         let (ds, dx, ddt, da, db, dc, di) = (ds?, dx?, ddt?, da?, db?, dc?, di?);
-        for (name, t) in [("s", &ds), ("x", &dx), ("dt", &ddt), ("A", &da), ("B", &db), ("C", &dc)] {
+        for (name, t) in [
+            ("s", &ds),
+            ("x", &dx),
+            ("dt", &ddt),
+            ("A", &da),
+            ("B", &db),
+            ("C", &dc),
+        ] {
             expect_type(op, name, t, &[DType::F32])?;
         }
         expect_type(op, "ids", &di, &[DType::I32])?;
         need_contiguous(op, "s", &ds)?;
         need_contiguous(op, "dt", &ddt)?;
         need_contiguous(op, "A", &da)?;
-        let (d_state, head_dim, n_head, n_tok, n_seqs) = (ds.ne[0], dx.ne[0], dx.ne[1], dx.ne[2], dx.ne[3]);
-        let fits = ddt.ne[0] == n_head && ddt.ne[1] == n_tok && ddt.ne[2] == n_seqs && ddt.ne[3] == 1
-            && ds.ne[1] == head_dim && ds.ne[2] == n_head
-            && db.ne == dc.ne && db.ne[0] == d_state && db.ne[2] == n_tok && db.ne[3] == n_seqs
+        let (d_state, head_dim, n_head, n_tok, n_seqs) =
+            (ds.ne[0], dx.ne[0], dx.ne[1], dx.ne[2], dx.ne[3]);
+        let fits = ddt.ne[0] == n_head
+            && ddt.ne[1] == n_tok
+            && ddt.ne[2] == n_seqs
+            && ddt.ne[3] == 1
+            && ds.ne[1] == head_dim
+            && ds.ne[2] == n_head
+            && db.ne == dc.ne
+            && db.ne[0] == d_state
+            && db.ne[2] == n_tok
+            && db.ne[3] == n_seqs
             && n_head % db.ne[1] == 0
-            && di.ne[0] == n_seqs && di.nelements() == n_seqs
-            && da.ne[1] == n_head && da.ne[2] == 1 && da.ne[3] == 1 && (da.ne[0] == 1 || da.ne[0] == d_state)
-            && dx.nb[1] == dx.ne[0] as u64 * 4 && dx.nb[0] == 4 && db.nb[0] == 4 && db.nb[1] == db.ne[0] as u64 * 4;
+            && di.ne[0] == n_seqs
+            && di.nelements() == n_seqs
+            && da.ne[1] == n_head
+            && da.ne[2] == 1
+            && da.ne[3] == 1
+            && (da.ne[0] == 1 || da.ne[0] == d_state)
+            && dx.nb[1] == dx.ne[0] as u64 * 4
+            && dx.nb[0] == 4
+            && db.nb[0] == 4
+            && db.nb[1] == db.ne[0] as u64 * 4;
         need(fits, op, || {
             format!(
                 "s {}, x {}, dt {}, A {}, B {}, C {}, ids {} do not fit",
-                describe(&ds), describe(&dx), describe(&ddt), describe(&da), describe(&db), describe(&dc), describe(&di)
+                describe(&ds),
+                describe(&dx),
+                describe(&ddt),
+                describe(&da),
+                describe(&db),
+                describe(&dc),
+                describe(&di)
             )
         })?;
         let n = dx.nelements() + d_state * head_dim * n_head * n_seqs;
-        Ok(self.push_node(Graph::fresh(DType::F32, [n, 1, 1, 1]), op, &[s, x, dt, a, b, c, ids]))
+        Ok(self.push_node(
+            Graph::fresh(DType::F32, [n, 1, 1, 1]),
+            op,
+            &[s, x, dt, a, b, c, ids],
+        ))
     }
 }

@@ -49,17 +49,29 @@ impl Graph {
 }
 
 pub(crate) fn need(cond: bool, op: Op, message: impl FnOnce() -> String) -> Result<(), GraphError> {
-    if cond { Ok(()) } else { Err(invalid(op, message())) }
+    if cond {
+        Ok(())
+    } else {
+        Err(invalid(op, message()))
+    }
 }
 
 pub(crate) fn need_contiguous(op: Op, what: &str, t: &TensorDesc) -> Result<(), GraphError> {
     need(t.is_contiguous(), op, || {
-        format!("{what} {} must be contiguous (strides {:?})", describe(t), t.nb)
+        format!(
+            "{what} {} must be contiguous (strides {:?})",
+            describe(t),
+            t.nb
+        )
     })
 }
 
 pub(crate) fn need_rows(op: Op, what: &str, t: &TensorDesc) -> Result<(), GraphError> {
     need(t.is_contiguous_rows(), op, || {
-        format!("{what} {} must have contiguous rows (strides {:?})", describe(t), t.nb)
+        format!(
+            "{what} {} must have contiguous rows (strides {:?})",
+            describe(t),
+            t.nb
+        )
     })
 }

@@ -93,17 +93,28 @@ impl Graph {
             expect_type(op, "mask", &dm, &[DType::F32, DType::F16])?;
             need_rows(op, "mask", &dm)?;
             need(
-                dm.ne[0] == da.ne[0] && dm.ne[1] >= da.ne[1] && da.ne[2] % dm.ne[2] == 0 && da.ne[3] % dm.ne[3] == 0,
+                dm.ne[0] == da.ne[0]
+                    && dm.ne[1] >= da.ne[1]
+                    && da.ne[2] % dm.ne[2] == 0
+                    && da.ne[3] % dm.ne[3] == 0,
                 op,
                 || format!("mask {} does not cover a {}", describe(&dm), describe(&da)),
             )?;
         }
-        need(max_bias == 0.0 || mask.is_some(), op, || "max_bias > 0 needs a mask".into())?;
+        need(max_bias == 0.0 || mask.is_some(), op, || {
+            "max_bias > 0 needs a mask".into()
+        })?;
         srcs.push(mask.unwrap_or(crate::graph::ABSENT));
         if let Some(s) = sinks {
             let ds = self.d(s)?;
             expect_type(op, "sinks", &ds, &[DType::F32])?;
-            need(ds.nelements() == da.ne[2], op, || format!("sinks {} need one value per head ({})", describe(&ds), da.ne[2]))?;
+            need(ds.nelements() == da.ne[2], op, || {
+                format!(
+                    "sinks {} need one value per head ({})",
+                    describe(&ds),
+                    da.ne[2]
+                )
+            })?;
             srcs.push(s);
         }
         let mut d = Graph::fresh(DType::F32, da.ne);
@@ -115,35 +126,82 @@ impl Graph {
 
     /// Rotary embedding as ggml_rope_ext: a [d, heads, tokens, b] f32/f16,
     /// pos i32 [tokens] (4x for multi-section modes), optional f32 freq factors.
-    pub fn rope(&mut self, a: TensorId, pos: TensorId, freq_factors: Option<TensorId>, p: RopeParams) -> Result<TensorId, GraphError> {
+    pub fn rope(
+        &mut self,
+        a: TensorId,
+        pos: TensorId,
+        freq_factors: Option<TensorId>,
+        p: RopeParams,
+    ) -> Result<TensorId, GraphError> {
         let op = Op::Rope;
         let (da, dp) = (self.d(a)?, self.d(pos)?);
         let dt = expect_type(op, "a", &da, &[DType::F32, DType::F16])?;
         expect_type(op, "pos", &dp, &[DType::I32])?;
         let multi = p.mode & rope_mode::MROPE != 0;
         let per = if multi { 4 } else { 1 };
-        need(dp.ne[0] == da.ne[2] * per && dp.nelements() == dp.ne[0], op, || {
-            format!("pos {} must be a vector of {} positions for a {}", describe(&dp), da.ne[2] * per, describe(&da))
-        })?;
-        need(p.n_dims > 0 && p.n_dims % 2 == 0 && p.n_dims as i64 <= da.ne[0], op, || {
-            format!("n_dims {} must be even and within ne0 {}", p.n_dims, da.ne[0])
-        })?;
-        need(matches!(p.mode, rope_mode::NORMAL | rope_mode::NEOX | rope_mode::MROPE | rope_mode::VISION | rope_mode::IMROPE), op, || {
-            format!("unknown rope mode {}", p.mode)
-        })?;
+        need(
+            dp.ne[0] == da.ne[2] * per && dp.nelements() == dp.ne[0],
+            op,
+            || {
+                format!(
+                    "pos {} must be a vector of {} positions for a {}",
+                    describe(&dp),
+                    da.ne[2] * per,
+                    describe(&da)
+                )
+            },
+        )?;
+        need(
+            p.n_dims > 0 && p.n_dims % 2 == 0 && p.n_dims as i64 <= da.ne[0],
+            op,
+            || {
+                format!(
+                    "n_dims {} must be even and within ne0 {}",
+                    p.n_dims, da.ne[0]
+                )
+            },
+        )?;
+        need(
+            matches!(
+                p.mode,
+                rope_mode::NORMAL
+                    | rope_mode::NEOX
+                    | rope_mode::MROPE
+                    | rope_mode::VISION
+                    | rope_mode::IMROPE
+            ),
+            op,
+            || format!("unknown rope mode {}", p.mode),
+        )?;
         need_rows(op, "a", &da)?;
         let mut srcs = vec![a, pos];
         if let Some(f) = freq_factors {
             let df = self.d(f)?;
             expect_type(op, "freq_factors", &df, &[DType::F32])?;
-            need(df.ne[0] >= p.n_dims as i64 / 2, op, || format!("freq_factors {} need n_dims/2 = {} values", describe(&df), p.n_dims / 2))?;
+            need(df.ne[0] >= p.n_dims as i64 / 2, op, || {
+                format!(
+                    "freq_factors {} need n_dims/2 = {} values",
+                    describe(&df),
+                    p.n_dims / 2
+                )
+            })?;
             srcs.push(f);
         }
         let mut d = Graph::fresh(dt, da.ne);
         d.op_params[1] = p.n_dims;
         d.op_params[2] = p.mode;
         d.op_params[4] = p.n_ctx_orig;
-        for (i, v) in [p.freq_base, p.freq_scale, p.ext_factor, p.attn_factor, p.beta_fast, p.beta_slow].into_iter().enumerate() {
+        for (i, v) in [
+            p.freq_base,
+            p.freq_scale,
+            p.ext_factor,
+            p.attn_factor,
+            p.beta_fast,
+            p.beta_slow,
+        ]
+        .into_iter()
+        .enumerate()
+        {
             d.set_param_f32(5 + i, v);
         }
         d.op_params[11..15].copy_from_slice(&p.sections);
@@ -169,25 +227,57 @@ impl Graph {
         let op = Op::FlashAttnExt;
         let (dq, dk, dv) = (self.d(q)?, self.d(k)?, self.d(v)?);
         expect_type(op, "q", &dq, &[DType::F32])?;
-        let kv_types = [DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0];
+        let kv_types = [
+            DType::F32,
+            DType::F16,
+            DType::BF16,
+            DType::Q4_0,
+            DType::Q4_1,
+            DType::Q5_0,
+            DType::Q5_1,
+            DType::Q8_0,
+        ];
         expect_type(op, "k", &dk, &kv_types)?;
         expect_type(op, "v", &dv, &kv_types)?;
         need(
-            dk.ne[0] == dq.ne[0] && dv.ne[1] == dk.ne[1] && dv.ne[2] == dk.ne[2] && dv.ne[3] == dk.ne[3]
-                && dq.ne[2] % dk.ne[2] == 0 && dq.ne[3] % dk.ne[3] == 0,
+            dk.ne[0] == dq.ne[0]
+                && dv.ne[1] == dk.ne[1]
+                && dv.ne[2] == dk.ne[2]
+                && dv.ne[3] == dk.ne[3]
+                && dq.ne[2] % dk.ne[2] == 0
+                && dq.ne[3] % dk.ne[3] == 0,
             op,
-            || format!("q {}, k {}, v {} do not fit", describe(&dq), describe(&dk), describe(&dv)),
+            || {
+                format!(
+                    "q {}, k {}, v {} do not fit",
+                    describe(&dq),
+                    describe(&dk),
+                    describe(&dv)
+                )
+            },
         )?;
-        need(!dk.is_transposed() && !dv.is_transposed(), op, || "k and v must not be transposed".into())?;
+        need(!dk.is_transposed() && !dv.is_transposed(), op, || {
+            "k and v must not be transposed".into()
+        })?;
         let mut srcs = vec![q, k, v];
         match mask {
             Some(m) => {
                 let dm = self.d(m)?;
                 expect_type(op, "mask", &dm, &[DType::F16])?;
                 need(
-                    dm.ne[0] == dk.ne[1] && dm.ne[1] >= dq.ne[1] && dq.ne[2] % dm.ne[2] == 0 && dq.ne[3] % dm.ne[3] == 0,
+                    dm.ne[0] == dk.ne[1]
+                        && dm.ne[1] >= dq.ne[1]
+                        && dq.ne[2] % dm.ne[2] == 0
+                        && dq.ne[3] % dm.ne[3] == 0,
                     op,
-                    || format!("mask {} does not cover q {} x k {}", describe(&dm), describe(&dq), describe(&dk)),
+                    || {
+                        format!(
+                            "mask {} does not cover q {} x k {}",
+                            describe(&dm),
+                            describe(&dq),
+                            describe(&dk)
+                        )
+                    },
                 )?;
                 need_rows(op, "mask", &dm)?;
                 srcs.push(m);
@@ -200,7 +290,13 @@ impl Graph {
         if let Some(s) = sinks {
             let ds = self.d(s)?;
             expect_type(op, "sinks", &ds, &[DType::F32])?;
-            need(ds.nelements() == dq.ne[2], op, || format!("sinks {} need one value per head ({})", describe(&ds), dq.ne[2]))?;
+            need(ds.nelements() == dq.ne[2], op, || {
+                format!(
+                    "sinks {} need one value per head ({})",
+                    describe(&ds),
+                    dq.ne[2]
+                )
+            })?;
             srcs.push(s);
         }
         let mut d = Graph::fresh(DType::F32, [dv.ne[0], dq.ne[2], dq.ne[1], dq.ne[3]]);

@@ -2,11 +2,17 @@
 //!
 //! This is the only crate a backend author depends on. It defines the element
 //! types ([`DType`]), the op set ([`Op`]) and the `#[repr(C)]` tensor
-//! descriptor ([`TensorDesc`]) that graphs cross the plugin boundary as.
+//! descriptor ([`TensorDesc`]) that graphs cross the plugin boundary as, and
+//! the plugin interface itself ([`plugin`]: the backend contract, the
+//! `abi_stable` objects that carry it, and [`export_plugin!`]).
 
 pub mod dtype;
 pub mod op;
+pub mod plugin;
 pub mod tensor;
+
+#[doc(hidden)]
+pub use abi_stable;
 
 pub use dtype::{DType, UnknownDType};
 pub use op::{GluOp, Op, SortOrder, UnaryOp, UnknownGluOp, UnknownOp, UnknownUnaryOp, rope_mode};

@@ -1,6 +1,17 @@
 //! CPU kernels, one module per op family, and the dispatch from [`Op`] to them.
 
+pub mod attn;
+pub mod binary;
+pub mod conv;
+pub mod copy;
+pub mod glu;
+pub mod layout;
 pub mod matmul;
+pub mod norm;
+pub mod reduce;
+pub mod rope;
+pub mod tensor;
+pub mod unary;
 
 use backplane_abi::{MAX_SRC, Op, TensorDesc};
 
@@ -8,10 +19,36 @@ use crate::error::CpuError;
 use crate::exec::NodeCtx;
 
 /// Whether the CPU has a kernel for `op` on these operands; `Err(reason)` if not.
-pub fn supports(op: Op, dst: &TensorDesc, src: &[Option<&TensorDesc>; MAX_SRC]) -> Result<(), String> {
+pub fn supports(
+    op: Op,
+    dst: &TensorDesc,
+    src: &[Option<&TensorDesc>; MAX_SRC],
+) -> Result<(), String> {
     match op {
         Op::MulMat | Op::MulMatId => matmul::supports(op, dst, src),
-        _ => Err(format!("{op} has no CPU kernel yet")),
+        Op::None | Op::Reshape | Op::View | Op::Permute | Op::Transpose => Ok(()),
+        Op::Add | Op::Sub | Op::Mul | Op::Div => binary::supports(dst, src),
+        Op::Sqr
+        | Op::Sqrt
+        | Op::Log
+        | Op::Sin
+        | Op::Cos
+        | Op::Scale
+        | Op::Clamp
+        | Op::Fill
+        | Op::Unary => unary::supports(op, dst, src),
+        Op::Glu => glu::supports(dst, src),
+        Op::Sum | Op::SumRows | Op::Cumsum | Op::Argmax | Op::Argsort | Op::TopK => {
+            reduce::supports(op, dst, src)
+        }
+        Op::Repeat | Op::Concat | Op::Pad | Op::GetRows | Op::SetRows => {
+            layout::supports(op, dst, src)
+        }
+        Op::Cpy | Op::Cont => copy::supports(op, dst, src),
+        Op::Norm | Op::RmsNorm | Op::L2Norm | Op::SoftMax => norm::supports(op, dst, src),
+        Op::Rope => rope::supports(dst, src),
+        Op::Conv2d | Op::Im2col | Op::SsmConv | Op::SsmScan => conv::supports(op, dst, src),
+        Op::FlashAttnExt => attn::supports(dst, src),
     }
 }
 
@@ -20,11 +57,32 @@ pub fn supports(op: Op, dst: &TensorDesc, src: &[Option<&TensorDesc>; MAX_SRC]) 
 /// # Safety
 /// The pointers in `ctx` cover their tensors (see [`crate::CpuBackend::compute`]).
 pub unsafe fn run(ctx: &NodeCtx<'_>) -> Result<(), CpuError> {
-    match ctx.op {
-        // SAFETY: forwarded contract.
-        Op::MulMat => unsafe { matmul::run_mul_mat(ctx) },
-        // SAFETY: forwarded contract.
-        Op::MulMatId => unsafe { matmul::run_mul_mat_id(ctx) },
-        _ => Err(ctx.unsupported("no kernel yet")),
+    // SAFETY: forwarded contract (every arm).
+    unsafe {
+        match ctx.op {
+            Op::MulMat => matmul::run_mul_mat(ctx),
+            Op::MulMatId => matmul::run_mul_mat_id(ctx),
+            Op::None | Op::Reshape | Op::View | Op::Permute | Op::Transpose => Ok(()),
+            Op::Add | Op::Sub | Op::Mul | Op::Div => binary::run(ctx),
+            Op::Sqr
+            | Op::Sqrt
+            | Op::Log
+            | Op::Sin
+            | Op::Cos
+            | Op::Scale
+            | Op::Clamp
+            | Op::Fill
+            | Op::Unary => unary::run(ctx),
+            Op::Glu => glu::run(ctx),
+            Op::Sum | Op::SumRows | Op::Cumsum | Op::Argmax | Op::Argsort | Op::TopK => {
+                reduce::run(ctx)
+            }
+            Op::Repeat | Op::Concat | Op::Pad | Op::GetRows | Op::SetRows => layout::run(ctx),
+            Op::Cpy | Op::Cont => copy::run(ctx),
+            Op::Norm | Op::RmsNorm | Op::L2Norm | Op::SoftMax => norm::run(ctx),
+            Op::Rope => rope::run(ctx),
+            Op::Conv2d | Op::Im2col | Op::SsmConv | Op::SsmScan => conv::run(ctx),
+            Op::FlashAttnExt => attn::run(ctx),
+        }
     }
 }

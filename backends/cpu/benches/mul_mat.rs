@@ -1,0 +1,183 @@
+//! MUL_MAT throughput on the CPU backend: a 4096 x 14336 weight matrix
+//! (M = 4096 rows of K = 14336) times n f32 activation columns, the shapes
+//! of ggml's `test-backend-ops perf` figures for a Llama-3-8B FFN.
+//!
+//! Throughput is reported as elements = 2 * M * N * K flops, so criterion's
+//! "Gelem/s" reads as GFLOPS. Run with
+//! `cargo bench -p backplane-cpu --bench mul_mat -j2`.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use backplane_abi::{DType, Op, TensorDesc};
+use backplane_cpu::{CpuBackend, CpuConfig};
+use backplane_quant::quantize_row;
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+
+const M_DEFAULT: i64 = 4096;
+const K: i64 = 14336;
+
+/// Weight rows: 4096, or `MUL_MAT_M` (for cache-resident experiments).
+fn rows_m() -> i64 {
+    std::env::var("MUL_MAT_M").ok().and_then(|v| v.parse().ok()).unwrap_or(M_DEFAULT)
+}
+
+/// Zeroed, 64-byte aligned bytes.
+fn aligned(n: usize) -> Vec<u64> {
+    vec![0u64; n.div_ceil(8) + 8]
+}
+
+fn ptr(v: &mut [u64]) -> *mut u8 {
+    let p = v.as_mut_ptr().cast::<u8>();
+    p.wrapping_add(p.align_offset(64))
+}
+
+/// Cheap deterministic values in [-1, 1).
+fn values(seed: u64, n: usize) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E3779B97F4A7C15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+        })
+        .collect()
+}
+
+fn bench_case(c: &mut Criterion, cpu: &CpuBackend, ta: DType, n: i64) {
+    let m = rows_m();
+    let a = TensorDesc::new(ta, [K, m, 1, 1]);
+    let b = TensorDesc::new(DType::F32, [K, n, 1, 1]);
+    let mut d = TensorDesc::new(DType::F32, [m, n, 1, 1]);
+    d.op = Op::MulMat.code();
+    d.src[0] = 0;
+    d.src[1] = 1;
+    let graph = [a, b, d];
+
+    // Weights: 16 distinct quantized rows repeated over all m rows.
+    let row = ta.row_size(K as usize).expect("whole blocks");
+    let mut a_mem = aligned(row * m as usize);
+    let a_ptr = ptr(&mut a_mem);
+    let mut distinct = vec![0u8; row * 16];
+    for r in 0..16 {
+        quantize_row(ta, &values(r as u64, K as usize), &mut distinct[r * row..][..row]).expect("quantize");
+    }
+    for r in 0..m as usize {
+        // SAFETY: a_mem holds m rows after the alignment offset.
+        unsafe { std::ptr::copy_nonoverlapping(distinct[(r % 16) * row..].as_ptr(), a_ptr.add(r * row), row) };
+    }
+    let mut b_mem = aligned(4 * (K * n) as usize);
+    let b_ptr = ptr(&mut b_mem);
+    let bv = values(99, (K * n) as usize);
+    // SAFETY: b_mem holds K * n floats after the alignment offset.
+    unsafe { std::ptr::copy_nonoverlapping(bv.as_ptr(), b_ptr.cast::<f32>(), bv.len()) };
+    let mut d_mem = aligned(4 * (m * n) as usize);
+    let data = [a_ptr, b_ptr, ptr(&mut d_mem)];
+
+    if std::env::var_os("MUL_MAT_CPUTIME").is_some() {
+        cpu_time_run(cpu, ta, n, &graph, &data);
+        return;
+    }
+    let mut group = c.benchmark_group("mul_mat");
+    group.throughput(Throughput::Elements((2 * m * n * K) as u64));
+    if n > 1 {
+        group.sample_size(10).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(4));
+    } else {
+        group.sample_size(20).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(2));
+    }
+    group.bench_function(format!("{ta}_m{m}_k{K}_n{n}"), |bench| {
+        bench.iter(|| {
+            // SAFETY: every pointer covers its tensor, and nothing else uses them.
+            unsafe { cpu.compute(black_box(&graph), &data).expect("mul_mat runs") }
+        })
+    });
+    group.finish();
+}
+
+/// Process CPU seconds (user + system) from /proc/self/stat, if readable.
+fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+    Some(ticks / 100.0)
+}
+
+/// With `MUL_MAT_CPUTIME` set: runs the case for about three seconds and
+/// prints GFLOPS by wall time and by CPU time times the thread count (what
+/// the threads would reach with the cores to themselves, useful when other
+/// jobs share the machine).
+fn cpu_time_run(cpu: &CpuBackend, ta: DType, n: i64, graph: &[TensorDesc], data: &[*mut u8]) {
+    let flops = (2 * graph[0].ne[1] * n * K) as f64;
+    // SAFETY: every pointer covers its tensor, and nothing else uses them.
+    let once = || unsafe { cpu.compute(black_box(graph), data).expect("mul_mat runs") };
+    once();
+    let (t0, c0) = (std::time::Instant::now(), cpu_seconds().unwrap_or(0.0));
+    let mut iters = 0;
+    while t0.elapsed().as_secs_f64() < 3.0 {
+        once();
+        iters += 1;
+    }
+    let (wall, cpu_s) = (t0.elapsed().as_secs_f64(), cpu_seconds().unwrap_or(0.0) - c0);
+    let gf = flops * iters as f64 / 1e9;
+    println!(
+        "{ta:>5} n={n:<4} {:8.2} GFLOPS wall, {:8.2} GFLOPS per {} dedicated threads ({iters} iters)",
+        gf / wall,
+        gf / cpu_s.max(1e-9) * cpu.n_threads() as f64,
+        cpu.n_threads()
+    );
+}
+
+/// With `MUL_MAT_MICRO` set: times one kernel tile on cache-resident rows
+/// (K = 2048) and prints nanoseconds per weight row and 256 weights.
+fn micro() {
+    use backplane_cpu::simd;
+    let k = 2048usize;
+    for ta in [DType::F32, DType::F16, DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K] {
+        let kern = simd::kernels().mat(ta).expect("kernel");
+        let vt = backplane_quant::vec_dot_type(ta);
+        let (ra, rb) = (ta.row_size(k).expect("blocks"), vt.row_size(k).expect("blocks"));
+        let mut a = vec![0u8; ra * 8];
+        let mut b = vec![0u8; rb * 8];
+        for r in 0..8 {
+            quantize_row(ta, &values(r, k), &mut a[r * ra..][..ra]).expect("quantize");
+            quantize_row(vt, &values(r + 50, k), &mut b[r * rb..][..rb]).expect("quantize");
+        }
+        for (mr, nr) in [(1, 1), (kern.mr_vec, 1), (kern.mr, kern.nr)] {
+            let mut out = vec![0.0f32; 64];
+            let bp: Vec<*const u8> = (0..nr).map(|j| b[j * rb..].as_ptr()).collect();
+            let cp: Vec<*mut f32> = (0..nr).map(|j| out[j * 8..].as_mut_ptr()).collect();
+            let iters = 20_000;
+            let t0 = std::time::Instant::now();
+            for _ in 0..iters {
+                // SAFETY: rows cover k values, outputs 8 floats per column.
+                unsafe { (kern.tile)(k, black_box(a.as_ptr()), ra, mr, &bp, &cp, false) };
+            }
+            let ns = t0.elapsed().as_nanos() as f64 / (iters * mr * nr * k / 256) as f64;
+            println!("{ta:>5} tile {mr}x{nr}: {ns:6.2} ns per row-column pair per 256 weights ({:.1} GFLOPS)", 512.0 / ns);
+        }
+    }
+}
+
+fn mul_mat(c: &mut Criterion) {
+    if std::env::var_os("MUL_MAT_MICRO").is_some() {
+        micro();
+        return;
+    }
+    let threads = std::env::var("MUL_MAT_THREADS").ok().and_then(|v| v.parse().ok());
+    let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let cpu = CpuBackend::new(CpuConfig { n_threads: Some(threads) });
+    let only = std::env::var("MUL_MAT_CASES").unwrap_or_default();
+    for n in [1, 512] {
+        for ta in [DType::F32, DType::F16, DType::Q4_0, DType::Q8_0, DType::Q4_K] {
+            let name = format!("{ta}_n{n}");
+            if only.is_empty() || only.split(',').any(|s| s == name) {
+                bench_case(c, &cpu, ta, n);
+            }
+        }
+    }
+}
+
+criterion_group!(benches, mul_mat);
+criterion_main!(benches);

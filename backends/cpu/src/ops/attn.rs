@@ -1,0 +1,217 @@
+//! FLASH_ATTN_EXT: `softmax(scale * Q K^T + slope * mask) V` per query row
+//! with an online (running max) softmax, as ggml's CPU kernel, plus logit
+//! softcap, attention sinks and grouped-query broadcast of K/V heads.
+//!
+//! Q is f32; K and V may be any float or legacy quant type: each work item
+//! converts the K/V rows of its head to f32 once, then every query of the
+//! item runs on f32 with f32 accumulation.
+
+use backplane_abi::{DType, MAX_SRC, TensorDesc};
+
+use super::norm::alibi_slope;
+use super::tensor::{Tensor, dot, expect_type, par_range, src_type};
+use crate::error::CpuError;
+use crate::exec::NodeCtx;
+
+const KV_TYPES: &[DType] = &[
+    DType::F32,
+    DType::F16,
+    DType::BF16,
+    DType::Q4_0,
+    DType::Q4_1,
+    DType::Q5_0,
+    DType::Q5_1,
+    DType::Q8_0,
+];
+
+/// Queries per work item.
+const Q_BLOCK: usize = 32;
+
+/// Whether the attention kernel accepts these operands.
+pub fn supports(dst: &TensorDesc, src: &[Option<&TensorDesc>; MAX_SRC]) -> Result<(), String> {
+    expect_type("q", src_type(src, 0)?, &[DType::F32])?;
+    expect_type("k", src_type(src, 1)?, KV_TYPES)?;
+    expect_type("v", src_type(src, 2)?, KV_TYPES)?;
+    expect_type(
+        "dst",
+        dst.dtype().map_err(|e| e.to_string())?,
+        &[DType::F32],
+    )?;
+    let (q, k, v) = (
+        src[0].ok_or("missing q")?,
+        src[1].ok_or("missing k")?,
+        src[2].ok_or("missing v")?,
+    );
+    let fits = k.ne[0] == q.ne[0]
+        && v.ne[1] == k.ne[1]
+        && v.ne[2] == k.ne[2]
+        && v.ne[3] == k.ne[3]
+        && k.ne[2] > 0
+        && k.ne[3] > 0
+        && q.ne[2] % k.ne[2] == 0
+        && q.ne[3] % k.ne[3] == 0
+        && dst.ne == [v.ne[0], q.ne[2], q.ne[1], q.ne[3]];
+    if !fits {
+        return Err(format!(
+            "q {:?}, k {:?}, v {:?} and dst {:?} do not fit",
+            q.ne, k.ne, v.ne, dst.ne
+        ));
+    }
+    if !k.is_contiguous_rows() || !v.is_contiguous_rows() {
+        return Err("k and v rows must be dense".into());
+    }
+    if let Some(m) = src[3] {
+        expect_type("mask", src_type(src, 3)?, &[DType::F16, DType::F32])?;
+        if m.ne[0] != k.ne[1]
+            || m.ne[1] < q.ne[1]
+            || q.ne[2] % m.ne[2] != 0
+            || q.ne[3] % m.ne[3] != 0
+        {
+            return Err(format!(
+                "mask {:?} does not cover q {:?} x k {:?}",
+                m.ne, q.ne, k.ne
+            ));
+        }
+    }
+    if let Some(s) = src[4] {
+        expect_type("sinks", src_type(src, 4)?, &[DType::F32])?;
+        if s.ne[0] < q.ne[2] {
+            return Err(format!(
+                "sinks {:?} need one value per head ({})",
+                s.ne, q.ne[2]
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Runs one FLASH_ATTN_EXT node.
+///
+/// # Safety
+/// The pointers in `ctx` cover their tensors.
+pub unsafe fn run(ctx: &NodeCtx<'_>) -> Result<(), CpuError> {
+    let q = Tensor::src(ctx, 0)?;
+    let k = Tensor::src(ctx, 1)?;
+    let v = Tensor::src(ctx, 2)?;
+    let mask = Tensor::opt_src(ctx, 3)?;
+    let sinks = Tensor::opt_src(ctx, 4)?;
+    let d = Tensor::dst(ctx)?;
+    let mut scale = ctx.dst.param_f32(0);
+    let max_bias = ctx.dst.param_f32(1);
+    let softcap = ctx.dst.param_f32(2);
+    if softcap != 0.0 {
+        scale /= softcap;
+    }
+    let (dk, dv, n_kv) = (k.ne(0), v.ne(0), k.ne(1));
+    let (n_q, n_head, n_batch) = (q.ne(1), q.ne(2), q.ne(3));
+    let (n_head_kv, n_batch_kv) = (k.ne(2), k.ne(3));
+    let (rk2, rk3) = (n_head / n_head_kv, n_batch / n_batch_kv);
+    let q_blocks = n_q.div_ceil(Q_BLOCK);
+    // K and V can be used in place when they are dense f32 rows.
+    let k_direct = k.dtype == DType::F32 && k.nb(1) == dk * 4;
+    let v_direct = v.dtype == DType::F32 && v.nb(1) == dv * 4;
+    // Work items: (query block, head, batch), heads sharing a K/V head adjacent.
+    let items = q_blocks * n_head * n_batch;
+    par_range(ctx, items, Q_BLOCK.min(n_q) * n_kv * (dk + dv), |range| {
+        let mut kbuf: Vec<f32> = Vec::new();
+        let mut vbuf: Vec<f32> = Vec::new();
+        let mut loaded: Option<(usize, usize)> = None;
+        let mut qrow = vec![0f32; dk];
+        let mut acc = vec![0f32; dv];
+        let mut mrow = vec![0f32; if mask.is_some() { n_kv } else { 0 }];
+        for item in range {
+            let qb = item % q_blocks;
+            let iq2 = (item / q_blocks) % n_head;
+            let iq3 = item / (q_blocks * n_head);
+            let (ik2, ik3) = (iq2 / rk2, iq3 / rk3);
+            // SAFETY: every offset below indexes in-bounds rows of its
+            // tensor (shapes checked in supports); dst rows (one per query
+            // and head) belong to this item alone.
+            unsafe {
+                let kbase = ik2 * k.nb(2) + ik3 * k.nb(3);
+                let vbase = ik2 * v.nb(2) + ik3 * v.nb(3);
+                if (!k_direct || !v_direct) && loaded != Some((ik2, ik3)) {
+                    if !k_direct {
+                        kbuf.resize(n_kv * dk, 0.0);
+                        for (j, row) in kbuf.chunks_exact_mut(dk).enumerate() {
+                            k.load_f32(kbase + j * k.nb(1), k.nb(0), row);
+                        }
+                    }
+                    if !v_direct {
+                        vbuf.resize(n_kv * dv, 0.0);
+                        for (j, row) in vbuf.chunks_exact_mut(dv).enumerate() {
+                            v.load_f32(vbase + j * v.nb(1), v.nb(0), row);
+                        }
+                    }
+                    loaded = Some((ik2, ik3));
+                }
+                let keys: &[f32] = if k_direct {
+                    k.slice(kbase, n_kv * dk)
+                } else {
+                    &kbuf
+                };
+                let vals: &[f32] = if v_direct {
+                    v.slice(vbase, n_kv * dv)
+                } else {
+                    &vbuf
+                };
+                let slope = alibi_slope(max_bias, iq2, n_head);
+                let sink = sinks.as_ref().map(|s| s.get_f32(iq2 * s.nb(0)));
+                for iq1 in qb * Q_BLOCK..((qb + 1) * Q_BLOCK).min(n_q) {
+                    q.load_f32(q.row_offset(iq1, iq2, iq3), q.nb(0), &mut qrow);
+                    if let Some(m) = &mask {
+                        m.load_f32(
+                            m.row_offset(iq1, iq2 % m.ne(2), iq3 % m.ne(3)),
+                            m.nb(0),
+                            &mut mrow,
+                        );
+                    }
+                    acc.fill(0.0);
+                    let mut max = f32::NEG_INFINITY;
+                    let mut sum = 0f32;
+                    for (j, (krow, vrow)) in
+                        keys.chunks_exact(dk).zip(vals.chunks_exact(dv)).enumerate()
+                    {
+                        let mv = if mask.is_some() { slope * mrow[j] } else { 0.0 };
+                        if mv == f32::NEG_INFINITY {
+                            continue;
+                        }
+                        let mut s = dot(&qrow, krow) * scale;
+                        if softcap != 0.0 {
+                            s = softcap * s.tanh();
+                        }
+                        s += mv;
+                        let (ms, vs) = if s > max {
+                            let ms = (max - s).exp();
+                            max = s;
+                            (ms, 1.0)
+                        } else {
+                            (1.0, (s - max).exp())
+                        };
+                        if ms != 1.0 {
+                            acc.iter_mut().for_each(|a| *a *= ms);
+                        }
+                        for (a, &x) in acc.iter_mut().zip(vrow) {
+                            *a += x * vs;
+                        }
+                        sum = sum * ms + vs;
+                    }
+                    if let Some(s) = sink {
+                        let (ms, vs) = if s > max {
+                            ((max - s).exp(), 1.0)
+                        } else {
+                            (1.0, (s - max).exp())
+                        };
+                        acc.iter_mut().for_each(|a| *a *= ms);
+                        sum = sum * ms + vs;
+                    }
+                    let inv = if sum == 0.0 { 0.0 } else { 1.0 / sum };
+                    acc.iter_mut().for_each(|a| *a *= inv);
+                    // dst is [Dv, H, n_q, B]: the row of (head iq2, query iq1).
+                    d.store_f32(d.row_offset(iq2, iq1, iq3), d.nb(0), &acc);
+                }
+            }
+        }
+        Ok(())
+    })
+}

@@ -1,0 +1,318 @@
+//! Convolutions and state-space ops: CONV_2D, IM2COL, SSM_CONV, SSM_SCAN.
+
+use backplane_abi::{DType, MAX_SRC, Op, TensorDesc};
+
+use super::tensor::{Tensor, expect_type, par_range, src_type};
+use super::unary::softplus;
+use crate::error::CpuError;
+use crate::exec::NodeCtx;
+
+/// Whether the convolution kernels accept these operands.
+pub fn supports(
+    op: Op,
+    dst: &TensorDesc,
+    src: &[Option<&TensorDesc>; MAX_SRC],
+) -> Result<(), String> {
+    let td = dst.dtype().map_err(|e| e.to_string())?;
+    match op {
+        Op::Conv2d => {
+            expect_type("kernel", src_type(src, 0)?, &[DType::F32, DType::F16])?;
+            expect_type("input", src_type(src, 1)?, &[DType::F32])?;
+            expect_type("dst", td, &[DType::F32])?;
+            let (k, x) = (
+                src[0].ok_or("missing kernel")?,
+                src[1].ok_or("missing input")?,
+            );
+            if k.ne[2] != x.ne[2] || dst.ne[2] != k.ne[3] || dst.ne[3] != x.ne[3] {
+                return Err(format!(
+                    "kernel {:?}, input {:?} and dst {:?} do not fit",
+                    k.ne, x.ne, dst.ne
+                ));
+            }
+            check_conv_params(dst)?;
+        }
+        Op::Im2col => {
+            expect_type("input", src_type(src, 1)?, &[DType::F32])?;
+            expect_type("dst", td, &[DType::F32, DType::F16])?;
+            check_conv_params(dst)?;
+            if !dst.is_contiguous() {
+                return Err("dst must be contiguous".into());
+            }
+        }
+        Op::SsmConv => {
+            expect_type("sx", src_type(src, 0)?, &[DType::F32])?;
+            expect_type("c", src_type(src, 1)?, &[DType::F32])?;
+            expect_type("dst", td, &[DType::F32])?;
+            let (x, c) = (src[0].ok_or("missing sx")?, src[1].ok_or("missing c")?);
+            if dst.ne != [c.ne[1], x.ne[0] - c.ne[0] + 1, x.ne[2], 1] || x.ne[1] != c.ne[1] {
+                return Err(format!(
+                    "sx {:?}, c {:?} and dst {:?} do not fit",
+                    x.ne, c.ne, dst.ne
+                ));
+            }
+        }
+        Op::SsmScan => {
+            for i in 0..6 {
+                expect_type(&format!("src{i}"), src_type(src, i)?, &[DType::F32])?;
+            }
+            expect_type("ids", src_type(src, 6)?, &[DType::I32])?;
+            expect_type("dst", td, &[DType::F32])?;
+            let s = src[0].ok_or("missing s")?;
+            let x = src[1].ok_or("missing x")?;
+            let b = src[4].ok_or("missing B")?;
+            let dense = |t: &TensorDesc| t.nb[0] == 4;
+            if !src[..6].iter().flatten().all(|t| dense(t))
+                || !s.is_contiguous()
+                || !src[2].is_some_and(|t| t.is_contiguous())
+            {
+                return Err("s and dt must be contiguous and every row dense".into());
+            }
+            if x.nb[1] != x.ne[0] as u64 * 4
+                || b.nb[1] != b.ne[0] as u64 * 4
+                || b.ne[1] <= 0
+                || x.ne[1] % b.ne[1] != 0
+            {
+                return Err(format!(
+                    "x {:?} and B {:?} must have packed heads and groups",
+                    x.ne, b.ne
+                ));
+            }
+            let want = x.nelements() + s.ne[0] * s.ne[1] * s.ne[2] * x.ne[3];
+            if dst.nelements() != want || !dst.is_contiguous() {
+                return Err(format!("dst {:?} must hold {want} values", dst.ne));
+            }
+        }
+        _ => return Err(format!("{op} is not a convolution op")),
+    }
+    Ok(())
+}
+
+fn check_conv_params(dst: &TensorDesc) -> Result<(), String> {
+    let p = &dst.op_params;
+    if p[0] <= 0 || p[1] <= 0 || p[4] <= 0 || p[5] <= 0 || p[2] < 0 || p[3] < 0 {
+        return Err(format!(
+            "strides/dilations must be positive, paddings not negative: {:?}",
+            &p[..6]
+        ));
+    }
+    Ok(())
+}
+
+/// Runs one convolution node.
+///
+/// # Safety
+/// The pointers in `ctx` cover their tensors.
+pub unsafe fn run(ctx: &NodeCtx<'_>) -> Result<(), CpuError> {
+    // SAFETY: forwarded contract.
+    unsafe {
+        match ctx.op {
+            Op::Conv2d => conv_2d(ctx),
+            Op::Im2col => im2col(ctx),
+            Op::SsmConv => ssm_conv(ctx),
+            Op::SsmScan => ssm_scan(ctx),
+            op => Err(ctx.unsupported(format!("{op} is not a convolution op"))),
+        }
+    }
+}
+
+/// Input coordinate for output `o`, kernel tap `k`, or None if in padding.
+#[inline]
+fn tap(
+    o: usize,
+    k: usize,
+    stride: usize,
+    dilation: usize,
+    pad: usize,
+    size: usize,
+) -> Option<usize> {
+    (o * stride + k * dilation)
+        .checked_sub(pad)
+        .filter(|&i| i < size)
+}
+
+unsafe fn conv_2d(ctx: &NodeCtx<'_>) -> Result<(), CpuError> {
+    let k = Tensor::src(ctx, 0)?;
+    let x = Tensor::src(ctx, 1)?;
+    let d = Tensor::dst(ctx)?;
+    let p = ctx.dst.op_params.map(|v| v as usize);
+    let (s0, s1, p0, p1, d0, d1) = (p[0], p[1], p[2], p[3], p[4], p[5]);
+    let (kw, kh, cin, cout) = (k.ne(0), k.ne(1), k.ne(2), k.ne(3));
+    let (w, h) = (x.ne(0), x.ne(1));
+    let ow = d.ne(0);
+    // The kernel as dense f32 [cout][cin][kh][kw], converted once.
+    let mut kern = vec![0f32; kw * kh * cin * cout];
+    for (r, row) in kern.chunks_exact_mut(kw).enumerate() {
+        // SAFETY: r enumerates the kernel's rows.
+        unsafe { k.load_f32(k.row_offset_of(r), k.nb(0), row) };
+    }
+    let kern = &kern;
+    par_range(ctx, d.nrows(), ow * cin * kh * kw, |rows| {
+        let mut acc = vec![0f32; ow];
+        let mut xrow = vec![0f32; w];
+        for r in rows {
+            let [ioh, ioc, n] = d.row_index(r);
+            acc.fill(0.0);
+            for ic in 0..cin {
+                for ky in 0..kh {
+                    let Some(iy) = tap(ioh, ky, s1, d1, p1, h) else {
+                        continue;
+                    };
+                    // SAFETY: (iy, ic, n) is a row of the input.
+                    unsafe { x.load_f32(x.row_offset(iy, ic, n), x.nb(0), &mut xrow) };
+                    let taps = &kern[((ioc * cin + ic) * kh + ky) * kw..][..kw];
+                    for (kx, &wv) in taps.iter().enumerate() {
+                        for (o, a) in acc.iter_mut().enumerate() {
+                            if let Some(ix) = tap(o, kx, s0, d0, p0, w) {
+                                *a += wv * xrow[ix];
+                            }
+                        }
+                    }
+                }
+            }
+            // SAFETY: row r of dst, written only by this worker.
+            unsafe { d.store_f32(d.row_offset(ioh, ioc, n), d.nb(0), &acc) };
+        }
+        Ok(())
+    })
+}
+
+unsafe fn im2col(ctx: &NodeCtx<'_>) -> Result<(), CpuError> {
+    let k = Tensor::src(ctx, 0)?;
+    let x = Tensor::src(ctx, 1)?;
+    let d = Tensor::dst(ctx)?;
+    let p = ctx.dst.op_params.map(|v| v as usize);
+    let (s0, s1, p0, p1, d0, d1) = (p[0], p[1], p[2], p[3], p[4], p[5]);
+    let is_2d = p[6] == 1;
+    let (ic_n, ih) = if is_2d {
+        (x.ne(2), x.ne(1))
+    } else {
+        (x.ne(1), 1)
+    };
+    let iw = x.ne(0);
+    let (kh, kw) = (if is_2d { k.ne(1) } else { 1 }, k.ne(0));
+    let (ofs_n, ofs_c, ofs_h) = if is_2d {
+        (x.nb(3), x.nb(2), x.nb(1))
+    } else {
+        (x.nb(2), x.nb(1), 0)
+    };
+    let row_len = ic_n * kh * kw;
+    if row_len != d.ne(0) {
+        return Err(ctx.bad_input(format!("dst ne0 {} is not C*KH*KW = {row_len}", d.ne(0))));
+    }
+    par_range(ctx, d.nrows(), row_len, |rows| {
+        let mut out = vec![0f32; row_len];
+        for r in rows {
+            // dst rows are (ow, oh, n) for 2-D and (ow, n, 1) for 1-D.
+            let [iow, j2, j3] = d.row_index(r);
+            let (ioh, n) = if is_2d { (j2, j3) } else { (0, j2) };
+            for c in 0..ic_n {
+                for ky in 0..kh {
+                    let iy = tap(ioh, ky, s1, d1, p1, ih);
+                    for kx in 0..kw {
+                        let v = match (iy, tap(iow, kx, s0, d0, p0, iw)) {
+                            // SAFETY: coordinates checked against the input's shape.
+                            (Some(iy), Some(ix)) => unsafe {
+                                x.get_f32(n * ofs_n + c * ofs_c + iy * ofs_h + ix * x.nb(0))
+                            },
+                            _ => 0.0,
+                        };
+                        out[(c * kh + ky) * kw + kx] = v;
+                    }
+                }
+            }
+            // SAFETY: row r of the contiguous dst, written only by this worker.
+            unsafe { d.store_f32(d.row_offset_of(r), d.nb(0), &out) };
+        }
+        Ok(())
+    })
+}
+
+unsafe fn ssm_conv(ctx: &NodeCtx<'_>) -> Result<(), CpuError> {
+    let sx = Tensor::src(ctx, 0)?;
+    let c = Tensor::src(ctx, 1)?;
+    let d = Tensor::dst(ctx)?;
+    let (nc, nr) = (c.ne(0), d.ne(0));
+    par_range(ctx, d.nrows(), nr * nc, |rows| {
+        let mut out = vec![0f32; nr];
+        for r in rows {
+            let [t, seq, _] = d.row_index(r);
+            for (i1, o) in out.iter_mut().enumerate() {
+                let mut sum = 0f32;
+                for i0 in 0..nc {
+                    // SAFETY: the window t..t+nc lies in sx's dim 0 (shape checked).
+                    unsafe {
+                        sum += sx.read::<f32>((t + i0) * sx.nb(0) + i1 * sx.nb(1) + seq * sx.nb(2))
+                            * c.read::<f32>(i0 * c.nb(0) + i1 * c.nb(1));
+                    }
+                }
+                *o = sum;
+            }
+            // SAFETY: row r of dst, written only by this worker.
+            unsafe { d.store_f32(d.row_offset_of(r), d.nb(0), &out) };
+        }
+        Ok(())
+    })
+}
+
+unsafe fn ssm_scan(ctx: &NodeCtx<'_>) -> Result<(), CpuError> {
+    let [s, x, dt, a, b, c] = [0, 1, 2, 3, 4, 5].map(|i| Tensor::src(ctx, i));
+    let (s, x, dt, a, b, c) = (s?, x?, dt?, a?, b?, c?);
+    let ids = Tensor::src(ctx, 6)?;
+    let d = Tensor::dst(ctx)?;
+    let (nc, nr, nh) = (s.ne(0), s.ne(1), x.ne(1));
+    let (ng, nt, ns) = (b.ne(1), x.ne(2), x.ne(3));
+    let n_states = s.ne(3);
+    let y_len = x.nelements();
+    let state_stride = nc * nr * nh;
+    let mamba2 = a.ne(0) == 1;
+    // Work items are (sequence, head) pairs: each owns its y values and its
+    // slice of the final states.
+    par_range(ctx, ns * nh, nt * nr * nc * 4, |items| {
+        for item in items {
+            let (seq, h) = (item / nh, item % nh);
+            let g = h / (nh / ng);
+            // SAFETY: ids has one element per sequence.
+            let id = unsafe { ids.read::<i32>(seq * ids.nb(0)) };
+            if id < 0 || id as usize >= n_states {
+                return Err(ctx.bad_input(format!(
+                    "state index {id} out of range 0..{n_states} in src6"
+                )));
+            }
+            // This head's final state, [nc, nr], after y in dst.
+            let st_off = (y_len + seq * state_stride + h * nr * nc) * 4;
+            // SAFETY: the state slice belongs to this (seq, head) item alone;
+            // sources are read-only here and lie within their tensors.
+            unsafe {
+                let state = d.slice_mut::<f32>(st_off, nr * nc);
+                state.copy_from_slice(s.slice::<f32>(id as usize * s.nb(3) + h * s.nb(2), nr * nc));
+                for t in 0..nt {
+                    let dt_sp = softplus(dt.read::<f32>(h * 4 + t * dt.nb(1) + seq * dt.nb(2)));
+                    let bv = b.slice::<f32>(g * b.nb(1) + t * b.nb(2) + seq * b.nb(3), nc);
+                    let cv = c.slice::<f32>(g * c.nb(1) + t * c.nb(2) + seq * c.nb(3), nc);
+                    let xs = x.slice::<f32>(h * x.nb(1) + t * x.nb(2) + seq * x.nb(3), nr);
+                    let av = a.slice::<f32>(h * a.nb(1), a.ne(0));
+                    let y_off = ((seq * nt + t) * nh + h) * nr;
+                    let y = d.slice_mut::<f32>(y_off * 4, nr);
+                    for (i1, (st, yo)) in state.chunks_exact_mut(nc).zip(y.iter_mut()).enumerate() {
+                        let x_dt = xs[i1] * dt_sp;
+                        let mut sum = 0f32;
+                        if mamba2 {
+                            let da = (dt_sp * av[0]).exp();
+                            for ((sv, &bb), &cc) in st.iter_mut().zip(bv).zip(cv) {
+                                *sv = *sv * da + bb * x_dt;
+                                sum += *sv * cc;
+                            }
+                        } else {
+                            for (((sv, &bb), &cc), &aa) in st.iter_mut().zip(bv).zip(cv).zip(av) {
+                                *sv = *sv * (dt_sp * aa).exp() + bb * x_dt;
+                                sum += *sv * cc;
+                            }
+                        }
+                        *yo = sum;
+                    }
+                }
+            }
+        }
+        Ok(())
+    })
+}

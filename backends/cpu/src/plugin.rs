@@ -1,0 +1,468 @@
+//! The CPU backend behind the plugin contract of `backplane-abi`.
+//!
+//! Core links this statically as the always-present fallback (wrapped with
+//! `backplane_abi::plugin::reg_object`), and `backplane-cpu-plugin` exports
+//! it from a `cdylib` in ISA variants scored by [`score`].
+
+use std::alloc::{Layout, alloc_zeroed, dealloc};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use backplane_abi::plugin::{
+    Backend, Buffer, BufferType, Device, DeviceType, Memory, PluginError, Reg, Verdict,
+};
+use backplane_abi::{MAX_SRC, TensorDesc};
+
+use crate::{CpuBackend, CpuConfig, ops};
+
+/// Alignment of CPU buffers and of tensor offsets in them (one cache line,
+/// enough for AVX-512 loads).
+pub const CPU_ALIGNMENT: u64 = 64;
+
+/// Name of the CPU buffer type.
+pub const CPU_BUFFER_TYPE: &str = "cpu";
+
+/// An instruction-set level a plugin variant is built for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Isa {
+    /// x86-64 baseline (SSE2).
+    X86_64,
+    /// x86-64 with AVX2, FMA and F16C (and OS support for YMM state).
+    Avx2,
+    /// x86-64 with AVX-512 F/BW/DQ/VL (and OS support for ZMM state).
+    Avx512,
+    /// aarch64 without SIMD kernels.
+    Aarch64,
+    /// aarch64 with NEON (ASIMD).
+    Neon,
+}
+
+impl Isa {
+    /// Variant name as used in plugin file names (`libbackplane_cpu-<name>.so`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Isa::X86_64 => "x86-64",
+            Isa::Avx2 => "avx2",
+            Isa::Avx512 => "avx512",
+            Isa::Aarch64 => "aarch64",
+            Isa::Neon => "neon",
+        }
+    }
+
+    /// The best level this CPU and OS support (what the statically linked
+    /// fallback reports).
+    pub fn detect() -> Isa {
+        let all: &[Isa] = if cfg!(target_arch = "aarch64") {
+            &[Isa::Neon, Isa::Aarch64]
+        } else {
+            &[Isa::Avx512, Isa::Avx2, Isa::X86_64]
+        };
+        all.iter().copied().find(|&i| score(i) > 0).unwrap_or(Isa::X86_64)
+    }
+}
+
+/// Score of a variant built for `isa` on this machine: 0 when the CPU or OS
+/// lacks it, else higher for better variants. Only reads CPUID and XCR0
+/// (the latter only when CPUID says the OS enabled XSAVE), never executes an
+/// instruction the CPU may lack.
+pub fn score(isa: Isa) -> u32 {
+    match isa {
+        Isa::X86_64 => u32::from(cfg!(target_arch = "x86_64")),
+        Isa::Avx2 => 10 * u32::from(cpu_facts::has_avx2()),
+        Isa::Avx512 => 20 * u32::from(cpu_facts::has_avx512()),
+        Isa::Aarch64 => u32::from(cfg!(target_arch = "aarch64")),
+        Isa::Neon => 10 * u32::from(cpu_facts::has_neon()),
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod cpu_facts {
+    use std::arch::x86_64::{__cpuid, __cpuid_count, _xgetbv};
+
+    fn bit(r: u32, b: u32) -> bool {
+        r >> b & 1 == 1
+    }
+
+    /// XCR0, or 0 when the OS has not enabled XSAVE (then XGETBV would fault).
+    fn xcr0() -> u64 {
+        // CPUID leaf 1 exists on every x86-64 CPU.
+        let l1 = __cpuid(1);
+        // ECX bit 27 = OSXSAVE: XGETBV is available and enabled by the OS.
+        if !bit(l1.ecx, 27) {
+            return 0;
+        }
+        // SAFETY: OSXSAVE is set, so XGETBV with ECX = 0 is valid here.
+        unsafe { _xgetbv(0) }
+    }
+
+    fn leaf7() -> Option<(u32, u32)> {
+        // Leaf 0 always exists and says how many leaves do.
+        if __cpuid(0).eax < 7 {
+            return None;
+        }
+        let l7 = __cpuid_count(7, 0);
+        Some((l7.ebx, l7.ecx))
+    }
+
+    pub fn has_avx2() -> bool {
+        let l1 = __cpuid(1);
+        let (fma, avx, f16c) = (bit(l1.ecx, 12), bit(l1.ecx, 28), bit(l1.ecx, 29));
+        let os_ymm = xcr0() & 0b110 == 0b110; // SSE + AVX state
+        let avx2 = leaf7().is_some_and(|(ebx, _)| bit(ebx, 5));
+        fma && avx && f16c && os_ymm && avx2
+    }
+
+    pub fn has_avx512() -> bool {
+        let os_zmm = xcr0() & 0b1110_0110 == 0b1110_0110; // + opmask, ZMM_Hi256, Hi16_ZMM
+        let f_dq_bw_vl = leaf7().is_some_and(|(ebx, _)| {
+            bit(ebx, 16) && bit(ebx, 17) && bit(ebx, 30) && bit(ebx, 31)
+        });
+        has_avx2() && os_zmm && f_dq_bw_vl
+    }
+
+    pub fn has_neon() -> bool {
+        false
+    }
+
+    /// The CPU's brand string, e.g. "Intel(R) Xeon(R) ...".
+    pub fn brand() -> Option<String> {
+        if __cpuid(0x8000_0000).eax < 0x8000_0004 {
+            return None;
+        }
+        let mut bytes = Vec::with_capacity(48);
+        for leaf in 0x8000_0002..=0x8000_0004u32 {
+            let r = __cpuid(leaf);
+            for v in [r.eax, r.ebx, r.ecx, r.edx] {
+                bytes.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        let s = String::from_utf8_lossy(&bytes).trim_matches(char::from(0)).trim().to_string();
+        (!s.is_empty()).then_some(s)
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+mod cpu_facts {
+    pub fn has_avx2() -> bool {
+        false
+    }
+    pub fn has_avx512() -> bool {
+        false
+    }
+    pub fn has_neon() -> bool {
+        #[cfg(target_arch = "aarch64")]
+        {
+            std::arch::is_aarch64_feature_detected!("neon")
+        }
+        #[cfg(not(target_arch = "aarch64"))]
+        {
+            false
+        }
+    }
+    pub fn brand() -> Option<String> {
+        None
+    }
+}
+
+/// Live CPU buffers of this library: base address -> size, used to check
+/// that every tensor a graph names lies inside memory we handed out.
+type BufferTable = Arc<Mutex<BTreeMap<usize, u64>>>;
+
+/// The CPU backend's registration: one device.
+pub struct CpuReg {
+    device: Arc<CpuDevice>,
+}
+
+impl CpuReg {
+    /// The registration of a CPU plugin built for `isa`.
+    pub fn new(isa: Isa) -> CpuReg {
+        let buffers = BufferTable::default();
+        let buft = Arc::new(CpuBufferType { buffers: buffers.clone() });
+        CpuReg { device: Arc::new(CpuDevice { isa, buft, buffers }) }
+    }
+}
+
+impl Reg for CpuReg {
+    fn name(&self) -> String {
+        "cpu".to_string()
+    }
+
+    fn devices(&self) -> Vec<Arc<dyn Device>> {
+        vec![self.device.clone()]
+    }
+}
+
+/// The host CPU.
+pub struct CpuDevice {
+    isa: Isa,
+    buft: Arc<CpuBufferType>,
+    buffers: BufferTable,
+}
+
+impl Device for CpuDevice {
+    fn name(&self) -> String {
+        "cpu".to_string()
+    }
+
+    fn description(&self) -> String {
+        let brand = cpu_facts::brand().unwrap_or_else(|| std::env::consts::ARCH.to_string());
+        format!("{brand} ({} kernels, {} cores)", self.isa.name(), num_cpus::get_physical())
+    }
+
+    fn device_type(&self) -> DeviceType {
+        DeviceType::Cpu
+    }
+
+    fn memory(&self) -> Memory {
+        host_memory()
+    }
+
+    fn supports_op(&self, graph: &[TensorDesc], node: usize) -> Verdict {
+        let Some(d) = graph.get(node) else {
+            return Verdict::unsupported(format!("node {node} is not in the graph ({} tensors)", graph.len()));
+        };
+        let op = match d.op() {
+            Ok(op) => op,
+            Err(e) => return Verdict::unsupported(e.to_string()),
+        };
+        let mut src = [None; MAX_SRC];
+        for (i, &s) in d.src.iter().enumerate() {
+            if s >= 0 {
+                match graph.get(s as usize) {
+                    Some(t) => src[i] = Some(t),
+                    None => return Verdict::unsupported(format!("source {i} index {s} out of range")),
+                }
+            }
+        }
+        ops::supports(op, d, &src).into()
+    }
+
+    fn buffer_type(&self) -> Arc<dyn BufferType> {
+        self.buft.clone()
+    }
+
+    fn init_backend(&self, params: &str) -> Result<Box<dyn Backend>, PluginError> {
+        let mut config = CpuConfig::default();
+        for kv in params.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            match kv.split_once('=') {
+                Some(("threads", n)) => {
+                    let n = n.parse().map_err(|_| PluginError::bad_input(format!("threads={n}: not a number")))?;
+                    config.n_threads = Some(n);
+                }
+                _ => return Err(PluginError::bad_input(format!("unknown cpu backend option '{kv}' (known: threads=N)"))),
+            }
+        }
+        Ok(Box::new(CpuStream { cpu: CpuBackend::new(config), buffers: self.buffers.clone() }))
+    }
+}
+
+/// Host memory from /proc/meminfo (0 / 0 where unavailable).
+fn host_memory() -> Memory {
+    let Ok(text) = std::fs::read_to_string("/proc/meminfo") else { return Memory::default() };
+    let field = |name: &str| -> u64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map_or(0, |kib| kib * 1024)
+    };
+    Memory { free_bytes: field("MemAvailable:"), total_bytes: field("MemTotal:") }
+}
+
+/// Host memory, 64-byte aligned.
+pub struct CpuBufferType {
+    buffers: BufferTable,
+}
+
+impl BufferType for CpuBufferType {
+    fn name(&self) -> String {
+        CPU_BUFFER_TYPE.to_string()
+    }
+
+    fn alloc_buffer(&self, size_bytes: u64) -> Result<Box<dyn Buffer>, PluginError> {
+        let size = usize::try_from(size_bytes)
+            .map_err(|_| PluginError::out_of_memory(format!("cpu buffer of {size_bytes} bytes")))?;
+        let layout = Layout::from_size_align(size.max(1), CPU_ALIGNMENT as usize)
+            .map_err(|e| PluginError::out_of_memory(format!("cpu buffer of {size_bytes} bytes: {e}")))?;
+        // SAFETY: layout has nonzero size.
+        let ptr = unsafe { alloc_zeroed(layout) };
+        if ptr.is_null() {
+            return Err(PluginError::out_of_memory(format!("cpu buffer of {size_bytes} bytes")));
+        }
+        lock(&self.buffers).insert(ptr as usize, size_bytes);
+        Ok(Box::new(CpuBuffer { ptr, layout, size: size_bytes, buffers: self.buffers.clone() }))
+    }
+
+    fn alignment(&self) -> u64 {
+        CPU_ALIGNMENT
+    }
+
+    fn is_host(&self) -> bool {
+        true
+    }
+}
+
+fn lock(t: &BufferTable) -> std::sync::MutexGuard<'_, BTreeMap<usize, u64>> {
+    t.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One host allocation; its id is its base address.
+pub struct CpuBuffer {
+    ptr: *mut u8,
+    layout: Layout,
+    size: u64,
+    buffers: BufferTable,
+}
+
+// SAFETY: the buffer owns its allocation; concurrent access to the bytes is
+// the host's responsibility as the contract states (as with ggml buffers).
+unsafe impl Send for CpuBuffer {}
+// SAFETY: as above.
+unsafe impl Sync for CpuBuffer {}
+
+impl Drop for CpuBuffer {
+    fn drop(&mut self) {
+        lock(&self.buffers).remove(&(self.ptr as usize));
+        // SAFETY: allocated in alloc_buffer with this layout.
+        unsafe { dealloc(self.ptr, self.layout) };
+    }
+}
+
+impl CpuBuffer {
+    /// Byte range `[start, start + len)` of this buffer for `offset` bytes
+    /// into `tensor`, or an error when it falls outside.
+    fn range(&self, tensor: &TensorDesc, offset: u64, len: u64) -> Result<usize, PluginError> {
+        if tensor.buffer != self.ptr as u64 {
+            return Err(PluginError::bad_input(format!(
+                "tensor is in buffer {:#x}, not this buffer {:#x}",
+                tensor.buffer, self.ptr as u64
+            )));
+        }
+        let start = tensor.offset.checked_add(offset);
+        let end = start.and_then(|s| s.checked_add(len));
+        match (start, end) {
+            (Some(s), Some(e)) if e <= self.size && offset + len <= tensor.nbytes() => Ok(s as usize),
+            _ => Err(PluginError::bad_input(format!(
+                "{len} bytes at offset {offset} of a {}-byte tensor at {} overrun the tensor or the {}-byte buffer",
+                tensor.nbytes(),
+                tensor.offset,
+                self.size
+            ))),
+        }
+    }
+}
+
+impl Buffer for CpuBuffer {
+    fn id(&self) -> u64 {
+        self.ptr as u64
+    }
+
+    fn base(&self) -> usize {
+        self.ptr as usize
+    }
+
+    fn size(&self) -> u64 {
+        self.size
+    }
+
+    fn set_tensor(&self, tensor: &TensorDesc, offset: u64, data: &[u8]) -> Result<(), PluginError> {
+        let start = self.range(tensor, offset, data.len() as u64)?;
+        // SAFETY: range checked against the allocation.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.add(start), data.len()) };
+        Ok(())
+    }
+
+    fn get_tensor(&self, tensor: &TensorDesc, offset: u64, out: &mut [u8]) -> Result<(), PluginError> {
+        let start = self.range(tensor, offset, out.len() as u64)?;
+        // SAFETY: range checked against the allocation.
+        unsafe { std::ptr::copy_nonoverlapping(self.ptr.add(start), out.as_mut_ptr(), out.len()) };
+        Ok(())
+    }
+
+    fn memset_tensor(&self, tensor: &TensorDesc, value: u8, offset: u64, size: u64) -> Result<(), PluginError> {
+        let start = self.range(tensor, offset, size)?;
+        // SAFETY: range checked against the allocation.
+        unsafe { std::ptr::write_bytes(self.ptr.add(start), value, size as usize) };
+        Ok(())
+    }
+
+    fn cpy_tensor(&self, src: &TensorDesc, dst: &TensorDesc) -> Result<bool, PluginError> {
+        let n = src.nbytes();
+        if n != dst.nbytes() {
+            return Err(PluginError::bad_input(format!("copy of {n} bytes into a {}-byte tensor", dst.nbytes())));
+        }
+        let dst_start = self.range(dst, 0, n)?;
+        let src_ptr = {
+            let table = lock(&self.buffers);
+            match table.get(&(src.buffer as usize)) {
+                Some(&size) if src.offset.checked_add(n).is_some_and(|e| e <= size) => {
+                    (src.buffer as usize + src.offset as usize) as *const u8
+                }
+                _ => return Ok(false),
+            }
+        };
+        // SAFETY: both ranges checked against live allocations; `copy` allows overlap.
+        unsafe { std::ptr::copy(src_ptr, self.ptr.add(dst_start), n as usize) };
+        Ok(true)
+    }
+
+    fn clear(&self, value: u8) -> Result<(), PluginError> {
+        // SAFETY: the whole allocation.
+        unsafe { std::ptr::write_bytes(self.ptr, value, self.size as usize) };
+        Ok(())
+    }
+}
+
+/// A CPU stream: the thread pool plus the table of buffers it may touch.
+pub struct CpuStream {
+    cpu: CpuBackend,
+    buffers: BufferTable,
+}
+
+impl Backend for CpuStream {
+    fn name(&self) -> String {
+        "cpu".to_string()
+    }
+
+    fn graph_compute(&self, graph: &[TensorDesc]) -> Result<(), PluginError> {
+        let mut data = vec![std::ptr::null_mut::<u8>(); graph.len()];
+        {
+            let table = lock(&self.buffers);
+            for (i, t) in graph.iter().enumerate() {
+                if t.buffer == 0 {
+                    continue;
+                }
+                let fits = table
+                    .range(..=t.buffer as usize)
+                    .next_back()
+                    .is_some_and(|(&base, &size)| base as u64 == t.buffer && t.offset.checked_add(t.nbytes()).is_some_and(|e| e <= size));
+                if !fits {
+                    return Err(PluginError::bad_input(format!(
+                        "tensor {i}: buffer {:#x} + {} bytes at offset {} is not inside a live cpu buffer",
+                        t.buffer,
+                        t.nbytes(),
+                        t.offset
+                    )));
+                }
+                data[i] = (t.buffer as usize + t.offset as usize) as *mut u8;
+            }
+        }
+        for (i, t) in graph.iter().enumerate() {
+            let is_compute = t.op().is_ok_and(|op| op != backplane_abi::Op::None && !op.is_view());
+            if !is_compute {
+                continue;
+            }
+            for j in std::iter::once(i).chain((0..MAX_SRC).filter_map(|k| t.src(k))) {
+                if data.get(j).is_none_or(|p| p.is_null()) {
+                    return Err(PluginError::bad_input(format!("node {i}: tensor {j} is not allocated")));
+                }
+            }
+        }
+        // SAFETY: every non-null pointer covers its tensor inside a live
+        // buffer of this plugin (checked above); every computed node and its
+        // sources are allocated; exclusive access is the host's contract.
+        unsafe { self.cpu.compute(graph, &data) }.map_err(|e| match e {
+            crate::CpuError::Unsupported { .. } => PluginError::unsupported(e.to_string()),
+            _ => PluginError::bad_input(e.to_string()),
+        })
+    }
+}

@@ -1,0 +1,150 @@
+//! Mat-mul micro-kernels, chosen once at run time for the CPU at hand.
+//!
+//! Every kernel has the same shape, [`TileFn`]: it multiplies a small tile of
+//! up to [`MatKernel::mr`] rows of the weight matrix `a` (stored in its own
+//! type) with up to [`MatKernel::nr`] activation rows `b` (already converted
+//! to the weight type's [`vec_dot_type`](backplane_quant::vec_dot_type)) and
+//! writes, or adds, the `mr x nr` dot products. The mat-mul driver in
+//! `ops/matmul` cuts the output into such tiles; a 1-column tile is the
+//! mat-vec case.
+//!
+//! [`kernels`] builds the table once: AVX2+FMA(+F16C) kernels on x86-64 CPUs
+//! that have them, otherwise the portable [`scalar`] ones (the quant crate's
+//! reference dot products, which match ggml's generic C).
+
+pub mod scalar;
+#[cfg(target_arch = "x86_64")]
+pub mod x86;
+
+use std::sync::OnceLock;
+
+use backplane_abi::DType;
+
+/// Most columns any kernel takes in one tile.
+pub const MAX_NR: usize = 8;
+
+/// Computes `c[j][r] = dot(a row r, b[j])` over `k` elements for
+/// `r < mr`, `j < b.len()` (adding to `c[j][r]` when `acc`).
+///
+/// `a` points at the first row, rows are `lda` bytes apart; `b[j]` points at
+/// a converted activation row and `c[j]` at `mr` consecutive f32 outputs.
+///
+/// # Safety
+/// `k` must be a whole number of blocks of both types, `mr` at most the
+/// kernel's `mr`, `b.len() == c.len()` at most its `nr`, and every pointer
+/// must cover the bytes it is read or written at.
+pub type TileFn =
+    unsafe fn(k: usize, a: *const u8, lda: usize, mr: usize, b: &[*const u8], c: &[*mut f32], acc: bool);
+
+/// Instruction set a kernel was written for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Isa {
+    /// Portable Rust (auto-vectorized where the compiler manages).
+    Scalar,
+    /// x86-64 AVX2 + FMA + F16C.
+    Avx2,
+}
+
+impl Isa {
+    /// Short lower-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Isa::Scalar => "scalar",
+            Isa::Avx2 => "avx2",
+        }
+    }
+}
+
+/// A mat-mul kernel for one weight type and its tiling preferences.
+#[derive(Clone, Copy, Debug)]
+pub struct MatKernel {
+    /// The tile function.
+    pub tile: TileFn,
+    /// Most weight rows per tile when several columns are computed.
+    pub mr: usize,
+    /// Most weight rows per tile for a single column (mat-vec).
+    pub mr_vec: usize,
+    /// Most activation columns per tile.
+    pub nr: usize,
+    /// Preferred K block in elements (a multiple of the block size) when
+    /// many columns are computed, so panels of both operands stay in cache.
+    pub kc: usize,
+    /// The instruction set.
+    pub isa: Isa,
+}
+
+/// The weight types MUL_MAT and MUL_MAT_ID run on the CPU.
+pub const MAT_TYPES: [DType; 13] = [
+    DType::F32,
+    DType::F16,
+    DType::BF16,
+    DType::Q4_0,
+    DType::Q4_1,
+    DType::Q5_0,
+    DType::Q5_1,
+    DType::Q8_0,
+    DType::Q2_K,
+    DType::Q3_K,
+    DType::Q4_K,
+    DType::Q5_K,
+    DType::Q6_K,
+];
+
+/// The kernel table for this CPU.
+#[derive(Debug)]
+pub struct Kernels {
+    table: [Option<MatKernel>; MAT_TYPES.len()],
+    isa: Isa,
+}
+
+impl Kernels {
+    /// The best kernel for weights of type `dtype`, if there is one.
+    pub fn mat(&self, dtype: DType) -> Option<&MatKernel> {
+        let i = MAT_TYPES.iter().position(|&t| t == dtype)?;
+        self.table[i].as_ref()
+    }
+
+    /// The best instruction set found on this CPU.
+    pub fn isa(&self) -> Isa {
+        self.isa
+    }
+
+    fn detect() -> Kernels {
+        let mut k = Kernels {
+            table: MAT_TYPES.map(scalar::kernel),
+            isa: Isa::Scalar,
+        };
+        #[cfg(target_arch = "x86_64")]
+        if x86::available() {
+            k.isa = Isa::Avx2;
+            for (slot, t) in k.table.iter_mut().zip(MAT_TYPES) {
+                if let Some(kern) = x86::kernel(t) {
+                    *slot = Some(kern);
+                }
+            }
+        }
+        // Temporary tuning knobs (experiments only).
+        let env = |n: &str| std::env::var(n).ok().and_then(|v| v.parse::<usize>().ok());
+        for kern in k.table.iter_mut().flatten() {
+            if let Some(v) = env("BP_MR_VEC") {
+                kern.mr_vec = v;
+            }
+            if let Some(v) = env("BP_MR") {
+                kern.mr = v;
+            }
+            if let Some(v) = env("BP_NR") {
+                kern.nr = v;
+            }
+            if let Some(v) = env("BP_KC") {
+                kern.kc = v;
+            }
+        }
+        k
+    }
+}
+
+/// The kernel table, detected on first use and then fixed.
+pub fn kernels() -> &'static Kernels {
+    static TABLE: OnceLock<Kernels> = OnceLock::new();
+    TABLE.get_or_init(Kernels::detect)
+}

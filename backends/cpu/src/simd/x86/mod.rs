@@ -1,0 +1,126 @@
+//! x86-64 kernels for AVX2 + FMA + F16C CPUs.
+//!
+//! Every function here carries `#[target_feature]` and is only reached
+//! through [`kernel`], which [`super::Kernels`] calls after [`available`]
+//! has confirmed the features at run time.
+//!
+//! Float weights use register-blocked tiles in the manner of llamafile's
+//! tinyBLAS: `RM` weight rows x `RN` activation columns accumulate in
+//! `RM * RN` vector registers along K, each loaded vector reused `RN` (or
+//! `RM`) times. Block-quantized weights do the same per block: a weight
+//! block is unpacked once and multiplied with the `RN` columns' int8 blocks
+//! (`maddubs`/`madd`), see [`legacy`] and [`kquants`].
+
+mod float;
+mod kquants;
+mod legacy;
+
+use std::arch::x86_64::*;
+
+use backplane_abi::DType;
+
+use super::{Isa, MatKernel};
+
+/// Whether this CPU runs the kernels of this module.
+pub fn available() -> bool {
+    is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c")
+}
+
+/// The AVX2 kernel for weights of type `dtype`. Only call when
+/// [`available`] returned true.
+pub fn kernel(dtype: DType) -> Option<MatKernel> {
+    let k = |tile, mr, nr, kc| MatKernel { tile, mr, mr_vec: 4, nr, kc, isa: Isa::Avx2 };
+    Some(match dtype {
+        DType::F32 => k(float::tile_f32, 4, 3, 512),
+        DType::F16 => k(float::tile_f16, 4, 3, 1024),
+        DType::BF16 => k(float::tile_bf16, 4, 3, 1024),
+        DType::Q4_0 => k(legacy::tile_q4_0, 2, 4, 4096),
+        DType::Q4_1 => k(legacy::tile_q4_1, 2, 4, 4096),
+        DType::Q5_0 => k(legacy::tile_q5_0, 2, 4, 4096),
+        DType::Q5_1 => k(legacy::tile_q5_1, 2, 4, 4096),
+        DType::Q8_0 => k(legacy::tile_q8_0, 2, 4, 4096),
+        DType::Q2_K => k(kquants::tile_q2_k, 2, 4, 4096),
+        DType::Q3_K => k(kquants::tile_q3_k, 2, 4, 4096),
+        DType::Q4_K => k(kquants::tile_q4_k, 2, 4, 4096),
+        DType::Q5_K => k(kquants::tile_q5_k, 2, 4, 4096),
+        DType::Q6_K => k(kquants::tile_q6_k, 2, 4, 4096),
+        _ => return None,
+    })
+}
+
+/// Dispatches a runtime `(mr, nr)` to a const-generic tile instantiation.
+macro_rules! dispatch_tile {
+    ($f:ident [$g:tt] ($k:expr, $a:expr, $lda:expr, $mr:expr, $b:expr, $c:expr, $acc:expr)
+     { $(($rm:literal, $rn:literal)),* $(,)? }) => {
+        match ($mr, $b.len()) {
+            $(($rm, $rn) => $f::<$g, $rm, $rn>($k, $a, $lda, $b, $c, $acc),)*
+            _ => {}
+        }
+    };
+}
+pub(crate) use dispatch_tile;
+
+/// Sum of the eight lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn hsum(v: __m256) -> f32 {
+    let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    let s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    _mm_cvtss_f32(s)
+}
+
+/// Reads an f16 at `p` (any alignment) as f32.
+///
+/// # Safety
+/// `p` must cover two bytes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn h2f(p: *const u8) -> f32 {
+    // SAFETY: caller's contract.
+    let bits = unsafe { p.cast::<u16>().read_unaligned() };
+    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)))
+}
+
+/// Loads 32 bytes at `p` (any alignment).
+///
+/// # Safety
+/// `p` must cover 32 bytes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn load256(p: *const u8) -> __m256i {
+    // SAFETY: caller's contract.
+    unsafe { _mm256_loadu_si256(p.cast()) }
+}
+
+/// Loads 16 bytes at `p` (any alignment).
+///
+/// # Safety
+/// `p` must cover 16 bytes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn load128(p: *const u8) -> __m128i {
+    // SAFETY: caller's contract.
+    unsafe { _mm_loadu_si128(p.cast()) }
+}
+
+/// Writes or adds `v` at `p`.
+///
+/// # Safety
+/// `p` must be valid for reading and writing one f32.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn put(p: *mut f32, v: f32, acc: bool) {
+    // SAFETY: caller's contract.
+    unsafe { super::scalar::store(p, v, acc) }
+}
+
+/// Copies the first `N` pointers of `s` into an array.
+///
+/// # Safety
+/// `s` must hold at least `N` pointers.
+#[inline(always)]
+unsafe fn first<T: Copy, const N: usize>(s: &[T]) -> [T; N] {
+    // SAFETY: caller's contract.
+    std::array::from_fn(|j| unsafe { *s.get_unchecked(j) })
+}

@@ -1,0 +1,218 @@
+//! The `backplane` command line.
+//!
+//! `backplane devices [--json] [--plugin-dir DIR]...` lists every loaded
+//! backend and device, then every plugin file that was refused and why.
+//! `BACKPLANE_LOG=debug` (or warn, info, trace) sets what is logged to stderr.
+
+use std::path::PathBuf;
+
+use backplane::registry::{Registry, RegistryOptions, SearchPath};
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "backplane", version, about = "Tensor graphs on every backend a machine has")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// List backends, devices and refused plugin files.
+    Devices {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Search this directory first (repeatable).
+        #[arg(long = "plugin-dir", value_name = "DIR")]
+        plugin_dirs: Vec<PathBuf>,
+        /// Do not add the built-in CPU backend.
+        #[arg(long)]
+        no_builtin: bool,
+    },
+    /// Show how the scheduler routes an example transformer block over this
+    /// machine's devices, and why better backends refused any node.
+    Explain {
+        /// Print the schedule as Graphviz DOT instead.
+        #[arg(long)]
+        dot: bool,
+        /// Search this directory first (repeatable).
+        #[arg(long = "plugin-dir", value_name = "DIR")]
+        plugin_dirs: Vec<PathBuf>,
+    },
+}
+
+fn main() {
+    log::install();
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Devices { json, plugin_dirs, no_builtin } => {
+            let options = RegistryOptions {
+                search: SearchPath { host_dirs: plugin_dirs, ..SearchPath::default() },
+                builtin_cpu: !no_builtin,
+            };
+            let registry = Registry::load(&options);
+            if json {
+                println!("{}", serde_json::to_string_pretty(&devices_json(&registry)).expect("serializing JSON"));
+            } else {
+                print!("{}", devices_text(&registry));
+            }
+        }
+        Command::Explain { dot, plugin_dirs } => {
+            let options = RegistryOptions {
+                search: SearchPath { host_dirs: plugin_dirs, ..SearchPath::default() },
+                builtin_cpu: true,
+            };
+            let registry = Registry::load(&options);
+            let devices = backplane::sched::priority_order(registry.devices().cloned().collect());
+            let out = if dot {
+                backplane::sched::explain_example_dot(&devices)
+            } else {
+                backplane::sched::explain_example(&devices)
+            };
+            match out {
+                Ok(text) => print!("{text}"),
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    std::process::exit(1);
+                }
+            }
+        }
+    }
+}
+
+fn devices_json(registry: &Registry) -> serde_json::Value {
+    let devices: Vec<serde_json::Value> = registry
+        .backends()
+        .iter()
+        .flat_map(|b| {
+            b.devices.iter().map(move |d| {
+                let mem = d.memory();
+                let caps = d.caps();
+                serde_json::json!({
+                    "backend": b.name,
+                    "device": d.name(),
+                    "description": d.description(),
+                    "type": d.device_type().name(),
+                    "memory_total": mem.total_bytes,
+                    "memory_free": mem.free_bytes,
+                    "caps": { "async": caps.async_ops, "host_buffer": caps.host_buffer, "events": caps.events },
+                    "score": b.score,
+                    "path": b.source.path().map(|p| p.display().to_string()),
+                })
+            })
+        })
+        .collect();
+    let refused: Vec<serde_json::Value> = registry
+        .refused()
+        .iter()
+        .map(|r| serde_json::json!({ "path": r.path.display().to_string(), "reason": r.reason }))
+        .collect();
+    serde_json::json!({ "devices": devices, "refused": refused })
+}
+
+fn gib(bytes: u64) -> String {
+    format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
+}
+
+fn devices_text(registry: &Registry) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    for b in registry.backends() {
+        let from = b.source.path().map_or("built-in".to_string(), |p| p.display().to_string());
+        let _ = writeln!(out, "backend {}  score {}  {}", b.name, b.score, from);
+        if b.devices.is_empty() {
+            let why = b.no_device_reason.as_deref().unwrap_or("the plugin gave no reason");
+            let _ = writeln!(out, "  no devices: {why}");
+        }
+        for d in &b.devices {
+            let mem = d.memory();
+            let caps = d.caps();
+            let caps: Vec<&str> = [(caps.async_ops, "async"), (caps.host_buffer, "host_buffer"), (caps.events, "events")]
+                .into_iter()
+                .filter_map(|(on, name)| on.then_some(name))
+                .collect();
+            let _ = writeln!(out, "  device {} [{}]  {}", d.name(), d.device_type(), d.description());
+            let _ = writeln!(
+                out,
+                "    memory {} free / {} total  caps: {}",
+                gib(mem.free_bytes),
+                gib(mem.total_bytes),
+                if caps.is_empty() { "-".to_string() } else { caps.join(", ") }
+            );
+        }
+    }
+    if !registry.refused().is_empty() {
+        let _ = writeln!(out, "refused plugin files:");
+        for r in registry.refused() {
+            let _ = writeln!(out, "  {}", r.path.display());
+            for line in r.reason.lines() {
+                let _ = writeln!(out, "    {line}");
+            }
+        }
+    }
+    out
+}
+
+/// A minimal `tracing` subscriber: events at or above `BACKPLANE_LOG`
+/// (default `warn`) go to stderr as `level: message key=value`.
+mod log {
+    use std::fmt::Write;
+
+    use tracing::field::{Field, Visit};
+    use tracing::span::{Attributes, Id, Record};
+    use tracing::{Event, Level, Metadata, Subscriber};
+
+    struct Stderr {
+        max: Level,
+    }
+
+    struct Fields(String);
+
+    impl Visit for Fields {
+        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+            if field.name() == "message" {
+                let _ = write!(self.0, "{value:?}");
+            } else {
+                let _ = write!(self.0, " {}={value:?}", field.name());
+            }
+        }
+
+        fn record_str(&mut self, field: &Field, value: &str) {
+            if field.name() == "message" {
+                self.0.push_str(value);
+            } else {
+                let _ = write!(self.0, " {}={value}", field.name());
+            }
+        }
+    }
+
+    impl Subscriber for Stderr {
+        fn enabled(&self, metadata: &Metadata<'_>) -> bool {
+            *metadata.level() <= self.max
+        }
+        fn new_span(&self, _: &Attributes<'_>) -> Id {
+            Id::from_u64(1)
+        }
+        fn record(&self, _: &Id, _: &Record<'_>) {}
+        fn record_follows_from(&self, _: &Id, _: &Id) {}
+        fn event(&self, event: &Event<'_>) {
+            let mut f = Fields(String::new());
+            event.record(&mut f);
+            eprintln!("{}: {}", event.metadata().level().as_str().to_lowercase(), f.0);
+        }
+        fn enter(&self, _: &Id) {}
+        fn exit(&self, _: &Id) {}
+    }
+
+    pub fn install() {
+        let max = match std::env::var("BACKPLANE_LOG").unwrap_or_default().to_lowercase().as_str() {
+            "error" => Level::ERROR,
+            "info" => Level::INFO,
+            "debug" => Level::DEBUG,
+            "trace" => Level::TRACE,
+            _ => Level::WARN,
+        };
+        let _ = tracing::subscriber::set_global_default(Stderr { max });
+    }
+}

@@ -1,0 +1,115 @@
+//! Opening one plugin file: the libloading preflight (ABI version, score)
+//! and the abi_stable load (layout check, root module, registration).
+//!
+//! Libraries are never unloaded. Every object a plugin hands out (trait
+//! objects, their vtables, `'static` strings inside error values) points
+//! into the library's code and data, abi_stable's `LibHeader` is a
+//! `&'static` into it, and a Rust cdylib may have registered thread-local
+//! destructors that would run on unmapped code after `dlclose`. Keeping a
+//! library mapped costs only address space; unloading one would turn any
+//! leftover reference into a crash.
+
+use std::path::Path;
+
+use abi_stable::library::{LibraryError, RootModule, lib_header_from_path};
+use backplane_abi::plugin::{ABI_VERSION, ABI_VERSION_SYMBOL, PluginModRef, RegBox, SCORE_SYMBOL};
+
+/// Lines a user-facing refusal reason may have.
+pub const MAX_REASON_LINES: usize = 5;
+/// Characters per line of a user-facing refusal reason.
+const MAX_REASON_LINE_CHARS: usize = 200;
+
+/// Cuts `text` to at most [`MAX_REASON_LINES`] lines of bounded width.
+pub fn short_reason(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().map(str::trim_end).filter(|l| !l.trim().is_empty()).collect();
+    let mut out: Vec<String> = lines
+        .iter()
+        .take(MAX_REASON_LINES)
+        .map(|l| {
+            if l.chars().count() > MAX_REASON_LINE_CHARS {
+                let cut: String = l.chars().take(MAX_REASON_LINE_CHARS - 3).collect();
+                format!("{cut}...")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect();
+    if lines.len() > MAX_REASON_LINES
+        && let Some(last) = out.last_mut()
+    {
+        *last = "... (more at debug level: BACKPLANE_LOG=debug)".to_string();
+    }
+    out.join("\n")
+}
+
+/// Opens `path` with the system loader and reads the plain C symbols;
+/// returns the score, or why the file is refused. The library stays loaded.
+pub fn preflight(path: &Path) -> Result<u32, String> {
+    // SAFETY: loading a library runs its initialisers; plugins are trusted
+    // code the user placed on the search path (as with ggml's backends).
+    let lib = unsafe { libloading::Library::new(path) }.map_err(|e| {
+        let msg = e.to_string();
+        // dlerror repeats the path; keep what follows it.
+        let path_str = path.display().to_string();
+        let detail = msg.rsplit_once(&format!("{path_str}: ")).map_or(msg.as_str(), |(_, d)| d);
+        format!("not a loadable library: {detail}")
+    })?;
+    // Never unloaded (see the module docs).
+    let lib: &'static libloading::Library = Box::leak(Box::new(lib));
+    let read = |name: &str| -> Result<u32, String> {
+        // SAFETY: the symbols are `extern "C" fn() -> u32` by the plugin
+        // contract; a library exporting them with another type is broken.
+        let f = unsafe { lib.get::<extern "C" fn() -> u32>(name.as_bytes()) }
+            .map_err(|_| format!("not a backplane plugin: no `{name}` symbol"))?;
+        Ok(f())
+    };
+    let version = read(ABI_VERSION_SYMBOL)?;
+    if version != ABI_VERSION {
+        return Err(format!("built for plugin ABI v{version}; this host speaks v{ABI_VERSION}"));
+    }
+    read(SCORE_SYMBOL)
+}
+
+/// Loads the root module through abi_stable (checking version and layout)
+/// and creates the backend registration.
+pub fn load(path: &Path) -> Result<RegBox, String> {
+    let header = lib_header_from_path(path).map_err(|e| library_error(path, e))?;
+    let module = header.init_root_module::<PluginModRef>().map_err(|e| library_error(path, e))?;
+    let new_reg = module.new_reg();
+    new_reg().into_result().map_err(|e| format!("plugin init failed: {e}"))
+}
+
+/// A short reason for an abi_stable error; the full text goes to debug logs.
+fn library_error(path: &Path, e: LibraryError) -> String {
+    tracing::debug!(path = %path.display(), "abi_stable refused the plugin:\n{e}");
+    match e {
+        LibraryError::AbiInstability(_) => format!(
+            "incompatible plugin interface: its `{}` root module layout differs from this host's \
+             (built against another backplane-abi)\nlayout diff at debug level: BACKPLANE_LOG=debug",
+            PluginModRef::NAME
+        ),
+        LibraryError::IncompatibleVersionNumber { expected_version, actual_version, .. } => format!(
+            "built against backplane-abi {actual_version}, incompatible with this host's {expected_version}"
+        ),
+        LibraryError::GetSymbolError { .. } => {
+            "not an abi_stable plugin: no root module (was it built with backplane_abi::export_plugin!?)".to_string()
+        }
+        LibraryError::RootModule { err, .. } => short_reason(&format!("root module failed: {err}")),
+        other => short_reason(&other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_reason_keeps_at_most_five_lines() {
+        let long = (0..40).map(|i| format!("line {i}")).collect::<Vec<_>>().join("\n");
+        let r = short_reason(&long);
+        assert_eq!(r.lines().count(), MAX_REASON_LINES);
+        assert!(r.lines().last().unwrap().contains("debug"));
+        assert_eq!(short_reason("one"), "one");
+        assert!(short_reason(&"x".repeat(1000)).len() <= MAX_REASON_LINE_CHARS);
+    }
+}

@@ -1,0 +1,142 @@
+//! Where plugins are looked for, and which file names count as plugins.
+
+use std::path::{Path, PathBuf};
+
+/// Environment variable holding extra plugin directories (a path list, `:`
+/// separated on Unix, `;` on Windows), searched after the host's own.
+pub const PLUGIN_PATH_ENV: &str = "BACKPLANE_PLUGIN_PATH";
+
+/// File name prefix of every plugin.
+#[cfg(not(windows))]
+pub const FILE_PREFIX: &str = "libbackplane_";
+/// File name prefix of every plugin.
+#[cfg(windows)]
+pub const FILE_PREFIX: &str = "backplane_";
+
+/// File name suffix of every plugin on this platform.
+pub const FILE_SUFFIX: &str = std::env::consts::DLL_SUFFIX;
+
+/// The plugin directory baked in at build time: `BACKPLANE_PLUGIN_DIR` if it
+/// was set when core was compiled, else the workspace's `target/plugins`
+/// (where `cargo xtask plugins` puts them).
+pub fn build_time_plugin_dir() -> PathBuf {
+    match option_env!("BACKPLANE_PLUGIN_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("target").join("plugins"),
+    }
+}
+
+/// Which places the registry searches; see [`SearchPath::dirs`] for the order.
+#[derive(Clone, Debug)]
+pub struct SearchPath {
+    /// Directories the host passes, searched first, in order.
+    pub host_dirs: Vec<PathBuf>,
+    /// Search [`PLUGIN_PATH_ENV`].
+    pub env: bool,
+    /// Search the executable's directory and `<exe dir>/../lib/backplane`.
+    pub exe_dir: bool,
+    /// Search [`build_time_plugin_dir`].
+    pub build_default: bool,
+}
+
+impl Default for SearchPath {
+    fn default() -> Self {
+        SearchPath { host_dirs: Vec::new(), env: true, exe_dir: true, build_default: true }
+    }
+}
+
+impl SearchPath {
+    /// Only the given directories (tests, embedding hosts).
+    pub fn only(dirs: impl IntoIterator<Item = impl Into<PathBuf>>) -> SearchPath {
+        SearchPath {
+            host_dirs: dirs.into_iter().map(Into::into).collect(),
+            env: false,
+            exe_dir: false,
+            build_default: false,
+        }
+    }
+
+    /// The directories to search, in order: host dirs, `BACKPLANE_PLUGIN_PATH`,
+    /// the executable's dir, `<exe dir>/../lib/backplane`, the build-time
+    /// default. Duplicates (same canonical path) are kept only the first time.
+    pub fn dirs(&self) -> Vec<PathBuf> {
+        let mut dirs: Vec<PathBuf> = self.host_dirs.clone();
+        if self.env
+            && let Some(list) = std::env::var_os(PLUGIN_PATH_ENV)
+        {
+            dirs.extend(std::env::split_paths(&list).filter(|p| !p.as_os_str().is_empty()));
+        }
+        if self.exe_dir
+            && let Some(exe_dir) = std::env::current_exe().ok().and_then(|e| e.parent().map(Path::to_path_buf))
+        {
+            dirs.push(exe_dir.join("..").join("lib").join("backplane"));
+            dirs.insert(dirs.len() - 1, exe_dir);
+        }
+        if self.build_default {
+            dirs.push(build_time_plugin_dir());
+        }
+        let mut seen = Vec::new();
+        dirs.retain(|d| {
+            let key = d.canonicalize().unwrap_or_else(|_| d.clone());
+            let new = !seen.contains(&key);
+            seen.push(key);
+            new
+        });
+        dirs
+    }
+}
+
+/// `(backend, variant)` of a plugin file name
+/// `libbackplane_<backend>[-<variant>].so`, or `None` for other files.
+pub fn parse_file_name(name: &str) -> Option<(String, Option<String>)> {
+    let stem = name.strip_prefix(FILE_PREFIX)?.strip_suffix(FILE_SUFFIX)?;
+    let (backend, variant) = match stem.split_once('-') {
+        Some((b, v)) => (b, Some(v.to_string())),
+        None => (stem, None),
+    };
+    if backend.is_empty() || variant.as_deref() == Some("") {
+        return None;
+    }
+    Some((backend.to_string(), variant))
+}
+
+/// Plugin files of `dir` sorted by name, with their backend and variant.
+pub fn plugin_files(dir: &Path) -> Vec<(PathBuf, String, Option<String>)> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let mut files: Vec<_> = entries
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let (backend, variant) = parse_file_name(&name)?;
+            let path = e.path();
+            path.is_file().then_some((path, backend, variant))
+        })
+        .collect();
+    files.sort_by(|a, b| a.0.cmp(&b.0));
+    files
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_backend_and_variant_from_file_name() {
+        let so = |s: &str| format!("{FILE_PREFIX}{s}{FILE_SUFFIX}");
+        assert_eq!(parse_file_name(&so("cpu")), Some(("cpu".into(), None)));
+        assert_eq!(parse_file_name(&so("cpu-avx2")), Some(("cpu".into(), Some("avx2".into()))));
+        assert_eq!(parse_file_name(&so("cpu-x86-64")), Some(("cpu".into(), Some("x86-64".into()))));
+        assert_eq!(parse_file_name(&so("cpu-")), None);
+        assert_eq!(parse_file_name("README.md"), None);
+        assert_eq!(parse_file_name(&format!("{FILE_PREFIX}cpu.txt")), None);
+    }
+
+    #[test]
+    fn host_dirs_come_first_and_duplicates_are_dropped() {
+        let sp = SearchPath { host_dirs: vec!["/a".into(), "/b".into(), "/a".into()], ..SearchPath::default() };
+        let dirs = sp.dirs();
+        assert_eq!(&dirs[..2], &[PathBuf::from("/a"), PathBuf::from("/b")]);
+        assert_eq!(dirs.iter().filter(|d| d.as_path() == Path::new("/a")).count(), 1);
+        assert_eq!(dirs.last(), Some(&build_time_plugin_dir()));
+    }
+}

@@ -1,0 +1,212 @@
+//! The scheduler: runs one graph over several backends.
+//!
+//! Backends are given in priority order, the CPU last. Planning a graph
+//! ([`Planner::plan`]) goes through these steps, each in its own file:
+//!
+//! 1. [`plan`] assigns every tensor a backend, in the passes of ggml's
+//!    `ggml_backend_sched_split_graph`: pinned tensors and ops reading
+//!    pre-placed weights first (a higher-priority backend may take such an op
+//!    when the weights are in host memory and the batch is large enough),
+//!    then assignments spread to neighbouring nodes, then upgrades to
+//!    higher-priority backends sharing a buffer type, then the rest; views
+//!    follow their source, nodes writing into existing memory run where that
+//!    memory is. Every refusal's reason is kept.
+//! 2. [`split`] cuts the node list into splits (runs of nodes on one
+//!    backend), finds the inputs each split must copy in from other backends,
+//!    and builds each split's own small descriptor graph.
+//! 3. [`alloc`] places every intermediate tensor in its backend's compute
+//!    buffer, reusing memory by liveness and computing in place where the op
+//!    allows, as ggml-alloc does.
+//! 4. [`cache`] keeps the finished [`Plan`] under a hash of the graph's
+//!    structure, so a graph that did not change is not planned again.
+//!
+//! [`Scheduler`] adds the devices themselves: streams, compute buffers sized
+//! by [`Scheduler::reserve`], weight placement, copies and compute.
+//! [`explain`] and [`dot`] show what was decided and why.
+
+pub mod alloc;
+pub mod cache;
+pub mod dot;
+pub mod exec;
+pub mod explain;
+pub mod placement;
+pub mod plan;
+pub mod split;
+
+#[cfg(test)]
+mod tests;
+
+use backplane_abi::Op;
+
+pub use alloc::{Allocation, Loc};
+pub use cache::{PlanCache, structure_hash};
+pub use exec::{RunStats, Scheduler, WeightBlock};
+pub use explain::{Explanation, NodeReport, example_plan, explain_example, explain_example_dot, human_bytes};
+pub use placement::{DevicePlacement, Placement};
+pub use plan::{Assignment, Cause, Decline, Plan, PlanStats, Planner};
+pub use split::{Copy, Split};
+
+/// Index of a backend in the scheduler's priority order (0 = highest).
+pub type BackendId = usize;
+
+/// What the scheduler may do.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SchedOptions {
+    /// Error instead of running any node on a lower-priority backend because
+    /// a higher-priority one refused it.
+    pub strict: bool,
+    /// With an op's weights in host memory, a higher-priority backend takes
+    /// the op (copying the weights in) when its batch (ne1, ne2 for
+    /// MUL_MAT_ID) is at least this, or when its `offload_op` says so.
+    /// `None`: only `offload_op` decides.
+    pub offload_min_batch: Option<i64>,
+    /// Plans kept in the plan cache (0 = no caching).
+    pub cache_capacity: usize,
+}
+
+impl Default for SchedOptions {
+    fn default() -> Self {
+        SchedOptions { strict: false, offload_min_batch: Some(32), cache_capacity: 16 }
+    }
+}
+
+/// A node that ran on a lower-priority backend because better ones refused it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fallback {
+    /// Node index.
+    pub node: usize,
+    /// Its name in the graph.
+    pub name: String,
+    /// Its op.
+    pub op: Op,
+    /// The backend it was assigned.
+    pub backend: String,
+    /// `(backend, reason)` for each higher-priority backend that refused it.
+    pub refusals: Vec<(String, String)>,
+}
+
+impl std::fmt::Display for Fallback {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "node {} '{}' ({}) fell back to {}", self.node, self.name, self.op, self.backend)?;
+        for (b, r) in &self.refusals {
+            write!(f, "; {b}: {r}")?;
+        }
+        Ok(())
+    }
+}
+
+fn list_fallbacks(nodes: &[Fallback]) -> String {
+    nodes.iter().map(|n| format!("\n  {n}")).collect()
+}
+
+/// Scheduling or running a graph failed.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum SchedError {
+    /// The scheduler was given no backends.
+    #[error("the scheduler needs at least one backend (the CPU, last)")]
+    NoBackends,
+    /// A tensor descriptor is malformed (unknown op or type, source out of order).
+    #[error("node {node}: {reason}")]
+    InvalidGraph {
+        /// Tensor index.
+        node: usize,
+        /// What is wrong.
+        reason: String,
+    },
+    /// No backend accepts a node.
+    #[error("node {node} '{name}' ({op}): no backend can run it:{reasons}")]
+    Unassignable {
+        /// Node index.
+        node: usize,
+        /// Its name.
+        name: String,
+        /// Its op.
+        op: Op,
+        /// One line per backend: `\n  backend: reason`.
+        reasons: String,
+    },
+    /// A tensor was pinned to a backend that refuses it.
+    #[error("node {node} ({op}) is pinned to {backend}, which refuses it: {reason}")]
+    PinRefused {
+        /// Node index.
+        node: usize,
+        /// Its op.
+        op: Op,
+        /// The backend pinned.
+        backend: String,
+        /// The backend's reason.
+        reason: String,
+    },
+    /// A pin or placement named a backend index that does not exist.
+    #[error("backend index {index} out of range ({count} backends)")]
+    UnknownBackend {
+        /// The index given.
+        index: usize,
+        /// Backends the scheduler has.
+        count: usize,
+    },
+    /// Strict mode: nodes would fall back to lower-priority backends.
+    #[error("strict mode: {} node(s) would fall back:{}", .0.len(), list_fallbacks(.0))]
+    Fallback(Vec<Fallback>),
+    /// A compute buffer would exceed what the backend can allocate at once.
+    #[error("backend {backend}: compute buffer of {size_bytes} bytes exceeds its maximum of {max_bytes}")]
+    BufferTooLarge {
+        /// The backend.
+        backend: String,
+        /// Bytes needed.
+        size_bytes: u64,
+        /// Largest buffer it allows.
+        max_bytes: u64,
+    },
+    /// A backend call failed.
+    #[error("backend {backend}: {call}: {message}")]
+    Backend {
+        /// The backend.
+        backend: String,
+        /// What was being done (`"graph_compute of split 3 (nodes 12..40, first MUL_MAT)"`).
+        call: String,
+        /// The plugin's message.
+        message: String,
+    },
+    /// Host data did not fit a tensor, or a tensor has no memory.
+    #[error("tensor {tensor} '{name}': {reason}")]
+    Data {
+        /// Tensor index.
+        tensor: usize,
+        /// Its name.
+        name: String,
+        /// What was wrong.
+        reason: String,
+    },
+}
+
+/// Records that leaf `t` of `graph` lives at byte `offset` of buffer
+/// `buffer` (an id from `Buffer::id`); register the buffer's backend with
+/// [`Planner::register_buffer`] so ops reading it are pulled there.
+pub fn set_placement(graph: &mut crate::Graph, t: crate::TensorId, buffer: u64, offset: u64) -> Result<(), SchedError> {
+    let d = graph.try_desc(t).map_err(|e| SchedError::Data { tensor: t.index(), name: String::new(), reason: e.to_string() })?;
+    if d.op().is_ok_and(|op| op != Op::None) || d.view_source().is_some() {
+        return Err(SchedError::Data {
+            tensor: t.index(),
+            name: graph.name(t).to_string(),
+            reason: "only leaves (not views) can be placed".into(),
+        });
+    }
+    let d = &mut graph.tensors_mut()[t.index()];
+    d.buffer = buffer;
+    d.offset = offset;
+    Ok(())
+}
+
+/// Devices in the scheduler's priority order: discrete GPUs, integrated
+/// GPUs, other accelerators, then CPUs (stable within each kind).
+pub fn priority_order(mut devices: Vec<crate::registry::Device>) -> Vec<crate::registry::Device> {
+    use backplane_abi::plugin::DeviceType;
+    devices.sort_by_key(|d| match d.device_type() {
+        DeviceType::Gpu => 0,
+        DeviceType::IGpu => 1,
+        DeviceType::Accel => 2,
+        DeviceType::Cpu => 3,
+    });
+    devices
+}

@@ -1,0 +1,654 @@
+//! Assigning every tensor of a graph to a backend, in the passes of ggml's
+//! `ggml_backend_sched_split_graph`, and the [`Planner`] that runs the whole
+//! pipeline (assignment, splits, allocation) behind a plan cache.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use backplane_abi::{Op, TensorDesc, flags};
+
+use super::alloc::{Allocation, allocate};
+use super::cache::{PlanCache, structure_hash};
+use super::placement::{BackendFacts, Placement};
+use super::split::{Copy, Split, build_splits};
+use super::{BackendId, Fallback, SchedError, SchedOptions};
+use crate::graph::Graph;
+
+/// Marks a tensor not assigned yet.
+const NONE: BackendId = usize::MAX;
+
+/// Why a tensor was assigned its backend.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cause {
+    /// Not decided yet (never in a finished plan).
+    Unassigned,
+    /// The user pinned it there.
+    Pinned,
+    /// A leaf whose memory was placed on that backend before planning.
+    Preplaced,
+    /// A graph input: host memory, the last backend.
+    Input,
+    /// It reads weights (tensor `src`) living in that backend's memory.
+    Weights {
+        /// The weight tensor.
+        src: usize,
+    },
+    /// Its weights (tensor `src`) are in host memory, but the batch is large
+    /// enough for this higher-priority backend to take it.
+    Offload {
+        /// The weight tensor.
+        src: usize,
+    },
+    /// It writes into memory (tensor `root`) that only backends able to reach it may touch.
+    InPlace {
+        /// The tensor whose memory it writes.
+        root: usize,
+    },
+    /// Spread from a neighbouring node on the same backend.
+    Spread,
+    /// Moved up to a higher-priority backend sharing the buffer type.
+    Upgraded,
+    /// The highest-priority backend accepting the op and able to read all its inputs.
+    BestFit,
+    /// No backend reads all its inputs; the one reading most of them.
+    MostInputs,
+    /// A view: where its source's memory is.
+    ViewSource,
+    /// A leaf placed where its first consumer runs.
+    Consumer,
+    /// A leaf nobody reads: the last backend.
+    Unused,
+}
+
+impl Cause {
+    /// A short phrase for explanations, naming tensors through `name`.
+    pub fn describe(&self, name: &dyn Fn(usize) -> String) -> String {
+        match *self {
+            Cause::Unassigned => "unassigned".into(),
+            Cause::Pinned => "pinned by the user".into(),
+            Cause::Preplaced => "memory placed there before planning".into(),
+            Cause::Input => "graph input (host memory)".into(),
+            Cause::Weights { src } => format!("reads weights '{}' that live there", name(src)),
+            Cause::Offload { src } => format!("batch large enough to copy weights '{}' in from host memory", name(src)),
+            Cause::InPlace { root } => format!("writes in place into '{}', whose memory is there", name(root)),
+            Cause::Spread => "spread from neighbouring nodes".into(),
+            Cause::Upgraded => "upgraded: shares the buffer type of a lower-priority choice".into(),
+            Cause::BestFit => "highest-priority backend accepting the op and its inputs' memory".into(),
+            Cause::MostInputs => "backend reading most of its inputs without copies".into(),
+            Cause::ViewSource => "view: follows its source".into(),
+            Cause::Consumer => "leaf: placed where its first consumer runs".into(),
+            Cause::Unused => "leaf nobody reads".into(),
+        }
+    }
+}
+
+/// Why a higher-priority backend did not get a node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decline {
+    /// Its `supports_op` refused, with this reason.
+    Refused(String),
+    /// It supports the node; the assignment rules chose another backend.
+    NotChosen,
+}
+
+/// The backend of every tensor, and why.
+#[derive(Clone, Debug)]
+pub struct Assignment {
+    /// Per tensor: the backend running it (compute nodes) or holding its
+    /// memory (leaves, views).
+    pub backend: Vec<BackendId>,
+    /// Per tensor: why.
+    pub cause: Vec<Cause>,
+    /// Per compute node: every higher-priority backend, in order, and why it
+    /// did not get the node (empty for leaves and views).
+    pub declined: Vec<Vec<(BackendId, Decline)>>,
+    /// Per tensor: its storage root (itself unless a view or an in-place result).
+    pub root: Vec<usize>,
+    /// Per tensor: byte offset within its root.
+    pub offset_in_root: Vec<u64>,
+    /// Per tensor: the backend whose pre-placed buffer holds its root, if any.
+    pub preplaced: Vec<Option<BackendId>>,
+}
+
+impl Assignment {
+    /// The backend whose memory holds tensor `t`'s bytes.
+    pub fn memory_backend(&self, t: usize) -> BackendId {
+        self.backend[self.root[t]]
+    }
+}
+
+/// Summary figures of a plan.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PlanStats {
+    /// Splits (runs of nodes on one backend).
+    pub splits: usize,
+    /// Tensors copied between backends per run.
+    pub copies: usize,
+    /// Bytes those copies move per run.
+    pub copy_bytes: u64,
+    /// Compute nodes per backend.
+    pub nodes_per_backend: Vec<usize>,
+    /// Peak compute-buffer bytes per backend with reuse.
+    pub peak_bytes: Vec<u64>,
+    /// Bytes per backend if nothing were reused.
+    pub naive_bytes: Vec<u64>,
+    /// Nodes computed in place over a dying source.
+    pub in_place: usize,
+}
+
+/// Everything decided for one graph structure.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// Backend per tensor.
+    pub assignment: Assignment,
+    /// Runs of nodes per backend, in execution order.
+    pub splits: Vec<Split>,
+    /// Tensors copied between backends.
+    pub copies: Vec<Copy>,
+    /// Where every tensor lives.
+    pub allocation: Allocation,
+    /// Summary figures.
+    pub stats: PlanStats,
+    /// Compute nodes that fell back because a higher-priority backend refused them.
+    pub fallbacks: Vec<usize>,
+    /// Backend names, in priority order.
+    pub backend_names: Vec<String>,
+}
+
+impl Plan {
+    /// The fallbacks as reportable values, with names from `graph`.
+    pub fn fallback_list(&self, graph: &Graph) -> Vec<Fallback> {
+        self.fallbacks
+            .iter()
+            .map(|&i| Fallback {
+                node: i,
+                name: graph.tensors().get(i).map_or_else(String::new, |_| graph.name(crate::TensorId(i)).to_string()),
+                op: graph.tensors()[i].op().unwrap_or(Op::None),
+                backend: self.backend_names[self.assignment.backend[i]].clone(),
+                refusals: self.assignment.declined[i]
+                    .iter()
+                    .filter_map(|(b, d)| match d {
+                        Decline::Refused(r) => Some((self.backend_names[*b].clone(), r.clone())),
+                        Decline::NotChosen => None,
+                    })
+                    .collect(),
+            })
+            .collect()
+    }
+}
+
+/// What kind of tensor an entry is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Leaf,
+    View,
+    Compute,
+}
+
+/// Memoised `supports_op` answers: each (node, backend) asked at most once.
+pub(crate) struct Verdicts {
+    nb: usize,
+    state: Vec<u8>,
+    reasons: HashMap<usize, String>,
+}
+
+impl Verdicts {
+    fn new(n: usize, nb: usize) -> Verdicts {
+        Verdicts { nb, state: vec![0; n * nb], reasons: HashMap::new() }
+    }
+
+    fn supports(&mut self, backends: &[Box<dyn Placement + Send + Sync>], g: &[TensorDesc], b: usize, i: usize) -> bool {
+        let k = i * self.nb + b;
+        match self.state[k] {
+            1 => true,
+            2 => false,
+            _ => {
+                let v = backends[b].supports_op(g, i);
+                let ok = v.is_supported();
+                self.state[k] = if ok { 1 } else { 2 };
+                if let Some(r) = v.reason() {
+                    self.reasons.insert(k, r.to_string());
+                }
+                ok
+            }
+        }
+    }
+
+    fn reason(&self, b: usize, i: usize) -> String {
+        self.reasons.get(&(i * self.nb + b)).cloned().unwrap_or_else(|| "refused".into())
+    }
+}
+
+/// Plans graphs over a fixed list of backends (priority order, CPU last),
+/// caching plans by graph structure.
+pub struct Planner {
+    backends: Vec<Box<dyn Placement + Send + Sync>>,
+    pub(crate) facts: BackendFacts,
+    options: SchedOptions,
+    cache: PlanCache,
+    buffers: HashMap<u64, BackendId>,
+    pins: Vec<(usize, BackendId)>,
+    plans_built: u64,
+    cache_hits: u64,
+}
+
+impl Planner {
+    /// A planner over `backends`, highest priority first.
+    pub fn new(backends: Vec<Box<dyn Placement + Send + Sync>>, options: SchedOptions) -> Result<Planner, SchedError> {
+        if backends.is_empty() {
+            return Err(SchedError::NoBackends);
+        }
+        let facts = BackendFacts::read(&backends);
+        let cache = PlanCache::new(options.cache_capacity);
+        Ok(Planner {
+            backends,
+            facts,
+            options,
+            cache,
+            buffers: HashMap::new(),
+            pins: Vec::new(),
+            plans_built: 0,
+            cache_hits: 0,
+        })
+    }
+
+    /// The options.
+    pub fn options(&self) -> &SchedOptions {
+        &self.options
+    }
+
+    /// Changes the options (strictness applies at once; the rest to plans
+    /// made from now on, so the cache is cleared).
+    pub fn set_options(&mut self, options: SchedOptions) {
+        if options.offload_min_batch != self.options.offload_min_batch || options.cache_capacity != self.options.cache_capacity {
+            self.cache = PlanCache::new(options.cache_capacity);
+        }
+        self.options = options;
+    }
+
+    /// Backend names, in priority order.
+    pub fn backend_names(&self) -> &[String] {
+        &self.facts.names
+    }
+
+    /// Says that buffer `id` (as written into `TensorDesc::buffer`) belongs
+    /// to backend `backend`: leaves in it are pre-placed there.
+    pub fn register_buffer(&mut self, id: u64, backend: BackendId) -> Result<(), SchedError> {
+        self.check_backend(backend)?;
+        self.buffers.insert(id, backend);
+        Ok(())
+    }
+
+    /// Forgets a buffer registered with [`Planner::register_buffer`].
+    pub fn unregister_buffer(&mut self, id: u64) {
+        self.buffers.remove(&id);
+    }
+
+    /// Pins tensor `t` (by index) to `backend` in every graph planned from now on.
+    pub fn pin(&mut self, t: usize, backend: BackendId) -> Result<(), SchedError> {
+        self.check_backend(backend)?;
+        self.pins.retain(|&(p, _)| p != t);
+        self.pins.push((t, backend));
+        self.pins.sort_unstable();
+        Ok(())
+    }
+
+    /// Removes every pin.
+    pub fn clear_pins(&mut self) {
+        self.pins.clear();
+    }
+
+    /// Full planning passes run so far (cache misses).
+    pub fn plans_built(&self) -> u64 {
+        self.plans_built
+    }
+
+    /// Plans served from the cache so far.
+    pub fn cache_hits(&self) -> u64 {
+        self.cache_hits
+    }
+
+    fn check_backend(&self, backend: BackendId) -> Result<(), SchedError> {
+        if backend < self.backends.len() {
+            Ok(())
+        } else {
+            Err(SchedError::UnknownBackend { index: backend, count: self.backends.len() })
+        }
+    }
+
+    /// The plan for `graph`: from the cache when a graph of the same
+    /// structure was planned before, else planned now. In strict mode, an
+    /// error listing the nodes that would fall back.
+    pub fn plan(&mut self, graph: &Graph) -> Result<Arc<Plan>, SchedError> {
+        let plan = self.plan_lenient(graph)?;
+        if self.options.strict && !plan.fallbacks.is_empty() {
+            return Err(SchedError::Fallback(plan.fallback_list(graph)));
+        }
+        Ok(plan)
+    }
+
+    /// Like [`Planner::plan`] but never refuses for fallbacks (for explaining).
+    pub fn plan_lenient(&mut self, graph: &Graph) -> Result<Arc<Plan>, SchedError> {
+        let g = graph.tensors();
+        let key = structure_hash(g, &self.pins);
+        if let Some(plan) = self.cache.get(key, g, &self.pins) {
+            self.cache_hits += 1;
+            return Ok(plan);
+        }
+        let plan = Arc::new(self.build(graph)?);
+        self.plans_built += 1;
+        self.cache.insert(key, g, &self.pins, plan.clone());
+        Ok(plan)
+    }
+
+    fn build(&self, graph: &Graph) -> Result<Plan, SchedError> {
+        let g = graph.tensors();
+        let assignment = self.assign(graph)?;
+        let (splits, copies) = build_splits(g, &assignment, &self.facts);
+        let allocation = allocate(g, &assignment, &splits, &copies, &self.backends);
+        let nb = self.backends.len();
+        let mut nodes_per_backend = vec![0; nb];
+        for s in &splits {
+            nodes_per_backend[s.backend] += s.nodes.len();
+        }
+        let fallbacks = (0..g.len())
+            .filter(|&i| assignment.declined[i].iter().any(|(_, d)| matches!(d, Decline::Refused(_))))
+            .collect();
+        let stats = PlanStats {
+            splits: splits.len(),
+            copies: copies.len(),
+            copy_bytes: copies.iter().map(|c| c.bytes).sum(),
+            nodes_per_backend,
+            peak_bytes: allocation.peak_bytes.clone(),
+            naive_bytes: allocation.naive_bytes.clone(),
+            in_place: allocation.in_place,
+        };
+        Ok(Plan { assignment, splits, copies, allocation, stats, fallbacks, backend_names: self.facts.names.clone() })
+    }
+
+    /// Whether backend `b` wants node `i` although its weights are in host memory.
+    fn wants_offload(&self, g: &[TensorDesc], b: usize, i: usize) -> bool {
+        let d = &g[i];
+        let op = d.op().unwrap_or(Op::None);
+        let batch = if op == Op::MulMatId { d.ne[2] } else { d.ne[1] };
+        let by_batch = op != Op::GetRows && self.options.offload_min_batch.is_some_and(|m| batch >= m);
+        by_batch || self.backends[b].offload_op(g, i)
+    }
+
+    /// Runs the assignment passes.
+    pub(crate) fn assign(&self, graph: &Graph) -> Result<Assignment, SchedError> {
+        let g = graph.tensors();
+        let n = g.len();
+        let nb = self.backends.len();
+        let last = nb - 1;
+        let facts = &self.facts;
+        let kinds = classify(g)?;
+        let mut root = vec![0usize; n];
+        let mut offset_in_root = vec![0u64; n];
+        let mut preplaced = vec![None; n];
+        for i in 0..n {
+            if let Some(v) = g[i].view_source() {
+                root[i] = root[v];
+                offset_in_root[i] = offset_in_root[v] + g[i].view_offset;
+                preplaced[i] = preplaced[v];
+            } else {
+                root[i] = i;
+                if g[i].buffer != 0 {
+                    let Some(&b) = self.buffers.get(&g[i].buffer) else {
+                        return Err(SchedError::InvalidGraph {
+                            node: i,
+                            reason: format!("buffer id {:#x} is not registered with this scheduler", g[i].buffer),
+                        });
+                    };
+                    preplaced[i] = Some(b);
+                }
+            }
+        }
+        let mut v = Verdicts::new(n, nb);
+        let mut be = vec![NONE; n];
+        let mut cause = vec![Cause::Unassigned; n];
+        let name = |i: usize| graph.name(crate::TensorId(i)).to_string();
+        let op_of = |i: usize| g[i].op().unwrap_or(Op::None);
+
+        // Pass 1: pins, pre-placed memory, inputs, ops reading weights.
+        let mut pins = vec![NONE; n];
+        for &(t, b) in &self.pins {
+            if t < n {
+                pins[t] = b;
+            }
+        }
+        for i in 0..n {
+            if pins[i] != NONE {
+                let b = pins[i];
+                if kinds[i] == Kind::Compute && !v.supports(&self.backends, g, b, i) {
+                    return Err(SchedError::PinRefused { node: i, op: op_of(i), backend: facts.names[b].clone(), reason: v.reason(b, i) });
+                }
+                if kinds[i] != Kind::View {
+                    be[i] = b;
+                    cause[i] = Cause::Pinned;
+                }
+                continue;
+            }
+            match kinds[i] {
+                Kind::Leaf => {
+                    if let Some(b) = preplaced[i] {
+                        be[i] = b;
+                        cause[i] = Cause::Preplaced;
+                    } else if g[i].has_flag(flags::INPUT) {
+                        be[i] = last;
+                        cause[i] = Cause::Input;
+                    }
+                }
+                Kind::View => {}
+                Kind::Compute => {
+                    if root[i] != i {
+                        if let Some(m) = preplaced[root[i]] {
+                            let b = self.reach(&mut v, g, i, m).ok_or_else(|| self.unassignable(graph, &mut v, i))?;
+                            be[i] = b;
+                            cause[i] = Cause::InPlace { root: root[i] };
+                        }
+                        continue;
+                    }
+                    if op_of(i) == Op::Rope {
+                        continue; // its frequency factors are too small to decide by
+                    }
+                    for s in graph.sources(crate::TensorId(i)).map(|s| s.0) {
+                        let r = root[s];
+                        let Some(m) = preplaced[r] else { continue };
+                        if !g[r].has_flag(flags::WEIGHT) {
+                            continue;
+                        }
+                        let Some(wb) = self.reach(&mut v, g, i, m) else { continue };
+                        if facts.host[m] && facts.is_cpu[wb] {
+                            let off = (0..wb).find(|&b| !facts.is_cpu[b] && v.supports(&self.backends, g, b, i) && self.wants_offload(g, b, i));
+                            if let Some(b) = off {
+                                be[i] = b;
+                                cause[i] = Cause::Offload { src: s };
+                                break;
+                            }
+                        }
+                        be[i] = wb;
+                        cause[i] = Cause::Weights { src: s };
+                        break;
+                    }
+                }
+            }
+        }
+
+        // Pass 2: spread assignments to neighbours: non-CPU backends down and
+        // up first, then any backend down and up.
+        let order: Vec<usize> = (0..n).filter(|&i| kinds[i] == Kind::Compute).collect();
+        for (skip_last, rev) in [(true, false), (true, true), (false, false), (false, true)] {
+            let mut cur = NONE;
+            let mut step = |i: usize, be: &mut Vec<usize>, cause: &mut Vec<Cause>, v: &mut Verdicts| {
+                if be[i] != NONE {
+                    cur = if skip_last && be[i] == last { NONE } else { be[i] };
+                } else if cur != NONE && v.supports(&self.backends, g, cur, i) {
+                    be[i] = cur;
+                    cause[i] = Cause::Spread;
+                }
+            };
+            if rev {
+                order.iter().rev().for_each(|&i| step(i, &mut be, &mut cause, &mut v));
+            } else {
+                order.iter().for_each(|&i| step(i, &mut be, &mut cause, &mut v));
+            }
+        }
+
+        // Pass 3: upgrade assigned nodes to higher-priority backends of the
+        // same buffer type; place the rest on the best backend for their inputs.
+        for &i in &order {
+            let srcs: Vec<usize> = graph.sources(crate::TensorId(i)).map(|s| s.0).collect();
+            let mem = |s: usize, be: &Vec<usize>| be[root[s]];
+            if be[i] == NONE {
+                let mut best: Option<(usize, usize)> = None; // (backend, inputs reachable)
+                for b in 0..nb {
+                    if !v.supports(&self.backends, g, b, i) {
+                        continue;
+                    }
+                    let known = srcs.iter().filter(|&&s| mem(s, &be) != NONE).count();
+                    let reach = srcs.iter().filter(|&&s| mem(s, &be) != NONE && facts.can_access(b, mem(s, &be))).count();
+                    if reach == known {
+                        best = Some((b, usize::MAX));
+                        break;
+                    }
+                    if best.is_none_or(|(_, r)| reach > r) {
+                        best = Some((b, reach));
+                    }
+                }
+                if let Some((b, r)) = best {
+                    be[i] = b;
+                    cause[i] = if r == usize::MAX { Cause::BestFit } else { Cause::MostInputs };
+                }
+            } else if root[i] == i {
+                let cur = be[i];
+                for b in 0..cur {
+                    if facts.buft[b] == facts.buft[cur]
+                        && v.supports(&self.backends, g, b, i)
+                        && srcs.iter().all(|&s| mem(s, &be) != NONE && facts.can_access(b, mem(s, &be)))
+                    {
+                        be[i] = b;
+                        cause[i] = Cause::Upgraded;
+                        break;
+                    }
+                }
+            }
+        }
+
+        // Pass 4: in order, leaves take their first consumer's backend, nodes
+        // writing into existing memory move where that memory is reachable,
+        // anything left goes to the first backend supporting it.
+        for i in 0..n {
+            if kinds[i] != Kind::Compute {
+                continue;
+            }
+            if be[i] == NONE {
+                be[i] = (0..nb).find(|&b| v.supports(&self.backends, g, b, i)).ok_or_else(|| self.unassignable(graph, &mut v, i))?;
+                cause[i] = Cause::BestFit;
+            }
+            let r = root[i];
+            if r != i {
+                if be[r] == NONE {
+                    be[r] = be[i];
+                    cause[r] = Cause::Consumer;
+                }
+                if !facts.can_access(be[i], be[r]) {
+                    be[i] = self.reach(&mut v, g, i, be[r]).ok_or_else(|| self.unassignable(graph, &mut v, i))?;
+                    cause[i] = Cause::InPlace { root: r };
+                }
+            }
+            for s in graph.sources(crate::TensorId(i)).map(|s| s.0) {
+                let r = root[s];
+                if be[r] == NONE {
+                    be[r] = be[i];
+                    cause[r] = Cause::Consumer;
+                }
+            }
+        }
+        for i in 0..n {
+            match kinds[i] {
+                Kind::View => {
+                    be[i] = be[root[i]];
+                    if be[i] == NONE {
+                        be[i] = last;
+                        be[root[i]] = last;
+                        cause[root[i]] = Cause::Unused;
+                    }
+                    cause[i] = Cause::ViewSource;
+                }
+                Kind::Leaf if be[i] == NONE => {
+                    be[i] = last;
+                    cause[i] = Cause::Unused;
+                }
+                _ => {}
+            }
+        }
+
+        // Why the better backends did not get each compute node.
+        let mut declined = vec![Vec::new(); n];
+        for &i in &order {
+            declined[i] = (0..be[i])
+                .map(|b| {
+                    if v.supports(&self.backends, g, b, i) {
+                        (b, Decline::NotChosen)
+                    } else {
+                        (b, Decline::Refused(v.reason(b, i)))
+                    }
+                })
+                .collect();
+        }
+        let _ = name;
+        Ok(Assignment { backend: be, cause, declined, root, offset_in_root, preplaced })
+    }
+
+    /// The first backend that supports node `i` and can reach memory of backend `m`.
+    fn reach(&self, v: &mut Verdicts, g: &[TensorDesc], i: usize, m: BackendId) -> Option<BackendId> {
+        (0..self.backends.len()).find(|&b| self.facts.can_access(b, m) && v.supports(&self.backends, g, b, i))
+    }
+
+    fn unassignable(&self, graph: &Graph, v: &mut Verdicts, i: usize) -> SchedError {
+        let g = graph.tensors();
+        let reasons = (0..self.backends.len())
+            .map(|b| {
+                let why = if v.supports(&self.backends, g, b, i) {
+                    "supports the op but cannot reach the memory it must write".to_string()
+                } else {
+                    v.reason(b, i)
+                };
+                format!("\n  {}: {}", self.facts.names[b], why)
+            })
+            .collect();
+        SchedError::Unassignable {
+            node: i,
+            name: graph.name(crate::TensorId(i)).to_string(),
+            op: g[i].op().unwrap_or(Op::None),
+            reasons,
+        }
+    }
+}
+
+/// Checks every descriptor and sorts tensors into leaves, views and compute nodes.
+pub(crate) fn classify(g: &[TensorDesc]) -> Result<Vec<Kind>, SchedError> {
+    let mut kinds = Vec::with_capacity(g.len());
+    for (i, d) in g.iter().enumerate() {
+        let bad = |reason: String| SchedError::InvalidGraph { node: i, reason };
+        let op = d.op().map_err(|e| bad(e.to_string()))?;
+        d.dtype().map_err(|e| bad(e.to_string()))?;
+        for &s in &d.src {
+            if s != backplane_abi::NO_TENSOR && (s < 0 || s as usize >= i) {
+                return Err(bad(format!("source index {s} is not an earlier tensor")));
+            }
+        }
+        if d.view_src != backplane_abi::NO_TENSOR && (d.view_src < 0 || d.view_src as usize >= i) {
+            return Err(bad(format!("view source index {} is not an earlier tensor", d.view_src)));
+        }
+        kinds.push(if op == Op::None {
+            Kind::Leaf
+        } else if op.is_view() {
+            Kind::View
+        } else {
+            Kind::Compute
+        });
+    }
+    Ok(kinds)
+}
