@@ -4,6 +4,7 @@
 
 pub mod case;
 pub mod catalogue;
+pub mod device_target;
 pub mod guarded;
 pub mod report;
 pub mod runner;

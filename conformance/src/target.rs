@@ -78,18 +78,63 @@ impl Target for CpuTarget {
     }
 }
 
-/// Every backend found on this machine whose name matches one of `filter`
-/// (all when empty). The built-in CPU backend is always found.
+/// Every device the registry finds (plugins from the standard search
+/// path, and the built-in CPU backend when no CPU plugin loads), as targets
+/// named `<backend>` (or `<backend>:<device>` for a backend with several
+/// devices), keeping those whose backend or full name matches `filter`
+/// (all when empty). Backends that load with no devices are reported on
+/// stderr with their reason.
 pub fn discover(filter: &[String]) -> Result<Vec<Box<dyn Target>>, String> {
+    let registry = backplane::registry::Registry::discover();
     let mut out: Vec<Box<dyn Target>> = Vec::new();
-    let wanted =
-        |name: &str| filter.is_empty() || filter.iter().any(|f| f.eq_ignore_ascii_case(name));
-    if wanted("cpu") {
-        out.push(Box::new(CpuTarget::new()));
+    let mut names = Vec::new();
+    for backend in registry.backends() {
+        if backend.devices.is_empty() {
+            let why = backend
+                .no_device_reason
+                .as_deref()
+                .unwrap_or("no reason given");
+            eprintln!("note: backend {} has no devices: {why}", backend.name);
+        }
+        let several = backend.devices.len() > 1;
+        for device in &backend.devices {
+            let name = if several {
+                format!("{}:{}", backend.name, device.name())
+            } else {
+                backend.name.clone()
+            };
+            names.push(name.clone());
+            let wanted = filter.is_empty()
+                || filter.iter().any(|f| {
+                    f.eq_ignore_ascii_case(&name) || f.eq_ignore_ascii_case(&backend.name)
+                });
+            if wanted {
+                out.push(Box::new(crate::device_target::DeviceTarget::new(
+                    name,
+                    device.clone(),
+                )?));
+            }
+        }
+    }
+    for r in registry.refused() {
+        eprintln!(
+            "note: refused {}: {}",
+            r.path.display(),
+            r.reason.lines().next().unwrap_or("")
+        );
     }
     for f in filter {
-        if !f.eq_ignore_ascii_case("cpu") {
-            return Err(format!("backend '{f}' not found (available: cpu)"));
+        let known = names.iter().any(|n| {
+            n.eq_ignore_ascii_case(f)
+                || n.split(':')
+                    .next()
+                    .is_some_and(|b| b.eq_ignore_ascii_case(f))
+        });
+        if !known {
+            return Err(format!(
+                "backend '{f}' not found (available: {})",
+                names.join(", ")
+            ));
         }
     }
     Ok(out)
