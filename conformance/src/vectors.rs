@@ -69,9 +69,12 @@ pub struct LoadedVector {
     pub nmse_max: f64,
 }
 
+/// One manifest entry: the loaded case, or its name and why it did not load.
+pub type VectorLoad = Result<LoadedVector, (String, String)>;
+
 /// Reads `dir/manifest.json` and builds every case; a case that cannot be
 /// built is returned as `Err((name, reason))`.
-pub fn load(dir: &Path) -> Result<Vec<Result<LoadedVector, (String, String)>>, String> {
+pub fn load(dir: &Path) -> Result<Vec<VectorLoad>, String> {
     let path = dir.join("manifest.json");
     let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
     let manifest: Manifest =
@@ -190,7 +193,7 @@ fn leaf(
                 return Err(format!("{name}: nb must have as many entries as ne"));
             }
             let ts = dt.type_size();
-            if bytes.len() % ts != 0 {
+            if !bytes.len().is_multiple_of(ts) {
                 return Err(format!(
                     "{name}: {} bytes is not a whole number of {dt} elements",
                     bytes.len()
