@@ -45,6 +45,7 @@ pub fn short_reason(text: &str) -> String {
 /// Opens `path` with the system loader and reads the plain C symbols;
 /// returns the score, or why the file is refused. The library stays loaded.
 pub fn preflight(path: &Path) -> Result<u32, String> {
+    check_elf_extents(path)?;
     // SAFETY: loading a library runs its initialisers; plugins are trusted
     // code the user placed on the search path (as with ggml's backends).
     let lib = unsafe { libloading::Library::new(path) }.map_err(|e| {
@@ -68,6 +69,65 @@ pub fn preflight(path: &Path) -> Result<u32, String> {
         return Err(format!("built for plugin ABI v{version}; this host speaks v{ABI_VERSION}"));
     }
     read(SCORE_SYMBOL)
+}
+
+/// Refuses an ELF file whose program or section headers, or segments, lie
+/// past its end (a truncated copy): the system loader would map such a file
+/// and the process would die of SIGBUS on first touch. Files that are not
+/// ELF are left to the system loader to judge.
+#[cfg(all(unix, not(target_vendor = "apple")))]
+fn check_elf_extents(path: &Path) -> Result<(), String> {
+    use std::io::{Read, Seek, SeekFrom};
+    /// An unsigned integer of `b.len()` bytes in the file's byte order.
+    fn uint(b: &[u8], le: bool) -> u64 {
+        let fold = |v: u64, byte: &u8| v << 8 | u64::from(*byte);
+        if le { b.iter().rev().fold(0, fold) } else { b.iter().fold(0, fold) }
+    }
+    let mut f = std::fs::File::open(path).map_err(|e| format!("cannot open: {e}"))?;
+    let len = f.metadata().map_err(|e| format!("cannot stat: {e}"))?.len();
+    let mut head = [0u8; 64];
+    let n = f.read(&mut head).map_err(|e| format!("cannot read: {e}"))?;
+    if n < 16 || head[..4] != *b"\x7fELF" {
+        return Ok(());
+    }
+    let (is64, le) = (head[4] == 2, head[5] == 1);
+    if n < if is64 { 64 } else { 52 } {
+        return Err(format!("truncated ELF file: {len} bytes, shorter than its header"));
+    }
+    let h = |off: usize, size: usize| uint(&head[off..off + size], le);
+    let (phoff, shoff, phentsize, phnum, shentsize, shnum) = if is64 {
+        (h(0x20, 8), h(0x28, 8), h(0x36, 2), h(0x38, 2), h(0x3A, 2), h(0x3C, 2))
+    } else {
+        (h(0x1C, 4), h(0x20, 4), h(0x2A, 2), h(0x2C, 2), h(0x2E, 2), h(0x30, 2))
+    };
+    let truncated = |what: &str, end: u64| format!("truncated ELF file: {what} ends at byte {end} but the file has {len}");
+    let ph_end = phoff.saturating_add(phentsize * phnum);
+    if ph_end > len {
+        return Err(truncated("the program header table", ph_end));
+    }
+    let sh_end = shoff.saturating_add(shentsize * shnum);
+    if shnum > 0 && sh_end > len {
+        return Err(truncated("the section header table", sh_end));
+    }
+    let mut table = vec![0u8; (phentsize * phnum) as usize];
+    f.seek(SeekFrom::Start(phoff)).and_then(|_| f.read_exact(&mut table)).map_err(|e| format!("cannot read: {e}"))?;
+    for (i, e) in table.chunks_exact(phentsize.max(1) as usize).enumerate() {
+        let (offset, filesz) = if is64 {
+            (uint(&e[8..16], le), uint(&e[32..40], le))
+        } else {
+            (uint(&e[4..8], le), uint(&e[16..20], le))
+        };
+        let end = offset.saturating_add(filesz);
+        if end > len {
+            return Err(truncated(&format!("segment {i}"), end));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(not(all(unix, not(target_vendor = "apple"))))]
+fn check_elf_extents(_path: &Path) -> Result<(), String> {
+    Ok(())
 }
 
 /// Loads the root module through abi_stable (checking version and layout)

@@ -75,14 +75,14 @@ impl SearchPath {
         if self.build_default {
             dirs.push(build_time_plugin_dir());
         }
-        let mut seen = Vec::new();
-        dirs.retain(|d| {
-            let key = d.canonicalize().unwrap_or_else(|_| d.clone());
-            let new = !seen.contains(&key);
-            seen.push(key);
-            new
-        });
-        dirs
+        let mut out: Vec<PathBuf> = Vec::new();
+        for d in dirs {
+            let d = d.canonicalize().unwrap_or(d);
+            if !out.contains(&d) {
+                out.push(d);
+            }
+        }
+        out
     }
 }
 
@@ -94,7 +94,11 @@ pub fn parse_file_name(name: &str) -> Option<(String, Option<String>)> {
         Some((b, v)) => (b, Some(v.to_string())),
         None => (stem, None),
     };
-    if backend.is_empty() || variant.as_deref() == Some("") {
+    // Backend names are lower-case letters and digits: this also keeps
+    // cargo's own outputs (`libbackplane_cpu_plugin.so`) from counting.
+    let valid_backend = !backend.is_empty() && backend.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+    let valid_variant = variant.as_deref().is_none_or(|v| !v.is_empty() && !v.contains(['/', '\\']));
+    if !valid_backend || !valid_variant {
         return None;
     }
     Some((backend.to_string(), variant))
@@ -127,6 +131,7 @@ mod tests {
         assert_eq!(parse_file_name(&so("cpu-avx2")), Some(("cpu".into(), Some("avx2".into()))));
         assert_eq!(parse_file_name(&so("cpu-x86-64")), Some(("cpu".into(), Some("x86-64".into()))));
         assert_eq!(parse_file_name(&so("cpu-")), None);
+        assert_eq!(parse_file_name(&so("cpu_plugin")), None);
         assert_eq!(parse_file_name("README.md"), None);
         assert_eq!(parse_file_name(&format!("{FILE_PREFIX}cpu.txt")), None);
     }

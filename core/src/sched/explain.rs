@@ -53,6 +53,8 @@ pub struct Explanation {
     pub nodes_per_backend: Vec<usize>,
     /// Peak and naive compute-buffer bytes per backend.
     pub memory: Vec<(u64, u64)>,
+    /// Per split: the tensors copied in before it runs, as (name, from backend, bytes).
+    pub copies_in: Vec<Vec<(String, String, u64)>>,
 }
 
 /// `ADD`, `UNARY(SILU)`, `GLU(SWIGLU)`.
@@ -117,6 +119,19 @@ impl Explanation {
             copies: (plan.stats.copies, plan.stats.copy_bytes),
             nodes_per_backend: plan.stats.nodes_per_backend.clone(),
             memory: plan.stats.peak_bytes.iter().copied().zip(plan.stats.naive_bytes.iter().copied()).collect(),
+            copies_in: plan
+                .splits
+                .iter()
+                .map(|s| {
+                    s.copies
+                        .iter()
+                        .map(|&c| {
+                            let c = &plan.copies[c];
+                            (name(c.tensor), names[c.from].clone(), c.bytes)
+                        })
+                        .collect()
+                })
+                .collect(),
         }
     }
 
@@ -150,6 +165,9 @@ impl fmt::Display for Explanation {
             if n.split != split {
                 split = n.split;
                 writeln!(f, "-- split {split} on {}", n.backend)?;
+                for (t, from, bytes) in self.copies_in.get(split).into_iter().flatten() {
+                    writeln!(f, "   copy in '{t}' from {from} ({})", human_bytes(*bytes))?;
+                }
             }
             let name: String = n.name.chars().take(w_name).collect();
             writeln!(f, "{:>5}  {:<w_name$}  {:<w_op$}  {:<w_be$}  {}", n.node, name, n.op, n.backend, n.cause)?;

@@ -275,13 +275,17 @@ impl Planner {
     /// to backend `backend`: leaves in it are pre-placed there.
     pub fn register_buffer(&mut self, id: u64, backend: BackendId) -> Result<(), SchedError> {
         self.check_backend(backend)?;
-        self.buffers.insert(id, backend);
+        if self.buffers.insert(id, backend).is_some_and(|old| old != backend) {
+            self.cache.clear();
+        }
         Ok(())
     }
 
     /// Forgets a buffer registered with [`Planner::register_buffer`].
     pub fn unregister_buffer(&mut self, id: u64) {
-        self.buffers.remove(&id);
+        if self.buffers.remove(&id).is_some() {
+            self.cache.clear();
+        }
     }
 
     /// Pins tensor `t` (by index) to `backend` in every graph planned from now on.
