@@ -62,8 +62,13 @@ impl Summary {
                 c.pass, c.fail, c.unsupported
             );
         }
-        let verdict = if self.failed() == 0 { "OK" } else { "FAILED" };
-        let _ = writeln!(out, "{verdict}");
+        let pass: usize = self.backends.values().map(|c| c.pass).sum();
+        let skipped: usize = self.backends.values().map(|c| c.unsupported).sum();
+        let _ = writeln!(
+            out,
+            "conformance: {pass} passed, {} failed, {skipped} skipped",
+            self.failed()
+        );
         out
     }
 }

@@ -19,7 +19,11 @@ impl Placement for Fake {
         if self.cpu { "cpu" } else { "gpu" }.into()
     }
     fn device_type(&self) -> DeviceType {
-        if self.cpu { DeviceType::Cpu } else { DeviceType::Gpu }
+        if self.cpu {
+            DeviceType::Cpu
+        } else {
+            DeviceType::Gpu
+        }
     }
     fn supports_op(&self, graph: &[TensorDesc], node: usize) -> Verdict {
         if !self.cpu && graph[node].op() == Ok(Op::Rope) {
@@ -46,14 +50,22 @@ impl Placement for Fake {
 }
 
 fn planner() -> Planner {
-    let backends: Vec<Box<dyn Placement + Send + Sync>> = vec![Box::new(Fake { cpu: false }), Box::new(Fake { cpu: true })];
+    let backends: Vec<Box<dyn Placement + Send + Sync>> =
+        vec![Box::new(Fake { cpu: false }), Box::new(Fake { cpu: true })];
     let mut p = Planner::new(backends, SchedOptions::default()).expect("two backends");
     p.register_buffer(1, 0).expect("backend 0 exists");
     p
 }
 
 fn graph() -> Graph {
-    let mut g = llama_layers(&BlockConfig { n_tokens: 32, ..BlockConfig::default() }, 84).expect("valid graph");
+    let mut g = llama_layers(
+        &BlockConfig {
+            n_tokens: 32,
+            ..BlockConfig::default()
+        },
+        84,
+    )
+    .expect("valid graph");
     let mut offset = 0;
     for t in weights(&g) {
         set_placement(&mut g, t, 1, offset).expect("a weight leaf");
@@ -75,12 +87,17 @@ fn bench(c: &mut Criterion) {
         plan.stats.naive_bytes
     );
     c.bench_function("sched/first_plan_2000_nodes", |b| {
-        b.iter_batched(planner, |mut p| p.plan(&g).expect("plannable"), BatchSize::SmallInput)
+        b.iter_batched(
+            planner,
+            |mut p| p.plan(&g).expect("plannable"),
+            BatchSize::SmallInput,
+        )
     });
     let mut warm = planner();
     warm.plan(&g).expect("plannable");
-    c.bench_function("sched/cached_plan_2000_nodes", |b| b.iter(|| warm.plan(&g).expect("plannable")));
-
+    c.bench_function("sched/cached_plan_2000_nodes", |b| {
+        b.iter(|| warm.plan(&g).expect("plannable"))
+    });
 }
 
 criterion_group!(benches, bench);

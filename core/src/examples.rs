@@ -59,7 +59,11 @@ pub fn llama_layers(cfg: &BlockConfig, n_layers: usize) -> Result<Graph, GraphEr
     let t = cfg.n_tokens;
     let x = g.input("x", DType::F32, &[cfg.n_embd, t])?;
     let pos = g.input("pos", DType::I32, &[t])?;
-    let mask_type = if cfg.flash_attn { DType::F16 } else { DType::F32 };
+    let mask_type = if cfg.flash_attn {
+        DType::F16
+    } else {
+        DType::F32
+    };
     let mask = g.input("kq_mask", mask_type, &[t, t])?;
     let mut cur = x;
     for l in 0..n_layers {
@@ -70,11 +74,23 @@ pub fn llama_layers(cfg: &BlockConfig, n_layers: usize) -> Result<Graph, GraphEr
     Ok(g)
 }
 
-fn weight(g: &mut Graph, cfg: &BlockConfig, name: String, ne: &[i64]) -> Result<TensorId, GraphError> {
+fn weight(
+    g: &mut Graph,
+    cfg: &BlockConfig,
+    name: String,
+    ne: &[i64],
+) -> Result<TensorId, GraphError> {
     g.weight(&name, cfg.weight_type, ne)
 }
 
-fn block(g: &mut Graph, cfg: &BlockConfig, l: usize, x: TensorId, pos: TensorId, mask: TensorId) -> Result<TensorId, GraphError> {
+fn block(
+    g: &mut Graph,
+    cfg: &BlockConfig,
+    l: usize,
+    x: TensorId,
+    pos: TensorId,
+    mask: TensorId,
+) -> Result<TensorId, GraphError> {
     let (e, t, h, hkv) = (cfg.n_embd, cfg.n_tokens, cfg.n_head, cfg.n_head_kv);
     let hd = e / h;
     let p = |s: &str| format!("blk.{l}.{s}");
@@ -133,5 +149,8 @@ fn block(g: &mut Graph, cfg: &BlockConfig, l: usize, x: TensorId, pos: TensorId,
 
 /// Weight leaves of `graph` (flagged WEIGHT), in order.
 pub fn weights(graph: &Graph) -> Vec<TensorId> {
-    graph.ids().filter(|&t| graph.desc(t).has_flag(backplane_abi::flags::WEIGHT)).collect()
+    graph
+        .ids()
+        .filter(|&t| graph.desc(t).has_flag(backplane_abi::flags::WEIGHT))
+        .collect()
 }

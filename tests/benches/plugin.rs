@@ -48,7 +48,10 @@ fn cold_load() {
 fn supports_op(c: &mut Criterion) {
     let dir = scratch_dir("bench-supports-op");
     install(&cpu_plugin(), &dir, "cpu-x86-64");
-    let reg = Registry::load(&RegistryOptions { search: SearchPath::only([&dir]), builtin_cpu: false });
+    let reg = Registry::load(&RegistryOptions {
+        search: SearchPath::only([&dir]),
+        builtin_cpu: false,
+    });
     let dev = reg.backend("cpu").expect("cpu plugin").devices[0].clone();
     let mut g = Graph::new();
     let a = g.input("a", DType::F32, &[4096, 32]).unwrap();

@@ -15,18 +15,22 @@ use std::path::{Path, PathBuf};
 fn target_dir() -> PathBuf {
     match option_env!("CARGO_TARGET_DIR") {
         Some(d) => PathBuf::from(d),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("target"),
+        None => Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join("target"),
     }
 }
 
 /// Directory of the built plugins.
 pub fn plugin_dir() -> PathBuf {
-    std::env::var_os("BACKPLANE_TEST_PLUGIN_DIR").map_or_else(|| target_dir().join("plugins"), PathBuf::from)
+    std::env::var_os("BACKPLANE_TEST_PLUGIN_DIR")
+        .map_or_else(|| target_dir().join("plugins"), PathBuf::from)
 }
 
 /// Directory of the built fixture plugins.
 pub fn fixture_dir() -> PathBuf {
-    std::env::var_os("BACKPLANE_TEST_FIXTURE_DIR").map_or_else(|| target_dir().join("plugin-fixtures"), PathBuf::from)
+    std::env::var_os("BACKPLANE_TEST_FIXTURE_DIR")
+        .map_or_else(|| target_dir().join("plugin-fixtures"), PathBuf::from)
 }
 
 /// The platform file name of plugin `backend[-variant]`.
@@ -48,7 +52,11 @@ pub fn require(dir: &Path, backend_and_variant: &str) -> PathBuf {
 
 /// A CPU plugin variant that can run here (`x86-64` / `aarch64` baseline).
 pub fn cpu_plugin() -> PathBuf {
-    let baseline = if cfg!(target_arch = "aarch64") { "cpu-aarch64" } else { "cpu-x86-64" };
+    let baseline = if cfg!(target_arch = "aarch64") {
+        "cpu-aarch64"
+    } else {
+        "cpu-x86-64"
+    };
     require(&plugin_dir(), baseline)
 }
 
@@ -59,10 +67,14 @@ pub fn fixture(backend_and_variant: &str) -> PathBuf {
 
 /// A fresh empty directory for test `name` under `target/tmp/backplane-tests/`.
 pub fn scratch_dir(name: &str) -> PathBuf {
-    let d = target_dir().join("tmp").join("backplane-tests").join(format!("{name}-{}", std::process::id()));
+    let d = target_dir()
+        .join("tmp")
+        .join("backplane-tests")
+        .join(format!("{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).expect("creating a scratch dir");
-    d
+    // Canonical, as the registry reports directories.
+    d.canonicalize().expect("canonicalizing a scratch dir")
 }
 
 /// Copies `file` into `dir` as plugin `backend[-variant]`; returns the new path.
@@ -88,7 +100,9 @@ pub fn place(
             total += buft.alloc_size(d).div_ceil(align) * align;
         }
     }
-    let buffer = buft.alloc_buffer(total).expect("allocating the graph's buffer");
+    let buffer = buft
+        .alloc_buffer(total)
+        .expect("allocating the graph's buffer");
     for t in graph.ids() {
         let root = graph.storage_root(t);
         let d = &mut descs[t.index()];
@@ -105,5 +119,7 @@ pub fn f32_bytes(v: &[f32]) -> Vec<u8> {
 
 /// Bytes as f32 values.
 pub fn bytes_f32(b: &[u8]) -> Vec<f32> {
-    b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+    b.chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
 }

@@ -7,20 +7,30 @@ use backplane_abi::plugin::DeviceType;
 use backplane_tests::{bytes_f32, cpu_plugin, f32_bytes, fixture, install, place, scratch_dir};
 
 fn load_only(dirs: &[&std::path::Path]) -> Registry {
-    Registry::load(&RegistryOptions { search: SearchPath::only(dirs.iter().copied()), builtin_cpu: false })
+    Registry::load(&RegistryOptions {
+        search: SearchPath::only(dirs.iter().copied()),
+        builtin_cpu: false,
+    })
 }
 
 fn reason_for<'a>(reg: &'a Registry, file: &str) -> &'a str {
     reg.refused()
         .iter()
-        .find(|r| r.path.file_name().is_some_and(|n| n.to_string_lossy() == file))
+        .find(|r| {
+            r.path
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy() == file)
+        })
         .map(|r| r.reason.as_str())
         .unwrap_or_else(|| panic!("{file} not refused; refused: {:?}", reg.refused()))
 }
 
 fn assert_short(reason: &str) {
     assert!(!reason.trim().is_empty(), "empty reason");
-    assert!(reason.lines().count() <= MAX_REASON_LINES, "reason too long:\n{reason}");
+    assert!(
+        reason.lines().count() <= MAX_REASON_LINES,
+        "reason too long:\n{reason}"
+    );
 }
 
 /// c = (a + b) then d = mul_mat(w, c), through `device`, checked against a
@@ -37,7 +47,13 @@ fn run_add_mul_mat(device: &backplane::registry::Device) {
 
     for node in g.compute_nodes() {
         let v = device.supports_op(g.tensors(), node.index());
-        assert!(v.is_supported(), "{} refused node {}: {:?}", device.name(), node.index(), v.reason());
+        assert!(
+            v.is_supported(),
+            "{} refused node {}: {:?}",
+            device.name(),
+            node.index(),
+            v.reason()
+        );
     }
 
     let (descs, buffer) = place(&g, &device.buffer_type());
@@ -45,7 +61,9 @@ fn run_add_mul_mat(device: &backplane::registry::Device) {
     let bv: Vec<f32> = (0..k * n).map(|i| 1.0 - i as f32 * 0.25).collect();
     let wv: Vec<f32> = (0..k * m).map(|i| (i % 5) as f32 - 2.0).collect();
     for (t, v) in [(a, &av), (b, &bv), (w, &wv)] {
-        buffer.set_tensor(&descs[t.index()], 0, &f32_bytes(v)).unwrap();
+        buffer
+            .set_tensor(&descs[t.index()], 0, &f32_bytes(v))
+            .unwrap();
     }
     let stream = device.init_backend("threads=1").unwrap();
     stream.graph_compute(&descs).unwrap();
@@ -55,9 +73,16 @@ fn run_add_mul_mat(device: &backplane::registry::Device) {
     let got = bytes_f32(&out);
     for j in 0..n {
         for i in 0..m {
-            let want: f32 = (0..k).map(|x| wv[i * k + x] * (av[j * k + x] + bv[j * k + x])).sum();
+            let terms = (0..k).map(|x| wv[i * k + x] * (av[j * k + x] + bv[j * k + x]));
+            let want: f32 = terms.clone().sum();
+            let scale: f32 = terms.map(f32::abs).sum::<f32>().max(1.0);
             let g = got[j * m + i];
-            assert!((g - want).abs() <= 1e-4 * want.abs().max(1.0), "d[{i},{j}] = {g}, want {want}");
+            // The plumbing is under test, not kernel precision (conformance
+            // does that): allow for f16-rounded activations.
+            assert!(
+                (g - want).abs() <= 2e-3 * scale,
+                "d[{i},{j}] = {g}, want {want}"
+            );
         }
     }
 }
@@ -81,7 +106,10 @@ fn cpu_plugin_runs_a_graph_through_the_abi() {
 #[test]
 fn builtin_cpu_is_there_without_plugins_and_behaves_alike() {
     let dir = scratch_dir("builtin");
-    let reg = Registry::load(&RegistryOptions { search: SearchPath::only([&dir]), builtin_cpu: true });
+    let reg = Registry::load(&RegistryOptions {
+        search: SearchPath::only([&dir]),
+        builtin_cpu: true,
+    });
     let cpu = reg.backend("cpu").expect("built-in cpu");
     assert_eq!(cpu.source, Source::Builtin);
     run_add_mul_mat(&cpu.devices[0]);
@@ -91,7 +119,10 @@ fn builtin_cpu_is_there_without_plugins_and_behaves_alike() {
 fn cpu_plugin_replaces_builtin_cpu() {
     let dir = scratch_dir("replace-builtin");
     install(&cpu_plugin(), &dir, "cpu-x86-64");
-    let reg = Registry::load(&RegistryOptions { search: SearchPath::only([&dir]), builtin_cpu: true });
+    let reg = Registry::load(&RegistryOptions {
+        search: SearchPath::only([&dir]),
+        builtin_cpu: true,
+    });
     let cpus: Vec<_> = reg.backends().iter().filter(|b| b.name == "cpu").collect();
     assert_eq!(cpus.len(), 1);
     assert!(matches!(cpus[0].source, Source::File { .. }));
@@ -111,14 +142,24 @@ fn cpu_plugin_refuses_foreign_buffers_and_explains_unsupported_nodes() {
     // Out-of-range source index: a verdict with a reason, not a crash.
     descs[c.index()].src[0] = 99;
     let v = dev.supports_op(&descs, c.index());
-    assert!(v.reason().is_some_and(|r| r.contains("out of range")), "{v:?}");
+    assert!(
+        v.reason().is_some_and(|r| r.contains("out of range")),
+        "{v:?}"
+    );
     // Unallocated / foreign memory: an error, not a crash.
     let mut descs = g.tensors().to_vec();
     for d in &mut descs {
         d.buffer = 0x1000;
     }
-    let err = dev.init_backend("").unwrap().graph_compute(&descs).unwrap_err();
-    assert!(err.message.contains("not inside a live cpu buffer"), "{err}");
+    let err = dev
+        .init_backend("")
+        .unwrap()
+        .graph_compute(&descs)
+        .unwrap_err();
+    assert!(
+        err.message.contains("not inside a live cpu buffer"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -140,16 +181,31 @@ fn panicking_plugin_returns_errors_and_host_goes_on() {
     install(&fixture("panicky"), &dir, "panicky");
     install(&cpu_plugin(), &dir, "cpu-x86-64");
     let reg = load_only(&[&dir]);
-    let dev = &reg.backend("panicky").expect("panicky plugin loads").devices[0];
+    let dev = &reg
+        .backend("panicky")
+        .expect("panicky plugin loads")
+        .devices[0];
     let mut g = Graph::new();
     let a = g.input("a", DType::F32, &[4, 1]).unwrap();
     let c = g.add(a, a).unwrap();
     let v = dev.supports_op(g.tensors(), c.index());
-    let reason = v.reason().expect("a panicking supports_op is an Unsupported verdict");
-    assert!(reason.contains("panicked in supports_op") && reason.contains("fixture panics"), "{reason}");
-    let err = dev.init_backend("").unwrap().graph_compute(g.tensors()).unwrap_err();
+    let reason = v
+        .reason()
+        .expect("a panicking supports_op is an Unsupported verdict");
+    assert!(
+        reason.contains("panicked in supports_op") && reason.contains("fixture panics"),
+        "{reason}"
+    );
+    let err = dev
+        .init_backend("")
+        .unwrap()
+        .graph_compute(g.tensors())
+        .unwrap_err();
     assert!(err.is_panic(), "{err:?}");
-    assert!(err.message.contains("fixture panics in graph_compute"), "{err}");
+    assert!(
+        err.message.contains("fixture panics in graph_compute"),
+        "{err}"
+    );
     // Both again: the plugin stays usable, and so does the host.
     assert!(!dev.supports_op(g.tensors(), c.index()).is_supported());
     run_add_mul_mat(&reg.backend("cpu").unwrap().devices[0]);
@@ -186,7 +242,7 @@ fn truncated_library_is_refused_with_reason() {
     let reg = load_only(&[&dir]);
     let reason = reason_for(&reg, &name);
     assert_short(reason);
-    assert!(reason.starts_with("not a loadable library"), "{reason}");
+    assert!(reason.starts_with("truncated ELF file"), "{reason}");
     assert!(reg.backends().is_empty());
 }
 
@@ -194,17 +250,24 @@ fn truncated_library_is_refused_with_reason() {
 fn library_without_plugin_symbols_is_refused_with_reason() {
     // Any shared library that is not a plugin: a fixture stripped of nothing
     // but renamed is still a plugin, so use the system's libm.
-    let libm = ["/lib/x86_64-linux-gnu/libm.so.6", "/usr/lib/x86_64-linux-gnu/libm.so.6", "/lib/aarch64-linux-gnu/libm.so.6"]
-        .into_iter()
-        .map(std::path::Path::new)
-        .find(|p| p.is_file());
+    let libm = [
+        "/lib/x86_64-linux-gnu/libm.so.6",
+        "/usr/lib/x86_64-linux-gnu/libm.so.6",
+        "/lib/aarch64-linux-gnu/libm.so.6",
+    ]
+    .into_iter()
+    .map(std::path::Path::new)
+    .find(|p| p.is_file());
     let Some(libm) = libm else { return };
     let dir = scratch_dir("no-symbols");
     install(libm, &dir, "m");
     let reg = load_only(&[&dir]);
     let reason = reason_for(&reg, &backplane_tests::plugin_file_name("m"));
     assert_short(reason);
-    assert!(reason.contains("no `backplane_plugin_abi_version` symbol"), "{reason}");
+    assert!(
+        reason.contains("no `backplane_plugin_abi_version` symbol"),
+        "{reason}"
+    );
 }
 
 #[test]
@@ -235,7 +298,13 @@ fn same_backend_twice_picks_first_in_search_order_and_warns() {
         assert_eq!(twins[0].devices[0].name(), want);
         assert_eq!(reg.refused().len(), 1);
         assert!(reg.refused()[0].path.starts_with(dirs[1]));
-        assert!(reg.refused()[0].reason.starts_with("duplicate of backend 'twin'"), "{:?}", reg.refused());
+        assert!(
+            reg.refused()[0]
+                .reason
+                .starts_with("duplicate of backend 'twin'"),
+            "{:?}",
+            reg.refused()
+        );
     }
 }
 
@@ -248,6 +317,9 @@ fn cpu_variants_are_scored_by_this_machine() {
     let cpu = reg.backend("cpu").expect("a cpu variant loads");
     assert!(cpu.score >= 1);
     for r in reg.refused() {
-        assert!(r.reason.starts_with("score 0") || r.reason.starts_with("not chosen"), "{r:?}");
+        assert!(
+            r.reason.starts_with("score 0") || r.reason.starts_with("not chosen"),
+            "{r:?}"
+        );
     }
 }

@@ -6,6 +6,13 @@
 //! ISA variant of this architecture as `libbackplane_cpu-<variant>.so`.
 //! With `--fixtures` it also builds the test fixture plugins into
 //! `target/plugin-fixtures/`.
+//!
+//! `cargo xtask conformance [ARGS]` builds the plugins, then runs the
+//! conformance runner (release build) with ARGS (see docs/conformance.md).
+//!
+//! `cargo xtask test` runs everything CI checks (see `test.rs`).
+
+mod test;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -27,6 +34,14 @@ enum Task {
         #[arg(long)]
         fixtures: bool,
     },
+    /// Build the plugins, then check every op on every backend found.
+    Conformance {
+        /// Arguments for the runner: [test|perf|support] [--backend NAME]... (see docs/conformance.md).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Run everything CI checks: format, clippy, plugins, tests, conformance.
+    Test,
 }
 
 /// One cdylib build: package, features, and the file name to install it as.
@@ -48,20 +63,35 @@ fn cpu_variants() -> Vec<&'static str> {
 }
 
 fn plugin_file(backend_and_variant: &str) -> String {
-    let prefix = if cfg!(windows) { "backplane_" } else { "libbackplane_" };
-    format!("{prefix}{backend_and_variant}{}", std::env::consts::DLL_SUFFIX)
+    let prefix = if cfg!(windows) {
+        "backplane_"
+    } else {
+        "libbackplane_"
+    };
+    format!(
+        "{prefix}{backend_and_variant}{}",
+        std::env::consts::DLL_SUFFIX
+    )
 }
 
 fn cargo_output(lib: &str) -> String {
-    format!("{}{lib}{}", std::env::consts::DLL_PREFIX, std::env::consts::DLL_SUFFIX)
+    format!(
+        "{}{lib}{}",
+        std::env::consts::DLL_PREFIX,
+        std::env::consts::DLL_SUFFIX
+    )
 }
 
 fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the workspace").to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace")
+        .to_path_buf()
 }
 
 fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| workspace_root().join("target"), PathBuf::from)
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| workspace_root().join("target"), PathBuf::from)
 }
 
 /// Builds one cdylib and installs it under `dest` (write + rename, so a
@@ -69,14 +99,21 @@ fn target_dir() -> PathBuf {
 fn build(b: &Build, dest: &Path) -> Result<(), String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.current_dir(workspace_root()).args(["build", "--release", "-j2", "-p", b.package]);
+    cmd.current_dir(workspace_root())
+        .args(["build", "--release", "-j2", "-p", b.package]);
     if !b.features.is_empty() {
         cmd.args(["--features", b.features]);
     }
-    eprintln!("xtask: building {} [{}] -> {}", b.package, b.features, b.file);
+    eprintln!(
+        "xtask: building {} [{}] -> {}",
+        b.package, b.features, b.file
+    );
     let status = cmd.status().map_err(|e| format!("running cargo: {e}"))?;
     if !status.success() {
-        return Err(format!("building {} with features [{}] failed", b.package, b.features));
+        return Err(format!(
+            "building {} with features [{}] failed",
+            b.package, b.features
+        ));
     }
     let built = target_dir().join("release").join(cargo_output(b.lib));
     std::fs::create_dir_all(dest).map_err(|e| format!("{}: {e}", dest.display()))?;
@@ -100,7 +137,14 @@ fn plugins(fixtures: bool) -> Result<(), String> {
     eprintln!("xtask: plugins in {}", dir.display());
     if fixtures {
         let fdir = target_dir().join("plugin-fixtures");
-        let behaviours = ["panicky", "zero", "variant-low", "variant-high", "twin-one", "twin-two"];
+        let behaviours = [
+            "panicky",
+            "zero",
+            "variant-low",
+            "variant-high",
+            "twin-one",
+            "twin-two",
+        ];
         for f in behaviours {
             let b = Build {
                 package: "backplane-fixture-plugin",
@@ -122,10 +166,36 @@ fn plugins(fixtures: bool) -> Result<(), String> {
     Ok(())
 }
 
+/// Runs the conformance runner (release) with `args` and extra environment.
+fn conformance(args: &[String], env: &[(&str, &str)]) -> Result<(), String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(workspace_root())
+        .args([
+            "run",
+            "--release",
+            "--quiet",
+            "-j2",
+            "-p",
+            "backplane-conformance",
+            "--",
+        ])
+        .args(args)
+        .envs(env.iter().copied());
+    let status = cmd.status().map_err(|e| format!("running cargo: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("conformance failed ({status})"))
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.task {
         Task::Plugins { fixtures } => plugins(fixtures),
+        Task::Conformance { args } => plugins(false).and_then(|()| conformance(&args, &[])),
+        Task::Test => test::run(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

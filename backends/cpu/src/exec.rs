@@ -55,7 +55,9 @@ impl<'a> NodeCtx<'a> {
 
     /// Source `i`'s element type.
     pub fn src_type(&self, i: usize) -> Result<DType, CpuError> {
-        self.src(i)?.dtype().map_err(|e| self.malformed(e.to_string()))
+        self.src(i)?
+            .dtype()
+            .map_err(|e| self.malformed(e.to_string()))
     }
 
     /// The node's element type.
@@ -65,17 +67,28 @@ impl<'a> NodeCtx<'a> {
 
     /// An `Unsupported` error for this node.
     pub fn unsupported(&self, reason: impl Into<String>) -> CpuError {
-        CpuError::Unsupported { node: self.index, op: self.op, reason: reason.into() }
+        CpuError::Unsupported {
+            node: self.index,
+            op: self.op,
+            reason: reason.into(),
+        }
     }
 
     /// A `BadInput` error for this node.
     pub fn bad_input(&self, reason: impl Into<String>) -> CpuError {
-        CpuError::BadInput { node: self.index, op: self.op, reason: reason.into() }
+        CpuError::BadInput {
+            node: self.index,
+            op: self.op,
+            reason: reason.into(),
+        }
     }
 
     /// A `Malformed` error for this node.
     pub fn malformed(&self, reason: impl Into<String>) -> CpuError {
-        CpuError::Malformed { node: self.index, reason: reason.into() }
+        CpuError::Malformed {
+            node: self.index,
+            reason: reason.into(),
+        }
     }
 }
 
@@ -89,13 +102,20 @@ pub struct CpuBackend {
 impl CpuBackend {
     /// A backend with the given settings.
     pub fn new(config: CpuConfig) -> CpuBackend {
-        let n_threads = config.n_threads.unwrap_or_else(num_cpus::get_physical).max(1);
+        let n_threads = config
+            .n_threads
+            .unwrap_or_else(num_cpus::get_physical)
+            .max(1);
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(n_threads)
             .thread_name(|i| format!("backplane-cpu-{i}"))
             .build()
             .expect("spawning CPU worker threads");
-        CpuBackend { pool, n_threads, scratch: Mutex::new(Vec::new()) }
+        CpuBackend {
+            pool,
+            n_threads,
+            scratch: Mutex::new(Vec::new()),
+        }
     }
 
     /// Worker thread count.
@@ -127,11 +147,17 @@ impl CpuBackend {
             });
         }
         for (index, d) in graph.iter().enumerate() {
-            let op = d.op().map_err(|e| CpuError::Malformed { node: index, reason: e.to_string() })?;
+            let op = d.op().map_err(|e| CpuError::Malformed {
+                node: index,
+                reason: e.to_string(),
+            })?;
             if op == Op::None || op.is_view() {
                 continue;
             }
-            let src_desc = sources(graph, d).map_err(|reason| CpuError::Malformed { node: index, reason })?;
+            let src_desc = sources(graph, d).map_err(|reason| CpuError::Malformed {
+                node: index,
+                reason,
+            })?;
             let mut src_ptr = [SharedPtr(std::ptr::null_mut()); MAX_SRC];
             for (i, s) in d.src.iter().enumerate() {
                 if *s >= 0 {
@@ -157,11 +183,18 @@ impl CpuBackend {
     }
 }
 
-fn sources<'a>(graph: &'a [TensorDesc], d: &TensorDesc) -> Result<[Option<&'a TensorDesc>; MAX_SRC], String> {
+fn sources<'a>(
+    graph: &'a [TensorDesc],
+    d: &TensorDesc,
+) -> Result<[Option<&'a TensorDesc>; MAX_SRC], String> {
     let mut out = [None; MAX_SRC];
     for (i, &s) in d.src.iter().enumerate() {
         if s >= 0 {
-            out[i] = Some(graph.get(s as usize).ok_or_else(|| format!("source {i} index {s} out of range"))?);
+            out[i] = Some(
+                graph
+                    .get(s as usize)
+                    .ok_or_else(|| format!("source {i} index {s} out of range"))?,
+            );
         }
     }
     Ok(out)

@@ -10,8 +10,8 @@
 mod error;
 mod exec;
 pub mod ops;
-pub mod simd;
 pub mod plugin;
+pub mod simd;
 
 pub use error::CpuError;
 pub use exec::{CpuBackend, CpuConfig, NodeCtx};

@@ -57,7 +57,10 @@ impl Isa {
         } else {
             &[Isa::Avx512, Isa::Avx2, Isa::X86_64]
         };
-        all.iter().copied().find(|&i| score(i) > 0).unwrap_or(Isa::X86_64)
+        all.iter()
+            .copied()
+            .find(|&i| score(i) > 0)
+            .unwrap_or(Isa::X86_64)
     }
 }
 
@@ -114,9 +117,8 @@ mod cpu_facts {
 
     pub fn has_avx512() -> bool {
         let os_zmm = xcr0() & 0b1110_0110 == 0b1110_0110; // + opmask, ZMM_Hi256, Hi16_ZMM
-        let f_dq_bw_vl = leaf7().is_some_and(|(ebx, _)| {
-            bit(ebx, 16) && bit(ebx, 17) && bit(ebx, 30) && bit(ebx, 31)
-        });
+        let f_dq_bw_vl = leaf7()
+            .is_some_and(|(ebx, _)| bit(ebx, 16) && bit(ebx, 17) && bit(ebx, 30) && bit(ebx, 31));
         has_avx2() && os_zmm && f_dq_bw_vl
     }
 
@@ -136,7 +138,10 @@ mod cpu_facts {
                 bytes.extend_from_slice(&v.to_le_bytes());
             }
         }
-        let s = String::from_utf8_lossy(&bytes).trim_matches(char::from(0)).trim().to_string();
+        let s = String::from_utf8_lossy(&bytes)
+            .trim_matches(char::from(0))
+            .trim()
+            .to_string();
         (!s.is_empty()).then_some(s)
     }
 }
@@ -177,8 +182,12 @@ impl CpuReg {
     /// The registration of a CPU plugin built for `isa`.
     pub fn new(isa: Isa) -> CpuReg {
         let buffers = BufferTable::default();
-        let buft = Arc::new(CpuBufferType { buffers: buffers.clone() });
-        CpuReg { device: Arc::new(CpuDevice { isa, buft, buffers }) }
+        let buft = Arc::new(CpuBufferType {
+            buffers: buffers.clone(),
+        });
+        CpuReg {
+            device: Arc::new(CpuDevice { isa, buft, buffers }),
+        }
     }
 }
 
@@ -206,7 +215,11 @@ impl Device for CpuDevice {
 
     fn description(&self) -> String {
         let brand = cpu_facts::brand().unwrap_or_else(|| std::env::consts::ARCH.to_string());
-        format!("{brand} ({} kernels, {} cores)", self.isa.name(), num_cpus::get_physical())
+        format!(
+            "{brand} ({} kernels, {} cores)",
+            self.isa.name(),
+            num_cpus::get_physical()
+        )
     }
 
     fn device_type(&self) -> DeviceType {
@@ -219,7 +232,10 @@ impl Device for CpuDevice {
 
     fn supports_op(&self, graph: &[TensorDesc], node: usize) -> Verdict {
         let Some(d) = graph.get(node) else {
-            return Verdict::unsupported(format!("node {node} is not in the graph ({} tensors)", graph.len()));
+            return Verdict::unsupported(format!(
+                "node {node} is not in the graph ({} tensors)",
+                graph.len()
+            ));
         };
         let op = match d.op() {
             Ok(op) => op,
@@ -230,7 +246,9 @@ impl Device for CpuDevice {
             if s >= 0 {
                 match graph.get(s as usize) {
                     Some(t) => src[i] = Some(t),
-                    None => return Verdict::unsupported(format!("source {i} index {s} out of range")),
+                    None => {
+                        return Verdict::unsupported(format!("source {i} index {s} out of range"));
+                    }
                 }
             }
         }
@@ -246,26 +264,46 @@ impl Device for CpuDevice {
         for kv in params.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             match kv.split_once('=') {
                 Some(("threads", n)) => {
-                    let n = n.parse().map_err(|_| PluginError::bad_input(format!("threads={n}: not a number")))?;
+                    let n = n.parse().map_err(|_| {
+                        PluginError::bad_input(format!("threads={n}: not a number"))
+                    })?;
                     config.n_threads = Some(n);
                 }
-                _ => return Err(PluginError::bad_input(format!("unknown cpu backend option '{kv}' (known: threads=N)"))),
+                _ => {
+                    return Err(PluginError::bad_input(format!(
+                        "unknown cpu backend option '{kv}' (known: threads=N)"
+                    )));
+                }
             }
         }
-        Ok(Box::new(CpuStream { cpu: CpuBackend::new(config), buffers: self.buffers.clone() }))
+        Ok(Box::new(CpuStream {
+            cpu: CpuBackend::new(config),
+            buffers: self.buffers.clone(),
+        }))
     }
 }
 
 /// Host memory from /proc/meminfo (0 / 0 where unavailable).
 fn host_memory() -> Memory {
-    let Ok(text) = std::fs::read_to_string("/proc/meminfo") else { return Memory::default() };
+    let Ok(text) = std::fs::read_to_string("/proc/meminfo") else {
+        return Memory::default();
+    };
     let field = |name: &str| -> u64 {
         text.lines()
             .find_map(|l| l.strip_prefix(name))
-            .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .and_then(|rest| {
+                rest.trim()
+                    .trim_end_matches("kB")
+                    .trim()
+                    .parse::<u64>()
+                    .ok()
+            })
             .map_or(0, |kib| kib * 1024)
     };
-    Memory { free_bytes: field("MemAvailable:"), total_bytes: field("MemTotal:") }
+    Memory {
+        free_bytes: field("MemAvailable:"),
+        total_bytes: field("MemTotal:"),
+    }
 }
 
 /// Host memory, 64-byte aligned.
@@ -281,15 +319,23 @@ impl BufferType for CpuBufferType {
     fn alloc_buffer(&self, size_bytes: u64) -> Result<Box<dyn Buffer>, PluginError> {
         let size = usize::try_from(size_bytes)
             .map_err(|_| PluginError::out_of_memory(format!("cpu buffer of {size_bytes} bytes")))?;
-        let layout = Layout::from_size_align(size.max(1), CPU_ALIGNMENT as usize)
-            .map_err(|e| PluginError::out_of_memory(format!("cpu buffer of {size_bytes} bytes: {e}")))?;
+        let layout = Layout::from_size_align(size.max(1), CPU_ALIGNMENT as usize).map_err(|e| {
+            PluginError::out_of_memory(format!("cpu buffer of {size_bytes} bytes: {e}"))
+        })?;
         // SAFETY: layout has nonzero size.
         let ptr = unsafe { alloc_zeroed(layout) };
         if ptr.is_null() {
-            return Err(PluginError::out_of_memory(format!("cpu buffer of {size_bytes} bytes")));
+            return Err(PluginError::out_of_memory(format!(
+                "cpu buffer of {size_bytes} bytes"
+            )));
         }
         lock(&self.buffers).insert(ptr as usize, size_bytes);
-        Ok(Box::new(CpuBuffer { ptr, layout, size: size_bytes, buffers: self.buffers.clone() }))
+        Ok(Box::new(CpuBuffer {
+            ptr,
+            layout,
+            size: size_bytes,
+            buffers: self.buffers.clone(),
+        }))
     }
 
     fn alignment(&self) -> u64 {
@@ -340,7 +386,9 @@ impl CpuBuffer {
         let start = tensor.offset.checked_add(offset);
         let end = start.and_then(|s| s.checked_add(len));
         match (start, end) {
-            (Some(s), Some(e)) if e <= self.size && offset + len <= tensor.nbytes() => Ok(s as usize),
+            (Some(s), Some(e)) if e <= self.size && offset + len <= tensor.nbytes() => {
+                Ok(s as usize)
+            }
             _ => Err(PluginError::bad_input(format!(
                 "{len} bytes at offset {offset} of a {}-byte tensor at {} overrun the tensor or the {}-byte buffer",
                 tensor.nbytes(),
@@ -371,14 +419,25 @@ impl Buffer for CpuBuffer {
         Ok(())
     }
 
-    fn get_tensor(&self, tensor: &TensorDesc, offset: u64, out: &mut [u8]) -> Result<(), PluginError> {
+    fn get_tensor(
+        &self,
+        tensor: &TensorDesc,
+        offset: u64,
+        out: &mut [u8],
+    ) -> Result<(), PluginError> {
         let start = self.range(tensor, offset, out.len() as u64)?;
         // SAFETY: range checked against the allocation.
         unsafe { std::ptr::copy_nonoverlapping(self.ptr.add(start), out.as_mut_ptr(), out.len()) };
         Ok(())
     }
 
-    fn memset_tensor(&self, tensor: &TensorDesc, value: u8, offset: u64, size: u64) -> Result<(), PluginError> {
+    fn memset_tensor(
+        &self,
+        tensor: &TensorDesc,
+        value: u8,
+        offset: u64,
+        size: u64,
+    ) -> Result<(), PluginError> {
         let start = self.range(tensor, offset, size)?;
         // SAFETY: range checked against the allocation.
         unsafe { std::ptr::write_bytes(self.ptr.add(start), value, size as usize) };
@@ -388,7 +447,10 @@ impl Buffer for CpuBuffer {
     fn cpy_tensor(&self, src: &TensorDesc, dst: &TensorDesc) -> Result<bool, PluginError> {
         let n = src.nbytes();
         if n != dst.nbytes() {
-            return Err(PluginError::bad_input(format!("copy of {n} bytes into a {}-byte tensor", dst.nbytes())));
+            return Err(PluginError::bad_input(format!(
+                "copy of {n} bytes into a {}-byte tensor",
+                dst.nbytes()
+            )));
         }
         let dst_start = self.range(dst, 0, n)?;
         let src_ptr = {
@@ -431,10 +493,14 @@ impl Backend for CpuStream {
                 if t.buffer == 0 {
                     continue;
                 }
-                let fits = table
-                    .range(..=t.buffer as usize)
-                    .next_back()
-                    .is_some_and(|(&base, &size)| base as u64 == t.buffer && t.offset.checked_add(t.nbytes()).is_some_and(|e| e <= size));
+                let fits =
+                    table
+                        .range(..=t.buffer as usize)
+                        .next_back()
+                        .is_some_and(|(&base, &size)| {
+                            base as u64 == t.buffer
+                                && t.offset.checked_add(t.nbytes()).is_some_and(|e| e <= size)
+                        });
                 if !fits {
                     return Err(PluginError::bad_input(format!(
                         "tensor {i}: buffer {:#x} + {} bytes at offset {} is not inside a live cpu buffer",
@@ -447,13 +513,17 @@ impl Backend for CpuStream {
             }
         }
         for (i, t) in graph.iter().enumerate() {
-            let is_compute = t.op().is_ok_and(|op| op != backplane_abi::Op::None && !op.is_view());
+            let is_compute = t
+                .op()
+                .is_ok_and(|op| op != backplane_abi::Op::None && !op.is_view());
             if !is_compute {
                 continue;
             }
             for j in std::iter::once(i).chain((0..MAX_SRC).filter_map(|k| t.src(k))) {
                 if data.get(j).is_none_or(|p| p.is_null()) {
-                    return Err(PluginError::bad_input(format!("node {i}: tensor {j} is not allocated")));
+                    return Err(PluginError::bad_input(format!(
+                        "node {i}: tensor {j} is not allocated"
+                    )));
                 }
             }
         }

@@ -10,7 +10,11 @@ use backplane::registry::{Registry, RegistryOptions, SearchPath};
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "backplane", version, about = "Tensor graphs on every backend a machine has")]
+#[command(
+    name = "backplane",
+    version,
+    about = "Tensor graphs on every backend a machine has"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -46,21 +50,35 @@ fn main() {
     log::install();
     let cli = Cli::parse();
     match cli.command {
-        Command::Devices { json, plugin_dirs, no_builtin } => {
+        Command::Devices {
+            json,
+            plugin_dirs,
+            no_builtin,
+        } => {
             let options = RegistryOptions {
-                search: SearchPath { host_dirs: plugin_dirs, ..SearchPath::default() },
+                search: SearchPath {
+                    host_dirs: plugin_dirs,
+                    ..SearchPath::default()
+                },
                 builtin_cpu: !no_builtin,
             };
             let registry = Registry::load(&options);
             if json {
-                println!("{}", serde_json::to_string_pretty(&devices_json(&registry)).expect("serializing JSON"));
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&devices_json(&registry))
+                        .expect("serializing JSON")
+                );
             } else {
                 print!("{}", devices_text(&registry));
             }
         }
         Command::Explain { dot, plugin_dirs } => {
             let options = RegistryOptions {
-                search: SearchPath { host_dirs: plugin_dirs, ..SearchPath::default() },
+                search: SearchPath {
+                    host_dirs: plugin_dirs,
+                    ..SearchPath::default()
+                },
                 builtin_cpu: true,
             };
             let registry = Registry::load(&options);
@@ -119,26 +137,46 @@ fn devices_text(registry: &Registry) -> String {
     use std::fmt::Write;
     let mut out = String::new();
     for b in registry.backends() {
-        let from = b.source.path().map_or("built-in".to_string(), |p| p.display().to_string());
+        let from = b
+            .source
+            .path()
+            .map_or("built-in".to_string(), |p| p.display().to_string());
         let _ = writeln!(out, "backend {}  score {}  {}", b.name, b.score, from);
         if b.devices.is_empty() {
-            let why = b.no_device_reason.as_deref().unwrap_or("the plugin gave no reason");
+            let why = b
+                .no_device_reason
+                .as_deref()
+                .unwrap_or("the plugin gave no reason");
             let _ = writeln!(out, "  no devices: {why}");
         }
         for d in &b.devices {
             let mem = d.memory();
             let caps = d.caps();
-            let caps: Vec<&str> = [(caps.async_ops, "async"), (caps.host_buffer, "host_buffer"), (caps.events, "events")]
-                .into_iter()
-                .filter_map(|(on, name)| on.then_some(name))
-                .collect();
-            let _ = writeln!(out, "  device {} [{}]  {}", d.name(), d.device_type(), d.description());
+            let caps: Vec<&str> = [
+                (caps.async_ops, "async"),
+                (caps.host_buffer, "host_buffer"),
+                (caps.events, "events"),
+            ]
+            .into_iter()
+            .filter_map(|(on, name)| on.then_some(name))
+            .collect();
+            let _ = writeln!(
+                out,
+                "  device {} [{}]  {}",
+                d.name(),
+                d.device_type(),
+                d.description()
+            );
             let _ = writeln!(
                 out,
                 "    memory {} free / {} total  caps: {}",
                 gib(mem.free_bytes),
                 gib(mem.total_bytes),
-                if caps.is_empty() { "-".to_string() } else { caps.join(", ") }
+                if caps.is_empty() {
+                    "-".to_string()
+                } else {
+                    caps.join(", ")
+                }
             );
         }
     }
@@ -199,14 +237,22 @@ mod log {
         fn event(&self, event: &Event<'_>) {
             let mut f = Fields(String::new());
             event.record(&mut f);
-            eprintln!("{}: {}", event.metadata().level().as_str().to_lowercase(), f.0);
+            eprintln!(
+                "{}: {}",
+                event.metadata().level().as_str().to_lowercase(),
+                f.0
+            );
         }
         fn enter(&self, _: &Id) {}
         fn exit(&self, _: &Id) {}
     }
 
     pub fn install() {
-        let max = match std::env::var("BACKPLANE_LOG").unwrap_or_default().to_lowercase().as_str() {
+        let max = match std::env::var("BACKPLANE_LOG")
+            .unwrap_or_default()
+            .to_lowercase()
+            .as_str()
+        {
             "error" => Level::ERROR,
             "info" => Level::INFO,
             "debug" => Level::DEBUG,

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use abi_stable::std_types::{RSlice, RSliceMut, RStr};
 use backplane_abi::TensorDesc;
 use backplane_abi::plugin::{
-    BackendBox, BufferBox, BufferTypeRef, DeviceCaps, DeviceRef, DeviceType, EventBox, Memory, PluginError, Verdict,
+    BackendBox, BufferBox, BufferTypeRef, DeviceCaps, DeviceRef, DeviceType, EventBox, Memory,
+    PluginError, Verdict,
 };
 
 /// One device of a loaded backend.
@@ -62,7 +63,8 @@ impl Device {
     /// Whether this device computes on tensors in buffers of `buft`.
     pub fn supports_buft(&self, buft: &BufferType) -> bool {
         let name = buft.name();
-        self.raw.supports_buft(RStr::from_str(&name), buft.is_host())
+        self.raw
+            .supports_buft(RStr::from_str(&name), buft.is_host())
     }
 
     /// Whether to pull the weights of `graph[node]` here to run it.
@@ -72,17 +74,25 @@ impl Device {
 
     /// The default buffer type.
     pub fn buffer_type(&self) -> BufferType {
-        BufferType { raw: self.raw.buffer_type() }
+        BufferType {
+            raw: self.raw.buffer_type(),
+        }
     }
 
     /// The pinned host buffer type, if any.
     pub fn host_buffer_type(&self) -> Option<BufferType> {
-        self.raw.host_buffer_type().into_option().map(|raw| BufferType { raw })
+        self.raw
+            .host_buffer_type()
+            .into_option()
+            .map(|raw| BufferType { raw })
     }
 
     /// A new stream on this device.
     pub fn init_backend(&self, params: &str) -> Result<Stream, PluginError> {
-        self.raw.init_backend(RStr::from_str(params)).into_result().map(|raw| Stream { raw })
+        self.raw
+            .init_backend(RStr::from_str(params))
+            .into_result()
+            .map(|raw| Stream { raw })
     }
 
     /// A new event (only when `caps().events`).
@@ -116,7 +126,10 @@ impl BufferType {
 
     /// Allocates a buffer.
     pub fn alloc_buffer(&self, size_bytes: u64) -> Result<Buffer, PluginError> {
-        self.raw.alloc_buffer(size_bytes).into_result().map(|raw| Buffer { raw })
+        self.raw
+            .alloc_buffer(size_bytes)
+            .into_result()
+            .map(|raw| Buffer { raw })
     }
 
     /// Alignment of tensor offsets in bytes.
@@ -162,18 +175,40 @@ impl Buffer {
     }
 
     /// Writes `data` at `offset` bytes into `tensor`.
-    pub fn set_tensor(&self, tensor: &TensorDesc, offset: u64, data: &[u8]) -> Result<(), PluginError> {
-        self.raw.set_tensor(tensor, offset, RSlice::from_slice(data)).into_result()
+    pub fn set_tensor(
+        &self,
+        tensor: &TensorDesc,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(), PluginError> {
+        self.raw
+            .set_tensor(tensor, offset, RSlice::from_slice(data))
+            .into_result()
     }
 
     /// Reads `out.len()` bytes at `offset` bytes into `tensor`.
-    pub fn get_tensor(&self, tensor: &TensorDesc, offset: u64, out: &mut [u8]) -> Result<(), PluginError> {
-        self.raw.get_tensor(tensor, offset, RSliceMut::from_mut_slice(out)).into_result()
+    pub fn get_tensor(
+        &self,
+        tensor: &TensorDesc,
+        offset: u64,
+        out: &mut [u8],
+    ) -> Result<(), PluginError> {
+        self.raw
+            .get_tensor(tensor, offset, RSliceMut::from_mut_slice(out))
+            .into_result()
     }
 
     /// Sets `size` bytes at `offset` into `tensor` to `value`.
-    pub fn memset_tensor(&self, tensor: &TensorDesc, value: u8, offset: u64, size: u64) -> Result<(), PluginError> {
-        self.raw.memset_tensor(tensor, value, offset, size).into_result()
+    pub fn memset_tensor(
+        &self,
+        tensor: &TensorDesc,
+        value: u8,
+        offset: u64,
+        size: u64,
+    ) -> Result<(), PluginError> {
+        self.raw
+            .memset_tensor(tensor, value, offset, size)
+            .into_result()
     }
 
     /// Copies `src` into `dst` (in this buffer); `Ok(false)` when the plugin cannot.
@@ -200,21 +235,41 @@ impl Stream {
 
     /// Runs a graph.
     pub fn graph_compute(&self, graph: &[TensorDesc]) -> Result<(), PluginError> {
-        self.raw.graph_compute(RSlice::from_slice(graph)).into_result()
+        self.raw
+            .graph_compute(RSlice::from_slice(graph))
+            .into_result()
     }
 
     /// Queues a tensor write (`caps().async_ops` only); keep `data` alive until `synchronize`.
-    pub fn set_tensor_async(&self, tensor: &TensorDesc, offset: u64, data: &[u8]) -> Result<(), PluginError> {
-        self.raw.set_tensor_async(tensor, offset, RSlice::from_slice(data)).into_result()
+    pub fn set_tensor_async(
+        &self,
+        tensor: &TensorDesc,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(), PluginError> {
+        self.raw
+            .set_tensor_async(tensor, offset, RSlice::from_slice(data))
+            .into_result()
     }
 
     /// Queues a tensor read (`caps().async_ops` only); read `out` after `synchronize`.
-    pub fn get_tensor_async(&self, tensor: &TensorDesc, offset: u64, out: &mut [u8]) -> Result<(), PluginError> {
-        self.raw.get_tensor_async(tensor, offset, RSliceMut::from_mut_slice(out)).into_result()
+    pub fn get_tensor_async(
+        &self,
+        tensor: &TensorDesc,
+        offset: u64,
+        out: &mut [u8],
+    ) -> Result<(), PluginError> {
+        self.raw
+            .get_tensor_async(tensor, offset, RSliceMut::from_mut_slice(out))
+            .into_result()
     }
 
     /// Queues a copy between buffers of this plugin; `Ok(false)` when it cannot.
-    pub fn cpy_tensor_async(&self, src: &TensorDesc, dst: &TensorDesc) -> Result<bool, PluginError> {
+    pub fn cpy_tensor_async(
+        &self,
+        src: &TensorDesc,
+        dst: &TensorDesc,
+    ) -> Result<bool, PluginError> {
         self.raw.cpy_tensor_async(src, dst).into_result()
     }
 

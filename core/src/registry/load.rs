@@ -21,7 +21,11 @@ const MAX_REASON_LINE_CHARS: usize = 200;
 
 /// Cuts `text` to at most [`MAX_REASON_LINES`] lines of bounded width.
 pub fn short_reason(text: &str) -> String {
-    let lines: Vec<&str> = text.lines().map(str::trim_end).filter(|l| !l.trim().is_empty()).collect();
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim_end)
+        .filter(|l| !l.trim().is_empty())
+        .collect();
     let mut out: Vec<String> = lines
         .iter()
         .take(MAX_REASON_LINES)
@@ -52,7 +56,9 @@ pub fn preflight(path: &Path) -> Result<u32, String> {
         let msg = e.to_string();
         // dlerror repeats the path; keep what follows it.
         let path_str = path.display().to_string();
-        let detail = msg.rsplit_once(&format!("{path_str}: ")).map_or(msg.as_str(), |(_, d)| d);
+        let detail = msg
+            .rsplit_once(&format!("{path_str}: "))
+            .map_or(msg.as_str(), |(_, d)| d);
         format!("not a loadable library: {detail}")
     })?;
     // Never unloaded (see the module docs).
@@ -66,7 +72,9 @@ pub fn preflight(path: &Path) -> Result<u32, String> {
     };
     let version = read(ABI_VERSION_SYMBOL)?;
     if version != ABI_VERSION {
-        return Err(format!("built for plugin ABI v{version}; this host speaks v{ABI_VERSION}"));
+        return Err(format!(
+            "built for plugin ABI v{version}; this host speaks v{ABI_VERSION}"
+        ));
     }
     read(SCORE_SYMBOL)
 }
@@ -81,7 +89,11 @@ fn check_elf_extents(path: &Path) -> Result<(), String> {
     /// An unsigned integer of `b.len()` bytes in the file's byte order.
     fn uint(b: &[u8], le: bool) -> u64 {
         let fold = |v: u64, byte: &u8| v << 8 | u64::from(*byte);
-        if le { b.iter().rev().fold(0, fold) } else { b.iter().fold(0, fold) }
+        if le {
+            b.iter().rev().fold(0, fold)
+        } else {
+            b.iter().fold(0, fold)
+        }
     }
     let mut f = std::fs::File::open(path).map_err(|e| format!("cannot open: {e}"))?;
     let len = f.metadata().map_err(|e| format!("cannot stat: {e}"))?.len();
@@ -92,15 +104,33 @@ fn check_elf_extents(path: &Path) -> Result<(), String> {
     }
     let (is64, le) = (head[4] == 2, head[5] == 1);
     if n < if is64 { 64 } else { 52 } {
-        return Err(format!("truncated ELF file: {len} bytes, shorter than its header"));
+        return Err(format!(
+            "truncated ELF file: {len} bytes, shorter than its header"
+        ));
     }
     let h = |off: usize, size: usize| uint(&head[off..off + size], le);
     let (phoff, shoff, phentsize, phnum, shentsize, shnum) = if is64 {
-        (h(0x20, 8), h(0x28, 8), h(0x36, 2), h(0x38, 2), h(0x3A, 2), h(0x3C, 2))
+        (
+            h(0x20, 8),
+            h(0x28, 8),
+            h(0x36, 2),
+            h(0x38, 2),
+            h(0x3A, 2),
+            h(0x3C, 2),
+        )
     } else {
-        (h(0x1C, 4), h(0x20, 4), h(0x2A, 2), h(0x2C, 2), h(0x2E, 2), h(0x30, 2))
+        (
+            h(0x1C, 4),
+            h(0x20, 4),
+            h(0x2A, 2),
+            h(0x2C, 2),
+            h(0x2E, 2),
+            h(0x30, 2),
+        )
     };
-    let truncated = |what: &str, end: u64| format!("truncated ELF file: {what} ends at byte {end} but the file has {len}");
+    let truncated = |what: &str, end: u64| {
+        format!("truncated ELF file: {what} ends at byte {end} but the file has {len}")
+    };
     let ph_end = phoff.saturating_add(phentsize * phnum);
     if ph_end > len {
         return Err(truncated("the program header table", ph_end));
@@ -110,7 +140,9 @@ fn check_elf_extents(path: &Path) -> Result<(), String> {
         return Err(truncated("the section header table", sh_end));
     }
     let mut table = vec![0u8; (phentsize * phnum) as usize];
-    f.seek(SeekFrom::Start(phoff)).and_then(|_| f.read_exact(&mut table)).map_err(|e| format!("cannot read: {e}"))?;
+    f.seek(SeekFrom::Start(phoff))
+        .and_then(|_| f.read_exact(&mut table))
+        .map_err(|e| format!("cannot read: {e}"))?;
     for (i, e) in table.chunks_exact(phentsize.max(1) as usize).enumerate() {
         let (offset, filesz) = if is64 {
             (uint(&e[8..16], le), uint(&e[32..40], le))
@@ -134,9 +166,13 @@ fn check_elf_extents(_path: &Path) -> Result<(), String> {
 /// and creates the backend registration.
 pub fn load(path: &Path) -> Result<RegBox, String> {
     let header = lib_header_from_path(path).map_err(|e| library_error(path, e))?;
-    let module = header.init_root_module::<PluginModRef>().map_err(|e| library_error(path, e))?;
+    let module = header
+        .init_root_module::<PluginModRef>()
+        .map_err(|e| library_error(path, e))?;
     let new_reg = module.new_reg();
-    new_reg().into_result().map_err(|e| format!("plugin init failed: {e}"))
+    new_reg()
+        .into_result()
+        .map_err(|e| format!("plugin init failed: {e}"))
 }
 
 /// A short reason for an abi_stable error; the full text goes to debug logs.
@@ -165,7 +201,10 @@ mod tests {
 
     #[test]
     fn short_reason_keeps_at_most_five_lines() {
-        let long = (0..40).map(|i| format!("line {i}")).collect::<Vec<_>>().join("\n");
+        let long = (0..40)
+            .map(|i| format!("line {i}"))
+            .collect::<Vec<_>>()
+            .join("\n");
         let r = short_reason(&long);
         assert_eq!(r.lines().count(), MAX_REASON_LINES);
         assert!(r.lines().last().unwrap().contains("debug"));

@@ -41,7 +41,10 @@ pub struct RegistryOptions {
 
 impl Default for RegistryOptions {
     fn default() -> Self {
-        RegistryOptions { search: SearchPath::default(), builtin_cpu: true }
+        RegistryOptions {
+            search: SearchPath::default(),
+            builtin_cpu: true,
+        }
     }
 }
 
@@ -149,7 +152,8 @@ impl Registry {
         }
         let mut backends: Vec<LoadedBackend> = Vec::new();
         for name in names {
-            let mut group: Vec<&Candidate> = candidates.iter().filter(|c| c.backend == name).collect();
+            let mut group: Vec<&Candidate> =
+                candidates.iter().filter(|c| c.backend == name).collect();
             // Highest score first; ties keep search order (stable sort).
             group.sort_by(|a, b| b.score.cmp(&a.score).then(a.order.cmp(&b.order)));
             let mut chosen: Option<&Candidate> = None;
@@ -165,9 +169,17 @@ impl Registry {
                         tracing::warn!(path = %c.path.display(), "{msg}");
                         msg
                     } else {
-                        format!("not chosen: score {} < {} of {}", c.score, w.score, w.path.display())
+                        format!(
+                            "not chosen: score {} < {} of {}",
+                            c.score,
+                            w.score,
+                            w.path.display()
+                        )
                     };
-                    refused.push(Refusal { path: c.path.clone(), reason });
+                    refused.push(Refusal {
+                        path: c.path.clone(),
+                        reason,
+                    });
                     continue;
                 }
                 match load::load(&c.path) {
@@ -176,22 +188,33 @@ impl Registry {
                         if let Some(prev) = backends.iter().find(|b| b.name == reg_name) {
                             let msg = format!(
                                 "duplicate backend name '{reg_name}': already loaded from {}",
-                                prev.source.path().map_or("the built-in".into(), |p| p.display().to_string())
+                                prev.source
+                                    .path()
+                                    .map_or("the built-in".into(), |p| p.display().to_string())
                             );
                             tracing::warn!(path = %c.path.display(), "{msg}");
-                            refused.push(Refusal { path: c.path.clone(), reason: msg });
+                            refused.push(Refusal {
+                                path: c.path.clone(),
+                                reason: msg,
+                            });
                             continue;
                         }
                         if reg_name != name {
                             tracing::warn!(path = %c.path.display(), "file names backend '{name}' but the plugin calls itself '{reg_name}'");
                         }
-                        let source = Source::File { path: c.path.clone(), variant: c.variant.clone() };
+                        let source = Source::File {
+                            path: c.path.clone(),
+                            variant: c.variant.clone(),
+                        };
                         backends.push(LoadedBackend::new(reg, c.score, source));
                         chosen = Some(c);
                     }
                     Err(reason) => {
                         tracing::warn!(path = %c.path.display(), "plugin refused: {reason}");
-                        refused.push(Refusal { path: c.path.clone(), reason: short_reason(&reason) });
+                        refused.push(Refusal {
+                            path: c.path.clone(),
+                            reason: short_reason(&reason),
+                        });
                     }
                 }
             }
@@ -199,7 +222,11 @@ impl Registry {
 
         if options.builtin_cpu && !backends.iter().any(|b| b.name == "cpu") {
             let isa = Isa::detect();
-            backends.push(LoadedBackend::new(reg_object(CpuReg::new(isa)), score(isa), Source::Builtin));
+            backends.push(LoadedBackend::new(
+                reg_object(CpuReg::new(isa)),
+                score(isa),
+                Source::Builtin,
+            ));
         }
         Registry { backends, refused }
     }
@@ -229,8 +256,19 @@ impl LoadedBackend {
     fn new(reg: RegBox, score: u32, source: Source) -> LoadedBackend {
         let name: String = reg.name().into();
         let backend: Arc<str> = Arc::from(name.as_str());
-        let devices = reg.devices().into_iter().map(|d| Device::new(backend.clone(), d)).collect();
+        let devices = reg
+            .devices()
+            .into_iter()
+            .map(|d| Device::new(backend.clone(), d))
+            .collect();
         let no_device_reason = reg.no_device_reason().into_option().map(Into::into);
-        LoadedBackend { name, score, source, devices, no_device_reason, _reg: reg }
+        LoadedBackend {
+            name,
+            score,
+            source,
+            devices,
+            no_device_reason,
+            _reg: reg,
+        }
     }
 }

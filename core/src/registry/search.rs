@@ -22,7 +22,10 @@ pub const FILE_SUFFIX: &str = std::env::consts::DLL_SUFFIX;
 pub fn build_time_plugin_dir() -> PathBuf {
     match option_env!("BACKPLANE_PLUGIN_DIR") {
         Some(dir) => PathBuf::from(dir),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("target").join("plugins"),
+        None => Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join("target")
+            .join("plugins"),
     }
 }
 
@@ -41,7 +44,12 @@ pub struct SearchPath {
 
 impl Default for SearchPath {
     fn default() -> Self {
-        SearchPath { host_dirs: Vec::new(), env: true, exe_dir: true, build_default: true }
+        SearchPath {
+            host_dirs: Vec::new(),
+            env: true,
+            exe_dir: true,
+            build_default: true,
+        }
     }
 }
 
@@ -67,7 +75,9 @@ impl SearchPath {
             dirs.extend(std::env::split_paths(&list).filter(|p| !p.as_os_str().is_empty()));
         }
         if self.exe_dir
-            && let Some(exe_dir) = std::env::current_exe().ok().and_then(|e| e.parent().map(Path::to_path_buf))
+            && let Some(exe_dir) = std::env::current_exe()
+                .ok()
+                .and_then(|e| e.parent().map(Path::to_path_buf))
         {
             dirs.push(exe_dir.join("..").join("lib").join("backplane"));
             dirs.insert(dirs.len() - 1, exe_dir);
@@ -96,8 +106,13 @@ pub fn parse_file_name(name: &str) -> Option<(String, Option<String>)> {
     };
     // Backend names are lower-case letters and digits: this also keeps
     // cargo's own outputs (`libbackplane_cpu_plugin.so`) from counting.
-    let valid_backend = !backend.is_empty() && backend.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
-    let valid_variant = variant.as_deref().is_none_or(|v| !v.is_empty() && !v.contains(['/', '\\']));
+    let valid_backend = !backend.is_empty()
+        && backend
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+    let valid_variant = variant
+        .as_deref()
+        .is_none_or(|v| !v.is_empty() && !v.contains(['/', '\\']));
     if !valid_backend || !valid_variant {
         return None;
     }
@@ -106,7 +121,9 @@ pub fn parse_file_name(name: &str) -> Option<(String, Option<String>)> {
 
 /// Plugin files of `dir` sorted by name, with their backend and variant.
 pub fn plugin_files(dir: &Path) -> Vec<(PathBuf, String, Option<String>)> {
-    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
     let mut files: Vec<_> = entries
         .filter_map(Result::ok)
         .filter_map(|e| {
@@ -128,8 +145,14 @@ mod tests {
     fn parses_backend_and_variant_from_file_name() {
         let so = |s: &str| format!("{FILE_PREFIX}{s}{FILE_SUFFIX}");
         assert_eq!(parse_file_name(&so("cpu")), Some(("cpu".into(), None)));
-        assert_eq!(parse_file_name(&so("cpu-avx2")), Some(("cpu".into(), Some("avx2".into()))));
-        assert_eq!(parse_file_name(&so("cpu-x86-64")), Some(("cpu".into(), Some("x86-64".into()))));
+        assert_eq!(
+            parse_file_name(&so("cpu-avx2")),
+            Some(("cpu".into(), Some("avx2".into())))
+        );
+        assert_eq!(
+            parse_file_name(&so("cpu-x86-64")),
+            Some(("cpu".into(), Some("x86-64".into())))
+        );
         assert_eq!(parse_file_name(&so("cpu-")), None);
         assert_eq!(parse_file_name(&so("cpu_plugin")), None);
         assert_eq!(parse_file_name("README.md"), None);
@@ -138,10 +161,19 @@ mod tests {
 
     #[test]
     fn host_dirs_come_first_and_duplicates_are_dropped() {
-        let sp = SearchPath { host_dirs: vec!["/a".into(), "/b".into(), "/a".into()], ..SearchPath::default() };
+        let sp = SearchPath {
+            host_dirs: vec!["/a".into(), "/b".into(), "/a".into()],
+            ..SearchPath::default()
+        };
         let dirs = sp.dirs();
         assert_eq!(&dirs[..2], &[PathBuf::from("/a"), PathBuf::from("/b")]);
-        assert_eq!(dirs.iter().filter(|d| d.as_path() == Path::new("/a")).count(), 1);
-        assert_eq!(dirs.last(), Some(&build_time_plugin_dir()));
+        assert_eq!(
+            dirs.iter()
+                .filter(|d| d.as_path() == Path::new("/a"))
+                .count(),
+            1
+        );
+        let build = build_time_plugin_dir();
+        assert_eq!(dirs.last(), Some(&build.canonicalize().unwrap_or(build)));
     }
 }

@@ -44,8 +44,14 @@ impl Loc {
     pub fn advanced(self, by: u64) -> Loc {
         match self {
             Loc::None => Loc::None,
-            Loc::Compute { backend, offset } => Loc::Compute { backend, offset: offset + by },
-            Loc::External { buffer, offset } => Loc::External { buffer, offset: offset + by },
+            Loc::Compute { backend, offset } => Loc::Compute {
+                backend,
+                offset: offset + by,
+            },
+            Loc::External { buffer, offset } => Loc::External {
+                buffer,
+                offset: offset + by,
+            },
         }
     }
 }
@@ -79,7 +85,11 @@ const OPEN: u64 = u64::MAX / 4;
 impl DynAlloc {
     /// An empty range whose offsets are multiples of `alignment`.
     pub fn new(alignment: u64) -> DynAlloc {
-        DynAlloc { alignment: alignment.max(1), free: vec![(0, OPEN)], max: 0 }
+        DynAlloc {
+            alignment: alignment.max(1),
+            free: vec![(0, OPEN)],
+            max: 0,
+        }
     }
 
     /// `size` rounded up to the alignment.
@@ -92,7 +102,10 @@ impl DynAlloc {
         let size = self.aligned(size);
         // Best fit among the closed blocks, else the open-ended last one.
         let last = self.free.len() - 1;
-        let best = (0..last).filter(|&k| self.free[k].1 >= size).min_by_key(|&k| self.free[k].1).unwrap_or(last);
+        let best = (0..last)
+            .filter(|&k| self.free[k].1 >= size)
+            .min_by_key(|&k| self.free[k].1)
+            .unwrap_or(last);
         let (off, have) = self.free[best];
         if have == size {
             self.free.remove(best);
@@ -133,8 +146,22 @@ impl DynAlloc {
 fn can_inplace(op: Op) -> bool {
     matches!(
         op,
-        Op::Add | Op::Sub | Op::Mul | Op::Div | Op::Sqr | Op::Sqrt | Op::Log | Op::Sin | Op::Cos | Op::Scale
-            | Op::Clamp | Op::Unary | Op::Rope | Op::RmsNorm | Op::Norm | Op::SoftMax
+        Op::Add
+            | Op::Sub
+            | Op::Mul
+            | Op::Div
+            | Op::Sqr
+            | Op::Sqrt
+            | Op::Log
+            | Op::Sin
+            | Op::Cos
+            | Op::Scale
+            | Op::Clamp
+            | Op::Unary
+            | Op::Rope
+            | Op::RmsNorm
+            | Op::Norm
+            | Op::SoftMax
     )
 }
 
@@ -159,7 +186,13 @@ pub(crate) fn allocate(
         Entry::Copy(c) => n + c,
     };
     let desc = |o: usize| if o < n { &g[o] } else { &copies[o - n].desc };
-    let home = |o: usize| if o < n { a.backend[o] } else { copies[o - n].to };
+    let home = |o: usize| {
+        if o < n {
+            a.backend[o]
+        } else {
+            copies[o - n].to
+        }
+    };
 
     // Readers left per object; roots that must outlive the graph.
     let mut uses = vec![0u32; obj_count];
@@ -186,14 +219,20 @@ pub(crate) fn allocate(
     let is_leaf = |o: usize| o < n && g[o].op().is_ok_and(|op| op == Op::None);
     let freeable = |o: usize, keep: &[bool]| o >= n || (owned(o) && !is_leaf(o) && !keep[o]);
 
-    let mut allocs: Vec<DynAlloc> = (0..nb).map(|b| DynAlloc::new(backends[b].alignment())).collect();
+    let mut allocs: Vec<DynAlloc> = (0..nb)
+        .map(|b| DynAlloc::new(backends[b].alignment()))
+        .collect();
     let mut offset = vec![u64::MAX; obj_count];
     let mut size = vec![0u64; obj_count];
     let mut naive = vec![0u64; nb];
     let mut transferred = vec![false; obj_count];
     let mut in_place = 0;
 
-    let place = |o: usize, allocs: &mut Vec<DynAlloc>, offset: &mut Vec<u64>, size: &mut Vec<u64>, naive: &mut Vec<u64>| {
+    let place = |o: usize,
+                 allocs: &mut Vec<DynAlloc>,
+                 offset: &mut Vec<u64>,
+                 size: &mut Vec<u64>,
+                 naive: &mut Vec<u64>| {
         let b = home(o);
         let bytes = backends[b].alloc_size(desc(o)).max(desc(o).nbytes());
         size[o] = bytes;
@@ -210,7 +249,12 @@ pub(crate) fn allocate(
         }
     }
 
-    let release = |o: usize, uses: &mut Vec<u32>, allocs: &mut Vec<DynAlloc>, offset: &[u64], size: &[u64], transferred: &[bool]| {
+    let release = |o: usize,
+                   uses: &mut Vec<u32>,
+                   allocs: &mut Vec<DynAlloc>,
+                   offset: &[u64],
+                   size: &[u64],
+                   transferred: &[bool]| {
         uses[o] = uses[o].saturating_sub(1);
         if uses[o] == 0 && freeable(o, &keep) && !transferred[o] && offset[o] != u64::MAX {
             allocs[home(o)].free(offset[o], size[o]);
@@ -220,27 +264,39 @@ pub(crate) fn allocate(
     for split in splits {
         for &c in &split.copies {
             place(n + c, &mut allocs, &mut offset, &mut size, &mut naive);
-            release(a.root[copies[c].tensor], &mut uses, &mut allocs, &offset, &size, &transferred);
+            release(
+                a.root[copies[c].tensor],
+                &mut uses,
+                &mut allocs,
+                &offset,
+                &size,
+                &transferred,
+            );
         }
         let mut reads = split.reads.iter().peekable();
         for &i in &split.nodes {
-            let node_reads: Vec<_> = std::iter::from_fn(|| reads.next_if(|r| r.node == i)).collect();
+            let node_reads: Vec<_> =
+                std::iter::from_fn(|| reads.next_if(|r| r.node == i)).collect();
             if a.root[i] == i && owned(i) {
                 let op = g[i].op().unwrap_or(Op::None);
-                let donor = node_reads.iter().find(|r| r.slot == 0).map(|r| (r.from, obj_of(r.from))).filter(|&(e, o)| {
-                    let direct_root = match e {
-                        Entry::Tensor(s) => a.root[s] == s,
-                        Entry::Copy(_) => true,
-                    };
-                    can_inplace(op)
-                        && direct_root
-                        && uses[o] == 1
-                        && freeable(o, &keep)
-                        && !transferred[o]
-                        && offset[o] != u64::MAX
-                        && home(o) == a.backend[i]
-                        && same_layout(desc(o), &g[i])
-                });
+                let donor = node_reads
+                    .iter()
+                    .find(|r| r.slot == 0)
+                    .map(|r| (r.from, obj_of(r.from)))
+                    .filter(|&(e, o)| {
+                        let direct_root = match e {
+                            Entry::Tensor(s) => a.root[s] == s,
+                            Entry::Copy(_) => true,
+                        };
+                        can_inplace(op)
+                            && direct_root
+                            && uses[o] == 1
+                            && freeable(o, &keep)
+                            && !transferred[o]
+                            && offset[o] != u64::MAX
+                            && home(o) == a.backend[i]
+                            && same_layout(desc(o), &g[i])
+                    });
                 if let Some((_, o)) = donor {
                     offset[i] = offset[o];
                     size[i] = size[o];
@@ -252,26 +308,51 @@ pub(crate) fn allocate(
                 }
             }
             for r in &node_reads {
-                release(obj_of(r.from), &mut uses, &mut allocs, &offset, &size, &transferred);
+                release(
+                    obj_of(r.from),
+                    &mut uses,
+                    &mut allocs,
+                    &offset,
+                    &size,
+                    &transferred,
+                );
             }
             if a.root[i] != i {
-                release(a.root[i], &mut uses, &mut allocs, &offset, &size, &transferred);
+                release(
+                    a.root[i],
+                    &mut uses,
+                    &mut allocs,
+                    &offset,
+                    &size,
+                    &transferred,
+                );
             }
         }
     }
 
     let loc_of_root = |r: usize| {
         if let Some(_b) = a.preplaced[r] {
-            Loc::External { buffer: g[r].buffer, offset: g[r].offset }
+            Loc::External {
+                buffer: g[r].buffer,
+                offset: g[r].offset,
+            }
         } else if offset[r] != u64::MAX {
-            Loc::Compute { backend: a.backend[r], offset: offset[r] }
+            Loc::Compute {
+                backend: a.backend[r],
+                offset: offset[r],
+            }
         } else {
             Loc::None
         }
     };
-    let tensor = (0..n).map(|i| loc_of_root(a.root[i]).advanced(a.offset_in_root[i])).collect();
+    let tensor = (0..n)
+        .map(|i| loc_of_root(a.root[i]).advanced(a.offset_in_root[i]))
+        .collect();
     let copy = (0..copies.len())
-        .map(|c| Loc::Compute { backend: copies[c].to, offset: offset[n + c] })
+        .map(|c| Loc::Compute {
+            backend: copies[c].to,
+            offset: offset[n + c],
+        })
         .collect();
     Allocation {
         tensor,

@@ -20,7 +20,8 @@ fn fx(h: u64, w: u64) -> u64 {
 /// The words of a descriptor that planning depends on (all of them).
 #[inline(always)]
 fn words(d: &TensorDesc) -> [u64; 28] {
-    let p = |k: usize| u64::from(d.op_params[k] as u32) | u64::from(d.op_params[k + 1] as u32) << 32;
+    let p =
+        |k: usize| u64::from(d.op_params[k] as u32) | u64::from(d.op_params[k + 1] as u32) << 32;
     let s = |k: usize| u64::from(d.src[k] as u32) | u64::from(d.src[k + 1] as u32) << 32;
     [
         u64::from(d.dtype) | u64::from(d.op) << 32,
@@ -92,20 +93,38 @@ pub struct PlanCache {
 impl PlanCache {
     /// A cache of at most `capacity` plans (0: nothing is kept).
     pub fn new(capacity: usize) -> PlanCache {
-        PlanCache { capacity, entries: Vec::new(), clock: 0 }
+        PlanCache {
+            capacity,
+            entries: Vec::new(),
+            clock: 0,
+        }
     }
 
     /// The plan stored for this structure, if any.
-    pub fn get(&mut self, key: u64, graph: &[TensorDesc], pins: &[(usize, BackendId)]) -> Option<Arc<Plan>> {
+    pub fn get(
+        &mut self,
+        key: u64,
+        graph: &[TensorDesc],
+        pins: &[(usize, BackendId)],
+    ) -> Option<Arc<Plan>> {
         self.clock += 1;
         let clock = self.clock;
-        let e = self.entries.iter_mut().find(|e| e.key == key && e.pins == pins && e.graph == graph)?;
+        let e = self
+            .entries
+            .iter_mut()
+            .find(|e| e.key == key && e.pins == pins && e.graph == graph)?;
         e.last_used = clock;
         Some(e.plan.clone())
     }
 
     /// Stores a plan, dropping the least recently used one when full.
-    pub fn insert(&mut self, key: u64, graph: &[TensorDesc], pins: &[(usize, BackendId)], plan: Arc<Plan>) {
+    pub fn insert(
+        &mut self,
+        key: u64,
+        graph: &[TensorDesc],
+        pins: &[(usize, BackendId)],
+        plan: Arc<Plan>,
+    ) {
         if self.capacity == 0 {
             return;
         }
@@ -115,7 +134,13 @@ impl PlanCache {
             self.entries.swap_remove(k);
         }
         self.clock += 1;
-        self.entries.push(CacheEntry { key, graph: graph.to_vec(), pins: pins.to_vec(), plan, last_used: self.clock });
+        self.entries.push(CacheEntry {
+            key,
+            graph: graph.to_vec(),
+            pins: pins.to_vec(),
+            plan,
+            last_used: self.clock,
+        });
     }
 
     /// Plans stored.

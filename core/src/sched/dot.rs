@@ -12,11 +12,17 @@ use super::split::Entry;
 use crate::graph::{Graph, TensorId};
 
 /// Fill colours by backend priority (the last backend, usually the CPU, is grey).
-const PALETTE: [&str; 6] = ["#8dd3c7", "#fdb462", "#bebada", "#fb8072", "#80b1d3", "#b3de69"];
+const PALETTE: [&str; 6] = [
+    "#8dd3c7", "#fdb462", "#bebada", "#fb8072", "#80b1d3", "#b3de69",
+];
 const LAST: &str = "#d9d9d9";
 
 fn colour(b: usize, n: usize) -> &'static str {
-    if b + 1 == n { LAST } else { PALETTE[b % PALETTE.len()] }
+    if b + 1 == n {
+        LAST
+    } else {
+        PALETTE[b % PALETTE.len()]
+    }
 }
 
 fn escape(s: &str) -> String {
@@ -29,10 +35,18 @@ pub fn to_dot(plan: &Plan, graph: &Graph) -> String {
     let nb = plan.backend_names.len();
     let mut out = String::new();
     let _ = writeln!(out, "digraph backplane {{");
-    let _ = writeln!(out, "  rankdir=TB;\n  node [style=filled, fontname=\"monospace\", fontsize=10];");
+    let _ = writeln!(
+        out,
+        "  rankdir=TB;\n  node [style=filled, fontname=\"monospace\", fontsize=10];"
+    );
     let _ = writeln!(out, "  subgraph cluster_legend {{\n    label=\"backends\";");
     for (b, name) in plan.backend_names.iter().enumerate() {
-        let _ = writeln!(out, "    legend{b} [label=\"{}\", shape=box, fillcolor=\"{}\"];", escape(name), colour(b, nb));
+        let _ = writeln!(
+            out,
+            "    legend{b} [label=\"{}\", shape=box, fillcolor=\"{}\"];",
+            escape(name),
+            colour(b, nb)
+        );
     }
     let _ = writeln!(out, "  }}");
     let mut drawn = vec![false; graph.len()];
@@ -62,7 +76,11 @@ pub fn to_dot(plan: &Plan, graph: &Graph) -> String {
             out,
             "  t{i} [label=\"{}\\n{}\", shape={shape}, fillcolor=\"{}\"];",
             escape(graph.name(TensorId(i))),
-            if op == Op::None { graph.describe(TensorId(i)) } else { op.to_string() },
+            if op == Op::None {
+                graph.describe(TensorId(i))
+            } else {
+                op.to_string()
+            },
             colour(a.backend[i], nb)
         );
     }

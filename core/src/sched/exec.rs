@@ -65,21 +65,30 @@ pub struct Scheduler {
 }
 
 fn plugin_err(backend: &str, call: impl Into<String>, e: PluginError) -> SchedError {
-    SchedError::Backend { backend: backend.to_string(), call: call.into(), message: e.to_string() }
+    SchedError::Backend {
+        backend: backend.to_string(),
+        call: call.into(),
+        message: e.to_string(),
+    }
 }
 
 impl Scheduler {
     /// A scheduler over `devices` in priority order (put the CPU last).
     pub fn new(devices: Vec<Device>, options: SchedOptions) -> Result<Scheduler, SchedError> {
-        let placements: Vec<Box<dyn Placement + Send + Sync>> =
-            devices.iter().map(|d| Box::new(DevicePlacement::new(d.clone())) as Box<dyn Placement + Send + Sync>).collect();
+        let placements: Vec<Box<dyn Placement + Send + Sync>> = devices
+            .iter()
+            .map(|d| Box::new(DevicePlacement::new(d.clone())) as Box<dyn Placement + Send + Sync>)
+            .collect();
         let planner = Planner::new(placements, options)?;
         let mut streams = Vec::new();
         let mut events = Vec::new();
         let mut caps = Vec::new();
         for (b, d) in devices.iter().enumerate() {
             let name = &planner.backend_names()[b];
-            streams.push(d.init_backend("").map_err(|e| plugin_err(name, "init_backend", e))?);
+            streams.push(
+                d.init_backend("")
+                    .map_err(|e| plugin_err(name, "init_backend", e))?,
+            );
             let c = d.caps();
             caps.push(c);
             events.push(if c.events { d.new_event().ok() } else { None });
@@ -131,18 +140,35 @@ impl Scheduler {
     /// ops reading them are then pulled to that backend. Fill them with
     /// [`Scheduler::upload`]; later graphs get the same placement through
     /// [`Scheduler::bind_weights`] (matched by name).
-    pub fn place_weights(&mut self, graph: &mut Graph, backend: BackendId, tensors: &[TensorId]) -> Result<&WeightBlock, SchedError> {
+    pub fn place_weights(
+        &mut self,
+        graph: &mut Graph,
+        backend: BackendId,
+        tensors: &[TensorId],
+    ) -> Result<&WeightBlock, SchedError> {
         let count = self.devices.len();
-        let device = self.devices.get(backend).ok_or(SchedError::UnknownBackend { index: backend, count })?;
+        let device = self
+            .devices
+            .get(backend)
+            .ok_or(SchedError::UnknownBackend {
+                index: backend,
+                count,
+            })?;
         let buft = device.buffer_type();
         let align = buft.alignment().max(1);
         let mut offsets = HashMap::new();
         let mut end = 0u64;
         let mut placed = Vec::new();
         for &t in tensors {
-            let d = *graph.try_desc(t).map_err(|e| data_err(graph, t, e.to_string()))?;
+            let d = *graph
+                .try_desc(t)
+                .map_err(|e| data_err(graph, t, e.to_string()))?;
             if d.op().is_ok_and(|op| op != Op::None) || d.view_source().is_some() {
-                return Err(data_err(graph, t, "only leaves (not views) can be placed as weights".into()));
+                return Err(data_err(
+                    graph,
+                    t,
+                    "only leaves (not views) can be placed as weights".into(),
+                ));
             }
             let off = end.div_ceil(align) * align;
             end = off + buft.alloc_size(&d).max(d.nbytes());
@@ -150,16 +176,30 @@ impl Scheduler {
             placed.push((t, off));
         }
         if end > buft.max_size() {
-            return Err(SchedError::BufferTooLarge { backend: self.name(backend).to_string(), size_bytes: end, max_bytes: buft.max_size() });
+            return Err(SchedError::BufferTooLarge {
+                backend: self.name(backend).to_string(),
+                size_bytes: end,
+                max_bytes: buft.max_size(),
+            });
         }
-        let buffer = buft.alloc_buffer(end).map_err(|e| plugin_err(self.name(backend), format!("alloc_buffer of {end} bytes for weights"), e))?;
+        let buffer = buft.alloc_buffer(end).map_err(|e| {
+            plugin_err(
+                self.name(backend),
+                format!("alloc_buffer of {end} bytes for weights"),
+                e,
+            )
+        })?;
         self.planner.register_buffer(buffer.id(), backend)?;
         for (t, off) in placed {
             let d = &mut graph.tensors_mut()[t.index()];
             d.buffer = buffer.id();
             d.offset = off;
         }
-        self.weights.push(WeightBlock { backend, buffer, offsets });
+        self.weights.push(WeightBlock {
+            backend,
+            buffer,
+            offsets,
+        });
         Ok(self.weights.last().expect("just pushed"))
     }
 
@@ -184,13 +224,27 @@ impl Scheduler {
 
     /// Writes `data` into a placed weight of `graph`.
     pub fn upload(&self, graph: &Graph, t: TensorId, data: &[u8]) -> Result<(), SchedError> {
-        let d = *graph.try_desc(t).map_err(|e| data_err(graph, t, e.to_string()))?;
+        let d = *graph
+            .try_desc(t)
+            .map_err(|e| data_err(graph, t, e.to_string()))?;
         let w = self
             .weights
             .iter()
             .find(|w| d.buffer != 0 && w.buffer.id() == d.buffer)
-            .ok_or_else(|| data_err(graph, t, "not a placed weight (see place_weights / bind_weights)".into()))?;
-        w.buffer.set_tensor(&d, 0, data).map_err(|e| plugin_err(self.name(w.backend), format!("set_tensor of weight '{}'", graph.name(t)), e))
+            .ok_or_else(|| {
+                data_err(
+                    graph,
+                    t,
+                    "not a placed weight (see place_weights / bind_weights)".into(),
+                )
+            })?;
+        w.buffer.set_tensor(&d, 0, data).map_err(|e| {
+            plugin_err(
+                self.name(w.backend),
+                format!("set_tensor of weight '{}'", graph.name(t)),
+                e,
+            )
+        })
     }
 
     /// Plans `graph` and makes sure every compute buffer can hold it. Later
@@ -204,15 +258,29 @@ impl Scheduler {
     fn ensure_buffers(&mut self, plan: &Plan) -> Result<(), SchedError> {
         for b in 0..self.devices.len() {
             let need = plan.stats.peak_bytes[b];
-            if need == 0 || self.compute[b].as_ref().is_some_and(|buf| buf.size() >= need) {
+            if need == 0
+                || self.compute[b]
+                    .as_ref()
+                    .is_some_and(|buf| buf.size() >= need)
+            {
                 continue;
             }
             let buft = self.devices[b].buffer_type();
             if need > buft.max_size() {
-                return Err(SchedError::BufferTooLarge { backend: self.name(b).to_string(), size_bytes: need, max_bytes: buft.max_size() });
+                return Err(SchedError::BufferTooLarge {
+                    backend: self.name(b).to_string(),
+                    size_bytes: need,
+                    max_bytes: buft.max_size(),
+                });
             }
             self.compute[b] = None;
-            let buf = buft.alloc_buffer(need).map_err(|e| plugin_err(self.name(b), format!("alloc_buffer of {need} bytes (compute buffer)"), e))?;
+            let buf = buft.alloc_buffer(need).map_err(|e| {
+                plugin_err(
+                    self.name(b),
+                    format!("alloc_buffer of {need} bytes (compute buffer)"),
+                    e,
+                )
+            })?;
             self.compute[b] = Some(buf);
             self.stats.buffer_allocations += 1;
         }
@@ -222,7 +290,9 @@ impl Scheduler {
     fn bind(&self, loc: Loc) -> (u64, u64) {
         match loc {
             Loc::None => (0, 0),
-            Loc::Compute { backend, offset } => (self.compute[backend].as_ref().map_or(0, Buffer::id), offset),
+            Loc::Compute { backend, offset } => {
+                (self.compute[backend].as_ref().map_or(0, Buffer::id), offset)
+            }
             Loc::External { buffer, offset } => (buffer, offset),
         }
     }
@@ -231,7 +301,11 @@ impl Scheduler {
         match loc {
             Loc::None => None,
             Loc::Compute { backend, .. } => self.compute[backend].as_ref(),
-            Loc::External { buffer, .. } => self.weights.iter().find(|w| w.buffer.id() == buffer).map(|w| &w.buffer),
+            Loc::External { buffer, .. } => self
+                .weights
+                .iter()
+                .find(|w| w.buffer.id() == buffer)
+                .map(|w| &w.buffer),
         }
     }
 
@@ -245,7 +319,11 @@ impl Scheduler {
     /// `host`, computes split by split with copies between backends, waits
     /// for every backend, and reads its outputs (tensors flagged OUTPUT, or
     /// the last node when none is) back into `host`.
-    pub fn compute(&mut self, graph: &Graph, host: &mut HostTensors) -> Result<Arc<Plan>, SchedError> {
+    pub fn compute(
+        &mut self,
+        graph: &Graph,
+        host: &mut HostTensors,
+    ) -> Result<Arc<Plan>, SchedError> {
         let plan = self.planner.plan(graph)?;
         self.ensure_buffers(&plan)?;
         let g = graph.tensors();
@@ -258,10 +336,17 @@ impl Scheduler {
                 continue;
             }
             let loc = alloc.tensor[i];
-            let Some(buf) = self.buffer_at(loc) else { continue };
+            let Some(buf) = self.buffer_at(loc) else {
+                continue;
+            };
             let data = host.bytes(TensorId(i));
-            buf.set_tensor(&self.bound(d, loc), 0, data)
-                .map_err(|e| plugin_err(self.name(a.backend[i]), format!("set_tensor of input '{}'", graph.name(TensorId(i))), e))?;
+            buf.set_tensor(&self.bound(d, loc), 0, data).map_err(|e| {
+                plugin_err(
+                    self.name(a.backend[i]),
+                    format!("set_tensor of input '{}'", graph.name(TensorId(i))),
+                    e,
+                )
+            })?;
         }
 
         let nb = self.devices.len();
@@ -292,22 +377,30 @@ impl Scheduler {
                         "graph_compute of split {k} ({} nodes from node {first} '{}', {})",
                         split.nodes.len(),
                         graph.name(TensorId(first)),
-                        g[first].op().map_or_else(|e| e.to_string(), |o| o.to_string())
+                        g[first]
+                            .op()
+                            .map_or_else(|e| e.to_string(), |o| o.to_string())
                     ),
                     e,
                 )
             })?;
             used[b] = true;
             if let Some(ev) = &self.events[b] {
-                self.streams[b].event_record(ev).map_err(|e| plugin_err(self.name(b), "event_record", e))?;
+                self.streams[b]
+                    .event_record(ev)
+                    .map_err(|e| plugin_err(self.name(b), "event_record", e))?;
             }
         }
         for b in 0..nb {
             if used[b] || !pending[b].is_empty() {
-                self.streams[b].synchronize().map_err(|e| plugin_err(self.name(b), "synchronize", e))?;
+                self.streams[b]
+                    .synchronize()
+                    .map_err(|e| plugin_err(self.name(b), "synchronize", e))?;
             }
             for r in std::mem::take(&mut pending[b]) {
-                self.streams[r].synchronize().map_err(|e| plugin_err(self.name(r), "synchronize", e))?;
+                self.streams[r]
+                    .synchronize()
+                    .map_err(|e| plugin_err(self.name(r), "synchronize", e))?;
             }
         }
 
@@ -320,11 +413,20 @@ impl Scheduler {
         for t in outputs {
             let d = graph.desc(t);
             let loc = alloc.tensor[t.index()];
-            let buf = self.buffer_at(loc).ok_or_else(|| data_err(graph, t, "output has no memory".into()))?;
+            let buf = self
+                .buffer_at(loc)
+                .ok_or_else(|| data_err(graph, t, "output has no memory".into()))?;
             let mut bytes = vec![0u8; d.nbytes() as usize];
             buf.get_tensor(&self.bound(d, loc), 0, &mut bytes)
-                .map_err(|e| plugin_err(self.name(a.memory_backend(t.index())), format!("get_tensor of output '{}'", graph.name(t)), e))?;
-            host.set_bytes(graph, t, &bytes).map_err(|e| data_err(graph, t, e.to_string()))?;
+                .map_err(|e| {
+                    plugin_err(
+                        self.name(a.memory_backend(t.index())),
+                        format!("get_tensor of output '{}'", graph.name(t)),
+                        e,
+                    )
+                })?;
+            host.set_bytes(graph, t, &bytes)
+                .map_err(|e| data_err(graph, t, e.to_string()))?;
         }
         self.stats.runs += 1;
         Ok(plan)
@@ -333,17 +435,29 @@ impl Scheduler {
     /// Makes backend `m` wait until backend `r`'s queued work (reading `m`'s memory) is done.
     fn wait_for(&self, r: BackendId, m: BackendId) -> Result<(), SchedError> {
         if let (Some(ev), true) = (&self.events[r], self.caps[m].events) {
-            self.streams[r].event_record(ev).map_err(|e| plugin_err(self.name(r), "event_record", e))?;
-            self.streams[m].event_wait(ev).map_err(|e| plugin_err(self.name(m), "event_wait", e))
+            self.streams[r]
+                .event_record(ev)
+                .map_err(|e| plugin_err(self.name(r), "event_record", e))?;
+            self.streams[m]
+                .event_wait(ev)
+                .map_err(|e| plugin_err(self.name(m), "event_wait", e))
         } else {
-            self.streams[r].synchronize().map_err(|e| plugin_err(self.name(r), "synchronize", e))
+            self.streams[r]
+                .synchronize()
+                .map_err(|e| plugin_err(self.name(r), "synchronize", e))
         }
     }
 
     /// Copies plan copy `c` into its backend: queued on the destination
     /// stream when both sides are one plugin offering async copies and
     /// events, else synchronously (through host memory when the plugins differ).
-    fn copy(&mut self, graph: &Graph, plan: &Plan, c: usize, pending: &mut [Vec<BackendId>]) -> Result<(), SchedError> {
+    fn copy(
+        &mut self,
+        graph: &Graph,
+        plan: &Plan,
+        c: usize,
+        pending: &mut [Vec<BackendId>],
+    ) -> Result<(), SchedError> {
         let copy = &plan.copies[c];
         let (m, to) = (copy.from, copy.to);
         let src_loc = plan.allocation.tensor[copy.tensor];
@@ -352,29 +466,67 @@ impl Scheduler {
         let dst = self.bound(&copy.desc, dst_loc);
         self.stats.copies += 1;
         self.stats.bytes_copied += copy.bytes;
-        let what = || format!("copy of '{}' ({} bytes) from {}", graph.name(TensorId(copy.tensor)), copy.bytes, self.name(m));
+        let what = || {
+            format!(
+                "copy of '{}' ({} bytes) from {}",
+                graph.name(TensorId(copy.tensor)),
+                copy.bytes,
+                self.name(m)
+            )
+        };
         let same_plugin = self.devices[m].backend() == self.devices[to].backend();
         if same_plugin && self.caps[to].async_ops && self.caps[to].events {
             if let Some(ev) = &self.events[m] {
-                self.streams[to].event_wait(ev).map_err(|e| plugin_err(self.name(to), "event_wait", e))?;
+                self.streams[to]
+                    .event_wait(ev)
+                    .map_err(|e| plugin_err(self.name(to), "event_wait", e))?;
             } else {
-                self.streams[m].synchronize().map_err(|e| plugin_err(self.name(m), "synchronize", e))?;
+                self.streams[m]
+                    .synchronize()
+                    .map_err(|e| plugin_err(self.name(m), "synchronize", e))?;
             }
-            if self.streams[to].cpy_tensor_async(&src, &dst).map_err(|e| plugin_err(self.name(to), what(), e))? {
+            if self.streams[to]
+                .cpy_tensor_async(&src, &dst)
+                .map_err(|e| plugin_err(self.name(to), what(), e))?
+            {
                 pending[m].push(to);
                 return Ok(());
             }
         }
-        self.streams[m].synchronize().map_err(|e| plugin_err(self.name(m), "synchronize", e))?;
-        self.streams[to].synchronize().map_err(|e| plugin_err(self.name(to), "synchronize", e))?;
-        let src_buf = self.buffer_at(src_loc).ok_or_else(|| data_err(graph, TensorId(copy.tensor), "copy source has no memory".into()))?;
-        let dst_buf = self.buffer_at(dst_loc).ok_or_else(|| data_err(graph, TensorId(copy.tensor), "copy destination has no memory".into()))?;
-        if same_plugin && dst_buf.cpy_tensor(&src, &dst).map_err(|e| plugin_err(self.name(to), what(), e))? {
+        self.streams[m]
+            .synchronize()
+            .map_err(|e| plugin_err(self.name(m), "synchronize", e))?;
+        self.streams[to]
+            .synchronize()
+            .map_err(|e| plugin_err(self.name(to), "synchronize", e))?;
+        let src_buf = self.buffer_at(src_loc).ok_or_else(|| {
+            data_err(
+                graph,
+                TensorId(copy.tensor),
+                "copy source has no memory".into(),
+            )
+        })?;
+        let dst_buf = self.buffer_at(dst_loc).ok_or_else(|| {
+            data_err(
+                graph,
+                TensorId(copy.tensor),
+                "copy destination has no memory".into(),
+            )
+        })?;
+        if same_plugin
+            && dst_buf
+                .cpy_tensor(&src, &dst)
+                .map_err(|e| plugin_err(self.name(to), what(), e))?
+        {
             return Ok(());
         }
         let mut tmp = vec![0u8; copy.bytes as usize];
-        src_buf.get_tensor(&src, 0, &mut tmp).map_err(|e| plugin_err(self.name(m), what(), e))?;
-        dst_buf.set_tensor(&dst, 0, &tmp).map_err(|e| plugin_err(self.name(to), what(), e))
+        src_buf
+            .get_tensor(&src, 0, &mut tmp)
+            .map_err(|e| plugin_err(self.name(m), what(), e))?;
+        dst_buf
+            .set_tensor(&dst, 0, &tmp)
+            .map_err(|e| plugin_err(self.name(to), what(), e))
     }
 
     /// The routing of `graph` (planned, or from the cache), strict mode or not.
@@ -391,11 +543,22 @@ impl Scheduler {
 
     /// Leaves of `graph` flagged as weights that are not placed yet.
     pub fn unplaced_weights(graph: &Graph) -> Vec<TensorId> {
-        graph.ids().filter(|&t| graph.desc(t).has_flag(flags::WEIGHT) && graph.desc(t).buffer == 0).collect()
+        graph
+            .ids()
+            .filter(|&t| graph.desc(t).has_flag(flags::WEIGHT) && graph.desc(t).buffer == 0)
+            .collect()
     }
 }
 
 fn data_err(graph: &Graph, t: TensorId, reason: String) -> SchedError {
-    let name = if t.index() < graph.len() { graph.name(t).to_string() } else { String::new() };
-    SchedError::Data { tensor: t.index(), name, reason }
+    let name = if t.index() < graph.len() {
+        graph.name(t).to_string()
+    } else {
+        String::new()
+    };
+    SchedError::Data {
+        tensor: t.index(),
+        name,
+        reason,
+    }
 }

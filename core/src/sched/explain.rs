@@ -118,7 +118,13 @@ impl Explanation {
             splits: plan.stats.splits,
             copies: (plan.stats.copies, plan.stats.copy_bytes),
             nodes_per_backend: plan.stats.nodes_per_backend.clone(),
-            memory: plan.stats.peak_bytes.iter().copied().zip(plan.stats.naive_bytes.iter().copied()).collect(),
+            memory: plan
+                .stats
+                .peak_bytes
+                .iter()
+                .copied()
+                .zip(plan.stats.naive_bytes.iter().copied())
+                .collect(),
             copies_in: plan
                 .splits
                 .iter()
@@ -150,16 +156,42 @@ pub fn human_bytes(b: u64) -> String {
         v /= 1024.0;
         u += 1;
     }
-    if u == 0 { format!("{b} B") } else { format!("{v:.1} {}", UNITS[u]) }
+    if u == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
 }
 
 impl fmt::Display for Explanation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "backends (priority order): {}", self.backends.join(", "))?;
-        let w_name = self.nodes.iter().map(|n| n.name.len()).max().unwrap_or(4).clamp(4, 28);
-        let w_op = self.nodes.iter().map(|n| n.op.len()).max().unwrap_or(2).clamp(2, 20);
-        let w_be = self.backends.iter().map(String::len).max().unwrap_or(7).max(7);
-        writeln!(f, "{:>5}  {:<w_name$}  {:<w_op$}  {:<w_be$}  why", "node", "name", "op", "backend")?;
+        let w_name = self
+            .nodes
+            .iter()
+            .map(|n| n.name.len())
+            .max()
+            .unwrap_or(4)
+            .clamp(4, 28);
+        let w_op = self
+            .nodes
+            .iter()
+            .map(|n| n.op.len())
+            .max()
+            .unwrap_or(2)
+            .clamp(2, 20);
+        let w_be = self
+            .backends
+            .iter()
+            .map(String::len)
+            .max()
+            .unwrap_or(7)
+            .max(7);
+        writeln!(
+            f,
+            "{:>5}  {:<w_name$}  {:<w_op$}  {:<w_be$}  why",
+            "node", "name", "op", "backend"
+        )?;
         let mut split = usize::MAX;
         for n in &self.nodes {
             if n.split != split {
@@ -170,9 +202,17 @@ impl fmt::Display for Explanation {
                 }
             }
             let name: String = n.name.chars().take(w_name).collect();
-            writeln!(f, "{:>5}  {:<w_name$}  {:<w_op$}  {:<w_be$}  {}", n.node, name, n.op, n.backend, n.cause)?;
+            writeln!(
+                f,
+                "{:>5}  {:<w_name$}  {:<w_op$}  {:<w_be$}  {}",
+                n.node, name, n.op, n.backend, n.cause
+            )?;
             for (b, r) in &n.refused {
-                writeln!(f, "{:>5}  {:<w_name$}  {:<w_op$}  {:<w_be$}    {b} refused: {r}", "", "", "", "")?;
+                writeln!(
+                    f,
+                    "{:>5}  {:<w_name$}  {:<w_op$}  {:<w_be$}    {b} refused: {r}",
+                    "", "", "", ""
+                )?;
             }
         }
         writeln!(f)?;
@@ -215,14 +255,22 @@ const EXAMPLE_WEIGHTS_BUFFER: u64 = u64::MAX - 1;
 /// The example transformer block ([`crate::examples::llama_block`]) planned
 /// over `devices` (priority order, CPU last) with its weights in the first
 /// device's memory, as an offloading application would place them.
-pub fn example_plan(devices: &[crate::registry::Device]) -> Result<(super::Planner, Graph), super::SchedError> {
+pub fn example_plan(
+    devices: &[crate::registry::Device],
+) -> Result<(super::Planner, Graph), super::SchedError> {
     let placements = devices
         .iter()
-        .map(|d| Box::new(super::DevicePlacement::new(d.clone())) as Box<dyn super::Placement + Send + Sync>)
+        .map(|d| {
+            Box::new(super::DevicePlacement::new(d.clone()))
+                as Box<dyn super::Placement + Send + Sync>
+        })
         .collect();
     let mut planner = super::Planner::new(placements, super::SchedOptions::default())?;
     let mut graph = crate::examples::llama_block(&crate::examples::BlockConfig::default())
-        .map_err(|e| super::SchedError::InvalidGraph { node: 0, reason: e.to_string() })?;
+        .map_err(|e| super::SchedError::InvalidGraph {
+            node: 0,
+            reason: e.to_string(),
+        })?;
     planner.register_buffer(EXAMPLE_WEIGHTS_BUFFER, 0)?;
     let mut offset = 0;
     for t in crate::examples::weights(&graph) {
@@ -246,7 +294,9 @@ pub fn explain_example(devices: &[crate::registry::Device]) -> Result<String, su
 }
 
 /// The example's schedule as Graphviz DOT (`backplane explain --dot`).
-pub fn explain_example_dot(devices: &[crate::registry::Device]) -> Result<String, super::SchedError> {
+pub fn explain_example_dot(
+    devices: &[crate::registry::Device],
+) -> Result<String, super::SchedError> {
     let (mut planner, graph) = example_plan(devices)?;
     planner.dot(&graph)
 }

@@ -41,7 +41,9 @@ use backplane_abi::Op;
 pub use alloc::{Allocation, Loc};
 pub use cache::{PlanCache, structure_hash};
 pub use exec::{RunStats, Scheduler, WeightBlock};
-pub use explain::{Explanation, NodeReport, example_plan, explain_example, explain_example_dot, human_bytes};
+pub use explain::{
+    Explanation, NodeReport, example_plan, explain_example, explain_example_dot, human_bytes,
+};
 pub use placement::{DevicePlacement, Placement};
 pub use plan::{Assignment, Cause, Decline, Plan, PlanStats, Planner};
 pub use split::{Copy, Split};
@@ -66,7 +68,11 @@ pub struct SchedOptions {
 
 impl Default for SchedOptions {
     fn default() -> Self {
-        SchedOptions { strict: false, offload_min_batch: Some(32), cache_capacity: 16 }
+        SchedOptions {
+            strict: false,
+            offload_min_batch: Some(32),
+            cache_capacity: 16,
+        }
     }
 }
 
@@ -87,7 +93,11 @@ pub struct Fallback {
 
 impl std::fmt::Display for Fallback {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "node {} '{}' ({}) fell back to {}", self.node, self.name, self.op, self.backend)?;
+        write!(
+            f,
+            "node {} '{}' ({}) fell back to {}",
+            self.node, self.name, self.op, self.backend
+        )?;
         for (b, r) in &self.refusals {
             write!(f, "; {b}: {r}")?;
         }
@@ -149,7 +159,9 @@ pub enum SchedError {
     #[error("strict mode: {} node(s) would fall back:{}", .0.len(), list_fallbacks(.0))]
     Fallback(Vec<Fallback>),
     /// A compute buffer would exceed what the backend can allocate at once.
-    #[error("backend {backend}: compute buffer of {size_bytes} bytes exceeds its maximum of {max_bytes}")]
+    #[error(
+        "backend {backend}: compute buffer of {size_bytes} bytes exceeds its maximum of {max_bytes}"
+    )]
     BufferTooLarge {
         /// The backend.
         backend: String,
@@ -183,8 +195,17 @@ pub enum SchedError {
 /// Records that leaf `t` of `graph` lives at byte `offset` of buffer
 /// `buffer` (an id from `Buffer::id`); register the buffer's backend with
 /// [`Planner::register_buffer`] so ops reading it are pulled there.
-pub fn set_placement(graph: &mut crate::Graph, t: crate::TensorId, buffer: u64, offset: u64) -> Result<(), SchedError> {
-    let d = graph.try_desc(t).map_err(|e| SchedError::Data { tensor: t.index(), name: String::new(), reason: e.to_string() })?;
+pub fn set_placement(
+    graph: &mut crate::Graph,
+    t: crate::TensorId,
+    buffer: u64,
+    offset: u64,
+) -> Result<(), SchedError> {
+    let d = graph.try_desc(t).map_err(|e| SchedError::Data {
+        tensor: t.index(),
+        name: String::new(),
+        reason: e.to_string(),
+    })?;
     if d.op().is_ok_and(|op| op != Op::None) || d.view_source().is_some() {
         return Err(SchedError::Data {
             tensor: t.index(),

@@ -89,7 +89,9 @@ impl Placement for DevicePlacement {
         if name == self.buft_name {
             return true;
         }
-        self.device.raw().supports_buft(RStr::from_str(name), is_host)
+        self.device
+            .raw()
+            .supports_buft(RStr::from_str(name), is_host)
     }
     fn alignment(&self) -> u64 {
         self.alignment
@@ -126,12 +128,16 @@ impl BackendFacts {
         let mut access = vec![false; n * n];
         for (b, be) in backends.iter().enumerate() {
             for m in 0..n {
-                access[b * n + m] = b == m || buft[b] == buft[m] || be.supports_buft(&buft[m], host[m]);
+                access[b * n + m] =
+                    b == m || buft[b] == buft[m] || be.supports_buft(&buft[m], host[m]);
             }
         }
         BackendFacts {
             names: backends.iter().map(|b| b.name()).collect(),
-            is_cpu: backends.iter().map(|b| b.device_type() == DeviceType::Cpu).collect(),
+            is_cpu: backends
+                .iter()
+                .map(|b| b.device_type() == DeviceType::Cpu)
+                .collect(),
             buft,
             host,
             access,

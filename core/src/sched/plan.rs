@@ -69,11 +69,19 @@ impl Cause {
             Cause::Preplaced => "memory placed there before planning".into(),
             Cause::Input => "graph input (host memory)".into(),
             Cause::Weights { src } => format!("reads weights '{}' that live there", name(src)),
-            Cause::Offload { src } => format!("batch large enough to copy weights '{}' in from host memory", name(src)),
-            Cause::InPlace { root } => format!("writes in place into '{}', whose memory is there", name(root)),
+            Cause::Offload { src } => format!(
+                "batch large enough to copy weights '{}' in from host memory",
+                name(src)
+            ),
+            Cause::InPlace { root } => format!(
+                "writes in place into '{}', whose memory is there",
+                name(root)
+            ),
             Cause::Spread => "spread from neighbouring nodes".into(),
             Cause::Upgraded => "upgraded: shares the buffer type of a lower-priority choice".into(),
-            Cause::BestFit => "highest-priority backend accepting the op and its inputs' memory".into(),
+            Cause::BestFit => {
+                "highest-priority backend accepting the op and its inputs' memory".into()
+            }
             Cause::MostInputs => "backend reading most of its inputs without copies".into(),
             Cause::ViewSource => "view: follows its source".into(),
             Cause::Consumer => "leaf: placed where its first consumer runs".into(),
@@ -162,7 +170,10 @@ impl Plan {
             .iter()
             .map(|&i| Fallback {
                 node: i,
-                name: graph.tensors().get(i).map_or_else(String::new, |_| graph.name(crate::TensorId(i)).to_string()),
+                name: graph
+                    .tensors()
+                    .get(i)
+                    .map_or_else(String::new, |_| graph.name(crate::TensorId(i)).to_string()),
                 op: graph.tensors()[i].op().unwrap_or(Op::None),
                 backend: self.backend_names[self.assignment.backend[i]].clone(),
                 refusals: self.assignment.declined[i]
@@ -194,10 +205,20 @@ pub(crate) struct Verdicts {
 
 impl Verdicts {
     fn new(n: usize, nb: usize) -> Verdicts {
-        Verdicts { nb, state: vec![0; n * nb], reasons: HashMap::new() }
+        Verdicts {
+            nb,
+            state: vec![0; n * nb],
+            reasons: HashMap::new(),
+        }
     }
 
-    fn supports(&mut self, backends: &[Box<dyn Placement + Send + Sync>], g: &[TensorDesc], b: usize, i: usize) -> bool {
+    fn supports(
+        &mut self,
+        backends: &[Box<dyn Placement + Send + Sync>],
+        g: &[TensorDesc],
+        b: usize,
+        i: usize,
+    ) -> bool {
         let k = i * self.nb + b;
         match self.state[k] {
             1 => true,
@@ -215,7 +236,10 @@ impl Verdicts {
     }
 
     fn reason(&self, b: usize, i: usize) -> String {
-        self.reasons.get(&(i * self.nb + b)).cloned().unwrap_or_else(|| "refused".into())
+        self.reasons
+            .get(&(i * self.nb + b))
+            .cloned()
+            .unwrap_or_else(|| "refused".into())
     }
 }
 
@@ -234,7 +258,10 @@ pub struct Planner {
 
 impl Planner {
     /// A planner over `backends`, highest priority first.
-    pub fn new(backends: Vec<Box<dyn Placement + Send + Sync>>, options: SchedOptions) -> Result<Planner, SchedError> {
+    pub fn new(
+        backends: Vec<Box<dyn Placement + Send + Sync>>,
+        options: SchedOptions,
+    ) -> Result<Planner, SchedError> {
         if backends.is_empty() {
             return Err(SchedError::NoBackends);
         }
@@ -260,7 +287,9 @@ impl Planner {
     /// Changes the options (strictness applies at once; the rest to plans
     /// made from now on, so the cache is cleared).
     pub fn set_options(&mut self, options: SchedOptions) {
-        if options.offload_min_batch != self.options.offload_min_batch || options.cache_capacity != self.options.cache_capacity {
+        if options.offload_min_batch != self.options.offload_min_batch
+            || options.cache_capacity != self.options.cache_capacity
+        {
             self.cache = PlanCache::new(options.cache_capacity);
         }
         self.options = options;
@@ -275,7 +304,11 @@ impl Planner {
     /// to backend `backend`: leaves in it are pre-placed there.
     pub fn register_buffer(&mut self, id: u64, backend: BackendId) -> Result<(), SchedError> {
         self.check_backend(backend)?;
-        if self.buffers.insert(id, backend).is_some_and(|old| old != backend) {
+        if self
+            .buffers
+            .insert(id, backend)
+            .is_some_and(|old| old != backend)
+        {
             self.cache.clear();
         }
         Ok(())
@@ -316,7 +349,10 @@ impl Planner {
         if backend < self.backends.len() {
             Ok(())
         } else {
-            Err(SchedError::UnknownBackend { index: backend, count: self.backends.len() })
+            Err(SchedError::UnknownBackend {
+                index: backend,
+                count: self.backends.len(),
+            })
         }
     }
 
@@ -356,7 +392,11 @@ impl Planner {
             nodes_per_backend[s.backend] += s.nodes.len();
         }
         let fallbacks = (0..g.len())
-            .filter(|&i| assignment.declined[i].iter().any(|(_, d)| matches!(d, Decline::Refused(_))))
+            .filter(|&i| {
+                assignment.declined[i]
+                    .iter()
+                    .any(|(_, d)| matches!(d, Decline::Refused(_)))
+            })
             .collect();
         let stats = PlanStats {
             splits: splits.len(),
@@ -367,7 +407,15 @@ impl Planner {
             naive_bytes: allocation.naive_bytes.clone(),
             in_place: allocation.in_place,
         };
-        Ok(Plan { assignment, splits, copies, allocation, stats, fallbacks, backend_names: self.facts.names.clone() })
+        Ok(Plan {
+            assignment,
+            splits,
+            copies,
+            allocation,
+            stats,
+            fallbacks,
+            backend_names: self.facts.names.clone(),
+        })
     }
 
     /// Whether backend `b` wants node `i` although its weights are in host memory.
@@ -375,7 +423,8 @@ impl Planner {
         let d = &g[i];
         let op = d.op().unwrap_or(Op::None);
         let batch = if op == Op::MulMatId { d.ne[2] } else { d.ne[1] };
-        let by_batch = op != Op::GetRows && self.options.offload_min_batch.is_some_and(|m| batch >= m);
+        let by_batch =
+            op != Op::GetRows && self.options.offload_min_batch.is_some_and(|m| batch >= m);
         by_batch || self.backends[b].offload_op(g, i)
     }
 
@@ -401,7 +450,10 @@ impl Planner {
                     let Some(&b) = self.buffers.get(&g[i].buffer) else {
                         return Err(SchedError::InvalidGraph {
                             node: i,
-                            reason: format!("buffer id {:#x} is not registered with this scheduler", g[i].buffer),
+                            reason: format!(
+                                "buffer id {:#x} is not registered with this scheduler",
+                                g[i].buffer
+                            ),
                         });
                     };
                     preplaced[i] = Some(b);
@@ -425,7 +477,12 @@ impl Planner {
             if pins[i] != NONE {
                 let b = pins[i];
                 if kinds[i] == Kind::Compute && !v.supports(&self.backends, g, b, i) {
-                    return Err(SchedError::PinRefused { node: i, op: op_of(i), backend: facts.names[b].clone(), reason: v.reason(b, i) });
+                    return Err(SchedError::PinRefused {
+                        node: i,
+                        op: op_of(i),
+                        backend: facts.names[b].clone(),
+                        reason: v.reason(b, i),
+                    });
                 }
                 if kinds[i] != Kind::View {
                     be[i] = b;
@@ -447,7 +504,9 @@ impl Planner {
                 Kind::Compute => {
                     if root[i] != i {
                         if let Some(m) = preplaced[root[i]] {
-                            let b = self.reach(&mut v, g, i, m).ok_or_else(|| self.unassignable(graph, &mut v, i))?;
+                            let b = self
+                                .reach(&mut v, g, i, m)
+                                .ok_or_else(|| self.unassignable(graph, &mut v, i))?;
                             be[i] = b;
                             cause[i] = Cause::InPlace { root: root[i] };
                         }
@@ -462,9 +521,15 @@ impl Planner {
                         if !g[r].has_flag(flags::WEIGHT) {
                             continue;
                         }
-                        let Some(wb) = self.reach(&mut v, g, i, m) else { continue };
+                        let Some(wb) = self.reach(&mut v, g, i, m) else {
+                            continue;
+                        };
                         if facts.host[m] && facts.is_cpu[wb] {
-                            let off = (0..wb).find(|&b| !facts.is_cpu[b] && v.supports(&self.backends, g, b, i) && self.wants_offload(g, b, i));
+                            let off = (0..wb).find(|&b| {
+                                !facts.is_cpu[b]
+                                    && v.supports(&self.backends, g, b, i)
+                                    && self.wants_offload(g, b, i)
+                            });
                             if let Some(b) = off {
                                 be[i] = b;
                                 cause[i] = Cause::Offload { src: s };
@@ -484,18 +549,28 @@ impl Planner {
         let order: Vec<usize> = (0..n).filter(|&i| kinds[i] == Kind::Compute).collect();
         for (skip_last, rev) in [(true, false), (true, true), (false, false), (false, true)] {
             let mut cur = NONE;
-            let mut step = |i: usize, be: &mut Vec<usize>, cause: &mut Vec<Cause>, v: &mut Verdicts| {
-                if be[i] != NONE {
-                    cur = if skip_last && be[i] == last { NONE } else { be[i] };
-                } else if cur != NONE && v.supports(&self.backends, g, cur, i) {
-                    be[i] = cur;
-                    cause[i] = Cause::Spread;
-                }
-            };
+            let mut step =
+                |i: usize, be: &mut Vec<usize>, cause: &mut Vec<Cause>, v: &mut Verdicts| {
+                    if be[i] != NONE {
+                        cur = if skip_last && be[i] == last {
+                            NONE
+                        } else {
+                            be[i]
+                        };
+                    } else if cur != NONE && v.supports(&self.backends, g, cur, i) {
+                        be[i] = cur;
+                        cause[i] = Cause::Spread;
+                    }
+                };
             if rev {
-                order.iter().rev().for_each(|&i| step(i, &mut be, &mut cause, &mut v));
+                order
+                    .iter()
+                    .rev()
+                    .for_each(|&i| step(i, &mut be, &mut cause, &mut v));
             } else {
-                order.iter().for_each(|&i| step(i, &mut be, &mut cause, &mut v));
+                order
+                    .iter()
+                    .for_each(|&i| step(i, &mut be, &mut cause, &mut v));
             }
         }
 
@@ -511,7 +586,10 @@ impl Planner {
                         continue;
                     }
                     let known = srcs.iter().filter(|&&s| mem(s, &be) != NONE).count();
-                    let reach = srcs.iter().filter(|&&s| mem(s, &be) != NONE && facts.can_access(b, mem(s, &be))).count();
+                    let reach = srcs
+                        .iter()
+                        .filter(|&&s| mem(s, &be) != NONE && facts.can_access(b, mem(s, &be)))
+                        .count();
                     if reach == known {
                         best = Some((b, usize::MAX));
                         break;
@@ -522,14 +600,20 @@ impl Planner {
                 }
                 if let Some((b, r)) = best {
                     be[i] = b;
-                    cause[i] = if r == usize::MAX { Cause::BestFit } else { Cause::MostInputs };
+                    cause[i] = if r == usize::MAX {
+                        Cause::BestFit
+                    } else {
+                        Cause::MostInputs
+                    };
                 }
             } else if root[i] == i {
                 let cur = be[i];
                 for b in 0..cur {
                     if facts.buft[b] == facts.buft[cur]
                         && v.supports(&self.backends, g, b, i)
-                        && srcs.iter().all(|&s| mem(s, &be) != NONE && facts.can_access(b, mem(s, &be)))
+                        && srcs
+                            .iter()
+                            .all(|&s| mem(s, &be) != NONE && facts.can_access(b, mem(s, &be)))
                     {
                         be[i] = b;
                         cause[i] = Cause::Upgraded;
@@ -547,7 +631,9 @@ impl Planner {
                 continue;
             }
             if be[i] == NONE {
-                be[i] = (0..nb).find(|&b| v.supports(&self.backends, g, b, i)).ok_or_else(|| self.unassignable(graph, &mut v, i))?;
+                be[i] = (0..nb)
+                    .find(|&b| v.supports(&self.backends, g, b, i))
+                    .ok_or_else(|| self.unassignable(graph, &mut v, i))?;
                 cause[i] = Cause::BestFit;
             }
             let r = root[i];
@@ -557,7 +643,9 @@ impl Planner {
                     cause[r] = Cause::Consumer;
                 }
                 if !facts.can_access(be[i], be[r]) {
-                    be[i] = self.reach(&mut v, g, i, be[r]).ok_or_else(|| self.unassignable(graph, &mut v, i))?;
+                    be[i] = self
+                        .reach(&mut v, g, i, be[r])
+                        .ok_or_else(|| self.unassignable(graph, &mut v, i))?;
                     cause[i] = Cause::InPlace { root: r };
                 }
             }
@@ -602,12 +690,26 @@ impl Planner {
                 .collect();
         }
         let _ = name;
-        Ok(Assignment { backend: be, cause, declined, root, offset_in_root, preplaced })
+        Ok(Assignment {
+            backend: be,
+            cause,
+            declined,
+            root,
+            offset_in_root,
+            preplaced,
+        })
     }
 
     /// The first backend that supports node `i` and can reach memory of backend `m`.
-    fn reach(&self, v: &mut Verdicts, g: &[TensorDesc], i: usize, m: BackendId) -> Option<BackendId> {
-        (0..self.backends.len()).find(|&b| self.facts.can_access(b, m) && v.supports(&self.backends, g, b, i))
+    fn reach(
+        &self,
+        v: &mut Verdicts,
+        g: &[TensorDesc],
+        i: usize,
+        m: BackendId,
+    ) -> Option<BackendId> {
+        (0..self.backends.len())
+            .find(|&b| self.facts.can_access(b, m) && v.supports(&self.backends, g, b, i))
     }
 
     fn unassignable(&self, graph: &Graph, v: &mut Verdicts, i: usize) -> SchedError {
@@ -644,7 +746,10 @@ pub(crate) fn classify(g: &[TensorDesc]) -> Result<Vec<Kind>, SchedError> {
             }
         }
         if d.view_src != backplane_abi::NO_TENSOR && (d.view_src < 0 || d.view_src as usize >= i) {
-            return Err(bad(format!("view source index {} is not an earlier tensor", d.view_src)));
+            return Err(bad(format!(
+                "view source index {} is not an earlier tensor",
+                d.view_src
+            )));
         }
         kinds.push(if op == Op::None {
             Kind::Leaf

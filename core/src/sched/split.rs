@@ -77,7 +77,11 @@ pub(crate) fn as_leaf(d: &TensorDesc) -> TensorDesc {
 }
 
 /// Builds the splits and copies of an assigned graph.
-pub(crate) fn build_splits(g: &[TensorDesc], a: &Assignment, facts: &BackendFacts) -> (Vec<Split>, Vec<Copy>) {
+pub(crate) fn build_splits(
+    g: &[TensorDesc],
+    a: &Assignment,
+    facts: &BackendFacts,
+) -> (Vec<Split>, Vec<Copy>) {
     let mut splits: Vec<Split> = Vec::new();
     for (i, d) in g.iter().enumerate() {
         let op = d.op().unwrap_or(Op::None);
@@ -124,7 +128,11 @@ pub(crate) fn build_splits(g: &[TensorDesc], a: &Assignment, facts: &BackendFact
                     });
                     Entry::Copy(c)
                 };
-                reads.push(Read { node: i, slot, from });
+                reads.push(Read {
+                    node: i,
+                    slot,
+                    from,
+                });
             }
         }
         split.reads = reads;
@@ -141,13 +149,14 @@ fn build_split_graph(g: &[TensorDesc], split: &mut Split) {
     let mut graph: Vec<TensorDesc> = Vec::new();
     let mut entries: Vec<Entry> = Vec::new();
     let computed: std::collections::HashSet<usize> = split.nodes.iter().copied().collect();
-    let mut add_leaf = |e: Entry, desc: TensorDesc, graph: &mut Vec<TensorDesc>, entries: &mut Vec<Entry>| {
-        local.entry(e).or_insert_with(|| {
-            graph.push(as_leaf(&desc));
-            entries.push(e);
-            graph.len() - 1
-        });
-    };
+    let mut add_leaf =
+        |e: Entry, desc: TensorDesc, graph: &mut Vec<TensorDesc>, entries: &mut Vec<Entry>| {
+            local.entry(e).or_insert_with(|| {
+                graph.push(as_leaf(&desc));
+                entries.push(e);
+                graph.len() - 1
+            });
+        };
     for r in &split.reads {
         match r.from {
             Entry::Tensor(s) if computed.contains(&s) => {}
@@ -176,7 +185,10 @@ fn build_split_graph(g: &[TensorDesc], split: &mut Split) {
         while let Some(r) = reads.next_if(|r| r.node == i) {
             d.src[r.slot] = index.get(&r.from).map_or(NO_TENSOR, |&k| k as i32);
         }
-        d.view_src = d.view_source().and_then(|vs| index.get(&Entry::Tensor(vs))).map_or(NO_TENSOR, |&k| k as i32);
+        d.view_src = d
+            .view_source()
+            .and_then(|vs| index.get(&Entry::Tensor(vs)))
+            .map_or(NO_TENSOR, |&k| k as i32);
         index.insert(Entry::Tensor(i), graph.len());
         graph.push(d);
         entries.push(Entry::Tensor(i));

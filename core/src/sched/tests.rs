@@ -28,10 +28,26 @@ struct Fake {
 
 impl Fake {
     fn gpu(refuse: Vec<Op>) -> Fake {
-        Fake { name: "gpu", ty: DeviceType::Gpu, refuse, buft: "gpu", host: false, reads: vec![], offload: false }
+        Fake {
+            name: "gpu",
+            ty: DeviceType::Gpu,
+            refuse,
+            buft: "gpu",
+            host: false,
+            reads: vec![],
+            offload: false,
+        }
     }
     fn cpu() -> Fake {
-        Fake { name: "cpu", ty: DeviceType::Cpu, refuse: vec![], buft: "cpu", host: true, reads: vec![], offload: false }
+        Fake {
+            name: "cpu",
+            ty: DeviceType::Cpu,
+            refuse: vec![],
+            buft: "cpu",
+            host: true,
+            reads: vec![],
+            offload: false,
+        }
     }
 }
 
@@ -68,7 +84,14 @@ impl Placement for Fake {
 }
 
 fn planner(backends: Vec<Fake>, options: SchedOptions) -> Planner {
-    Planner::new(backends.into_iter().map(|b| Box::new(b) as Box<dyn Placement + Send + Sync>).collect(), options).unwrap()
+    Planner::new(
+        backends
+            .into_iter()
+            .map(|b| Box::new(b) as Box<dyn Placement + Send + Sync>)
+            .collect(),
+        options,
+    )
+    .unwrap()
 }
 
 /// Places every weight of `g` in fake buffer `id` (registered to `backend`).
@@ -84,11 +107,17 @@ fn place_all(p: &mut Planner, g: &mut Graph, id: u64, backend: usize) {
 }
 
 fn node_named(g: &Graph, prefix: &str) -> Vec<usize> {
-    g.ids().filter(|&t| g.name(t).starts_with(prefix)).map(|t| t.index()).collect()
+    g.ids()
+        .filter(|&t| g.name(t).starts_with(prefix))
+        .map(|t| t.index())
+        .collect()
 }
 
 fn of_op(g: &Graph, op: Op) -> Vec<usize> {
-    g.ids().filter(|&t| g.op(t) == op).map(|t| t.index()).collect()
+    g.ids()
+        .filter(|&t| g.op(t) == op)
+        .map(|t| t.index())
+        .collect()
 }
 
 #[test]
@@ -104,18 +133,33 @@ fn cpu_only_runs_everything_in_one_split() {
 #[test]
 fn weights_on_a_backend_pull_their_ops_there() {
     let mut g = llama_block(&BlockConfig::default()).unwrap();
-    let mut p = planner(vec![Fake::gpu(vec![]), Fake::cpu()], SchedOptions::default());
+    let mut p = planner(
+        vec![Fake::gpu(vec![]), Fake::cpu()],
+        SchedOptions::default(),
+    );
     place_all(&mut p, &mut g, 0x100, 0);
     let plan = p.plan(&g).unwrap();
     let a = &plan.assignment;
-    for i in of_op(&g, Op::MulMat).into_iter().filter(|&i| g.desc(TensorId(i)).src(0).is_some_and(|s| g.desc(TensorId(s)).has_flag(flags::WEIGHT))) {
+    for i in of_op(&g, Op::MulMat).into_iter().filter(|&i| {
+        g.desc(TensorId(i))
+            .src(0)
+            .is_some_and(|s| g.desc(TensorId(s)).has_flag(flags::WEIGHT))
+    }) {
         assert_eq!(a.backend[i], 0, "{}", g.name(TensorId(i)));
-        assert!(matches!(a.cause[i], Cause::Weights { .. }), "{:?}", a.cause[i]);
+        assert!(
+            matches!(a.cause[i], Cause::Weights { .. }),
+            "{:?}",
+            a.cause[i]
+        );
     }
     // Spreading puts the whole block on the GPU: one split, inputs copied in.
     assert_eq!(plan.stats.splits, 1, "{}", Explanation::new(&plan, &g));
     assert_eq!(plan.splits[0].backend, 0);
-    let copied: Vec<&str> = plan.copies.iter().map(|c| g.name(TensorId(c.tensor))).collect();
+    let copied: Vec<&str> = plan
+        .copies
+        .iter()
+        .map(|c| g.name(TensorId(c.tensor)))
+        .collect();
     assert_eq!(copied, ["x", "pos", "kq_mask"]);
     assert!(plan.copies.iter().all(|c| c.from == 1 && c.to == 0));
 }
@@ -123,48 +167,91 @@ fn weights_on_a_backend_pull_their_ops_there() {
 #[test]
 fn refused_ops_fall_back_and_explain_gives_the_reason() {
     let mut g = llama_block(&BlockConfig::default()).unwrap();
-    let mut p = planner(vec![Fake::gpu(vec![Op::Rope]), Fake::cpu()], SchedOptions::default());
+    let mut p = planner(
+        vec![Fake::gpu(vec![Op::Rope]), Fake::cpu()],
+        SchedOptions::default(),
+    );
     place_all(&mut p, &mut g, 0x100, 0);
     let plan = p.plan(&g).unwrap();
     let ropes = of_op(&g, Op::Rope);
     assert_eq!(ropes.len(), 2);
     for &r in &ropes {
         assert_eq!(plan.assignment.backend[r], 1);
-        assert_eq!(plan.assignment.declined[r], vec![(0, Decline::Refused("ROPE not implemented on gpu".into()))]);
+        assert_eq!(
+            plan.assignment.declined[r],
+            vec![(0, Decline::Refused("ROPE not implemented on gpu".into()))]
+        );
     }
     assert_eq!(plan.fallbacks, ropes);
     // gpu (q/k/v) -> cpu (rope) -> gpu (attention onwards).
-    assert_eq!(plan.splits.iter().map(|s| s.backend).collect::<Vec<_>>(), [0, 1, 0]);
+    assert_eq!(
+        plan.splits.iter().map(|s| s.backend).collect::<Vec<_>>(),
+        [0, 1, 0]
+    );
     let text = p.explain(&g).unwrap().to_string();
-    assert!(text.contains("gpu refused: ROPE not implemented on gpu"), "{text}");
+    assert!(
+        text.contains("gpu refused: ROPE not implemented on gpu"),
+        "{text}"
+    );
     assert!(text.contains("2 fallback(s)"), "{text}");
 }
 
 #[test]
 fn strict_mode_errors_listing_the_fallback_nodes() {
     let mut g = llama_block(&BlockConfig::default()).unwrap();
-    let options = SchedOptions { strict: true, ..SchedOptions::default() };
+    let options = SchedOptions {
+        strict: true,
+        ..SchedOptions::default()
+    };
     let mut p = planner(vec![Fake::gpu(vec![Op::Rope]), Fake::cpu()], options);
     place_all(&mut p, &mut g, 0x100, 0);
     let err = p.plan(&g).unwrap_err();
-    let SchedError::Fallback(nodes) = &err else { panic!("{err}") };
-    assert_eq!(nodes.iter().map(|n| n.node).collect::<Vec<_>>(), of_op(&g, Op::Rope));
-    assert!(nodes.iter().all(|n| n.op == Op::Rope && n.backend == "cpu" && n.refusals[0].0 == "gpu"));
+    let SchedError::Fallback(nodes) = &err else {
+        panic!("{err}")
+    };
+    assert_eq!(
+        nodes.iter().map(|n| n.node).collect::<Vec<_>>(),
+        of_op(&g, Op::Rope)
+    );
+    assert!(
+        nodes
+            .iter()
+            .all(|n| n.op == Op::Rope && n.backend == "cpu" && n.refusals[0].0 == "gpu")
+    );
     let msg = err.to_string();
-    assert!(msg.contains("2 node(s) would fall back") && msg.contains("ROPE not implemented"), "{msg}");
+    assert!(
+        msg.contains("2 node(s) would fall back") && msg.contains("ROPE not implemented"),
+        "{msg}"
+    );
     // Explaining still works in strict mode, and a supported graph passes.
     assert_eq!(p.explain(&g).unwrap().fallbacks().count(), 2);
-    let mut ok = planner(vec![Fake::gpu(vec![]), Fake::cpu()], SchedOptions { strict: true, ..SchedOptions::default() });
+    let mut ok = planner(
+        vec![Fake::gpu(vec![]), Fake::cpu()],
+        SchedOptions {
+            strict: true,
+            ..SchedOptions::default()
+        },
+    );
     place_all(&mut ok, &mut g, 0x100, 0);
     ok.plan(&g).unwrap();
 }
 
 #[test]
 fn host_weights_are_offloaded_only_for_large_batches() {
-    for (tokens, min_batch, expect_gpu) in [(8, Some(32), false), (64, Some(32), true), (64, None, false)] {
-        let cfg = BlockConfig { n_tokens: tokens, ..BlockConfig::default() };
+    for (tokens, min_batch, expect_gpu) in [
+        (8, Some(32), false),
+        (64, Some(32), true),
+        (64, None, false),
+    ] {
+        let cfg = BlockConfig {
+            n_tokens: tokens,
+            ..BlockConfig::default()
+        };
         let mut g = llama_block(&cfg).unwrap();
-        let options = SchedOptions { offload_min_batch: min_batch, ..SchedOptions::default() };
+        let options = SchedOptions {
+            offload_min_batch: min_batch,
+            ..SchedOptions::default()
+        };
         let mut p = planner(vec![Fake::gpu(vec![]), Fake::cpu()], options);
         place_all(&mut p, &mut g, 0x200, 1);
         let plan = p.plan(&g).unwrap();
@@ -182,8 +269,17 @@ fn host_weights_are_offloaded_only_for_large_batches() {
     }
     // A backend's own offload_op also pulls the op.
     let mut g = llama_block(&BlockConfig::default()).unwrap();
-    let gpu = Fake { offload: true, ..Fake::gpu(vec![]) };
-    let mut p = planner(vec![gpu, Fake::cpu()], SchedOptions { offload_min_batch: None, ..SchedOptions::default() });
+    let gpu = Fake {
+        offload: true,
+        ..Fake::gpu(vec![])
+    };
+    let mut p = planner(
+        vec![gpu, Fake::cpu()],
+        SchedOptions {
+            offload_min_batch: None,
+            ..SchedOptions::default()
+        },
+    );
     place_all(&mut p, &mut g, 0x200, 1);
     let plan = p.plan(&g).unwrap();
     assert_eq!(plan.assignment.backend[node_named(&g, "mul_mat")[0]], 0);
@@ -192,7 +288,10 @@ fn host_weights_are_offloaded_only_for_large_batches() {
 #[test]
 fn pins_are_obeyed_and_a_refusing_pin_is_an_error() {
     let g = llama_block(&BlockConfig::default()).unwrap();
-    let mut p = planner(vec![Fake::gpu(vec![Op::Rope]), Fake::cpu()], SchedOptions::default());
+    let mut p = planner(
+        vec![Fake::gpu(vec![Op::Rope]), Fake::cpu()],
+        SchedOptions::default(),
+    );
     let norm = of_op(&g, Op::RmsNorm)[0];
     p.pin(norm, 0).unwrap();
     let plan = p.plan(&g).unwrap();
@@ -201,14 +300,23 @@ fn pins_are_obeyed_and_a_refusing_pin_is_an_error() {
     let rope = of_op(&g, Op::Rope)[0];
     p.pin(rope, 0).unwrap();
     let err = p.plan(&g).unwrap_err();
-    assert!(matches!(&err, SchedError::PinRefused { node, op: Op::Rope, .. } if *node == rope), "{err}");
-    assert!(matches!(p.pin(0, 7), Err(SchedError::UnknownBackend { index: 7, count: 2 })));
+    assert!(
+        matches!(&err, SchedError::PinRefused { node, op: Op::Rope, .. } if *node == rope),
+        "{err}"
+    );
+    assert!(matches!(
+        p.pin(0, 7),
+        Err(SchedError::UnknownBackend { index: 7, count: 2 })
+    ));
 }
 
 #[test]
 fn views_follow_their_source() {
     let mut g = llama_block(&BlockConfig::default()).unwrap();
-    let mut p = planner(vec![Fake::gpu(vec![Op::Rope]), Fake::cpu()], SchedOptions::default());
+    let mut p = planner(
+        vec![Fake::gpu(vec![Op::Rope]), Fake::cpu()],
+        SchedOptions::default(),
+    );
     place_all(&mut p, &mut g, 0x100, 0);
     let plan = p.plan(&g).unwrap();
     let a = &plan.assignment;
@@ -223,7 +331,10 @@ fn views_follow_their_source() {
 #[test]
 fn unplaced_leaves_go_where_their_first_consumer_runs() {
     let g = llama_block(&BlockConfig::default()).unwrap();
-    let mut p = planner(vec![Fake::gpu(vec![]), Fake::cpu()], SchedOptions::default());
+    let mut p = planner(
+        vec![Fake::gpu(vec![]), Fake::cpu()],
+        SchedOptions::default(),
+    );
     let norm = of_op(&g, Op::RmsNorm)[0];
     p.pin(norm, 0).unwrap();
     let plan = p.plan(&g).unwrap();
@@ -232,7 +343,10 @@ fn unplaced_leaves_go_where_their_first_consumer_runs() {
     assert_eq!(plan.assignment.backend[wq], 0);
     // Inputs stay in host memory, on the last backend.
     assert_eq!(plan.assignment.backend[g.find("x").unwrap().index()], 1);
-    assert_eq!(plan.assignment.cause[g.find("x").unwrap().index()], Cause::Input);
+    assert_eq!(
+        plan.assignment.cause[g.find("x").unwrap().index()],
+        Cause::Input
+    );
 }
 
 #[test]
@@ -245,13 +359,23 @@ fn backends_sharing_memory_need_no_copies() {
     place_all(&mut p, &mut g, 0x100, 0);
     let plan = p.plan(&g).unwrap();
     assert!(plan.stats.splits > 1);
-    assert!(plan.copies.iter().all(|c| c.to == 1), "only the cpu copies gpu memory in");
+    assert!(
+        plan.copies.iter().all(|c| c.to == 1),
+        "only the cpu copies gpu memory in"
+    );
 }
 
 #[test]
 fn split_graphs_are_reindexed_with_inputs_as_leaves() {
-    let mut g = llama_block(&BlockConfig { flash_attn: false, ..BlockConfig::default() }).unwrap();
-    let mut p = planner(vec![Fake::gpu(vec![Op::Rope, Op::SoftMax]), Fake::cpu()], SchedOptions::default());
+    let mut g = llama_block(&BlockConfig {
+        flash_attn: false,
+        ..BlockConfig::default()
+    })
+    .unwrap();
+    let mut p = planner(
+        vec![Fake::gpu(vec![Op::Rope, Op::SoftMax]), Fake::cpu()],
+        SchedOptions::default(),
+    );
     place_all(&mut p, &mut g, 0x100, 0);
     let plan = p.plan(&g).unwrap();
     for split in &plan.splits {
@@ -268,7 +392,10 @@ fn split_graphs_are_reindexed_with_inputs_as_leaves() {
                     assert_eq!(d.src(slot).is_some(), orig.src(slot).is_some());
                     if let Some(s) = d.src(slot) {
                         assert!(s < k);
-                        assert_eq!(split.graph[s].ne, g.desc(TensorId(orig.src(slot).unwrap())).ne);
+                        assert_eq!(
+                            split.graph[s].ne,
+                            g.desc(TensorId(orig.src(slot).unwrap())).ne
+                        );
                     }
                 }
             }
@@ -287,7 +414,11 @@ fn chain(len: usize, inplace_ok: bool) -> Graph {
     let mut cur = x;
     let mut keep = Vec::new();
     for i in 0..len {
-        cur = if i % 2 == 0 { g.unary(cur, UnaryOp::Tanh).unwrap() } else { g.scale(cur, 0.5).unwrap() };
+        cur = if i % 2 == 0 {
+            g.unary(cur, UnaryOp::Tanh).unwrap()
+        } else {
+            g.scale(cur, 0.5).unwrap()
+        };
         if !inplace_ok {
             keep.push(cur);
         }
@@ -308,7 +439,11 @@ fn allocator_reuses_memory_on_a_long_chain() {
     let (peak, naive) = (plan.stats.peak_bytes[0], plan.stats.naive_bytes[0]);
     assert_eq!(naive, 201 * 4096);
     assert!(peak <= 3 * 4096, "peak {peak} naive {naive}");
-    assert!(plan.stats.in_place >= 190, "in place {}", plan.stats.in_place);
+    assert!(
+        plan.stats.in_place >= 190,
+        "in place {}",
+        plan.stats.in_place
+    );
     check_no_live_overlap(&g, &plan);
 }
 
@@ -320,7 +455,14 @@ fn memory_of_values_still_needed_is_not_reused() {
     // Every link of the chain is read again at the end: all live at once.
     assert!(plan.stats.peak_bytes[0] >= 21 * 4096);
     check_no_live_overlap(&g, &plan);
-    let mut g = llama_layers(&BlockConfig { flash_attn: false, ..BlockConfig::default() }, 3).unwrap();
+    let mut g = llama_layers(
+        &BlockConfig {
+            flash_attn: false,
+            ..BlockConfig::default()
+        },
+        3,
+    )
+    .unwrap();
     place_all(&mut p, &mut g, 0x300, 0);
     let plan = p.plan(&g).unwrap();
     assert!(plan.stats.peak_bytes[0] < plan.stats.naive_bytes[0] / 2);
@@ -365,17 +507,45 @@ fn check_no_live_overlap(g: &Graph, plan: &Plan) {
             step += 1;
         }
     }
-    let loc = |o: usize| if o < n { plan.allocation.tensor[o] } else { plan.allocation.copy[o - n] };
-    let size = |o: usize| if o < n { g.tensors()[o].nbytes() } else { plan.copies[o - n].bytes };
-    let objs: Vec<usize> = (0..def.len()).filter(|&o| def[o] != usize::MAX && (o >= n || a.root[o] == o)).collect();
+    let loc = |o: usize| {
+        if o < n {
+            plan.allocation.tensor[o]
+        } else {
+            plan.allocation.copy[o - n]
+        }
+    };
+    let size = |o: usize| {
+        if o < n {
+            g.tensors()[o].nbytes()
+        } else {
+            plan.copies[o - n].bytes
+        }
+    };
+    let objs: Vec<usize> = (0..def.len())
+        .filter(|&o| def[o] != usize::MAX && (o >= n || a.root[o] == o))
+        .collect();
     for (x, &o1) in objs.iter().enumerate() {
         for &o2 in &objs[x + 1..] {
-            let (Loc::Compute { backend: b1, offset: f1 }, Loc::Compute { backend: b2, offset: f2 }) = (loc(o1), loc(o2)) else {
+            let (
+                Loc::Compute {
+                    backend: b1,
+                    offset: f1,
+                },
+                Loc::Compute {
+                    backend: b2,
+                    offset: f2,
+                },
+            ) = (loc(o1), loc(o2))
+            else {
                 continue;
             };
-            let live_together = def[o1] < last[o2].max(def[o2] + 1) && def[o2] < last[o1].max(def[o1] + 1);
+            let live_together =
+                def[o1] < last[o2].max(def[o2] + 1) && def[o2] < last[o1].max(def[o1] + 1);
             let share = b1 == b2 && f1 < f2 + size(o2) && f2 < f1 + size(o1);
-            assert!(!(live_together && share), "objects {o1} and {o2} overlap while live");
+            assert!(
+                !(live_together && share),
+                "objects {o1} and {o2} overlap while live"
+            );
         }
     }
 }
@@ -401,7 +571,10 @@ fn dyn_alloc_takes_best_fit_and_merges_freed_blocks() {
 #[test]
 fn cached_plan_is_reused_without_planning() {
     let cfg = BlockConfig::default();
-    let mut p = planner(vec![Fake::gpu(vec![Op::Rope]), Fake::cpu()], SchedOptions::default());
+    let mut p = planner(
+        vec![Fake::gpu(vec![Op::Rope]), Fake::cpu()],
+        SchedOptions::default(),
+    );
     let g1 = llama_block(&cfg).unwrap();
     let first = p.plan(&g1).unwrap();
     assert_eq!((p.plans_built(), p.cache_hits()), (1, 0));
@@ -411,7 +584,11 @@ fn cached_plan_is_reused_without_planning() {
     assert!(Arc::ptr_eq(&first, &second));
     assert_eq!((p.plans_built(), p.cache_hits()), (1, 1));
     // Another batch size is another structure.
-    let g3 = llama_block(&BlockConfig { n_tokens: 4, ..cfg.clone() }).unwrap();
+    let g3 = llama_block(&BlockConfig {
+        n_tokens: 4,
+        ..cfg.clone()
+    })
+    .unwrap();
     p.plan(&g3).unwrap();
     assert_eq!(p.plans_built(), 2);
     // Pins are part of the key.
@@ -426,14 +603,20 @@ fn cached_plan_is_reused_without_planning() {
 #[test]
 fn dot_export_colours_nodes_by_backend() {
     let mut g = llama_block(&BlockConfig::default()).unwrap();
-    let mut p = planner(vec![Fake::gpu(vec![Op::Rope]), Fake::cpu()], SchedOptions::default());
+    let mut p = planner(
+        vec![Fake::gpu(vec![Op::Rope]), Fake::cpu()],
+        SchedOptions::default(),
+    );
     place_all(&mut p, &mut g, 0x100, 0);
     let dot = p.dot(&g).unwrap();
     assert!(dot.starts_with("digraph backplane {"));
     assert!(dot.trim_end().ends_with('}'));
     assert!(dot.contains("cluster_split0") && dot.contains("cluster_split2"));
     let rope = of_op(&g, Op::Rope)[0];
-    let line = dot.lines().find(|l| l.trim_start().starts_with(&format!("t{rope} ["))).unwrap();
+    let line = dot
+        .lines()
+        .find(|l| l.trim_start().starts_with(&format!("t{rope} [")))
+        .unwrap();
     assert!(line.contains("#d9d9d9"), "{line}");
     assert!(dot.contains("color=red"), "copies drawn");
 }
@@ -441,7 +624,10 @@ fn dot_export_colours_nodes_by_backend() {
 #[test]
 fn bad_graphs_are_errors_not_panics() {
     let mut g = llama_block(&BlockConfig::default()).unwrap();
-    let mut p = planner(vec![Fake::gpu(vec![]), Fake::cpu()], SchedOptions::default());
+    let mut p = planner(
+        vec![Fake::gpu(vec![]), Fake::cpu()],
+        SchedOptions::default(),
+    );
     // A buffer nobody registered.
     let w = weights(&g)[0];
     g.tensors_mut()[w.index()].buffer = 0xdead;
@@ -450,16 +636,34 @@ fn bad_graphs_are_errors_not_panics() {
     // A source that is not earlier.
     let last = g.len() - 1;
     g.tensors_mut()[5].src[0] = last as i32;
-    assert!(matches!(p.plan(&g), Err(SchedError::InvalidGraph { node: 5, .. })));
+    assert!(matches!(
+        p.plan(&g),
+        Err(SchedError::InvalidGraph { node: 5, .. })
+    ));
     g.tensors_mut()[5].src[0] = 0;
     g.tensors_mut()[6].op = 9999;
-    assert!(matches!(p.plan(&g), Err(SchedError::InvalidGraph { node: 6, .. })));
+    assert!(matches!(
+        p.plan(&g),
+        Err(SchedError::InvalidGraph { node: 6, .. })
+    ));
     // No backend at all; no backend supporting an op.
-    assert!(matches!(Planner::new(vec![], SchedOptions::default()), Err(SchedError::NoBackends)));
+    assert!(matches!(
+        Planner::new(vec![], SchedOptions::default()),
+        Err(SchedError::NoBackends)
+    ));
     let g = llama_block(&BlockConfig::default()).unwrap();
-    let mut p = planner(vec![Fake { refuse: vec![Op::Rope], ..Fake::cpu() }], SchedOptions::default());
+    let mut p = planner(
+        vec![Fake {
+            refuse: vec![Op::Rope],
+            ..Fake::cpu()
+        }],
+        SchedOptions::default(),
+    );
     let err = p.plan(&g).unwrap_err();
-    assert!(matches!(&err, SchedError::Unassignable { op: Op::Rope, .. }), "{err}");
+    assert!(
+        matches!(&err, SchedError::Unassignable { op: Op::Rope, .. }),
+        "{err}"
+    );
     assert!(err.to_string().contains("ROPE not implemented on cpu"));
 }
 
@@ -474,13 +678,27 @@ fn in_place_results_run_where_their_memory_is() {
     let s = g.scale(src, 2.0).unwrap();
     let w = g.set_rows(cache, s, rows).unwrap();
     g.mark_output(w).unwrap();
-    let mut p = planner(vec![Fake::gpu(vec![]), Fake::cpu()], SchedOptions::default());
+    let mut p = planner(
+        vec![Fake::gpu(vec![]), Fake::cpu()],
+        SchedOptions::default(),
+    );
     p.register_buffer(7, 0).unwrap();
     g.tensors_mut()[cache.index()].buffer = 7;
     let plan = p.plan(&g).unwrap();
     assert_eq!(plan.assignment.backend[w.index()], 0);
-    assert_eq!(plan.assignment.cause[w.index()], Cause::InPlace { root: cache.index() });
-    assert_eq!(plan.allocation.tensor[w.index()], Loc::External { buffer: 7, offset: 0 });
+    assert_eq!(
+        plan.assignment.cause[w.index()],
+        Cause::InPlace {
+            root: cache.index()
+        }
+    );
+    assert_eq!(
+        plan.allocation.tensor[w.index()],
+        Loc::External {
+            buffer: 7,
+            offset: 0
+        }
+    );
 }
 
 mod run {
@@ -489,7 +707,8 @@ mod run {
     use std::sync::Arc;
 
     use backplane_abi::plugin::{
-        Backend, BufferType, Device as AbiDevice, DeviceType, PluginError, Reg, Verdict, device_object,
+        Backend, BufferType, Device as AbiDevice, DeviceType, PluginError, Reg, Verdict,
+        device_object,
     };
     use backplane_abi::{Op, TensorDesc};
     use backplane_cpu::plugin::{CpuReg, Isa};
@@ -515,7 +734,10 @@ mod run {
         fn name(&self) -> String {
             "fakegpu".into()
         }
-        fn alloc_buffer(&self, size_bytes: u64) -> Result<Box<dyn backplane_abi::plugin::Buffer>, PluginError> {
+        fn alloc_buffer(
+            &self,
+            size_bytes: u64,
+        ) -> Result<Box<dyn backplane_abi::plugin::Buffer>, PluginError> {
             self.0.alloc_buffer(size_bytes)
         }
         fn alignment(&self) -> u64 {
@@ -553,7 +775,14 @@ mod run {
     fn fake_gpu(refuse: Vec<Op>) -> Device {
         let inner = CpuReg::new(Isa::detect()).devices()[0].clone();
         let buft = Arc::new(RenamedBuft(inner.buffer_type()));
-        Device::new(Arc::from("fake"), device_object(Arc::new(FakeGpu { inner, buft, refuse })))
+        Device::new(
+            Arc::from("fake"),
+            device_object(Arc::new(FakeGpu {
+                inner,
+                buft,
+                refuse,
+            })),
+        )
     }
 
     fn fill(g: &Graph, host: &mut HostTensors, seed: u64) {
@@ -562,20 +791,42 @@ mod run {
             let d = *g.desc(t);
             let n = d.nelements() as usize;
             match g.name(t) {
-                "pos" => host.set_i32(g, t, &(0..n as i32).collect::<Vec<_>>()).unwrap(),
+                "pos" => host
+                    .set_i32(g, t, &(0..n as i32).collect::<Vec<_>>())
+                    .unwrap(),
                 "kq_mask" => {
                     let (kv, q) = (d.ne[0] as usize, d.ne[1] as usize);
-                    let m: Vec<f32> = (0..kv * q).map(|k| if k % kv <= k / kv { 0.0 } else { f32::NEG_INFINITY }).collect();
+                    let m: Vec<f32> = (0..kv * q)
+                        .map(|k| {
+                            if k % kv <= k / kv {
+                                0.0
+                            } else {
+                                f32::NEG_INFINITY
+                            }
+                        })
+                        .collect();
                     host.set_f32(g, t, &m).unwrap();
                 }
-                _ => host.set_f32(g, t, &(0..n).map(|_| rng.random_range(-0.5..0.5)).collect::<Vec<_>>()).unwrap(),
+                _ => host
+                    .set_f32(
+                        g,
+                        t,
+                        &(0..n)
+                            .map(|_| rng.random_range(-0.5..0.5))
+                            .collect::<Vec<_>>(),
+                    )
+                    .unwrap(),
             }
         }
     }
 
     fn assert_close(got: &[f32], want: &[f32]) {
         assert_eq!(got.len(), want.len());
-        let err: f64 = got.iter().zip(want).map(|(a, b)| (*a as f64 - *b as f64).powi(2)).sum();
+        let err: f64 = got
+            .iter()
+            .zip(want)
+            .map(|(a, b)| (*a as f64 - *b as f64).powi(2))
+            .sum();
         let norm: f64 = want.iter().map(|b| (*b as f64).powi(2)).sum();
         assert!(err / norm.max(1e-12) < 1e-6, "nmse {}", err / norm);
     }
@@ -594,7 +845,13 @@ mod run {
     #[test]
     fn scheduled_run_on_the_cpu_equals_the_reference() {
         for flash_attn in [true, false] {
-            let g = llama_block(&BlockConfig { flash_attn, n_embd: 64, n_ff: 128, ..BlockConfig::default() }).unwrap();
+            let g = llama_block(&BlockConfig {
+                flash_attn,
+                n_embd: 64,
+                n_ff: 128,
+                ..BlockConfig::default()
+            })
+            .unwrap();
             let (mut host, want) = reference(&g);
             let mut s = Scheduler::new(vec![cpu()], SchedOptions::default()).unwrap();
             s.compute(&g, &mut host).unwrap();
@@ -604,9 +861,19 @@ mod run {
 
     #[test]
     fn two_backends_with_copies_equal_the_reference() {
-        let mut g = llama_block(&BlockConfig { flash_attn: false, n_embd: 64, n_ff: 128, ..BlockConfig::default() }).unwrap();
+        let mut g = llama_block(&BlockConfig {
+            flash_attn: false,
+            n_embd: 64,
+            n_ff: 128,
+            ..BlockConfig::default()
+        })
+        .unwrap();
         let (mut host, want) = reference(&g);
-        let mut s = Scheduler::new(vec![fake_gpu(vec![Op::Rope, Op::SoftMax]), cpu()], SchedOptions::default()).unwrap();
+        let mut s = Scheduler::new(
+            vec![fake_gpu(vec![Op::Rope, Op::SoftMax]), cpu()],
+            SchedOptions::default(),
+        )
+        .unwrap();
         let w = weights(&g);
         s.place_weights(&mut g, 0, &w).unwrap();
         for &t in &w {
@@ -618,7 +885,13 @@ mod run {
         assert_close(&host.get_f32(&g, g.find("result").unwrap()), &want);
         let copies = s.stats().copies;
         // A second run of a rebuilt graph: cached plan, no new buffers, same result.
-        let mut g2 = llama_block(&BlockConfig { flash_attn: false, n_embd: 64, n_ff: 128, ..BlockConfig::default() }).unwrap();
+        let mut g2 = llama_block(&BlockConfig {
+            flash_attn: false,
+            n_embd: 64,
+            n_ff: 128,
+            ..BlockConfig::default()
+        })
+        .unwrap();
         assert_eq!(s.bind_weights(&mut g2), w.len());
         let allocations = s.stats().buffer_allocations;
         let mut host2 = HostTensors::new(&g2);
@@ -633,11 +906,23 @@ mod run {
     #[test]
     fn reserve_allocates_once_for_smaller_graphs() {
         let mut s = Scheduler::new(vec![cpu()], SchedOptions::default()).unwrap();
-        let big = llama_block(&BlockConfig { n_tokens: 32, n_embd: 64, n_ff: 128, ..BlockConfig::default() }).unwrap();
+        let big = llama_block(&BlockConfig {
+            n_tokens: 32,
+            n_embd: 64,
+            n_ff: 128,
+            ..BlockConfig::default()
+        })
+        .unwrap();
         s.reserve(&big).unwrap();
         assert_eq!(s.stats().buffer_allocations, 1);
         for n_tokens in [1, 8, 16, 32] {
-            let g = llama_block(&BlockConfig { n_tokens, n_embd: 64, n_ff: 128, ..BlockConfig::default() }).unwrap();
+            let g = llama_block(&BlockConfig {
+                n_tokens,
+                n_embd: 64,
+                n_ff: 128,
+                ..BlockConfig::default()
+            })
+            .unwrap();
             let mut host = HostTensors::new(&g);
             fill(&g, &mut host, 1);
             s.compute(&g, &mut host).unwrap();
@@ -649,7 +934,10 @@ mod run {
     fn explain_example_lists_every_node() {
         let text = explain_example(&[fake_gpu(vec![Op::Rope]), cpu()]).unwrap();
         println!("{text}");
-        assert!(text.contains("fake/gpu0 refused: ROPE is not implemented here"), "{text}");
+        assert!(
+            text.contains("fake/gpu0 refused: ROPE is not implemented here"),
+            "{text}"
+        );
         assert!(text.contains("FLASH_ATTN_EXT"));
         let _ = TensorId(0);
     }

@@ -27,7 +27,7 @@ use crate::tensor::TensorDesc;
 
 /// A backend's entry point (ggml's `ggml_backend_reg`): its name and devices.
 pub trait Reg: Send + Sync + 'static {
-    /// Required. The backend name, lower-case ASCII, equal to `<backend>` in the file name `libbackplane_<backend>[-<variant>].so`.
+    /// Required. The backend name, lower-case ASCII letters and digits, equal to `<backend>` in the file name `libbackplane_<backend>[-<variant>].so`.
     fn name(&self) -> String;
 
     /// Required. The devices found, enumerated once at load; may be empty (then say why in `no_device_reason`).
@@ -90,7 +90,10 @@ pub trait Device: Send + Sync + 'static {
 
     /// Optional, default `Err(unsupported)`; the host calls it only when `caps().events`. Creates an event.
     fn new_event(&self) -> Result<Box<dyn Event>, PluginError> {
-        Err(PluginError::unsupported(format!("device {} has no events", self.name())))
+        Err(PluginError::unsupported(format!(
+            "device {} has no events",
+            self.name()
+        )))
     }
 }
 
@@ -138,11 +141,23 @@ pub trait Buffer: Send + Sync + 'static {
     fn set_tensor(&self, tensor: &TensorDesc, offset: u64, data: &[u8]) -> Result<(), PluginError>;
 
     /// Required. Reads `out.len()` bytes at byte `offset` within `tensor` (which lives in this buffer); `BAD_INPUT` when out of range.
-    fn get_tensor(&self, tensor: &TensorDesc, offset: u64, out: &mut [u8]) -> Result<(), PluginError>;
+    fn get_tensor(
+        &self,
+        tensor: &TensorDesc,
+        offset: u64,
+        out: &mut [u8],
+    ) -> Result<(), PluginError>;
 
     /// Optional, default: `set_tensor` of a filled host slice. Sets `size` bytes at `offset` within `tensor` to `value`.
-    fn memset_tensor(&self, tensor: &TensorDesc, value: u8, offset: u64, size: u64) -> Result<(), PluginError> {
-        let n = usize::try_from(size).map_err(|_| PluginError::bad_input(format!("memset of {size} bytes")))?;
+    fn memset_tensor(
+        &self,
+        tensor: &TensorDesc,
+        value: u8,
+        offset: u64,
+        size: u64,
+    ) -> Result<(), PluginError> {
+        let n = usize::try_from(size)
+            .map_err(|_| PluginError::bad_input(format!("memset of {size} bytes")))?;
         self.set_tensor(tensor, offset, &vec![value; n])
     }
 
@@ -165,15 +180,31 @@ pub trait Backend: Send + Sync + 'static {
     fn graph_compute(&self, graph: &[TensorDesc]) -> Result<(), PluginError>;
 
     /// Optional, default `Err(unsupported)`; the host calls it only when `caps().async_ops` and keeps `data` alive until `synchronize`. Queues a `Buffer::set_tensor`.
-    fn set_tensor_async(&self, tensor: &TensorDesc, offset: u64, data: &[u8]) -> Result<(), PluginError> {
+    fn set_tensor_async(
+        &self,
+        tensor: &TensorDesc,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(), PluginError> {
         let _ = (tensor, offset, data);
-        Err(PluginError::unsupported(format!("backend {} has no async set_tensor", self.name())))
+        Err(PluginError::unsupported(format!(
+            "backend {} has no async set_tensor",
+            self.name()
+        )))
     }
 
     /// Optional, default `Err(unsupported)`; the host calls it only when `caps().async_ops` and reads `out` only after `synchronize`. Queues a `Buffer::get_tensor`.
-    fn get_tensor_async(&self, tensor: &TensorDesc, offset: u64, out: &mut [u8]) -> Result<(), PluginError> {
+    fn get_tensor_async(
+        &self,
+        tensor: &TensorDesc,
+        offset: u64,
+        out: &mut [u8],
+    ) -> Result<(), PluginError> {
         let _ = (tensor, offset, out);
-        Err(PluginError::unsupported(format!("backend {} has no async get_tensor", self.name())))
+        Err(PluginError::unsupported(format!(
+            "backend {} has no async get_tensor",
+            self.name()
+        )))
     }
 
     /// Optional, default `Ok(false)`: the host then copies synchronously. Queues a copy of `src` into `dst`, both in buffers of this plugin; `Ok(true)` when queued.
@@ -190,13 +221,19 @@ pub trait Backend: Send + Sync + 'static {
     /// Optional, default `Err(unsupported)`; called only when `caps().events`. Records `event` (made by this plugin's `new_event`) at the current point of the stream.
     fn event_record(&self, event: &dyn Event) -> Result<(), PluginError> {
         let _ = event;
-        Err(PluginError::unsupported(format!("backend {} has no events", self.name())))
+        Err(PluginError::unsupported(format!(
+            "backend {} has no events",
+            self.name()
+        )))
     }
 
     /// Optional, default `Err(unsupported)`; called only when `caps().events`. Makes later work on this stream wait for `event`.
     fn event_wait(&self, event: &dyn Event) -> Result<(), PluginError> {
         let _ = event;
-        Err(PluginError::unsupported(format!("backend {} has no events", self.name())))
+        Err(PluginError::unsupported(format!(
+            "backend {} has no events",
+            self.name()
+        )))
     }
 }
 

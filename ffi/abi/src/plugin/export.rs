@@ -34,7 +34,12 @@ pub fn root_module(
     score: extern "C" fn() -> u32,
     new_reg: extern "C" fn() -> RResult<RegBox, PluginError>,
 ) -> PluginModRef {
-    PluginMod { abi_version, score, new_reg }.leak_into_prefix()
+    PluginMod {
+        abi_version,
+        score,
+        new_reg,
+    }
+    .leak_into_prefix()
 }
 
 /// Exports a backend from a `cdylib`: the `abi_stable` root module plus the
@@ -106,6 +111,9 @@ macro_rules! export_plugin {
 mod tests {
     #[test]
     fn root_module_loader_name_matches_abi_stable() {
-        assert_eq!(super::ROOT_MODULE_LOADER, abi_stable::library::ROOT_MODULE_LOADER_NAME);
+        assert_eq!(
+            super::ROOT_MODULE_LOADER,
+            abi_stable::library::ROOT_MODULE_LOADER_NAME
+        );
     }
 }

@@ -45,9 +45,25 @@ pub trait FfiBuffer: Send + Sync {
     fn id(&self) -> u64;
     fn base(&self) -> usize;
     fn size(&self) -> u64;
-    fn set_tensor(&self, tensor: &TensorDesc, offset: u64, data: RSlice<'_, u8>) -> RResult<(), PluginError>;
-    fn get_tensor(&self, tensor: &TensorDesc, offset: u64, out: RSliceMut<'_, u8>) -> RResult<(), PluginError>;
-    fn memset_tensor(&self, tensor: &TensorDesc, value: u8, offset: u64, size: u64) -> RResult<(), PluginError>;
+    fn set_tensor(
+        &self,
+        tensor: &TensorDesc,
+        offset: u64,
+        data: RSlice<'_, u8>,
+    ) -> RResult<(), PluginError>;
+    fn get_tensor(
+        &self,
+        tensor: &TensorDesc,
+        offset: u64,
+        out: RSliceMut<'_, u8>,
+    ) -> RResult<(), PluginError>;
+    fn memset_tensor(
+        &self,
+        tensor: &TensorDesc,
+        value: u8,
+        offset: u64,
+        size: u64,
+    ) -> RResult<(), PluginError>;
     fn cpy_tensor(&self, src: &TensorDesc, dst: &TensorDesc) -> RResult<bool, PluginError>;
     #[sabi(last_prefix_field)]
     fn clear(&self, value: u8) -> RResult<(), PluginError>;
@@ -70,8 +86,18 @@ pub trait FfiBufferType: Send + Sync + Clone {
 pub trait FfiBackend: Send + Sync {
     fn name(&self) -> RString;
     fn graph_compute(&self, graph: RSlice<'_, TensorDesc>) -> RResult<(), PluginError>;
-    fn set_tensor_async(&self, tensor: &TensorDesc, offset: u64, data: RSlice<'_, u8>) -> RResult<(), PluginError>;
-    fn get_tensor_async(&self, tensor: &TensorDesc, offset: u64, out: RSliceMut<'_, u8>) -> RResult<(), PluginError>;
+    fn set_tensor_async(
+        &self,
+        tensor: &TensorDesc,
+        offset: u64,
+        data: RSlice<'_, u8>,
+    ) -> RResult<(), PluginError>;
+    fn get_tensor_async(
+        &self,
+        tensor: &TensorDesc,
+        offset: u64,
+        out: RSliceMut<'_, u8>,
+    ) -> RResult<(), PluginError>;
     fn cpy_tensor_async(&self, src: &TensorDesc, dst: &TensorDesc) -> RResult<bool, PluginError>;
     fn synchronize(&self) -> RResult<(), PluginError>;
     fn event_record(&self, event: &EventBox) -> RResult<(), PluginError>;
@@ -156,12 +182,15 @@ impl FfiReg for RegAdapter {
         string_or("?", || self.0.name())
     }
     fn devices(&self) -> RVec<DeviceRef> {
-        guard_or(RVec::new(), || self.0.devices().into_iter().map(device_object).collect())
+        guard_or(RVec::new(), || {
+            self.0.devices().into_iter().map(device_object).collect()
+        })
     }
     fn no_device_reason(&self) -> ROption<RString> {
-        guard_or(ROption::RSome(RString::from("plugin panicked in no_device_reason")), || {
-            self.0.no_device_reason().map(RString::from).into()
-        })
+        guard_or(
+            ROption::RSome(RString::from("plugin panicked in no_device_reason")),
+            || self.0.no_device_reason().map(RString::from).into(),
+        )
     }
 }
 
@@ -182,7 +211,9 @@ impl FfiDevice for DeviceAdapter {
         guard_or(DeviceCaps::default(), || self.0.caps())
     }
     fn supports_op(&self, graph: RSlice<'_, TensorDesc>, node: usize) -> Verdict {
-        match catch_unwind(AssertUnwindSafe(|| self.0.supports_op(graph.as_slice(), node))) {
+        match catch_unwind(AssertUnwindSafe(|| {
+            self.0.supports_op(graph.as_slice(), node)
+        })) {
             Ok(v) => v,
             Err(p) => Verdict::Unsupported(PluginError::panicked("supports_op", &*p).message),
         }
@@ -202,7 +233,9 @@ impl FfiDevice for DeviceAdapter {
         }
     }
     fn host_buffer_type(&self) -> ROption<BufferTypeRef> {
-        guard_or(ROption::RNone, || self.0.host_buffer_type().map(buffer_type_object).into())
+        guard_or(ROption::RNone, || {
+            self.0.host_buffer_type().map(buffer_type_object).into()
+        })
     }
     fn init_backend(&self, params: RStr<'_>) -> RResult<BackendBox, PluginError> {
         guard("init_backend", || {
@@ -252,14 +285,36 @@ impl FfiBuffer for BufferAdapter {
     fn size(&self) -> u64 {
         guard_or(0, || self.0.size())
     }
-    fn set_tensor(&self, tensor: &TensorDesc, offset: u64, data: RSlice<'_, u8>) -> RResult<(), PluginError> {
-        guard("set_tensor", || self.0.set_tensor(tensor, offset, data.as_slice()))
+    fn set_tensor(
+        &self,
+        tensor: &TensorDesc,
+        offset: u64,
+        data: RSlice<'_, u8>,
+    ) -> RResult<(), PluginError> {
+        guard("set_tensor", || {
+            self.0.set_tensor(tensor, offset, data.as_slice())
+        })
     }
-    fn get_tensor(&self, tensor: &TensorDesc, offset: u64, mut out: RSliceMut<'_, u8>) -> RResult<(), PluginError> {
-        guard("get_tensor", || self.0.get_tensor(tensor, offset, out.as_mut_slice()))
+    fn get_tensor(
+        &self,
+        tensor: &TensorDesc,
+        offset: u64,
+        mut out: RSliceMut<'_, u8>,
+    ) -> RResult<(), PluginError> {
+        guard("get_tensor", || {
+            self.0.get_tensor(tensor, offset, out.as_mut_slice())
+        })
     }
-    fn memset_tensor(&self, tensor: &TensorDesc, value: u8, offset: u64, size: u64) -> RResult<(), PluginError> {
-        guard("memset_tensor", || self.0.memset_tensor(tensor, value, offset, size))
+    fn memset_tensor(
+        &self,
+        tensor: &TensorDesc,
+        value: u8,
+        offset: u64,
+        size: u64,
+    ) -> RResult<(), PluginError> {
+        guard("memset_tensor", || {
+            self.0.memset_tensor(tensor, value, offset, size)
+        })
     }
     fn cpy_tensor(&self, src: &TensorDesc, dst: &TensorDesc) -> RResult<bool, PluginError> {
         guard("cpy_tensor", || self.0.cpy_tensor(src, dst))
@@ -274,7 +329,9 @@ impl FfiBuffer for BufferAdapter {
 fn own_event(event: &EventBox) -> Result<&dyn Event, PluginError> {
     match event.obj.downcast_as::<EventAdapter>() {
         Ok(e) => Ok(&*e.0),
-        Err(_) => Err(PluginError::bad_input("event was created by another plugin")),
+        Err(_) => Err(PluginError::bad_input(
+            "event was created by another plugin",
+        )),
     }
 }
 
@@ -285,11 +342,25 @@ impl FfiBackend for BackendAdapter {
     fn graph_compute(&self, graph: RSlice<'_, TensorDesc>) -> RResult<(), PluginError> {
         guard("graph_compute", || self.0.graph_compute(graph.as_slice()))
     }
-    fn set_tensor_async(&self, tensor: &TensorDesc, offset: u64, data: RSlice<'_, u8>) -> RResult<(), PluginError> {
-        guard("set_tensor_async", || self.0.set_tensor_async(tensor, offset, data.as_slice()))
+    fn set_tensor_async(
+        &self,
+        tensor: &TensorDesc,
+        offset: u64,
+        data: RSlice<'_, u8>,
+    ) -> RResult<(), PluginError> {
+        guard("set_tensor_async", || {
+            self.0.set_tensor_async(tensor, offset, data.as_slice())
+        })
     }
-    fn get_tensor_async(&self, tensor: &TensorDesc, offset: u64, mut out: RSliceMut<'_, u8>) -> RResult<(), PluginError> {
-        guard("get_tensor_async", || self.0.get_tensor_async(tensor, offset, out.as_mut_slice()))
+    fn get_tensor_async(
+        &self,
+        tensor: &TensorDesc,
+        offset: u64,
+        mut out: RSliceMut<'_, u8>,
+    ) -> RResult<(), PluginError> {
+        guard("get_tensor_async", || {
+            self.0.get_tensor_async(tensor, offset, out.as_mut_slice())
+        })
     }
     fn cpy_tensor_async(&self, src: &TensorDesc, dst: &TensorDesc) -> RResult<bool, PluginError> {
         guard("cpy_tensor_async", || self.0.cpy_tensor_async(src, dst))

@@ -22,8 +22,9 @@ pub mod types;
 
 pub use contract::{Backend, Buffer, BufferType, Device, Event, Reg};
 pub use ffi::{
-    BackendBox, BufferBox, BufferTypeRef, DeviceRef, EventBox, FfiBackend, FfiBuffer, FfiBufferType,
-    FfiDevice, FfiEvent, FfiReg, RegBox, buffer_type_object, device_object, reg_object,
+    BackendBox, BufferBox, BufferTypeRef, DeviceRef, EventBox, FfiBackend, FfiBuffer,
+    FfiBufferType, FfiDevice, FfiEvent, FfiReg, RegBox, buffer_type_object, device_object,
+    reg_object,
 };
 pub use module::{ABI_VERSION, ABI_VERSION_SYMBOL, PluginMod, PluginModRef, SCORE_SYMBOL};
 pub use types::{DeviceCaps, DeviceType, Memory, PluginError, Verdict, error_kind, panic_message};

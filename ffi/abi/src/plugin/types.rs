@@ -130,7 +130,10 @@ pub struct PluginError {
 impl PluginError {
     /// An error of the given kind.
     pub fn new(kind: u32, message: impl Into<String>) -> PluginError {
-        PluginError { kind, message: RString::from(message.into()) }
+        PluginError {
+            kind,
+            message: RString::from(message.into()),
+        }
     }
 
     /// [`error_kind::OTHER`].
@@ -155,7 +158,10 @@ impl PluginError {
 
     /// [`error_kind::PANICKED`], from a caught panic payload.
     pub fn panicked(call: &str, payload: &(dyn Any + Send)) -> PluginError {
-        PluginError::new(error_kind::PANICKED, format!("plugin panicked in {call}: {}", panic_message(payload)))
+        PluginError::new(
+            error_kind::PANICKED,
+            format!("plugin panicked in {call}: {}", panic_message(payload)),
+        )
     }
 
     /// True when the plugin panicked.
