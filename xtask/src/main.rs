@@ -134,6 +134,16 @@ fn plugins(fixtures: bool) -> Result<(), String> {
         };
         build(&b, &dir)?;
     }
+    let others = [("backplane-hexagon", "backplane_hexagon", "hexagon")];
+    for (package, lib, name) in others {
+        let b = Build {
+            package,
+            lib,
+            features: "",
+            file: plugin_file(name),
+        };
+        build(&b, &dir)?;
+    }
     eprintln!("xtask: plugins in {}", dir.display());
     if fixtures {
         let fdir = target_dir().join("plugin-fixtures");

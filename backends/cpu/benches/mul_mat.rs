@@ -5,6 +5,12 @@
 //! Throughput is reported as elements = 2 * M * N * K flops, so criterion's
 //! "Gelem/s" reads as GFLOPS. Run with
 //! `cargo bench -p backplane-cpu --bench mul_mat -j2`.
+//!
+//! Environment knobs: `MUL_MAT_CASES=q4_0_n1,f32_n512` picks cases;
+//! `MUL_MAT_CPUTIME=1` prints GFLOPS by wall and by process CPU time
+//! instead of running criterion (for a machine shared with other jobs);
+//! `MUL_MAT_MICRO=1` times single kernel tiles on cache-resident rows;
+//! `MUL_MAT_M` / `MUL_MAT_THREADS` override the row count / thread count.
 
 use std::hint::black_box;
 use std::time::Duration;
@@ -19,7 +25,10 @@ const K: i64 = 14336;
 
 /// Weight rows: 4096, or `MUL_MAT_M` (for cache-resident experiments).
 fn rows_m() -> i64 {
-    std::env::var("MUL_MAT_M").ok().and_then(|v| v.parse().ok()).unwrap_or(M_DEFAULT)
+    std::env::var("MUL_MAT_M")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(M_DEFAULT)
 }
 
 /// Zeroed, 64-byte aligned bytes.
@@ -61,11 +70,22 @@ fn bench_case(c: &mut Criterion, cpu: &CpuBackend, ta: DType, n: i64) {
     let a_ptr = ptr(&mut a_mem);
     let mut distinct = vec![0u8; row * 16];
     for r in 0..16 {
-        quantize_row(ta, &values(r as u64, K as usize), &mut distinct[r * row..][..row]).expect("quantize");
+        quantize_row(
+            ta,
+            &values(r as u64, K as usize),
+            &mut distinct[r * row..][..row],
+        )
+        .expect("quantize");
     }
     for r in 0..m as usize {
         // SAFETY: a_mem holds m rows after the alignment offset.
-        unsafe { std::ptr::copy_nonoverlapping(distinct[(r % 16) * row..].as_ptr(), a_ptr.add(r * row), row) };
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                distinct[(r % 16) * row..].as_ptr(),
+                a_ptr.add(r * row),
+                row,
+            )
+        };
     }
     let mut b_mem = aligned(4 * (K * n) as usize);
     let b_ptr = ptr(&mut b_mem);
@@ -82,9 +102,15 @@ fn bench_case(c: &mut Criterion, cpu: &CpuBackend, ta: DType, n: i64) {
     let mut group = c.benchmark_group("mul_mat");
     group.throughput(Throughput::Elements((2 * m * n * K) as u64));
     if n > 1 {
-        group.sample_size(10).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(4));
+        group
+            .sample_size(10)
+            .warm_up_time(Duration::from_millis(500))
+            .measurement_time(Duration::from_secs(4));
     } else {
-        group.sample_size(20).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(2));
+        group
+            .sample_size(20)
+            .warm_up_time(Duration::from_millis(500))
+            .measurement_time(Duration::from_secs(2));
     }
     group.bench_function(format!("{ta}_m{m}_k{K}_n{n}"), |bench| {
         bench.iter(|| {
@@ -119,7 +145,10 @@ fn cpu_time_run(cpu: &CpuBackend, ta: DType, n: i64, graph: &[TensorDesc], data:
         once();
         iters += 1;
     }
-    let (wall, cpu_s) = (t0.elapsed().as_secs_f64(), cpu_seconds().unwrap_or(0.0) - c0);
+    let (wall, cpu_s) = (
+        t0.elapsed().as_secs_f64(),
+        cpu_seconds().unwrap_or(0.0) - c0,
+    );
     let gf = flops * iters as f64 / 1e9;
     println!(
         "{ta:>5} n={n:<4} {:8.2} GFLOPS wall, {:8.2} GFLOPS per {} dedicated threads ({iters} iters)",
@@ -134,15 +163,25 @@ fn cpu_time_run(cpu: &CpuBackend, ta: DType, n: i64, graph: &[TensorDesc], data:
 fn micro() {
     use backplane_cpu::simd;
     let k = 2048usize;
-    for ta in [DType::F32, DType::F16, DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K] {
+    for ta in [
+        DType::F32,
+        DType::F16,
+        DType::Q4_0,
+        DType::Q8_0,
+        DType::Q4_K,
+        DType::Q6_K,
+    ] {
         let kern = simd::kernels().mat(ta).expect("kernel");
         let vt = backplane_quant::vec_dot_type(ta);
-        let (ra, rb) = (ta.row_size(k).expect("blocks"), vt.row_size(k).expect("blocks"));
+        let (ra, rb) = (
+            ta.row_size(k).expect("blocks"),
+            vt.row_size(k).expect("blocks"),
+        );
         let mut a = vec![0u8; ra * 8];
         let mut b = vec![0u8; rb * 8];
         for r in 0..8 {
-            quantize_row(ta, &values(r, k), &mut a[r * ra..][..ra]).expect("quantize");
-            quantize_row(vt, &values(r + 50, k), &mut b[r * rb..][..rb]).expect("quantize");
+            quantize_row(ta, &values(r as u64, k), &mut a[r * ra..][..ra]).expect("quantize");
+            quantize_row(vt, &values(r as u64 + 50, k), &mut b[r * rb..][..rb]).expect("quantize");
         }
         for (mr, nr) in [(1, 1), (kern.mr_vec, 1), (kern.mr, kern.nr)] {
             let mut out = vec![0.0f32; 64];
@@ -155,7 +194,10 @@ fn micro() {
                 unsafe { (kern.tile)(k, black_box(a.as_ptr()), ra, mr, &bp, &cp, false) };
             }
             let ns = t0.elapsed().as_nanos() as f64 / (iters * mr * nr * k / 256) as f64;
-            println!("{ta:>5} tile {mr}x{nr}: {ns:6.2} ns per row-column pair per 256 weights ({:.1} GFLOPS)", 512.0 / ns);
+            println!(
+                "{ta:>5} tile {mr}x{nr}: {ns:6.2} ns per row-column pair per 256 weights ({:.1} GFLOPS)",
+                512.0 / ns
+            );
         }
     }
 }
@@ -165,12 +207,23 @@ fn mul_mat(c: &mut Criterion) {
         micro();
         return;
     }
-    let threads = std::env::var("MUL_MAT_THREADS").ok().and_then(|v| v.parse().ok());
-    let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let cpu = CpuBackend::new(CpuConfig { n_threads: Some(threads) });
+    let threads = std::env::var("MUL_MAT_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok());
+    let threads =
+        threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let cpu = CpuBackend::new(CpuConfig {
+        n_threads: Some(threads),
+    });
     let only = std::env::var("MUL_MAT_CASES").unwrap_or_default();
     for n in [1, 512] {
-        for ta in [DType::F32, DType::F16, DType::Q4_0, DType::Q8_0, DType::Q4_K] {
+        for ta in [
+            DType::F32,
+            DType::F16,
+            DType::Q4_0,
+            DType::Q8_0,
+            DType::Q4_K,
+        ] {
             let name = format!("{ta}_n{n}");
             if only.is_empty() || only.split(',').any(|s| s == name) {
                 bench_case(c, &cpu, ta, n);

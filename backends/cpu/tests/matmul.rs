@@ -13,7 +13,7 @@
 use std::sync::OnceLock;
 
 use backplane::{DType, Graph, HostTensors, TensorId};
-use backplane_cpu::simd::{self, MAT_TYPES, TileFn};
+use backplane_cpu::simd::{self, MAT_TYPES};
 use backplane_cpu::{CpuBackend, CpuConfig, CpuError};
 use backplane_quant::{dequantize_row, quantize_row, vec_dot_type};
 use rand::rngs::StdRng;
@@ -84,7 +84,11 @@ fn reference(a: &[f32], an: [i64; 4], b: &[f32], bn: [i64; 4]) -> Vec<f64> {
                 let brow = &b[((i3 * b2 + i2) * n + i1) * k..][..k];
                 for i0 in 0..m {
                     let arow = &a[((j3 * a2 + j2) * m + i0) * k..][..k];
-                    let s: f64 = arow.iter().zip(brow).map(|(&x, &y)| x as f64 * y as f64).sum();
+                    let s: f64 = arow
+                        .iter()
+                        .zip(brow)
+                        .map(|(&x, &y)| x as f64 * y as f64)
+                        .sum();
                     out[((i3 * b2 + i2) * n + i1) * m + i0] = s;
                 }
             }
@@ -94,7 +98,15 @@ fn reference(a: &[f32], an: [i64; 4], b: &[f32], bn: [i64; 4]) -> Vec<f64> {
 }
 
 /// Checks MUL_MAT of `ta` [k, m, a2, a3] x `tb` [k, n, b2, b3].
-fn check(ta: DType, tb: DType, m: i64, n: i64, (a2, a3): (i64, i64), (b2, b3): (i64, i64), seed: u64) {
+fn check(
+    ta: DType,
+    tb: DType,
+    m: i64,
+    n: i64,
+    (a2, a3): (i64, i64),
+    (b2, b3): (i64, i64),
+    seed: u64,
+) {
     let k = k_for(ta);
     let mut g = Graph::new();
     let a = g.weight("a", ta, &[k, m, a2, a3]).unwrap();
@@ -103,14 +115,26 @@ fn check(ta: DType, tb: DType, m: i64, n: i64, (a2, a3): (i64, i64), (b2, b3): (
     let host = run(&g, seed, &[a, b]).unwrap();
     let r = reference(&host.get_f32(&g, a), g.ne(a), &host.get_f32(&g, b), g.ne(b));
     let e = nmse(&host.get_f32(&g, c), &r);
-    assert!(e <= bound(ta), "{ta} x {tb} m={m} n={n} k={k}: nmse {e:e} > {:e}", bound(ta));
+    assert!(
+        e <= bound(ta),
+        "{ta} x {tb} m={m} n={n} k={k}: nmse {e:e} > {:e}",
+        bound(ta)
+    );
 }
 
 #[test]
 fn every_type_matches_reference_for_several_column_counts() {
     for (i, &ta) in MAT_TYPES.iter().enumerate() {
         for n in [1, 2, 7, 33] {
-            check(ta, DType::F32, 19, n, (1, 1), (1, 1), i as u64 * 10 + n as u64);
+            check(
+                ta,
+                DType::F32,
+                19,
+                n,
+                (1, 1),
+                (1, 1),
+                i as u64 * 10 + n as u64,
+            );
         }
     }
 }
@@ -125,7 +149,14 @@ fn broadcasts_over_dims_2_and_3() {
 
 #[test]
 fn f16_and_bf16_activations() {
-    for ta in [DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q5_1, DType::Q6_K] {
+    for ta in [
+        DType::F32,
+        DType::F16,
+        DType::BF16,
+        DType::Q8_0,
+        DType::Q5_1,
+        DType::Q6_K,
+    ] {
         check(ta, DType::F16, 13, 5, (1, 1), (2, 1), 11);
         check(ta, DType::BF16, 13, 1, (1, 1), (1, 1), 12);
     }
@@ -134,8 +165,19 @@ fn f16_and_bf16_activations() {
 #[test]
 fn large_output_uses_every_panel_and_edge_tile() {
     // More columns than a tile and a K longer than one panel.
-    for ta in [DType::F32, DType::F16, DType::Q4_0, DType::Q4_1, DType::Q3_K, DType::Q5_K] {
-        let k = if ta.block_size() == 256 { 4608 } else { 1190 + ta.block_size() as i64 * 2 };
+    for ta in [
+        DType::F32,
+        DType::F16,
+        DType::Q4_0,
+        DType::Q4_1,
+        DType::Q3_K,
+        DType::Q5_K,
+    ] {
+        let k = if ta.block_size() == 256 {
+            4608
+        } else {
+            1190 + ta.block_size() as i64 * 2
+        };
         let k = k / ta.block_size() as i64 * ta.block_size() as i64;
         let mut g = Graph::new();
         let a = g.weight("a", ta, &[k, 70, 1, 1]).unwrap();
@@ -184,15 +226,23 @@ fn check_id(ta: DType, e_b: i64) {
     let c = g.mul_mat_id(a, b, ids).unwrap();
     let mut rng = StdRng::seed_from_u64(17);
     let mut host = HostTensors::new(&g);
-    host.set_f32(&g, a, &uniform(&mut rng, g.desc(a).nelements() as usize)).unwrap();
-    host.set_f32(&g, b, &uniform(&mut rng, g.desc(b).nelements() as usize)).unwrap();
+    host.set_f32(&g, a, &uniform(&mut rng, g.desc(a).nelements() as usize))
+        .unwrap();
+    host.set_f32(&g, b, &uniform(&mut rng, g.desc(b).nelements() as usize))
+        .unwrap();
     // Expert 3 stays unused; expert 1 is picked by most tokens.
-    let id_vals: Vec<i32> = (0..n_used * n_tok).map(|i| [1, 0, 1, 2][i as usize % 4]).collect();
+    let id_vals: Vec<i32> = (0..n_used * n_tok)
+        .map(|i| [1, 0, 1, 2][i as usize % 4])
+        .collect();
     host.set_i32(&g, ids, &id_vals).unwrap();
     let ptrs = host.pointers();
     // SAFETY: HostTensors covers every tensor of the graph.
     unsafe { cpu().compute(g.tensors(), &ptrs).unwrap() };
-    let (av, bv, out) = (host.get_f32(&g, a), host.get_f32(&g, b), host.get_f32(&g, c));
+    let (av, bv, out) = (
+        host.get_f32(&g, a),
+        host.get_f32(&g, b),
+        host.get_f32(&g, c),
+    );
     let (k, m) = (k as usize, m as usize);
     let mut r = vec![0.0f64; out.len()];
     for t in 0..n_tok as usize {
@@ -201,7 +251,11 @@ fn check_id(ta: DType, e_b: i64) {
             let brow = &bv[(t * e_b as usize + slot % e_b as usize) * k..][..k];
             for i in 0..m {
                 let arow = &av[(e * m + i) * k..][..k];
-                r[(t * n_used as usize + slot) * m + i] = arow.iter().zip(brow).map(|(&x, &y)| x as f64 * y as f64).sum();
+                r[(t * n_used as usize + slot) * m + i] = arow
+                    .iter()
+                    .zip(brow)
+                    .map(|(&x, &y)| x as f64 * y as f64)
+                    .sum();
             }
         }
     }
@@ -211,7 +265,14 @@ fn check_id(ta: DType, e_b: i64) {
 
 #[test]
 fn mul_mat_id_shared_and_per_slot_activations() {
-    for ta in [DType::F32, DType::F16, DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K] {
+    for ta in [
+        DType::F32,
+        DType::F16,
+        DType::Q4_0,
+        DType::Q8_0,
+        DType::Q4_K,
+        DType::Q6_K,
+    ] {
         check_id(ta, 1);
         check_id(ta, 2);
     }
@@ -260,26 +321,6 @@ fn rows(ta: DType, k: usize, n: usize, rng: &mut StdRng) -> (Vec<u8>, Vec<u8>, u
     (a, b, ra, rb)
 }
 
-/// Runs `tile` on every row/column count it takes.
-fn tile_all(tile: TileFn, k: usize, a: &[u8], ra: usize, b: &[u8], rb: usize, mr: usize, nr: usize) -> Vec<Vec<Vec<f32>>> {
-    let mut out = vec![];
-    for m in 1..=mr {
-        let mut per_n = vec![];
-        for n in 1..=nr {
-            if n == 1 || m <= mr {
-                let bp: Vec<*const u8> = (0..n).map(|j| b[j * rb..].as_ptr()).collect();
-                let mut c = vec![0.0f32; m * n];
-                let cp: Vec<*mut f32> = (0..n).map(|j| c[j * m..].as_mut_ptr()).collect();
-                // SAFETY: the rows cover k values; outputs cover m floats each.
-                unsafe { tile(k, a.as_ptr(), ra, m, &bp, &cp, false) };
-                per_n.push(c);
-            }
-        }
-        out.push(per_n);
-    }
-    out
-}
-
 #[test]
 fn simd_tiles_match_scalar_reference_dots() {
     let kern = simd::kernels();
@@ -313,14 +354,26 @@ fn simd_tiles_match_scalar_reference_dots() {
                 unsafe {
                     (fast.tile)(k, a.as_ptr(), ra, m, &bp, &gp, false);
                     for r in 0..m {
-                        (slow.tile)(k, a[r * ra..].as_ptr(), ra, 1, &bp, &wp.iter().map(|p| p.add(r)).collect::<Vec<_>>(), false);
+                        (slow.tile)(
+                            k,
+                            a[r * ra..].as_ptr(),
+                            ra,
+                            1,
+                            &bp,
+                            &wp.iter().map(|p| p.add(r)).collect::<Vec<_>>(),
+                            false,
+                        );
                     }
                 }
                 for j in 0..n {
                     let y = deq(vt, &b[j * rb..][..rb]);
                     for r in 0..m {
                         let x = deq(ta, &a[r * ra..][..ra]);
-                        let scale: f64 = x.iter().zip(&y).map(|(&p, &q)| (p as f64 * q as f64).abs()).sum();
+                        let scale: f64 = x
+                            .iter()
+                            .zip(&y)
+                            .map(|(&p, &q)| (p as f64 * q as f64).abs())
+                            .sum();
                         let (g, w) = (got[j * m + r], want[j * m + r]);
                         assert!(
                             ((g - w) as f64).abs() <= 1e-5 * scale,
@@ -339,10 +392,61 @@ fn tiles_accumulate_when_asked() {
     let kern = simd::kernels().mat(DType::Q4_0).unwrap();
     let mut rng = StdRng::seed_from_u64(4);
     let (a, b, ra, rb) = rows(DType::Q4_0, 64, 2, &mut rng);
-    let once = tile_all(kern.tile, 64, &a, ra, &b, rb, 1, 1)[0][0][0];
+    let _ = rb;
+    let mut once = [0.0f32];
     let mut c = [1.5f32];
-    let cp = [c.as_mut_ptr()];
-    // SAFETY: rows cover 64 values, c one float.
-    unsafe { (kern.tile)(64, a.as_ptr(), ra, 1, &[b.as_ptr()], &cp, true) };
+    // SAFETY: rows cover 64 values, outputs one float each.
+    unsafe {
+        (kern.tile)(
+            64,
+            a.as_ptr(),
+            ra,
+            1,
+            &[b.as_ptr()],
+            &[once.as_mut_ptr()],
+            false,
+        );
+        (kern.tile)(
+            64,
+            a.as_ptr(),
+            ra,
+            1,
+            &[b.as_ptr()],
+            &[c.as_mut_ptr()],
+            true,
+        );
+    }
+    let once = once[0];
     assert!((c[0] - (once + 1.5)).abs() <= 1e-5 * once.abs().max(1.0));
+}
+
+#[test]
+fn simd_activation_conversion_matches_reference_within_rounding() {
+    let mut rng = StdRng::seed_from_u64(8);
+    let mut x = uniform(&mut rng, 256);
+    x[5] = 0.0;
+    x[32..64].fill(0.0); // an all-zero block
+    for vt in [
+        DType::Q8_0,
+        DType::Q8_1,
+        DType::Q8_K,
+        DType::F16,
+        DType::BF16,
+    ] {
+        let n = vt.row_size(256).unwrap();
+        let (mut fast, mut slow) = (vec![0u8; n], vec![0u8; n]);
+        assert!(simd::convert_row(vt, &x, &mut fast));
+        quantize_row(vt, &x, &mut slow).unwrap();
+        let (mut yf, mut ys) = (vec![0.0f32; 256], vec![0.0f32; 256]);
+        dequantize_row(vt, &fast, &mut yf).unwrap();
+        dequantize_row(vt, &slow, &mut ys).unwrap();
+        // Ties may round the other way: at most one quantization step apart.
+        for (i, (a, b)) in yf.iter().zip(&ys).enumerate() {
+            assert!(
+                (a - b).abs() <= 1.0 / 127.0 + 1e-6,
+                "{vt} value {i}: {a} vs {b}"
+            );
+        }
+    }
+    assert!(!simd::convert_row(DType::Q8_0, &x[..31], &mut [0u8; 34]));
 }

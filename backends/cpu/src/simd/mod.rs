@@ -12,6 +12,9 @@
 //! that have them, otherwise the portable [`scalar`] ones (the quant crate's
 //! reference dot products, which match ggml's generic C).
 
+// Kernels index several same-sized register arrays with one loop counter.
+#![allow(clippy::needless_range_loop)]
+
 pub mod scalar;
 #[cfg(target_arch = "x86_64")]
 pub mod x86;
@@ -33,8 +36,15 @@ pub const MAX_NR: usize = 8;
 /// `k` must be a whole number of blocks of both types, `mr` at most the
 /// kernel's `mr`, `b.len() == c.len()` at most its `nr`, and every pointer
 /// must cover the bytes it is read or written at.
-pub type TileFn =
-    unsafe fn(k: usize, a: *const u8, lda: usize, mr: usize, b: &[*const u8], c: &[*mut f32], acc: bool);
+pub type TileFn = unsafe fn(
+    k: usize,
+    a: *const u8,
+    lda: usize,
+    mr: usize,
+    b: &[*const u8],
+    c: &[*mut f32],
+    acc: bool,
+);
 
 /// Instruction set a kernel was written for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -123,24 +133,34 @@ impl Kernels {
                 }
             }
         }
-        // Temporary tuning knobs (experiments only).
-        let env = |n: &str| std::env::var(n).ok().and_then(|v| v.parse::<usize>().ok());
-        for kern in k.table.iter_mut().flatten() {
-            if let Some(v) = env("BP_MR_VEC") {
-                kern.mr_vec = v;
-            }
-            if let Some(v) = env("BP_MR") {
-                kern.mr = v;
-            }
-            if let Some(v) = env("BP_NR") {
-                kern.nr = v;
-            }
-            if let Some(v) = env("BP_KC") {
-                kern.kc = v;
-            }
-        }
         k
     }
+}
+
+/// Converts a row of f32 activations to `vt` (q8_0 and f16 with SIMD where
+/// the CPU allows, everything else with the quant crate's reference
+/// quantizers). Returns false when the lengths do not fit.
+pub fn convert_row(vt: DType, src: &[f32], dst: &mut [u8]) -> bool {
+    if vt.row_size(src.len()) != Some(dst.len()) {
+        return false;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if kernels().isa == Isa::Avx2 {
+        match vt {
+            DType::Q8_0 => {
+                // SAFETY: lengths checked above; AVX2 confirmed at detection.
+                unsafe { x86::convert::quantize_q8_0(src, dst) };
+                return true;
+            }
+            DType::F16 => {
+                // SAFETY: as above.
+                unsafe { x86::convert::to_f16(src, dst) };
+                return true;
+            }
+            _ => {}
+        }
+    }
+    backplane_quant::quantize_row(vt, src, dst).is_ok()
 }
 
 /// The kernel table, detected on first use and then fixed.

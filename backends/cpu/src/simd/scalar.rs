@@ -28,7 +28,14 @@ pub fn kernel(dtype: DType) -> Option<MatKernel> {
         DType::Q6_K => (quant_tile::<q::BlockQ6K, q::BlockQ8K>, 2048),
         _ => return None,
     };
-    Some(MatKernel { tile, mr: 4, mr_vec: 4, nr: 4, kc, isa: Isa::Scalar })
+    Some(MatKernel {
+        tile,
+        mr: 4,
+        mr_vec: 4,
+        nr: 4,
+        kc,
+        isa: Isa::Scalar,
+    })
 }
 
 /// A weight block with its reference dot product against activation blocks `B`.
@@ -65,10 +72,14 @@ ref_dot!(q::BlockQ6K, q::BlockQ8K, q::vec_dot_q6_k_q8_k);
 /// `a` and `b` must cover `k / A::BLOCK_SIZE` blocks each.
 pub unsafe fn dot_blocks<A: RefDot<B>, B: QuantBlock>(k: usize, a: *const u8, b: *const u8) -> f32 {
     let nb = k / A::BLOCK_SIZE;
-    if (a as usize).is_multiple_of(align_of::<A>()) && (b as usize).is_multiple_of(align_of::<B>()) {
+    if (a as usize).is_multiple_of(align_of::<A>()) && (b as usize).is_multiple_of(align_of::<B>())
+    {
         // SAFETY: aligned, and the caller guarantees `nb` blocks.
         let (x, y) = unsafe {
-            (std::slice::from_raw_parts(a.cast::<A>(), nb), std::slice::from_raw_parts(b.cast::<B>(), nb))
+            (
+                std::slice::from_raw_parts(a.cast::<A>(), nb),
+                std::slice::from_raw_parts(b.cast::<B>(), nb),
+            )
         };
         return A::dot(k, x, y);
     }
@@ -81,7 +92,11 @@ pub unsafe fn dot_blocks<A: RefDot<B>, B: QuantBlock>(k: usize, a: *const u8, b:
                 ptr::read_unaligned(b.add(i * size_of::<B>()).cast::<B>()),
             )
         };
-        sum += A::dot(A::BLOCK_SIZE, std::slice::from_ref(&x), std::slice::from_ref(&y));
+        sum += A::dot(
+            A::BLOCK_SIZE,
+            std::slice::from_ref(&x),
+            std::slice::from_ref(&y),
+        );
     }
     sum
 }

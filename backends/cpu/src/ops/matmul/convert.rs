@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use backplane_abi::{DType, TensorDesc};
-use backplane_quant::{bf16, f16, quantize_row};
+use backplane_quant::{bf16, f16};
 
 use crate::error::CpuError;
 use crate::exec::{NodeCtx, SharedPtr};
@@ -28,7 +28,9 @@ impl Rows {
     /// Row `(i1, i2, i3)`.
     #[inline]
     pub fn row(&self, i1: usize, i2: usize, i3: usize) -> *const u8 {
-        self.base.0.wrapping_add(i1 * self.s[0] + i2 * self.s[1] + i3 * self.s[2])
+        self.base
+            .0
+            .wrapping_add(i1 * self.s[0] + i2 * self.s[1] + i3 * self.s[2])
     }
 }
 
@@ -55,12 +57,22 @@ pub unsafe fn activations(
     let (n1, n2, n3) = (b.ne[1] as usize, b.ne[2] as usize, b.ne[3] as usize);
     let n_rows = n1 * n2 * n3;
     let direct = tb == vt && b.nb[0] == tb.type_size() as u64;
-    let row_bytes = vt.row_size(k).ok_or_else(|| ctx.malformed(format!("{k} values is not whole {vt} blocks")))?;
-    let conv_bytes = if direct { 0 } else { round_up(row_bytes) * n_rows };
+    let row_bytes = vt
+        .row_size(k)
+        .ok_or_else(|| ctx.malformed(format!("{k} values is not whole {vt} blocks")))?;
+    let conv_bytes = if direct {
+        0
+    } else {
+        round_up(row_bytes) * n_rows
+    };
     // A per-thread f32 row unless the source rows can be read in place.
     let need_tmp = !direct && vt != DType::F32;
     let dense_f32 = tb == DType::F32 && b.nb[0] == 4;
-    let tmp_bytes = if need_tmp { round_up(k * 4) * ctx.n_threads } else { 0 };
+    let tmp_bytes = if need_tmp {
+        round_up(k * 4) * ctx.n_threads
+    } else {
+        0
+    };
     let total = ALIGN + conv_bytes + tmp_bytes + round_up(extra_bytes);
     if scratch.len() < total {
         scratch.resize(total, 0);
@@ -72,15 +84,24 @@ pub unsafe fn activations(
     let extra = tmp.wrapping_add(tmp_bytes);
     if direct {
         let s = [b.nb[1] as usize, b.nb[2] as usize, b.nb[3] as usize];
-        return Ok(Rows { base: ctx.src_ptr[1], s, extra });
+        return Ok(Rows {
+            base: ctx.src_ptr[1],
+            s,
+            extra,
+        });
     }
     let stride = round_up(row_bytes);
-    let rows = Rows { base: SharedPtr(conv), s: [stride, stride * n1, stride * n1 * n2], extra };
+    let rows = Rows {
+        base: SharedPtr(conv),
+        s: [stride, stride * n1, stride * n1 * n2],
+        extra,
+    };
     let failed = AtomicBool::new(false);
     let (conv, tmp, src) = (SharedPtr(conv), SharedPtr(tmp), ctx.src_ptr[1]);
     let convert = |thread: usize, r: usize| {
         let (i1, i2, i3) = (r % n1, r / n1 % n2, r / (n1 * n2));
-        let src_row = raw(src).wrapping_add(i1 * b.nb[1] as usize + i2 * b.nb[2] as usize + i3 * b.nb[3] as usize);
+        let src_row = raw(src)
+            .wrapping_add(i1 * b.nb[1] as usize + i2 * b.nb[2] as usize + i3 * b.nb[3] as usize);
         // SAFETY: row r of the converted region holds `row_bytes` bytes.
         let out = unsafe { std::slice::from_raw_parts_mut(raw(conv).add(r * stride), row_bytes) };
         let ok = if vt == DType::F32 {
@@ -92,13 +113,18 @@ pub unsafe fn activations(
         } else if dense_f32 && (src_row as usize).is_multiple_of(4) {
             // SAFETY: a dense f32 row of k values; scratch rows are 64-byte aligned.
             let x = unsafe { std::slice::from_raw_parts(src_row.cast::<f32>(), k) };
-            quantize_row(vt, x, out).is_ok()
+            crate::simd::convert_row(vt, x, out)
         } else {
             // SAFETY: each thread owns its `round_up(k * 4)` bytes of tmp.
-            let x = unsafe { std::slice::from_raw_parts_mut(raw(tmp).add(thread * round_up(k * 4)).cast::<f32>(), k) };
+            let x = unsafe {
+                std::slice::from_raw_parts_mut(
+                    raw(tmp).add(thread * round_up(k * 4)).cast::<f32>(),
+                    k,
+                )
+            };
             // SAFETY: src covers b.
             unsafe { gather(src_row, b, tb, x) };
-            quantize_row(vt, x, out).is_ok()
+            crate::simd::convert_row(vt, x, out)
         };
         if !ok {
             failed.store(true, Ordering::Relaxed);

@@ -52,10 +52,19 @@ unsafe impl Sync for MulMat {}
 unsafe impl Sync for MulMatId<'_> {}
 
 /// Block sizes `(mc, nc, kc)` for `m` rows and `n` columns per batch.
-fn blocking(kern: &MatKernel, m: usize, n: usize, k: usize, batches: usize, n_threads: usize) -> (usize, usize, usize) {
+fn blocking(
+    kern: &MatKernel,
+    m: usize,
+    n: usize,
+    k: usize,
+    batches: usize,
+    n_threads: usize,
+) -> (usize, usize, usize) {
     if n <= kern.nr {
         // Mat-vec like: whole K, rows split finely for balance.
-        let mc = (m * batches / (8 * n_threads).max(1)).clamp(8, 256).next_multiple_of(8);
+        let mc = (m * batches / (8 * n_threads).max(1))
+            .clamp(8, 256)
+            .next_multiple_of(8);
         return (mc, n.max(1), k);
     }
     let nc = 64usize.next_multiple_of(kern.nr);
@@ -127,7 +136,17 @@ unsafe fn block(
                 }
                 // SAFETY: the caller guarantees the operands; kl is a whole
                 // number of blocks (kc and k are).
-                unsafe { (kern.tile)(kl, a.wrapping_add(r0 * lda + a_off), lda, mm, &bp[..nj], &cr[..nj], k0 > 0) };
+                unsafe {
+                    (kern.tile)(
+                        kl,
+                        a.wrapping_add(r0 * lda + a_off),
+                        lda,
+                        mm,
+                        &bp[..nj],
+                        &cr[..nj],
+                        k0 > 0,
+                    )
+                };
                 r0 += mm;
             }
             j0 += nj;
@@ -148,20 +167,41 @@ pub unsafe fn run(ctx: &NodeCtx<'_>, job: &MulMat) {
     let (mc, nc, kc) = blocking(job.kern, m, n, k, b2 * b3, ctx.n_threads);
     let (row_blocks, col_blocks) = (m.div_ceil(mc), n.div_ceil(nc));
     parallel_for(ctx, row_blocks * col_blocks * b2 * b3, |item| {
-        let (rb, cb, batch) = (item % row_blocks, item / row_blocks % col_blocks, item / (row_blocks * col_blocks));
+        let (rb, cb, batch) = (
+            item % row_blocks,
+            item / row_blocks % col_blocks,
+            item / (row_blocks * col_blocks),
+        );
         let (i12, i13) = (batch % b2, batch / b2);
         let (r0, c0) = (rb * mc, cb * nc);
         let a_row = job.a_ptr.0.wrapping_add(
             (i12 / r2) * a.nb[2] as usize + (i13 / r3) * a.nb[3] as usize + r0 * a.nb[1] as usize,
         );
-        let out = job.dst_ptr.0.wrapping_add(i12 * d.nb[2] as usize + i13 * d.nb[3] as usize + r0 * 4);
+        let out = job
+            .dst_ptr
+            .0
+            .wrapping_add(i12 * d.nb[2] as usize + i13 * d.nb[3] as usize + r0 * 4);
         let col = |j: usize| {
             let i1 = c0 + j;
-            (job.rows.row(i1, i12, i13), out.wrapping_add(i1 * d.nb[1] as usize).cast::<f32>())
+            (
+                job.rows.row(i1, i12, i13),
+                out.wrapping_add(i1 * d.nb[1] as usize).cast::<f32>(),
+            )
         };
         let (mrows, ncols) = (mc.min(m - r0), nc.min(n - c0));
         // SAFETY: rows and columns are within the tensors.
-        unsafe { block(job.kern, (job.ta, job.vt), (k, kc), a_row, a.nb[1] as usize, mrows, ncols, col) };
+        unsafe {
+            block(
+                job.kern,
+                (job.ta, job.vt),
+                (k, kc),
+                a_row,
+                a.nb[1] as usize,
+                mrows,
+                ncols,
+                col,
+            )
+        };
     });
 }
 
@@ -189,15 +229,32 @@ pub unsafe fn run_id(ctx: &NodeCtx<'_>, job: &MulMatId<'_>) {
         let (rb, cb) = (item % row_blocks, item / row_blocks);
         let (r0, c0) = (rb * mc, cb * nc);
         let list = &job.entries[job.start[e] as usize + c0..job.start[e + 1] as usize];
-        let a_row = job.a_ptr.0.wrapping_add(e * a.nb[2] as usize + r0 * a.nb[1] as usize);
+        let a_row = job
+            .a_ptr
+            .0
+            .wrapping_add(e * a.nb[2] as usize + r0 * a.nb[1] as usize);
         let col = |j: usize| {
             let pair = list[j] as usize;
             let (t, slot) = (pair / job.n_used, pair % job.n_used);
-            let c = job.dst_ptr.0.wrapping_add(slot * d.nb[1] as usize + t * d.nb[2] as usize + r0 * 4);
+            let c = job
+                .dst_ptr
+                .0
+                .wrapping_add(slot * d.nb[1] as usize + t * d.nb[2] as usize + r0 * 4);
             (job.rows.row(slot % job.e_b, t, 0), c.cast::<f32>())
         };
         let (mrows, ncols) = (mc.min(m - r0), nc.min(list.len()));
         // SAFETY: rows and columns are within the tensors.
-        unsafe { block(job.kern, (job.ta, job.vt), (k, kc), a_row, a.nb[1] as usize, mrows, ncols, col) };
+        unsafe {
+            block(
+                job.kern,
+                (job.ta, job.vt),
+                (k, kc),
+                a_row,
+                a.nb[1] as usize,
+                mrows,
+                ncols,
+                col,
+            )
+        };
     });
 }

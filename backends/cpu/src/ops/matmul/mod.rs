@@ -18,7 +18,11 @@ use crate::exec::NodeCtx;
 use crate::simd;
 
 /// Whether MUL_MAT / MUL_MAT_ID can run on these operands.
-pub fn supports(op: Op, dst: &TensorDesc, src: &[Option<&TensorDesc>; MAX_SRC]) -> Result<(), String> {
+pub fn supports(
+    op: Op,
+    dst: &TensorDesc,
+    src: &[Option<&TensorDesc>; MAX_SRC],
+) -> Result<(), String> {
     match op {
         Op::MulMat => check_mul_mat(dst, src).map(|_| ()),
         Op::MulMatId => check_mul_mat_id(dst, src).map(|_| ()),
@@ -40,7 +44,11 @@ fn dtype_of(d: &TensorDesc, what: &str) -> Result<DType, String> {
 }
 
 fn check_common(dst: &TensorDesc, a: &TensorDesc, b: &TensorDesc) -> Result<Shapes, String> {
-    let (ta, tb, td) = (dtype_of(a, "src0")?, dtype_of(b, "src1")?, dtype_of(dst, "dst")?);
+    let (ta, tb, td) = (
+        dtype_of(a, "src0")?,
+        dtype_of(b, "src1")?,
+        dtype_of(dst, "dst")?,
+    );
     if !simd::MAT_TYPES.contains(&ta) {
         return Err(format!("src0 type {ta} has no CPU mat-mul kernel"));
     }
@@ -56,18 +64,34 @@ fn check_common(dst: &TensorDesc, a: &TensorDesc, b: &TensorDesc) -> Result<Shap
         }
     }
     if a.ne[0] != b.ne[0] {
-        return Err(format!("src0 row length {} != src1 row length {}", a.ne[0], b.ne[0]));
+        return Err(format!(
+            "src0 row length {} != src1 row length {}",
+            a.ne[0], b.ne[0]
+        ));
     }
     if a.ne[0] % ta.block_size() as i64 != 0 {
-        return Err(format!("row length {} is not a multiple of {ta}'s block size {}", a.ne[0], ta.block_size()));
+        return Err(format!(
+            "row length {} is not a multiple of {ta}'s block size {}",
+            a.ne[0],
+            ta.block_size()
+        ));
     }
     if a.nb[0] != ta.type_size() as u64 {
-        return Err(format!("src0 ({ta}) rows must be contiguous (nb0 = {}, expected {})", a.nb[0], ta.type_size()));
+        return Err(format!(
+            "src0 ({ta}) rows must be contiguous (nb0 = {}, expected {})",
+            a.nb[0],
+            ta.type_size()
+        ));
     }
     if dst.nb[0] != 4 {
         return Err(format!("dst rows must be contiguous (nb0 = {})", dst.nb[0]));
     }
-    Ok(Shapes { ta, tb, a: *a, b: *b })
+    Ok(Shapes {
+        ta,
+        tb,
+        a: *a,
+        b: *b,
+    })
 }
 
 fn check_mul_mat(dst: &TensorDesc, src: &[Option<&TensorDesc>; MAX_SRC]) -> Result<Shapes, String> {
@@ -77,7 +101,10 @@ fn check_mul_mat(dst: &TensorDesc, src: &[Option<&TensorDesc>; MAX_SRC]) -> Resu
     let s = check_common(dst, a, b)?;
     for d in 2..4 {
         if a.ne[d] == 0 || b.ne[d] % a.ne[d] != 0 {
-            return Err(format!("src1 dim {d} ({}) is not a multiple of src0's ({})", b.ne[d], a.ne[d]));
+            return Err(format!(
+                "src1 dim {d} ({}) is not a multiple of src0's ({})",
+                b.ne[d], a.ne[d]
+            ));
         }
     }
     let want = [a.ne[1], b.ne[1], b.ne[2], b.ne[3]];
@@ -87,7 +114,10 @@ fn check_mul_mat(dst: &TensorDesc, src: &[Option<&TensorDesc>; MAX_SRC]) -> Resu
     Ok(s)
 }
 
-fn check_mul_mat_id(dst: &TensorDesc, src: &[Option<&TensorDesc>; MAX_SRC]) -> Result<Shapes, String> {
+fn check_mul_mat_id(
+    dst: &TensorDesc,
+    src: &[Option<&TensorDesc>; MAX_SRC],
+) -> Result<Shapes, String> {
     let (Some(a), Some(b), Some(ids)) = (src[0], src[1], src[2]) else {
         return Err("MUL_MAT_ID needs three sources (experts, b, ids)".into());
     };
@@ -111,7 +141,9 @@ fn check_mul_mat_id(dst: &TensorDesc, src: &[Option<&TensorDesc>; MAX_SRC]) -> R
 
 /// The kernel for `ta`, or an `Unsupported` error.
 fn kernel_for(ctx: &NodeCtx<'_>, ta: DType) -> Result<&'static simd::MatKernel, CpuError> {
-    simd::kernels().mat(ta).ok_or_else(|| ctx.unsupported(format!("no kernel for {ta}")))
+    simd::kernels()
+        .mat(ta)
+        .ok_or_else(|| ctx.unsupported(format!("no kernel for {ta}")))
 }
 
 /// Runs MUL_MAT.
@@ -128,7 +160,16 @@ pub unsafe fn run_mul_mat(ctx: &NodeCtx<'_>) -> Result<(), CpuError> {
     let mut scratch = ctx.scratch.lock().unwrap_or_else(|e| e.into_inner());
     // SAFETY: the caller guarantees src1 covers its tensor.
     let rows = unsafe { convert::activations(ctx, &s.b, s.tb, vt, 0, &mut scratch)? };
-    let job = drive::MulMat { kern, ta: s.ta, vt, a: s.a, a_ptr: ctx.src_ptr[0], rows, dst: *ctx.dst, dst_ptr: ctx.dst_ptr };
+    let job = drive::MulMat {
+        kern,
+        ta: s.ta,
+        vt,
+        a: s.a,
+        a_ptr: ctx.src_ptr[0],
+        rows,
+        dst: *ctx.dst,
+        dst_ptr: ctx.dst_ptr,
+    };
     // SAFETY: pointers cover their tensors; `rows` lives in the locked scratch.
     unsafe { drive::run(ctx, &job) };
     Ok(())
@@ -152,13 +193,21 @@ pub unsafe fn run_mul_mat_id(ctx: &NodeCtx<'_>) -> Result<(), CpuError> {
     let id_at = |slot: usize, t: usize| -> i32 {
         let off = slot as u64 * ids.nb[0] + t as u64 * ids.nb[1];
         // SAFETY: slot < ne0, t < ne1 and the caller guarantees ids covers its tensor.
-        unsafe { ctx.src_ptr[2].0.add(off as usize).cast::<i32>().read_unaligned() }
+        unsafe {
+            ctx.src_ptr[2]
+                .0
+                .add(off as usize)
+                .cast::<i32>()
+                .read_unaligned()
+        }
     };
     for t in 0..n_tok {
         for slot in 0..n_used {
             let e = id_at(slot, t);
             if e < 0 || e as usize >= n_experts {
-                return Err(ctx.bad_input(format!("expert id {e} at ({slot}, {t}) out of range 0..{n_experts}")));
+                return Err(ctx.bad_input(format!(
+                    "expert id {e} at ({slot}, {t}) out of range 0..{n_experts}"
+                )));
             }
         }
     }

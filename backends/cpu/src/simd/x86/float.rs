@@ -62,11 +62,16 @@ unsafe fn tile<const T: u8, const RM: usize, const RN: usize>(
     // SAFETY: the caller passes RN pointers.
     let (bp, cp): ([*const u8; RN], [*mut f32; RN]) = unsafe { (first(b), first(c)) };
     let ap: [*const u8; RM] = std::array::from_fn(|r| a.wrapping_add(r * lda));
+    // Two accumulator sets (even / odd 8-element steps) when the tile has
+    // too few accumulators to cover the FMA latency.
+    let two = RM * RN < 8;
     let mut sum = [[_mm256_setzero_ps(); RN]; RM];
+    let mut sum2 = [[_mm256_setzero_ps(); RN]; RM];
     let k8 = k / 8 * 8;
     let mut i = 0;
     while i < k8 {
-        // SAFETY: i + 8 <= k, and every row covers k elements.
+        // SAFETY: i + 8 <= k (and i + 16 <= k for the second step), and
+        // every row covers k elements.
         unsafe {
             let bv: [__m256; RN] = std::array::from_fn(|j| load8::<T>(bp[j], i));
             for r in 0..RM {
@@ -75,8 +80,25 @@ unsafe fn tile<const T: u8, const RM: usize, const RN: usize>(
                     sum[r][j] = _mm256_fmadd_ps(av, bv[j], sum[r][j]);
                 }
             }
+            if two && i + 16 <= k8 {
+                let bv: [__m256; RN] = std::array::from_fn(|j| load8::<T>(bp[j], i + 8));
+                for r in 0..RM {
+                    let av = load8::<T>(ap[r], i + 8);
+                    for j in 0..RN {
+                        sum2[r][j] = _mm256_fmadd_ps(av, bv[j], sum2[r][j]);
+                    }
+                }
+                i += 8;
+            }
         }
         i += 8;
+    }
+    if two {
+        for r in 0..RM {
+            for j in 0..RN {
+                sum[r][j] = _mm256_add_ps(sum[r][j], sum2[r][j]);
+            }
+        }
     }
     for r in 0..RM {
         for j in 0..RN {

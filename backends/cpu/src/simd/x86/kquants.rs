@@ -165,7 +165,10 @@ fn chunk_scale<const C: usize>(s: &Scales) -> __m256i {
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn bits(x: __m256i, n: i32, mask: i8) -> __m256i {
-    _mm256_and_si256(_mm256_srl_epi16(x, _mm_cvtsi32_si128(n)), _mm256_set1_epi8(mask))
+    _mm256_and_si256(
+        _mm256_srl_epi16(x, _mm_cvtsi32_si128(n)),
+        _mm256_set1_epi8(mask),
+    )
 }
 
 /// The unsigned quants of chunk `C` (weights `32C..32C + 32`).
@@ -265,7 +268,11 @@ unsafe fn tile<const T: u8, const RM: usize, const RN: usize>(
                 let bsums = load256(bp[j].add(B_BSUMS));
                 for r in 0..RM {
                     let m = _mm256_cvtepi32_ps(_mm256_madd_epi16(sc[r].mn, bsums));
-                    let s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r][j]), _mm256_set1_ps(sc[r].d * db), sum[r][j]);
+                    let s = _mm256_fmadd_ps(
+                        _mm256_cvtepi32_ps(isum[r][j]),
+                        _mm256_set1_ps(sc[r].d * db),
+                        sum[r][j],
+                    );
                     sum[r][j] = _mm256_fmadd_ps(m, _mm256_set1_ps(-sc[r].dm * db), s);
                 }
             }

@@ -56,7 +56,12 @@ unsafe fn nibbles(p: *const u8) -> __m256i {
 unsafe fn bits_to_bytes(p: *const u8) -> __m256i {
     // SAFETY: caller's contract.
     let x = unsafe { p.cast::<u32>().read_unaligned() } as i32;
-    let shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
+    let shuf = _mm256_set_epi64x(
+        0x0303030303030303,
+        0x0202020202020202,
+        0x0101010101010101,
+        0,
+    );
     let bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(x), shuf);
     let bytes = _mm256_or_si256(bytes, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));
     _mm256_cmpeq_epi8(bytes, _mm256_set1_epi64x(-1))
@@ -72,15 +77,24 @@ unsafe fn unpack<const T: u8>(p: *const u8) -> (__m256i, f32, f32) {
     // SAFETY: every offset lies within the block.
     unsafe {
         match T {
-            Q4_0 => (_mm256_sub_epi8(nibbles(p.add(2)), _mm256_set1_epi8(8)), h2f(p), 0.0),
+            Q4_0 => (
+                _mm256_sub_epi8(nibbles(p.add(2)), _mm256_set1_epi8(8)),
+                h2f(p),
+                0.0,
+            ),
             Q4_1 => (nibbles(p.add(4)), h2f(p), h2f(p.add(2))),
             Q5_0 => {
-                let hi = _mm256_andnot_si256(bits_to_bytes(p.add(2)), _mm256_set1_epi8(0xF0u8 as i8));
+                let hi =
+                    _mm256_andnot_si256(bits_to_bytes(p.add(2)), _mm256_set1_epi8(0xF0u8 as i8));
                 (_mm256_or_si256(nibbles(p.add(6)), hi), h2f(p), 0.0)
             }
             Q5_1 => {
                 let hi = _mm256_and_si256(bits_to_bytes(p.add(4)), _mm256_set1_epi8(0x10));
-                (_mm256_or_si256(nibbles(p.add(8)), hi), h2f(p), h2f(p.add(2)))
+                (
+                    _mm256_or_si256(nibbles(p.add(8)), hi),
+                    h2f(p),
+                    h2f(p.add(2)),
+                )
             }
             _ => (_mm256_loadu_si256(p.add(2).cast()), h2f(p), 0.0),
         }
@@ -112,16 +126,29 @@ unsafe fn tile<const T: u8, const RM: usize, const RN: usize>(
     for i in 0..k / 32 {
         // SAFETY: block i lies within every row (k is a whole number of blocks).
         unsafe {
-            let by: [__m256i; RN] = std::array::from_fn(|j| _mm256_loadu_si256(bp[j].add(i * bb + bqs).cast()));
+            let by: [__m256i; RN] =
+                std::array::from_fn(|j| _mm256_loadu_si256(bp[j].add(i * bb + bqs).cast()));
             let db: [__m256; RN] = std::array::from_fn(|j| _mm256_set1_ps(h2f(bp[j].add(i * bb))));
             for r in 0..RM {
                 let (av, da, ma) = unpack::<T>(ap[r].add(i * ab));
                 let dav = _mm256_set1_ps(da);
-                let ax = if signed(T) { _mm256_sign_epi8(av, av) } else { av };
+                let ax = if signed(T) {
+                    _mm256_sign_epi8(av, av)
+                } else {
+                    av
+                };
                 for j in 0..RN {
-                    let y = if signed(T) { _mm256_sign_epi8(by[j], av) } else { by[j] };
+                    let y = if signed(T) {
+                        _mm256_sign_epi8(by[j], av)
+                    } else {
+                        by[j]
+                    };
                     let dot = _mm256_madd_epi16(_mm256_maddubs_epi16(ax, y), ones);
-                    sum[r][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dav, db[j]), sum[r][j]);
+                    sum[r][j] = _mm256_fmadd_ps(
+                        _mm256_cvtepi32_ps(dot),
+                        _mm256_mul_ps(dav, db[j]),
+                        sum[r][j],
+                    );
                     if !signed(T) {
                         summ[r][j] += ma * h2f(bp[j].add(i * bb + 2));
                     }

@@ -11,6 +11,7 @@
 //! block is unpacked once and multiplied with the `RN` columns' int8 blocks
 //! (`maddubs`/`madd`), see [`legacy`] and [`kquants`].
 
+pub mod convert;
 mod float;
 mod kquants;
 mod legacy;
@@ -23,13 +24,22 @@ use super::{Isa, MatKernel};
 
 /// Whether this CPU runs the kernels of this module.
 pub fn available() -> bool {
-    is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c")
+    is_x86_feature_detected!("avx2")
+        && is_x86_feature_detected!("fma")
+        && is_x86_feature_detected!("f16c")
 }
 
 /// The AVX2 kernel for weights of type `dtype`. Only call when
 /// [`available`] returned true.
 pub fn kernel(dtype: DType) -> Option<MatKernel> {
-    let k = |tile, mr, nr, kc| MatKernel { tile, mr, mr_vec: 4, nr, kc, isa: Isa::Avx2 };
+    let k = |tile, mr, nr, kc| MatKernel {
+        tile,
+        mr,
+        mr_vec: 4,
+        nr,
+        kc,
+        isa: Isa::Avx2,
+    };
     Some(match dtype {
         DType::F32 => k(float::tile_f32, 4, 3, 512),
         DType::F16 => k(float::tile_f16, 4, 3, 1024),
@@ -54,7 +64,7 @@ macro_rules! dispatch_tile {
      { $(($rm:literal, $rn:literal)),* $(,)? }) => {
         match ($mr, $b.len()) {
             $(($rm, $rn) => $f::<$g, $rm, $rn>($k, $a, $lda, $b, $c, $acc),)*
-            _ => {}
+            _ => debug_assert!(false, "tile size outside the kernel's contract"),
         }
     };
 }
