@@ -123,3 +123,21 @@ pub fn bytes_f32(b: &[u8]) -> Vec<f32> {
         .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect()
 }
+
+/// The `picky` fixture plugin (a GPU-typed backend refusing some ops).
+pub fn picky_plugin() -> PathBuf {
+    fixture("picky")
+}
+
+/// Normalised mean squared error of `got` against `want`, as conformance
+/// computes it: `sum((got - want)^2) / sum(want^2)`.
+pub fn nmse(got: &[f32], want: &[f32]) -> f64 {
+    assert_eq!(got.len(), want.len(), "nmse of different lengths");
+    let err: f64 = got
+        .iter()
+        .zip(want)
+        .map(|(a, b)| (f64::from(*a) - f64::from(*b)).powi(2))
+        .sum();
+    let norm: f64 = want.iter().map(|b| f64::from(*b).powi(2)).sum();
+    if norm == 0.0 { err } else { err / norm }
+}

@@ -154,6 +154,7 @@ fn plugins(fixtures: bool) -> Result<(), String> {
             "variant-high",
             "twin-one",
             "twin-two",
+            "picky",
         ];
         for f in behaviours {
             let b = Build {
