@@ -23,11 +23,42 @@ pub fn supports(
     dst: &TensorDesc,
     src: &[Option<&TensorDesc>; MAX_SRC],
 ) -> Result<(), String> {
+    // Fast path: a plain yes without building anything; the detailed
+    // checks below only run to explain a refusal.
+    if op == Op::MulMat && mul_mat_ok(dst, src) {
+        return Ok(());
+    }
     match op {
         Op::MulMat => check_mul_mat(dst, src).map(|_| ()),
         Op::MulMatId => check_mul_mat_id(dst, src).map(|_| ()),
         _ => Err(format!("{op} is not a mat-mul")),
     }
+}
+
+/// Whether [`check_mul_mat`] would accept these operands: the same
+/// conditions (never weaker), with no allocation and no copies, for the
+/// success path of [`supports`] (called per node across the plugin ABI).
+#[inline]
+fn mul_mat_ok(dst: &TensorDesc, src: &[Option<&TensorDesc>; MAX_SRC]) -> bool {
+    let (Some(a), Some(b)) = (src[0], src[1]) else {
+        return false;
+    };
+    let (Ok(ta), Ok(tb)) = (a.dtype(), b.dtype()) else {
+        return false;
+    };
+    // Every MAT_TYPES block size is a power of two.
+    let bs = ta.block_size() as i64;
+    dst.dtype == DType::F32.code()
+        && simd::MAT_TYPES.contains(&ta)
+        && tb.is_float()
+        && a.ne.iter().chain(&b.ne).chain(&dst.ne).all(|&n| n >= 0)
+        && a.ne[0] == b.ne[0]
+        && bs.count_ones() == 1
+        && a.ne[0] & (bs - 1) == 0
+        && a.nb[0] == ta.type_size() as u64
+        && dst.nb[0] == 4
+        && (2..4).all(|d| a.ne[d] == 1 || (a.ne[d] != 0 && b.ne[d] % a.ne[d] == 0))
+        && dst.ne == [a.ne[1], b.ne[1], b.ne[2], b.ne[3]]
 }
 
 /// Shapes and types of a checked MUL_MAT / MUL_MAT_ID.
@@ -254,4 +285,46 @@ pub unsafe fn run_mul_mat_id(ctx: &NodeCtx<'_>) -> Result<(), CpuError> {
     // SAFETY: pointers cover their tensors; the lists live in the locked scratch.
     unsafe { drive::run_id(ctx, &job) };
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fast MUL_MAT check accepts exactly what the detailed one does.
+    #[test]
+    fn fast_check_matches_detailed() {
+        let types = [DType::F32, DType::F16, DType::Q8_0, DType::Q4_K, DType::I32];
+        let shapes: [[i64; 4]; 5] = [
+            [256, 4, 1, 1],
+            [256, 4, 2, 3],
+            [512, 4, 2, 1],
+            [255, 4, 1, 1],
+            [256, 0, 0, 1],
+        ];
+        let mut n = 0;
+        for ta in types {
+            for tb in types {
+                for sa in shapes {
+                    for sb in shapes {
+                        for td in [DType::F32, DType::F16] {
+                            let a = TensorDesc::new(ta, sa);
+                            let b = TensorDesc::new(tb, sb);
+                            for dn in [[sa[1], sb[1], sb[2], sb[3]], sa] {
+                                let d = TensorDesc::new(td, dn);
+                                let mut src = [None; MAX_SRC];
+                                src[0] = Some(&a);
+                                src[1] = Some(&b);
+                                let fast = mul_mat_ok(&d, &src);
+                                let full = check_mul_mat(&d, &src).is_ok();
+                                assert_eq!(fast, full, "{ta} {sa:?} x {tb} {sb:?} -> {td} {dn:?}");
+                                n += usize::from(full);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(n > 0);
+    }
 }

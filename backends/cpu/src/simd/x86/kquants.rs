@@ -16,7 +16,7 @@
 
 use std::arch::x86_64::*;
 
-use super::{dispatch_tile, first, h2f, hsum, load128, load256, put};
+use super::{PREFETCH_AHEAD, dispatch_tile, first, h2f, hsum, load128, load256, prefetch, put};
 
 const Q2_K: u8 = 0;
 const Q3_K: u8 = 1;
@@ -251,6 +251,13 @@ unsafe fn tile<const T: u8, const RM: usize, const RN: usize>(
     for i in 0..k / 256 {
         let ap: [*const u8; RM] = std::array::from_fn(|r| a.wrapping_add(r * lda + i * ab));
         let bp: [*const u8; RN] = std::array::from_fn(|j| b0[j].wrapping_add(i * B_BYTES));
+        if RN == 1 {
+            for r in 0..RM {
+                for l in (0..ab).step_by(64) {
+                    prefetch(ap[r].wrapping_add(l + PREFETCH_AHEAD));
+                }
+            }
+        }
         // SAFETY: super-block i lies within every row.
         unsafe {
             let sc: [Scales; RM] = std::array::from_fn(|r| scales::<T>(ap[r]));

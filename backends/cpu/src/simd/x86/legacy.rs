@@ -9,7 +9,7 @@
 
 use std::arch::x86_64::*;
 
-use super::{dispatch_tile, first, h2f, hsum, load128, put};
+use super::{PREFETCH_AHEAD, dispatch_tile, first, h2f, hsum, load128, prefetch, put};
 
 const Q4_0: u8 = 0;
 const Q4_1: u8 = 1;
@@ -67,7 +67,8 @@ unsafe fn bits_to_bytes(p: *const u8) -> __m256i {
     _mm256_cmpeq_epi8(bytes, _mm256_set1_epi64x(-1))
 }
 
-/// Unpacks the weight block at `p`: (values, d, m).
+/// Unpacks the weight block at `p`: (values, d, m). q4_0's values come
+/// unsigned (`q`, not `q - 8`), see [`tile`].
 ///
 /// # Safety
 /// `p` must cover one block of type `T`.
@@ -77,11 +78,8 @@ unsafe fn unpack<const T: u8>(p: *const u8) -> (__m256i, f32, f32) {
     // SAFETY: every offset lies within the block.
     unsafe {
         match T {
-            Q4_0 => (
-                _mm256_sub_epi8(nibbles(p.add(2)), _mm256_set1_epi8(8)),
-                h2f(p),
-                0.0,
-            ),
+            // Unsigned here: the tile subtracts 8 * the column's pair sums.
+            Q4_0 => (nibbles(p.add(2)), h2f(p), 0.0),
             Q4_1 => (nibbles(p.add(4)), h2f(p), h2f(p.add(2))),
             Q5_0 => {
                 let hi =
@@ -129,21 +127,39 @@ unsafe fn tile<const T: u8, const RM: usize, const RN: usize>(
             let by: [__m256i; RN] =
                 std::array::from_fn(|j| _mm256_loadu_si256(bp[j].add(i * bb + bqs).cast()));
             let db: [__m256; RN] = std::array::from_fn(|j| _mm256_set1_ps(h2f(bp[j].add(i * bb))));
+            // q4_0: sum (q - 8) y = sum q y - 8 sum y, pair by pair, so the
+            // unsigned nibbles go straight into maddubs (no sign trick) and
+            // 8 y's pair sums, shared by all rows, are subtracted.
+            let corr: [__m256i; RN] = std::array::from_fn(|j| {
+                if T == Q4_0 {
+                    _mm256_maddubs_epi16(_mm256_set1_epi8(8), by[j])
+                } else {
+                    _mm256_setzero_si256()
+                }
+            });
             for r in 0..RM {
+                if RN == 1 {
+                    prefetch(ap[r].wrapping_add(i * ab + PREFETCH_AHEAD));
+                }
                 let (av, da, ma) = unpack::<T>(ap[r].add(i * ab));
                 let dav = _mm256_set1_ps(da);
-                let ax = if signed(T) {
+                let sign_trick = signed(T) && T != Q4_0;
+                let ax = if sign_trick {
                     _mm256_sign_epi8(av, av)
                 } else {
                     av
                 };
                 for j in 0..RN {
-                    let y = if signed(T) {
+                    let y = if sign_trick {
                         _mm256_sign_epi8(by[j], av)
                     } else {
                         by[j]
                     };
-                    let dot = _mm256_madd_epi16(_mm256_maddubs_epi16(ax, y), ones);
+                    let mut p16 = _mm256_maddubs_epi16(ax, y);
+                    if T == Q4_0 {
+                        p16 = _mm256_sub_epi16(p16, corr[j]);
+                    }
+                    let dot = _mm256_madd_epi16(p16, ones);
                     sum[r][j] = _mm256_fmadd_ps(
                         _mm256_cvtepi32_ps(dot),
                         _mm256_mul_ps(dav, db[j]),

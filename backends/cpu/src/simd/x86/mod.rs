@@ -92,6 +92,19 @@ unsafe fn h2f(p: *const u8) -> f32 {
     _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)))
 }
 
+/// How far ahead of the current position the mat-vec tiles (one column,
+/// several weight rows, each its own memory stream) prefetch each row.
+pub(crate) const PREFETCH_AHEAD: usize = 1024;
+
+/// Prefetches the cache line holding `p` into L1. Never faults, so `p` may
+/// lie past the end of a row.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn prefetch(p: *const u8) {
+    // A prefetch reads nothing architecturally and never faults.
+    _mm_prefetch::<_MM_HINT_T0>(p.cast())
+}
+
 /// Loads 32 bytes at `p` (any alignment).
 ///
 /// # Safety
