@@ -323,3 +323,15 @@ fn cpu_variants_are_scored_by_this_machine() {
         );
     }
 }
+
+#[test]
+fn baseline_cpu_variant_runs_portable_kernels_only() {
+    // The baseline variant must not use SIMD kernels even where the CPU has
+    // them: it is what gets loaded on CPUs without them.
+    let dir = backplane_tests::scratch_dir("baseline-variant");
+    backplane_tests::install(&cpu_plugin(), &dir, "cpu");
+    let reg = load_only(&[&dir]);
+    let cpu = reg.backend("cpu").expect("the baseline cpu plugin loads");
+    let desc = cpu.devices[0].description();
+    assert!(desc.contains("scalar mat-mul kernels"), "{desc}");
+}

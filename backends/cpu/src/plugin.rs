@@ -181,6 +181,11 @@ pub struct CpuReg {
 impl CpuReg {
     /// The registration of a CPU plugin built for `isa`.
     pub fn new(isa: Isa) -> CpuReg {
+        // A baseline variant runs the portable kernels only, so it is what
+        // its name says on any CPU of its architecture.
+        if matches!(isa, Isa::X86_64 | Isa::Aarch64) {
+            crate::simd::limit_to_scalar();
+        }
         let buffers = BufferTable::default();
         let buft = Arc::new(CpuBufferType {
             buffers: buffers.clone(),
@@ -216,8 +221,9 @@ impl Device for CpuDevice {
     fn description(&self) -> String {
         let brand = cpu_facts::brand().unwrap_or_else(|| std::env::consts::ARCH.to_string());
         format!(
-            "{brand} ({} kernels, {} cores)",
+            "{brand} (variant {}, {} mat-mul kernels, {} cores)",
             self.isa.name(),
+            crate::simd::kernels().isa().name(),
             num_cpus::get_physical()
         )
     }

@@ -20,6 +20,7 @@ pub mod scalar;
 pub mod x86;
 
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use backplane_abi::DType;
 
@@ -125,7 +126,7 @@ impl Kernels {
             isa: Isa::Scalar,
         };
         #[cfg(target_arch = "x86_64")]
-        if x86::available() {
+        if x86::available() && !SCALAR_ONLY.load(Ordering::Relaxed) {
             k.isa = Isa::Avx2;
             for (slot, t) in k.table.iter_mut().zip(MAT_TYPES) {
                 if let Some(kern) = x86::kernel(t) {
@@ -163,8 +164,37 @@ pub fn convert_row(vt: DType, src: &[f32], dst: &mut [u8]) -> bool {
     backplane_quant::quantize_row(vt, src, dst).is_ok()
 }
 
+/// Set by [`limit_to_scalar`]: detection then ignores SIMD kernels.
+static SCALAR_ONLY: AtomicBool = AtomicBool::new(false);
+
+/// Caps the kernel table at the portable kernels, for a plugin variant built
+/// for the baseline ISA. Takes effect only before the first [`kernels`]
+/// call (the table is fixed once detected); returns whether it did.
+pub fn limit_to_scalar() -> bool {
+    SCALAR_ONLY.store(true, Ordering::Relaxed);
+    KERNELS.get().is_none_or(|k| k.isa == Isa::Scalar)
+}
+
+static KERNELS: OnceLock<Kernels> = OnceLock::new();
+
 /// The kernel table, detected on first use and then fixed.
 pub fn kernels() -> &'static Kernels {
-    static TABLE: OnceLock<Kernels> = OnceLock::new();
-    TABLE.get_or_init(Kernels::detect)
+    KERNELS.get_or_init(Kernels::detect)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scalar_limit_after_detection_reports_whether_it_held() {
+        let detected = kernels().isa();
+        assert_eq!(limit_to_scalar(), detected == Isa::Scalar);
+        assert_eq!(
+            kernels().isa(),
+            detected,
+            "the table never changes once detected"
+        );
+        SCALAR_ONLY.store(false, Ordering::Relaxed);
+    }
 }
