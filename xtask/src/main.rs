@@ -12,6 +12,7 @@
 //!
 //! `cargo xtask test` runs everything CI checks (see `test.rs`).
 
+mod setup;
 mod test;
 
 use std::path::{Path, PathBuf};
@@ -134,7 +135,10 @@ fn plugins(fixtures: bool) -> Result<(), String> {
         };
         build(&b, &dir)?;
     }
-    let others = [("backplane-hexagon", "backplane_hexagon", "hexagon")];
+    let others = [
+        ("backplane-hexagon", "backplane_hexagon", "hexagon"),
+        ("backplane-sycl", "backplane_sycl", "sycl"),
+    ];
     for (package, lib, name) in others {
         let b = Build {
             package,
@@ -177,6 +181,14 @@ fn plugins(fixtures: bool) -> Result<(), String> {
     Ok(())
 }
 
+/// Makes `env` visible to every command this process starts.
+fn set_env(env: &[(String, String)]) {
+    for (k, v) in env {
+        // SAFETY: called from main before any other thread exists.
+        unsafe { std::env::set_var(k, v) };
+    }
+}
+
 /// Runs the conformance runner (release) with `args` and extra environment.
 fn conformance(args: &[String], env: &[(&str, &str)]) -> Result<(), String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
@@ -205,7 +217,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.task {
         Task::Plugins { fixtures } => plugins(fixtures),
-        Task::Conformance { args } => plugins(false).and_then(|()| conformance(&args, &[])),
+        Task::Conformance { args } => setup::all().and_then(|env| {
+            set_env(&env);
+            plugins(false).and_then(|()| conformance(&args, &[]))
+        }),
         Task::Test => test::run(),
     };
     match result {

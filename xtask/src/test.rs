@@ -2,7 +2,7 @@
 
 use std::process::Command;
 
-use crate::{conformance, plugins, workspace_root};
+use crate::{conformance, plugins, set_env, setup, workspace_root};
 
 /// Environment for test runs: the emulated Hexagon DSP is offered only when
 /// asked for, so tests and CI ask.
@@ -26,6 +26,7 @@ fn cargo(step: &str, args: &[&str]) -> Result<(), String> {
 
 /// Runs every step; stops at the first failure.
 pub fn run() -> Result<(), String> {
+    set_env(&setup::all()?);
     cargo("format", &["fmt", "--all", "--check"])?;
     cargo(
         "clippy",

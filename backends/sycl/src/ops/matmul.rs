@@ -1,0 +1,167 @@
+//! MUL_MAT; kernels in `shaders/sycl/mul_mat.cpp`, path chosen by
+//! [`crate::policy::choose`] from the type, the shape and the device's
+//! architecture.
+//!
+//! Reordered weights are rebuilt in scratch memory at each product (no
+//! cache across graphs yet: that needs write tracking of weight buffers).
+
+use backplane_abi::{DType, MAX_SRC, TensorDesc};
+
+use super::{Exec, dtype};
+use crate::kernels::{Source, TensorArg};
+use crate::policy::{self, MulMatPath, MulMatShape, Toggles};
+use crate::runtime::DeviceInfo;
+
+type Srcs<'a> = [Option<&'a TensorDesc>; MAX_SRC];
+
+/// Work-group of the mat-vec kernels (one group per output row).
+const MV_WG: usize = 64;
+/// Work-group side of the GEMM (each item computes 4 x 4 outputs).
+const GEMM_WG: usize = 8;
+/// Outputs per GEMM work-item along M and N (TM, TN in the kernel).
+const GEMM_T: usize = 4;
+
+fn shape(d0: &TensorDesc, d1: &TensorDesc) -> Result<MulMatShape, String> {
+    Ok(MulMatShape {
+        src0: dtype(d0)?,
+        src1: dtype(d1)?,
+        k: d0.ne[0],
+        m: d0.ne[1],
+        n: d1.ne[1],
+        batch: [d1.ne[2], d1.ne[3]],
+        src0_dense_rows: d0.is_contiguous_rows(),
+    })
+}
+
+pub(super) fn supports(
+    d: &TensorDesc,
+    src: &Srcs<'_>,
+    info: &DeviceInfo,
+    toggles: Toggles,
+) -> Result<(), String> {
+    let (a, b) = (
+        src[0].ok_or("MUL_MAT needs a")?,
+        src[1].ok_or("MUL_MAT needs b")?,
+    );
+    if dtype(d)? != DType::F32 {
+        return Err(format!(
+            "MUL_MAT result type {} not implemented (f32 only)",
+            dtype(d)?.name()
+        ));
+    }
+    if a.ne[0] != b.ne[0]
+        || a.ne[2] <= 0
+        || a.ne[3] <= 0
+        || b.ne[2] % a.ne[2] != 0
+        || b.ne[3] % a.ne[3] != 0
+    {
+        return Err(format!("a {:?} and b {:?} do not fit", a.ne, b.ne));
+    }
+    let s = shape(a, b)?;
+    if s.src0.is_quantized() && !s.src0_dense_rows {
+        return Err("quantized weights must have dense rows".into());
+    }
+    policy::choose(&info.arch, toggles, &s).map(|_| ())
+}
+
+pub(super) fn mul_mat(x: &Exec<'_>, i: usize) -> Result<(), String> {
+    let d = &x.graph[i];
+    let (a, b) = (
+        x.src(i, 0).ok_or("MUL_MAT needs a")?,
+        x.src(i, 1).ok_or("MUL_MAT needs b")?,
+    );
+    let s = shape(a, b)?;
+    let path = policy::choose(&x.ctx.info.arch, x.ctx.toggles, &s)?;
+    if std::env::var_os("BACKPLANE_SYCL_LOG").is_some() {
+        eprintln!(
+            "backplane-sycl: MUL_MAT {} k={} m={} n={} -> {}",
+            s.src0.name(),
+            s.k,
+            s.m,
+            s.n,
+            path.name()
+        );
+    }
+    if d.nelements() == 0 {
+        return Ok(());
+    }
+    let batches = (b.ne[2] * b.ne[3]) as usize;
+    let (m, n) = (a.ne[1] as usize, b.ne[1] as usize);
+    let mut args = x.args(i);
+    let mut ptrs = x.node_ptrs(i)?;
+    match path {
+        MulMatPath::Dmmv => x.launch(
+            Source::MulMat,
+            "k_dmmv",
+            [batches, m, MV_WG],
+            [1, 1, MV_WG],
+            ptrs,
+            &args,
+        ),
+        MulMatPath::Mmvq | MulMatPath::MmvqReordered => {
+            let q8_bytes = (b.ne[0] / 32 * 36) as usize * n * batches;
+            let reordered = path == MulMatPath::MmvqReordered;
+            let w_bytes = if reordered { a.nbytes() as usize } else { 0 };
+            let q8_region = q8_bytes.next_multiple_of(256);
+            let scratch = x.stream.scratch(q8_region + w_bytes)?;
+            ptrs[0] = scratch;
+            x.launch_ptrs(
+                Source::MulMat,
+                "k_quantize_q8_1",
+                q8_bytes / 36,
+                ptrs,
+                &args,
+            )?;
+            ptrs = x.node_ptrs(i)?;
+            ptrs[3] = scratch;
+            if !reordered {
+                return x.launch(
+                    Source::MulMat,
+                    "k_mmvq",
+                    [batches, m, MV_WG],
+                    [1, 1, MV_WG],
+                    ptrs,
+                    &args,
+                );
+            }
+            // SAFETY: offset inside the scratch block sized above.
+            let w = unsafe { scratch.add(q8_region) };
+            let blocks = (a.ne[0] / 32 * a.ne[1]) as usize;
+            let mut rp = ptrs;
+            rp[0] = w;
+            x.launch_ptrs(Source::MulMat, "k_reorder", blocks, rp, &args)?;
+            ptrs[4] = w;
+            x.launch(
+                Source::MulMat,
+                "k_mmvq_reordered",
+                [1, m, MV_WG],
+                [1, 1, MV_WG],
+                ptrs,
+                &args,
+            )
+        }
+        MulMatPath::Gemm => {
+            if s.src0.is_quantized() || s.src0 == DType::BF16 {
+                let elems = a.nelements() as usize;
+                let scratch = x.stream.scratch(elems * 4)?;
+                let mut dp = ptrs;
+                dp[0] = scratch;
+                x.launch_ptrs(Source::MulMat, "k_dequantize", elems, dp, &args)?;
+                let dense = TensorDesc::new(DType::F32, a.ne);
+                args.t[1] = TensorArg::of(&dense);
+                args.ty[1] = DType::F32 as i32;
+                ptrs[1] = scratch;
+            }
+            let gn = n.div_ceil(GEMM_T).next_multiple_of(GEMM_WG);
+            let gm = m.div_ceil(GEMM_T).next_multiple_of(GEMM_WG);
+            x.launch(
+                Source::MulMat,
+                "k_gemm",
+                [batches, gn, gm],
+                [1, GEMM_WG, GEMM_WG],
+                ptrs,
+                &args,
+            )
+        }
+    }
+}

@@ -1,0 +1,245 @@
+//! Ops: what the device accepts ([`supports`], with reasons) and how each
+//! node is run ([`Exec::run`]), one module per op family, next to its
+//! kernel source in `shaders/sycl/`.
+
+mod attention;
+mod copy;
+mod elementwise;
+mod matmul;
+mod norm;
+
+use std::sync::Arc;
+
+use backplane_abi::{DType, MAX_SRC, Op, TensorDesc};
+
+use crate::kernels::{self, Args, Source};
+use crate::plugin::{Ctx, SyclStream};
+use crate::policy::Toggles;
+use crate::runtime::{DeviceInfo, Kernel};
+
+/// Work-group size of the 1-D element-wise launches.
+pub const WG: usize = 256;
+
+/// A node's sources as descriptors.
+pub(crate) fn sources<'g>(
+    graph: &'g [TensorDesc],
+    d: &TensorDesc,
+) -> Result<[Option<&'g TensorDesc>; MAX_SRC], String> {
+    let mut src = [None; MAX_SRC];
+    for (i, &s) in d.src.iter().enumerate() {
+        if s >= 0 {
+            src[i] = Some(
+                graph
+                    .get(s as usize)
+                    .ok_or_else(|| format!("source {i} index {s} out of range"))?,
+            );
+        }
+    }
+    Ok(src)
+}
+
+/// The type of `d`, or a reason.
+pub(crate) fn dtype(d: &TensorDesc) -> Result<DType, String> {
+    d.dtype().map_err(|e| e.to_string())
+}
+
+/// Requires `d`'s type to be one of `allowed`.
+pub(crate) fn want_type(what: &str, d: &TensorDesc, allowed: &[DType]) -> Result<DType, String> {
+    let t = dtype(d)?;
+    if allowed.contains(&t) {
+        Ok(t)
+    } else {
+        let names: Vec<&str> = allowed.iter().map(|t| t.name()).collect();
+        Err(format!(
+            "{what} type {} not implemented (have {})",
+            t.name(),
+            names.join(", ")
+        ))
+    }
+}
+
+/// Plain float types the element-wise kernels read and write.
+pub(crate) const FLOATS: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
+
+/// Whether `graph[node]` can run on the device, with the reason when not.
+pub fn supports(
+    graph: &[TensorDesc],
+    node: usize,
+    info: &DeviceInfo,
+    toggles: Toggles,
+) -> Result<(), String> {
+    let d = graph
+        .get(node)
+        .ok_or_else(|| format!("node {node} is not in the graph ({} tensors)", graph.len()))?;
+    let op = d.op().map_err(|e| e.to_string())?;
+    let src = sources(graph, d)?;
+    if d.nbytes() > info.max_alloc_bytes {
+        return Err(format!(
+            "{} bytes > max allocation {} bytes",
+            d.nbytes(),
+            info.max_alloc_bytes
+        ));
+    }
+    match op {
+        Op::None | Op::View | Op::Reshape | Op::Permute | Op::Transpose => Ok(()),
+        Op::Add | Op::Sub | Op::Mul | Op::Div => elementwise::supports_binary(d, &src),
+        Op::Unary
+        | Op::Sqr
+        | Op::Sqrt
+        | Op::Log
+        | Op::Sin
+        | Op::Cos
+        | Op::Scale
+        | Op::Clamp
+        | Op::Fill => elementwise::supports_unary(op, d, &src),
+        Op::Glu => elementwise::supports_glu(d, &src),
+        Op::Cpy | Op::Cont => copy::supports_cpy(d, &src),
+        Op::GetRows => copy::supports_get_rows(d, &src),
+        Op::SetRows => copy::supports_set_rows(d, &src),
+        Op::Norm | Op::RmsNorm | Op::L2Norm => norm::supports_norm(d, &src),
+        Op::SoftMax => norm::supports_soft_max(d, &src),
+        Op::Rope => norm::supports_rope(d, &src),
+        Op::MulMat => matmul::supports(d, &src, info, toggles),
+        Op::FlashAttnExt => attention::supports(d, &src),
+        other => Err(format!("op {other} not implemented by the SYCL backend")),
+    }
+}
+
+/// Everything a node needs to run.
+pub struct Exec<'a> {
+    /// The device context.
+    pub ctx: &'a Ctx,
+    /// The stream (for scratch memory).
+    pub stream: &'a SyclStream,
+    /// The graph.
+    pub graph: &'a [TensorDesc],
+    /// Device address of each tensor (null when unallocated).
+    pub ptrs: &'a [*mut u8],
+}
+
+impl Exec<'_> {
+    /// Runs node `i`.
+    pub fn run(&self, i: usize) -> Result<(), String> {
+        let d = &self.graph[i];
+        let op = d.op().map_err(|e| e.to_string())?;
+        match op {
+            Op::Add | Op::Sub | Op::Mul | Op::Div => elementwise::binary(self, i, op),
+            Op::Unary
+            | Op::Sqr
+            | Op::Sqrt
+            | Op::Log
+            | Op::Sin
+            | Op::Cos
+            | Op::Scale
+            | Op::Clamp
+            | Op::Fill => elementwise::unary(self, i, op),
+            Op::Glu => elementwise::glu(self, i),
+            Op::Cpy | Op::Cont => copy::cpy(self, i),
+            Op::GetRows => copy::get_rows(self, i),
+            Op::SetRows => copy::set_rows(self, i),
+            Op::Norm | Op::RmsNorm | Op::L2Norm => norm::norm(self, i, op),
+            Op::SoftMax => norm::soft_max(self, i),
+            Op::Rope => norm::rope(self, i),
+            Op::MulMat => matmul::mul_mat(self, i),
+            Op::FlashAttnExt => attention::flash_attn_ext(self, i),
+            other => Err(format!("op {other} not implemented by the SYCL backend")),
+        }
+    }
+
+    /// Descriptor of node `i`'s source `k`.
+    pub(crate) fn src(&self, i: usize, k: usize) -> Option<&TensorDesc> {
+        self.graph[i].src(k).map(|s| &self.graph[s])
+    }
+
+    /// Standard arguments of node `i`.
+    pub(crate) fn args(&self, i: usize) -> Args {
+        let srcs: Vec<Option<&TensorDesc>> = (0..4).map(|k| self.src(i, k)).collect();
+        Args::new(&self.graph[i], &srcs)
+    }
+
+    /// Device address of tensor `t`.
+    pub(crate) fn ptr(&self, t: usize) -> Result<*mut u8, String> {
+        let p = self.ptrs[t];
+        if p.is_null() {
+            Err(format!("tensor {t} is not allocated"))
+        } else {
+            Ok(p)
+        }
+    }
+
+    /// Launch pointers of node `i`: dst and its first four sources.
+    pub(crate) fn node_ptrs(&self, i: usize) -> Result<kernels::Ptrs, String> {
+        let dst = self.ptr(i)?;
+        let mut p = [dst; 5];
+        for k in 0..4 {
+            if let Some(s) = self.graph[i].src(k) {
+                p[k + 1] = self.ptr(s)?;
+            }
+        }
+        Ok(p)
+    }
+
+    /// The kernel `name` of `source`.
+    pub(crate) fn kernel(&self, source: Source, name: &'static str) -> Result<Arc<Kernel>, String> {
+        self.ctx.library.kernel(&self.ctx.queue, source, name)
+    }
+
+    /// Queues `name` with explicit ranges.
+    pub(crate) fn launch(
+        &self,
+        source: Source,
+        name: &'static str,
+        global: [usize; 3],
+        local: [usize; 3],
+        ptrs: kernels::Ptrs,
+        args: &Args,
+    ) -> Result<(), String> {
+        let k = self.kernel(source, name)?;
+        // SAFETY: every pointer is a checked device address of a tensor of
+        // this graph (or scratch memory of this stream) and the kernels stay
+        // inside the shapes and strides in `args`.
+        unsafe { kernels::launch(&self.ctx.queue, &k, global, local, ptrs, args) }
+    }
+
+    /// Queues `name` over `n` work-items (1-D), for node `i`.
+    pub(crate) fn launch_1d(
+        &self,
+        source: Source,
+        name: &'static str,
+        i: usize,
+        n: usize,
+        args: &Args,
+    ) -> Result<(), String> {
+        if n == 0 {
+            return Ok(());
+        }
+        let (g, l) = kernels::range_1d(n, WG);
+        self.launch(source, name, g, l, self.node_ptrs(i)?, args)
+    }
+
+    /// Queues `name` over `n` work-items (1-D) with explicit pointers.
+    pub(crate) fn launch_ptrs(
+        &self,
+        source: Source,
+        name: &'static str,
+        n: usize,
+        ptrs: kernels::Ptrs,
+        args: &Args,
+    ) -> Result<(), String> {
+        if n == 0 {
+            return Ok(());
+        }
+        let (g, l) = kernels::range_1d(n, WG);
+        self.launch(source, name, g, l, ptrs, args)
+    }
+
+    /// Reads `len` bytes of device memory (waits for queued work first).
+    pub(crate) fn read(&self, p: *const u8, len: usize) -> Result<Vec<u8>, String> {
+        let mut out = vec![0u8; len];
+        self.ctx.queue.wait()?;
+        // SAFETY: `p` is a device address covering `len` bytes; the host
+        // vector outlives the blocking copy.
+        unsafe { self.ctx.queue.memcpy(out.as_mut_ptr(), p, len, true) }?;
+        Ok(out)
+    }
+}

@@ -1,0 +1,473 @@
+//! The plugin contract of `backplane-abi` over SYCL devices: registration,
+//! devices, device-memory buffers (USM) and streams (in-order queues).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+use backplane_abi::plugin::{
+    Backend, Buffer, BufferType, Device, DeviceCaps, DeviceType, Memory, PluginError, Reg, Verdict,
+};
+use backplane_abi::{Op, TensorDesc};
+
+use crate::kernels::Library;
+use crate::ops;
+use crate::policy::Toggles;
+use crate::runtime::{DeviceInfo, DeviceKind, Queue, runtime};
+
+/// Alignment of buffers and tensor offsets (a cache line, enough for every
+/// vector load the kernels do).
+pub const ALIGNMENT: u64 = 128;
+
+/// Live buffers of one device: base address -> size.
+type BufferTable = Mutex<BTreeMap<usize, u64>>;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The SYCL backend's registration: one device per SYCL device.
+pub struct SyclReg {
+    devices: Vec<Arc<SyclDevice>>,
+    reason: Option<String>,
+}
+
+impl SyclReg {
+    /// Enumerates the runtime's devices (none, with the reason, when the
+    /// runtime or its devices are missing).
+    pub fn new() -> SyclReg {
+        let rt = match runtime() {
+            Ok(rt) => rt,
+            Err(e) => {
+                return SyclReg {
+                    devices: Vec::new(),
+                    reason: Some(e),
+                };
+            }
+        };
+        match rt.devices() {
+            Ok(infos) if infos.is_empty() => SyclReg {
+                devices: Vec::new(),
+                reason: Some("the SYCL runtime found no device (for the OpenCL CPU device set OCL_ICD_FILENAMES=<venv>/lib/libintelocl.so)".into()),
+            },
+            Ok(infos) => {
+                let toggles = Toggles::from_env();
+                let devices = infos
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, info)| Arc::new(SyclDevice::new(format!("sycl{i}"), info, toggles)))
+                    .collect();
+                SyclReg { devices, reason: None }
+            }
+            Err(e) => SyclReg { devices: Vec::new(), reason: Some(format!("SYCL device enumeration failed: {e}")) },
+        }
+    }
+}
+
+impl Default for SyclReg {
+    fn default() -> Self {
+        SyclReg::new()
+    }
+}
+
+impl Reg for SyclReg {
+    fn name(&self) -> String {
+        "sycl".into()
+    }
+
+    fn devices(&self) -> Vec<Arc<dyn Device>> {
+        self.devices
+            .iter()
+            .map(|d| d.clone() as Arc<dyn Device>)
+            .collect()
+    }
+
+    fn no_device_reason(&self) -> Option<String> {
+        self.reason.clone()
+    }
+}
+
+/// What a device's buffers and streams share: its queue, kernels and the
+/// table of live buffers.
+pub struct Ctx {
+    /// Runtime facts.
+    pub info: DeviceInfo,
+    /// Path-forcing toggles read at load.
+    pub toggles: Toggles,
+    /// The device's in-order queue.
+    pub queue: Queue,
+    /// Built kernels.
+    pub library: Library,
+    buffers: BufferTable,
+}
+
+impl Ctx {
+    /// The device address of `t`, checked to lie inside a live buffer.
+    pub fn address(&self, t: &TensorDesc) -> Option<*mut u8> {
+        let table = lock(&self.buffers);
+        let (&base, &size) = table.range(..=t.buffer as usize).next_back()?;
+        let fits =
+            base as u64 == t.buffer && t.offset.checked_add(t.nbytes()).is_some_and(|e| e <= size);
+        fits.then(|| (base + t.offset as usize) as *mut u8)
+    }
+}
+
+/// One SYCL device.
+pub struct SyclDevice {
+    name: String,
+    info: DeviceInfo,
+    toggles: Toggles,
+    ctx: OnceLock<Result<Arc<Ctx>, String>>,
+}
+
+impl SyclDevice {
+    fn new(name: String, info: DeviceInfo, toggles: Toggles) -> SyclDevice {
+        SyclDevice {
+            name,
+            info,
+            toggles,
+            ctx: OnceLock::new(),
+        }
+    }
+
+    /// The shared context, created on first use.
+    fn ctx(&self) -> Result<Arc<Ctx>, PluginError> {
+        self.ctx
+            .get_or_init(|| {
+                let rt = runtime()?;
+                let queue = Queue::new(rt, self.info.index)?;
+                Ok(Arc::new(Ctx {
+                    info: self.info.clone(),
+                    toggles: self.toggles,
+                    queue,
+                    library: Library::new(),
+                    buffers: Mutex::default(),
+                }))
+            })
+            .clone()
+            .map_err(|e| PluginError::other(format!("{}: {e}", self.name)))
+    }
+}
+
+impl Device for SyclDevice {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn description(&self) -> String {
+        let i = &self.info;
+        format!(
+            "{} ({} {}, arch {}, family {}, id {:#06x}, {} CUs, max wg {}, sub-groups {:?}, {} MiB)",
+            i.name,
+            i.backend,
+            i.driver_version,
+            i.arch.name,
+            i.arch.family,
+            i.device_id,
+            i.compute_units,
+            i.max_work_group_size,
+            i.sub_group_sizes,
+            i.global_mem_bytes >> 20
+        )
+    }
+
+    fn device_type(&self) -> DeviceType {
+        match self.info.kind {
+            DeviceKind::Cpu => DeviceType::Cpu,
+            DeviceKind::Gpu
+                if self.info.arch.family.is_intel_gpu()
+                    && self.info.arch.family <= crate::arch::Family::IGpuXe =>
+            {
+                DeviceType::IGpu
+            }
+            DeviceKind::Gpu => DeviceType::Gpu,
+            _ => DeviceType::Accel,
+        }
+    }
+
+    fn memory(&self) -> Memory {
+        let free = if self.info.free_mem_bytes > 0 {
+            self.info.free_mem_bytes
+        } else {
+            self.info.global_mem_bytes
+        };
+        Memory {
+            free_bytes: free,
+            total_bytes: self.info.global_mem_bytes,
+        }
+    }
+
+    fn caps(&self) -> DeviceCaps {
+        DeviceCaps::default()
+    }
+
+    fn supports_op(&self, graph: &[TensorDesc], node: usize) -> Verdict {
+        if !self.info.can_compile_sycl {
+            return Verdict::unsupported(format!(
+                "{} cannot build SYCL source at run time (no libsycl-jit)",
+                self.name
+            ));
+        }
+        ops::supports(graph, node, &self.info, self.toggles).into()
+    }
+
+    fn buffer_type(&self) -> Arc<dyn BufferType> {
+        Arc::new(SyclBufferType {
+            name: self.name.clone(),
+            ctx: self.ctx(),
+            max: self.info.max_alloc_bytes,
+        })
+    }
+
+    fn init_backend(&self, params: &str) -> Result<Box<dyn Backend>, PluginError> {
+        if !params.trim().is_empty() {
+            return Err(PluginError::bad_input(format!(
+                "unknown sycl backend option '{params}' (none are known)"
+            )));
+        }
+        Ok(Box::new(SyclStream {
+            name: self.name.clone(),
+            ctx: self.ctx()?,
+            scratch: Mutex::default(),
+        }))
+    }
+}
+
+/// Device memory (USM device allocations) of one device.
+pub struct SyclBufferType {
+    name: String,
+    ctx: Result<Arc<Ctx>, PluginError>,
+    max: u64,
+}
+
+impl BufferType for SyclBufferType {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn alloc_buffer(&self, size_bytes: u64) -> Result<Box<dyn Buffer>, PluginError> {
+        let ctx = self.ctx.clone()?;
+        let size = usize::try_from(size_bytes)
+            .map_err(|_| PluginError::out_of_memory(format!("{size_bytes} bytes")))?;
+        let ptr = ctx
+            .queue
+            .malloc(size.max(1), ALIGNMENT as usize)
+            .map_err(|e| PluginError::out_of_memory(format!("{}: {e}", self.name)))?;
+        lock(&ctx.buffers).insert(ptr as usize, size_bytes);
+        Ok(Box::new(SyclBuffer {
+            ptr,
+            size: size_bytes,
+            ctx,
+        }))
+    }
+
+    fn alignment(&self) -> u64 {
+        ALIGNMENT
+    }
+
+    fn max_size(&self) -> u64 {
+        self.max
+    }
+}
+
+/// One device allocation; its id is its device address.
+pub struct SyclBuffer {
+    ptr: *mut u8,
+    size: u64,
+    ctx: Arc<Ctx>,
+}
+
+// SAFETY: the buffer owns its allocation; all access goes through the queue.
+unsafe impl Send for SyclBuffer {}
+// SAFETY: as above.
+unsafe impl Sync for SyclBuffer {}
+
+impl Drop for SyclBuffer {
+    fn drop(&mut self) {
+        lock(&self.ctx.buffers).remove(&(self.ptr as usize));
+        let _ = self.ctx.queue.wait();
+        let _ = self.ctx.queue.free(self.ptr);
+    }
+}
+
+impl SyclBuffer {
+    fn range(&self, tensor: &TensorDesc, offset: u64, len: u64) -> Result<*mut u8, PluginError> {
+        if tensor.buffer != self.ptr as u64 {
+            return Err(PluginError::bad_input(format!(
+                "tensor is in buffer {:#x}, not this buffer {:#x}",
+                tensor.buffer, self.ptr as u64
+            )));
+        }
+        let start = tensor.offset.checked_add(offset);
+        match start.and_then(|s| s.checked_add(len)) {
+            Some(end) if end <= self.size && offset + len <= tensor.nbytes().max(len) => {
+                // SAFETY: inside the allocation (checked above).
+                Ok(unsafe { self.ptr.add(tensor.offset as usize + offset as usize) })
+            }
+            _ => Err(PluginError::bad_input(format!(
+                "{len} bytes at offset {offset} of a tensor at {} overrun the {}-byte buffer",
+                tensor.offset, self.size
+            ))),
+        }
+    }
+}
+
+impl Buffer for SyclBuffer {
+    fn id(&self) -> u64 {
+        self.ptr as u64
+    }
+
+    fn size(&self) -> u64 {
+        self.size
+    }
+
+    fn set_tensor(&self, tensor: &TensorDesc, offset: u64, data: &[u8]) -> Result<(), PluginError> {
+        let p = self.range(tensor, offset, data.len() as u64)?;
+        // SAFETY: the device range is inside this buffer; the host slice
+        // lives until the blocking copy returns.
+        unsafe { self.ctx.queue.memcpy(p, data.as_ptr(), data.len(), true) }
+            .map_err(PluginError::other)
+    }
+
+    fn get_tensor(
+        &self,
+        tensor: &TensorDesc,
+        offset: u64,
+        out: &mut [u8],
+    ) -> Result<(), PluginError> {
+        let p = self.range(tensor, offset, out.len() as u64)?;
+        // SAFETY: as in set_tensor.
+        unsafe { self.ctx.queue.memcpy(out.as_mut_ptr(), p, out.len(), true) }
+            .map_err(PluginError::other)
+    }
+
+    fn memset_tensor(
+        &self,
+        tensor: &TensorDesc,
+        value: u8,
+        offset: u64,
+        size: u64,
+    ) -> Result<(), PluginError> {
+        let p = self.range(tensor, offset, size)?;
+        // SAFETY: inside this buffer.
+        unsafe { self.ctx.queue.memset(p, value, size as usize, true) }.map_err(PluginError::other)
+    }
+
+    fn cpy_tensor(&self, src: &TensorDesc, dst: &TensorDesc) -> Result<bool, PluginError> {
+        let n = src.nbytes();
+        if n != dst.nbytes() {
+            return Err(PluginError::bad_input(format!(
+                "copy of {n} bytes into a {}-byte tensor",
+                dst.nbytes()
+            )));
+        }
+        let d = self.range(dst, 0, n)?;
+        let Some(s) = self.ctx.address(src) else {
+            return Ok(false);
+        };
+        // SAFETY: both ranges checked against live buffers of this device.
+        unsafe { self.ctx.queue.memcpy(d, s, n as usize, true) }.map_err(PluginError::other)?;
+        Ok(true)
+    }
+
+    fn clear(&self, value: u8) -> Result<(), PluginError> {
+        // SAFETY: the whole allocation.
+        unsafe {
+            self.ctx
+                .queue
+                .memset(self.ptr, value, self.size as usize, true)
+        }
+        .map_err(PluginError::other)
+    }
+}
+
+/// Temporary device memory of a stream (q8_1 activations, reordered weights).
+#[derive(Default)]
+pub struct Scratch {
+    ptr: usize,
+    size: usize,
+}
+
+/// A stream: the device's queue; graphs run in order and `graph_compute`
+/// returns when they are done.
+pub struct SyclStream {
+    name: String,
+    ctx: Arc<Ctx>,
+    scratch: Mutex<Scratch>,
+}
+
+impl SyclStream {
+    /// Scratch memory of at least `bytes` bytes, valid until the next call
+    /// (growing waits for queued users of the old block).
+    pub fn scratch(&self, bytes: usize) -> Result<*mut u8, String> {
+        let mut s = lock(&self.scratch);
+        if s.size < bytes {
+            self.ctx.queue.wait()?;
+            if s.ptr != 0 {
+                self.ctx.queue.free(s.ptr as *mut u8)?;
+                s.ptr = 0;
+                s.size = 0;
+            }
+            let size = bytes.next_power_of_two().max(1 << 16);
+            s.ptr = self.ctx.queue.malloc(size, ALIGNMENT as usize)? as usize;
+            s.size = size;
+        }
+        Ok(s.ptr as *mut u8)
+    }
+}
+
+impl Drop for SyclStream {
+    fn drop(&mut self) {
+        let s = lock(&self.scratch);
+        if s.ptr != 0 {
+            let _ = self.ctx.queue.wait();
+            let _ = self.ctx.queue.free(s.ptr as *mut u8);
+        }
+    }
+}
+
+impl Backend for SyclStream {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn graph_compute(&self, graph: &[TensorDesc]) -> Result<(), PluginError> {
+        let mut ptrs = vec![std::ptr::null_mut::<u8>(); graph.len()];
+        for (i, t) in graph.iter().enumerate() {
+            if t.buffer != 0 {
+                ptrs[i] = self.ctx.address(t).ok_or_else(|| {
+                    PluginError::bad_input(format!(
+                        "tensor {i}: {} bytes at offset {} of buffer {:#x} are not inside a live {} buffer",
+                        t.nbytes(),
+                        t.offset,
+                        t.buffer,
+                        self.name
+                    ))
+                })?;
+            }
+        }
+        for (i, t) in graph.iter().enumerate() {
+            let op = t
+                .op()
+                .map_err(|e| PluginError::unsupported(e.to_string()))?;
+            if op == Op::None || op.is_view() {
+                continue;
+            }
+            let exec = ops::Exec {
+                ctx: &self.ctx,
+                stream: self,
+                graph,
+                ptrs: &ptrs,
+            };
+            exec.run(i)
+                .map_err(|e| PluginError::other(format!("{}: node {i} ({op}): {e}", self.name)))?;
+        }
+        self.ctx
+            .queue
+            .wait()
+            .map_err(|e| PluginError::other(format!("{}: {e}", self.name)))
+    }
+
+    fn synchronize(&self) -> Result<(), PluginError> {
+        self.ctx.queue.wait().map_err(PluginError::other)
+    }
+}

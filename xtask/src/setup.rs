@@ -1,0 +1,90 @@
+//! What the README commands arrange before building: libclang for bindgen
+//! (optional: ffi/sycl-sys falls back to checked-in bindings) and Intel's
+//! SYCL + OpenCL CPU runtime in `<workspace>/.venv` (scripts/sycl-runtime.sh),
+//! whose environment every later step gets.
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::workspace_root;
+
+/// Environment variables the later steps need.
+pub type Env = Vec<(String, String)>;
+
+fn has_libclang() -> bool {
+    let found = |dir: &Path| {
+        std::fs::read_dir(dir).is_ok_and(|rd| {
+            rd.flatten()
+                .any(|e| e.file_name().to_string_lossy().starts_with("libclang"))
+        })
+    };
+    [
+        "/usr/lib/x86_64-linux-gnu",
+        "/usr/lib/aarch64-linux-gnu",
+        "/usr/lib",
+        "/usr/local/lib",
+    ]
+    .iter()
+    .any(|d| found(Path::new(d)))
+        || std::fs::read_dir("/usr/lib")
+            .map(|rd| {
+                rd.flatten().any(|e| {
+                    e.file_name().to_string_lossy().starts_with("llvm-")
+                        && found(&e.path().join("lib"))
+                })
+            })
+            .unwrap_or(false)
+}
+
+/// Installs libclang-dev with apt when it is missing and we may; a failure
+/// is only a warning (bindgen then uses the checked-in bindings).
+pub fn ensure_libclang() {
+    if has_libclang() {
+        return;
+    }
+    eprintln!("xtask: libclang not found; installing libclang-dev for bindgen");
+    let apt = |args: &[&str]| {
+        Command::new("apt-get")
+            .args(args)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    let ok = apt(&["install", "-y", "-q", "libclang-dev"])
+        || (apt(&["update", "-q"]) && apt(&["install", "-y", "-q", "libclang-dev"]));
+    if !ok {
+        eprintln!(
+            "xtask: warning: could not install libclang-dev; ffi/sycl-sys will use its checked-in bindings"
+        );
+    }
+}
+
+/// Installs the SYCL runtime wheels into `.venv` when missing and returns
+/// the environment scripts/sycl-runtime.sh prints.
+pub fn sycl_runtime() -> Result<Env, String> {
+    let script = workspace_root().join("scripts/sycl-runtime.sh");
+    let out = Command::new("bash")
+        .arg(&script)
+        .output()
+        .map_err(|e| format!("{}: {e}", script.display()))?;
+    eprint!("{}", String::from_utf8_lossy(&out.stderr));
+    if !out.status.success() {
+        return Err(format!(
+            "{} failed ({}): the SYCL runtime could not be installed",
+            script.display(),
+            out.status
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.strip_prefix("export "))
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect())
+}
+
+/// Everything above, in order.
+pub fn all() -> Result<Env, String> {
+    ensure_libclang();
+    sycl_runtime()
+}
