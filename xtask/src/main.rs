@@ -217,7 +217,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.task {
         Task::Plugins { fixtures } => plugins(fixtures),
-        Task::Conformance { args } => setup::all().and_then(|env| {
+        Task::Conformance { args } => setup::all(false).and_then(|env| {
             set_env(&env);
             plugins(false).and_then(|()| conformance(&args, &[]))
         }),

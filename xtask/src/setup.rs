@@ -83,8 +83,18 @@ pub fn sycl_runtime() -> Result<Env, String> {
         .collect())
 }
 
-/// Everything above, in order.
-pub fn all() -> Result<Env, String> {
+/// Everything above, in order. With `required`, a SYCL runtime that cannot
+/// be installed is an error on x86-64 (where Intel ships the wheels);
+/// otherwise it is a warning and the SYCL plugin reports why it has no
+/// devices.
+pub fn all(required: bool) -> Result<Env, String> {
     ensure_libclang();
-    sycl_runtime()
+    match sycl_runtime() {
+        Ok(env) => Ok(env),
+        Err(e) if required && cfg!(target_arch = "x86_64") => Err(e),
+        Err(e) => {
+            eprintln!("xtask: warning: {e}; continuing without SYCL devices");
+            Ok(Env::new())
+        }
+    }
 }

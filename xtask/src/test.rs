@@ -26,7 +26,7 @@ fn cargo(step: &str, args: &[&str]) -> Result<(), String> {
 
 /// Runs every step; stops at the first failure.
 pub fn run() -> Result<(), String> {
-    set_env(&setup::all()?);
+    set_env(&setup::all(true)?);
     cargo("format", &["fmt", "--all", "--check"])?;
     cargo(
         "clippy",
