@@ -147,12 +147,15 @@ fn run_test(
             bar.set_message(case.op.name());
             let r = test_case(case, target.as_mut());
             if r.status == Status::Fail || (args.verbose && r.status == Status::Unsupported) {
-                bar.println(format!(
-                    "  {:?} {}: {}",
-                    r.status,
-                    r.case,
-                    r.reason.as_deref().unwrap_or("")
-                ));
+                say(
+                    &bar,
+                    format!(
+                        "  {:?} {}: {}",
+                        r.status,
+                        r.case,
+                        r.reason.as_deref().unwrap_or("")
+                    ),
+                );
             }
             results.push(r);
             bar.inc(1);
@@ -189,7 +192,7 @@ fn run_perf(
         for case in cases {
             bar.set_message(case.op.name());
             let r = perf_case(case, target.as_mut(), min_time);
-            bar.println(report::perf_line(&r));
+            say(&bar, report::perf_line(&r));
             results.push(r);
             bar.inc(1);
         }
@@ -202,4 +205,14 @@ fn run_perf(
         report::write_perf_csv(p, &results)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Prints a line above the progress bar, or on stderr when the bar is
+/// hidden (not a terminal), so `-v` and perf lines show in logs too.
+fn say(bar: &ProgressBar, line: String) {
+    if bar.is_hidden() {
+        eprintln!("{line}");
+    } else {
+        bar.println(line);
+    }
 }

@@ -19,14 +19,19 @@ fn main() {
     println!("cargo:rerun-if-changed={}", source.display());
     println!("cargo:rerun-if-env-changed=BACKPLANE_SYCL_ROOT");
 
-    let generated = bindgen::Builder::default()
-        .header(header.to_string_lossy())
-        .dynamic_library_name("ShimLibrary")
-        .dynamic_link_require_all(true)
-        .allowlist_function("bp_.*")
-        .allowlist_type("bp_.*")
-        .allowlist_var("BP_.*")
-        .generate();
+    // bindgen panics (rather than erring) when libclang cannot be loaded.
+    let generated = std::panic::catch_unwind(|| {
+        bindgen::Builder::default()
+            .header(header.to_string_lossy())
+            .dynamic_library_name("ShimLibrary")
+            .dynamic_link_require_all(true)
+            .allowlist_function("bp_.*")
+            .allowlist_type("bp_.*")
+            .allowlist_var("BP_.*")
+            .generate()
+            .map_err(|e| e.to_string())
+    })
+    .unwrap_or_else(|_| Err("libclang could not be loaded".to_string()));
     match generated {
         Ok(b) => b
             .write_to_file(out.join("bindings.rs"))

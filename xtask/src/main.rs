@@ -138,6 +138,7 @@ fn plugins(fixtures: bool) -> Result<(), String> {
     let others = [
         ("backplane-hexagon", "backplane_hexagon", "hexagon"),
         ("backplane-sycl", "backplane_sycl", "sycl"),
+        ("backplane-webgpu", "backplane_webgpu", "webgpu"),
     ];
     for (package, lib, name) in others {
         let b = Build {

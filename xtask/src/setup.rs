@@ -11,11 +11,19 @@ use crate::workspace_root;
 /// Environment variables the later steps need.
 pub type Env = Vec<(String, String)>;
 
+/// `libclang.so*` or `libclang-<version>.so*` (not `libclang-cpp`).
+fn is_libclang(name: &str) -> bool {
+    name.starts_with("libclang.so")
+        || name
+            .strip_prefix("libclang-")
+            .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit()))
+}
+
 fn has_libclang() -> bool {
     let found = |dir: &Path| {
         std::fs::read_dir(dir).is_ok_and(|rd| {
             rd.flatten()
-                .any(|e| e.file_name().to_string_lossy().starts_with("libclang"))
+                .any(|e| is_libclang(&e.file_name().to_string_lossy()))
         })
     };
     [
@@ -83,18 +91,82 @@ pub fn sycl_runtime() -> Result<Env, String> {
         .collect())
 }
 
+fn has_vulkan_driver() -> bool {
+    ["/usr/share/vulkan/icd.d", "/etc/vulkan/icd.d"]
+        .iter()
+        .any(|d| {
+            std::fs::read_dir(d).is_ok_and(|rd| {
+                rd.flatten()
+                    .any(|e| e.path().extension().is_some_and(|x| x == "json"))
+            })
+        })
+        && [
+            "/usr/lib/x86_64-linux-gnu/libvulkan.so.1",
+            "/usr/lib/aarch64-linux-gnu/libvulkan.so.1",
+            "/usr/lib/libvulkan.so.1",
+        ]
+        .iter()
+        .any(|p| Path::new(p).exists())
+}
+
+/// On Linux, installs a Vulkan loader and Mesa's drivers (lavapipe, a
+/// software Vulkan 1.3 device) when no Vulkan driver is present, so the
+/// WebGPU backend has a device; a failure is a warning (the plugin then
+/// reports zero devices and why). Returns `XDG_RUNTIME_DIR` (a 0700
+/// directory) when unset, which the Vulkan loader wants.
+pub fn ensure_vulkan() -> Env {
+    let mut env = Env::new();
+    if !cfg!(target_os = "linux") {
+        return env;
+    }
+    if !has_vulkan_driver() {
+        eprintln!(
+            "xtask: no Vulkan driver found; installing mesa-vulkan-drivers (lavapipe) for the WebGPU backend"
+        );
+        let apt = |args: &[&str]| {
+            Command::new("apt-get")
+                .args(args)
+                .env("DEBIAN_FRONTEND", "noninteractive")
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        let pkgs = ["install", "-y", "-q", "mesa-vulkan-drivers", "libvulkan1"];
+        if !(apt(&pkgs) || (apt(&["update", "-q"]) && apt(&pkgs))) {
+            eprintln!(
+                "xtask: warning: could not install mesa-vulkan-drivers; the WebGPU backend will have no device"
+            );
+        }
+    }
+    if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
+        let dir = std::env::temp_dir().join(format!("backplane-xdg-{}", std::process::id()));
+        if std::fs::create_dir_all(&dir).is_ok() {
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt;
+                let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700));
+            }
+            env.push(("XDG_RUNTIME_DIR".into(), dir.display().to_string()));
+        }
+    }
+    env
+}
+
 /// Everything above, in order. With `required`, a SYCL runtime that cannot
 /// be installed is an error on x86-64 (where Intel ships the wheels);
 /// otherwise it is a warning and the SYCL plugin reports why it has no
 /// devices.
 pub fn all(required: bool) -> Result<Env, String> {
     ensure_libclang();
+    let vulkan = ensure_vulkan();
     match sycl_runtime() {
-        Ok(env) => Ok(env),
+        Ok(mut env) => {
+            env.extend(vulkan);
+            Ok(env)
+        }
         Err(e) if required && cfg!(target_arch = "x86_64") => Err(e),
         Err(e) => {
             eprintln!("xtask: warning: {e}; continuing without SYCL devices");
-            Ok(Env::new())
+            Ok(vulkan)
         }
     }
 }

@@ -1,0 +1,143 @@
+//! An opened device: the wgpu device and queue, the table of live buffers,
+//! the pipeline cache, the pool of parameter buffers and the profiler.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::facts::Facts;
+use crate::pipelines::PipelineCache;
+use crate::profile::Profiler;
+
+/// Locks `m`, recovering from a poisoned lock (a panicking op must not
+/// take later calls down with it).
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Bytes of one kernel's parameters (a uniform binding; the alignment of
+/// uniform offsets on every API we target).
+pub const PARAM_SLOT_BYTES: u64 = 256;
+
+/// Kernels per submission.
+pub const KERNELS_PER_SUBMIT: usize = 32;
+
+/// Shared state of one opened device.
+pub struct Ctx {
+    /// Device name (`gpu0`).
+    pub name: String,
+    /// The facts decisions are made from.
+    pub facts: Facts,
+    /// The wgpu device.
+    pub device: wgpu::Device,
+    /// Its queue.
+    pub queue: wgpu::Queue,
+    /// Compiled pipelines, one per key.
+    pub pipelines: PipelineCache,
+    /// Per-pipeline timings (when BACKPLANE_WEBGPU_PROFILE=1).
+    pub profiler: Option<Profiler>,
+    buffers: Mutex<HashMap<u64, Arc<wgpu::Buffer>>>,
+    next_id: AtomicU64,
+    /// Parameter buffers (KERNELS_PER_SUBMIT slots each) free for reuse;
+    /// a buffer comes back here when the submission that used it completes.
+    param_pool: Arc<Mutex<Vec<wgpu::Buffer>>>,
+}
+
+impl Ctx {
+    /// Opens `adapter` with every wanted feature it offers.
+    pub fn open(name: &str, adapter: &wgpu::Adapter, facts: Facts) -> Result<Ctx, String> {
+        let mut features = wgpu::Features::empty();
+        if facts.f16 {
+            features |= wgpu::Features::SHADER_F16;
+        }
+        if facts.subgroups {
+            features |= wgpu::Features::SUBGROUP | wgpu::Features::SUBGROUP_BARRIER;
+        }
+        if facts.timestamps {
+            features |= wgpu::Features::TIMESTAMP_QUERY;
+        }
+        let experimental = if facts.coopmat_f16_16 {
+            features |= wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
+            // SAFETY: the cooperative-matrix kernels are checked by
+            // conformance on a device that offers them.
+            unsafe { wgpu::ExperimentalFeatures::enabled() }
+        } else {
+            wgpu::ExperimentalFeatures::disabled()
+        };
+        let desc = wgpu::DeviceDescriptor {
+            label: Some(name),
+            required_features: features,
+            required_limits: adapter.limits(),
+            experimental_features: experimental,
+            memory_hints: wgpu::MemoryHints::Performance,
+            trace: wgpu::Trace::Off,
+        };
+        let (device, queue) = pollster::block_on(adapter.request_device(&desc))
+            .map_err(|e| format!("opening {}: {e}", facts.adapter))?;
+        device.on_uncaptured_error(Arc::new(|e| {
+            eprintln!("backplane-webgpu: uncaptured wgpu error: {e}");
+        }));
+        let profiler = Profiler::from_env(&device, &facts, name);
+        Ok(Ctx {
+            name: name.to_string(),
+            pipelines: PipelineCache::default(),
+            facts,
+            device,
+            queue,
+            profiler,
+            buffers: Mutex::default(),
+            next_id: AtomicU64::new(1),
+            param_pool: Arc::default(),
+        })
+    }
+
+    /// Registers a new buffer and returns its id.
+    pub fn register(&self, buffer: Arc<wgpu::Buffer>) -> u64 {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        lock(&self.buffers).insert(id, buffer);
+        id
+    }
+
+    /// Forgets buffer `id`.
+    pub fn unregister(&self, id: u64) {
+        lock(&self.buffers).remove(&id);
+    }
+
+    /// The live buffer with `id`.
+    pub fn buffer(&self, id: u64) -> Option<Arc<wgpu::Buffer>> {
+        lock(&self.buffers).get(&id).cloned()
+    }
+
+    /// A parameter buffer with KERNELS_PER_SUBMIT slots.
+    pub fn take_param_buffer(&self) -> wgpu::Buffer {
+        lock(&self.param_pool).pop().unwrap_or_else(|| {
+            self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("backplane params"),
+                size: PARAM_SLOT_BYTES * KERNELS_PER_SUBMIT as u64,
+                usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            })
+        })
+    }
+
+    /// Returns `buffers` to the pool once the work submitted so far is done.
+    pub fn recycle_after_submission(&self, buffers: Vec<wgpu::Buffer>) {
+        let pool = Arc::clone(&self.param_pool);
+        self.queue.on_submitted_work_done(move || {
+            lock(&pool).extend(buffers);
+        });
+    }
+
+    /// Number of parameter buffers waiting in the pool (tests).
+    pub fn pooled_param_buffers(&self) -> usize {
+        lock(&self.param_pool).len()
+    }
+
+    /// Blocks until all submitted work is done.
+    pub fn wait_idle(&self) -> Result<(), String> {
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map(|_| ())
+            .map_err(|e| format!("{}: waiting for the GPU: {e}", self.name))
+    }
+}

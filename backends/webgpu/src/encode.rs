@@ -1,0 +1,400 @@
+//! Command encoding for one `graph_compute`: ops call [`Encoder::dispatch`]
+//! with a pipeline key, their tensors' bindings and parameters; kernels are
+//! recorded and submitted 32 at a time, each batch with one uniform buffer
+//! (256 bytes per kernel) from the device's pool, returned to the pool when
+//! that submission completes.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use backplane_abi::TensorDesc;
+use backplane_shaders::PipelineKey;
+
+use crate::context::{Ctx, KERNELS_PER_SUBMIT, PARAM_SLOT_BYTES};
+use crate::pipelines::{Checks, Pipeline};
+use crate::stream::StreamState;
+
+/// A storage binding of a tensor (or scratch memory): the buffer range
+/// starting at the offset rounded down to `min_storage_buffer_offset_alignment`,
+/// and the remainder in bytes, which the kernel adds to its indices.
+#[derive(Clone)]
+pub struct Binding {
+    /// The buffer.
+    pub buffer: Arc<wgpu::Buffer>,
+    /// Aligned byte offset of the binding.
+    pub offset: u64,
+    /// Byte size of the binding (a multiple of 4).
+    pub size: u64,
+    /// Bytes from the binding start to the tensor's first byte.
+    pub rem_bytes: u64,
+}
+
+impl Binding {
+    /// The remainder in elements of `elem_bytes` bytes, for kernels that
+    /// index typed arrays.
+    pub fn elem_offset(&self, elem_bytes: u64) -> Result<u32, String> {
+        if self.rem_bytes % elem_bytes != 0 {
+            return Err(format!(
+                "tensor offset remainder {} is not a multiple of {elem_bytes} bytes",
+                self.rem_bytes
+            ));
+        }
+        Ok((self.rem_bytes / elem_bytes) as u32)
+    }
+
+    /// Whether two bindings cover overlapping bytes of one buffer.
+    pub fn overlaps(&self, other: &Binding) -> bool {
+        Arc::ptr_eq(&self.buffer, &other.buffer)
+            && self.offset < other.offset + other.size
+            && other.offset < self.offset + self.size
+    }
+}
+
+/// Kernel parameters: 32-bit scalars in declaration order, matching a WGSL
+/// `struct Params` of `u32`/`i32`/`f32` fields.
+#[derive(Clone, Debug, Default)]
+pub struct Params(Vec<u32>);
+
+impl Params {
+    /// No parameters yet.
+    pub fn new() -> Params {
+        Params(Vec::with_capacity(32))
+    }
+
+    /// Appends a `u32`.
+    pub fn u32(mut self, v: u32) -> Params {
+        self.0.push(v);
+        self
+    }
+
+    /// Appends an `i32`.
+    pub fn i32(mut self, v: i32) -> Params {
+        self.0.push(v as u32);
+        self
+    }
+
+    /// Appends an `f32`.
+    pub fn f32(mut self, v: f32) -> Params {
+        self.0.push(v.to_bits());
+        self
+    }
+
+    /// Appends four `u32` (e.g. ne or strides).
+    pub fn u32x4(mut self, v: [u32; 4]) -> Params {
+        self.0.extend_from_slice(&v);
+        self
+    }
+
+    /// The words.
+    pub fn words(&self) -> &[u32] {
+        &self.0
+    }
+}
+
+struct Recorded {
+    pipeline: Arc<Pipeline>,
+    bind_group: wgpu::BindGroup,
+    groups: [u32; 3],
+    encode_ns: u64,
+}
+
+/// Encoder for one graph.
+pub struct Encoder<'a> {
+    ctx: &'a Ctx,
+    /// The graph being computed.
+    pub graph: &'a [TensorDesc],
+    state: &'a mut StreamState,
+    batch: Vec<Recorded>,
+    params: Vec<u8>,
+    param_buf: Option<wgpu::Buffer>,
+    /// Index of the node being encoded (for error flags).
+    pub node: usize,
+    error_flag_used: bool,
+}
+
+impl<'a> Encoder<'a> {
+    /// An encoder over `graph`.
+    pub fn new(ctx: &'a Ctx, graph: &'a [TensorDesc], state: &'a mut StreamState) -> Encoder<'a> {
+        state.scratch_used = 0;
+        state.needs_flag_clear = true;
+        Encoder {
+            ctx,
+            graph,
+            state,
+            batch: Vec::with_capacity(KERNELS_PER_SUBMIT),
+            params: vec![0; (PARAM_SLOT_BYTES as usize) * KERNELS_PER_SUBMIT],
+            param_buf: None,
+            node: 0,
+            error_flag_used: false,
+        }
+    }
+
+    /// The device context.
+    pub fn ctx(&self) -> &Ctx {
+        self.ctx
+    }
+
+    /// The tensor descriptor of graph entry `i`.
+    pub fn tensor(&self, i: usize) -> &'a TensorDesc {
+        &self.graph[i]
+    }
+
+    /// The binding of graph tensor `i` covering its `nbytes()`.
+    pub fn binding(&self, i: usize) -> Result<Binding, String> {
+        let t = &self.graph[i];
+        self.binding_span(i, t.nbytes())
+    }
+
+    /// The binding of graph tensor `i` covering `bytes` from its start.
+    pub fn binding_span(&self, i: usize, bytes: u64) -> Result<Binding, String> {
+        let t = &self.graph[i];
+        let buffer = self.ctx.buffer(t.buffer).ok_or_else(|| {
+            format!(
+                "tensor {i} is in buffer {}, which is not a live {} buffer",
+                t.buffer, self.ctx.name
+            )
+        })?;
+        let align = self.ctx.facts.offset_alignment;
+        let offset = t.offset - t.offset % align;
+        let rem = t.offset - offset;
+        let size = (rem + bytes.max(1)).next_multiple_of(4);
+        if offset + size > buffer.size() {
+            return Err(format!(
+                "tensor {i}: {bytes} bytes at offset {} overrun its {}-byte buffer",
+                t.offset,
+                buffer.size()
+            ));
+        }
+        if !self.ctx.facts.fits_binding(size) {
+            return Err(self.ctx.facts.binding_refusal(&format!("tensor {i}"), size));
+        }
+        Ok(Binding {
+            buffer,
+            offset,
+            size,
+            rem_bytes: rem,
+        })
+    }
+
+    /// Scratch memory of `bytes` bytes, valid for the rest of this graph.
+    pub fn scratch(&mut self, bytes: u64) -> Result<Binding, String> {
+        let align = self.ctx.facts.offset_alignment.max(256);
+        let size = bytes.max(4).next_multiple_of(4);
+        if !self.ctx.facts.fits_binding(size) {
+            return Err(self.ctx.facts.binding_refusal("scratch", size));
+        }
+        let start = self.state.scratch_used.next_multiple_of(align);
+        let fits = self
+            .state
+            .scratch
+            .as_ref()
+            .is_some_and(|b| start + size <= b.size());
+        let start = if fits {
+            start
+        } else {
+            let cap = (size + align).max(self.state.scratch.as_ref().map_or(0, |b| b.size() * 2)).max(1 << 20);
+            let cap = cap.min(self.ctx.facts.max_buffer_bytes).max(size);
+            self.state.scratch = Some(Arc::new(self.ctx.device.create_buffer(
+                &wgpu::BufferDescriptor {
+                    label: Some("backplane scratch"),
+                    size: cap,
+                    usage: wgpu::BufferUsages::STORAGE
+                        | wgpu::BufferUsages::COPY_SRC
+                        | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                },
+            )));
+            0
+        };
+        self.state.scratch_used = start + size;
+        Ok(Binding {
+            buffer: Arc::clone(self.state.scratch.as_ref().expect("scratch allocated")),
+            offset: start,
+            size,
+            rem_bytes: 0,
+        })
+    }
+
+    /// The stream's error-flag word: kernels that detect bad input (an
+    /// out-of-range SET_ROWS index) store `node + 1` in word 0 and the bad
+    /// value in word 1; `graph_compute` reads it back and fails the graph.
+    pub fn error_flag(&mut self) -> Binding {
+        self.error_flag_used = true;
+        Binding {
+            buffer: Arc::clone(&self.state.error_flag),
+            offset: 0,
+            size: self.state.error_flag.size(),
+            rem_bytes: 0,
+        }
+    }
+
+    /// Whether a kernel of this graph bound the error flag.
+    pub fn error_flag_used(&self) -> bool {
+        self.error_flag_used
+    }
+
+    /// Records one kernel: `groups` workgroups of the pipeline for `key`.
+    pub fn dispatch(
+        &mut self,
+        key: &PipelineKey,
+        checks: Checks,
+        bindings: &[Binding],
+        params: &Params,
+        groups: [u32; 3],
+    ) -> Result<(), String> {
+        let t0 = Instant::now();
+        let max = self.ctx.facts.max_groups_per_dim;
+        if groups.iter().any(|&g| g > max) {
+            return Err(format!(
+                "{}: dispatch {groups:?} over max {max} workgroups per dimension",
+                key.label()
+            ));
+        }
+        if bindings.len() > self.ctx.facts.max_storage_buffers as usize {
+            return Err(format!(
+                "{}: {} storage bindings > device max {}",
+                key.label(),
+                bindings.len(),
+                self.ctx.facts.max_storage_buffers
+            ));
+        }
+        let words = params.words();
+        if words.len() * 4 > PARAM_SLOT_BYTES as usize {
+            return Err(format!("{}: {} parameter words > 64", key.label(), words.len()));
+        }
+        let pipeline = self
+            .ctx
+            .pipelines
+            .get(&self.ctx.device, key, checks, bindings.len())?;
+        if groups.contains(&0) {
+            return Ok(());
+        }
+        let slot = self.batch.len();
+        let at = slot * PARAM_SLOT_BYTES as usize;
+        self.params[at..at + words.len() * 4].copy_from_slice(bytemuck::cast_slice(words));
+        let param_buf = self
+            .param_buf
+            .get_or_insert_with(|| self.ctx.take_param_buffer());
+        let mut entries: Vec<wgpu::BindGroupEntry> = bindings
+            .iter()
+            .enumerate()
+            .map(|(i, b)| wgpu::BindGroupEntry {
+                binding: i as u32,
+                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                    buffer: &b.buffer,
+                    offset: b.offset,
+                    size: wgpu::BufferSize::new(b.size),
+                }),
+            })
+            .collect();
+        entries.push(wgpu::BindGroupEntry {
+            binding: bindings.len() as u32,
+            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                buffer: param_buf,
+                offset: at as u64,
+                size: wgpu::BufferSize::new(PARAM_SLOT_BYTES),
+            }),
+        });
+        let bind_group = self.ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout: &pipeline.layout,
+            entries: &entries,
+        });
+        self.batch.push(Recorded {
+            pipeline,
+            bind_group,
+            groups,
+            encode_ns: t0.elapsed().as_nanos() as u64,
+        });
+        if self.batch.len() == KERNELS_PER_SUBMIT {
+            self.flush();
+        }
+        Ok(())
+    }
+
+    /// Records a kernel over `total` workgroups in one dimension, split over
+    /// x and y when it exceeds `max_compute_workgroups_per_dimension`; the
+    /// kernel recovers the linear index as `wid.x + wid.y * nwg.x` (see
+    /// `common/index.wgsl`) and must bounds-check it.
+    pub fn dispatch_linear(
+        &mut self,
+        key: &PipelineKey,
+        checks: Checks,
+        bindings: &[Binding],
+        params: &Params,
+        total: u64,
+    ) -> Result<(), String> {
+        let groups = split_groups(total, self.ctx.facts.max_groups_per_dim)
+            .ok_or_else(|| format!("{}: {total} workgroups are too many", key.label()))?;
+        self.dispatch(key, checks, bindings, params, groups)
+    }
+
+    /// Submits the recorded kernels.
+    pub fn flush(&mut self) {
+        if self.batch.is_empty() {
+            return;
+        }
+        let param_buf = self.param_buf.take().expect("a recorded kernel took a param buffer");
+        let used = self.batch.len() * PARAM_SLOT_BYTES as usize;
+        self.ctx.queue.write_buffer(&param_buf, 0, &self.params[..used]);
+        let mut enc = self.ctx.device.create_command_encoder(&Default::default());
+        if std::mem::take(&mut self.state.needs_flag_clear) {
+            enc.clear_buffer(&self.state.error_flag, 0, None);
+        }
+        let batch = std::mem::take(&mut self.batch);
+        match &self.ctx.profiler {
+            Some(prof) => {
+                let labels: Vec<(String, u64)> = batch
+                    .iter()
+                    .map(|r| (r.pipeline.label.clone(), r.encode_ns))
+                    .collect();
+                for (i, r) in batch.iter().enumerate() {
+                    let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                        label: None,
+                        timestamp_writes: prof.pass_writes(i),
+                    });
+                    pass.set_pipeline(&r.pipeline.pipeline);
+                    pass.set_bind_group(0, &r.bind_group, &[]);
+                    pass.dispatch_workgroups(r.groups[0], r.groups[1], r.groups[2]);
+                }
+                prof.resolve(&mut enc, batch.len());
+                self.ctx.queue.submit([enc.finish()]);
+                prof.collect(self.ctx, &labels);
+            }
+            None => {
+                {
+                    let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+                    for r in &batch {
+                        pass.set_pipeline(&r.pipeline.pipeline);
+                        pass.set_bind_group(0, &r.bind_group, &[]);
+                        pass.dispatch_workgroups(r.groups[0], r.groups[1], r.groups[2]);
+                    }
+                }
+                self.ctx.queue.submit([enc.finish()]);
+            }
+        }
+        self.ctx.recycle_after_submission(vec![param_buf]);
+    }
+}
+
+/// Splits `total` workgroups into `[x, y, 1]` with x, y <= `max`.
+pub fn split_groups(total: u64, max: u32) -> Option<[u32; 3]> {
+    let max = u64::from(max.max(1));
+    if total <= max {
+        return Some([total as u32, 1, 1]);
+    }
+    let y = total.div_ceil(max);
+    (y <= max).then_some([max as u32, y as u32, 1])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn large_dispatches_split_over_y() {
+        assert_eq!(split_groups(10, 65535), Some([10, 1, 1]));
+        assert_eq!(split_groups(65536, 65535), Some([65535, 2, 1]));
+        assert_eq!(split_groups(65535u64 * 65535 + 1, 65535), None);
+    }
+}

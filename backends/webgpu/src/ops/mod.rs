@@ -1,0 +1,178 @@
+//! Ops: what a device accepts ([`supports`], always with a reason when
+//! not) and how each node is encoded ([`encode`]), one module per op
+//! family next to its WGSL in `shaders/wgsl/` (same name).
+//!
+//! Each family module has `supports(facts, graph, node) -> Result<(), String>`
+//! (Err = the refusal reason) and `encode(encoder, node) -> Result<(), String>`.
+//! [`supports`] first applies the checks every op shares: known types, f16
+//! only with SHADER_F16, every tensor within the binding limit.
+
+mod attention;
+mod binary;
+mod conv;
+mod layout;
+mod matmul;
+mod norm;
+mod reduce;
+mod get_rows;
+mod rope;
+mod set_rows;
+mod softmax;
+mod unary;
+
+use backplane_abi::{DType, MAX_SRC, Op, TensorDesc};
+
+use crate::encode::Encoder;
+use crate::facts::Facts;
+
+/// A node's sources as descriptors.
+pub(crate) fn sources<'g>(
+    graph: &'g [TensorDesc],
+    d: &TensorDesc,
+) -> Result<[Option<&'g TensorDesc>; MAX_SRC], String> {
+    let mut src = [None; MAX_SRC];
+    for (i, &s) in d.src.iter().enumerate() {
+        if s >= 0 {
+            src[i] = Some(
+                graph
+                    .get(s as usize)
+                    .ok_or_else(|| format!("source {i} index {s} out of range"))?,
+            );
+        }
+    }
+    Ok(src)
+}
+
+/// Source `i` of `graph[node]`, or an error naming it.
+pub(crate) fn src<'g>(graph: &'g [TensorDesc], node: usize, i: usize) -> Result<&'g TensorDesc, String> {
+    graph[node]
+        .src(i)
+        .and_then(|s| graph.get(s))
+        .ok_or_else(|| format!("source {i} missing"))
+}
+
+/// Graph index of source `i` of `graph[node]`.
+pub(crate) fn src_index(graph: &[TensorDesc], node: usize, i: usize) -> Result<usize, String> {
+    graph[node]
+        .src(i)
+        .filter(|&s| s < graph.len())
+        .ok_or_else(|| format!("source {i} missing"))
+}
+
+/// The type of `d`, or a reason.
+pub(crate) fn dtype(d: &TensorDesc) -> Result<DType, String> {
+    d.dtype().map_err(|e| e.to_string())
+}
+
+/// Requires `d`'s type to be one of `allowed`.
+pub(crate) fn want_type(what: &str, d: &TensorDesc, allowed: &[DType]) -> Result<DType, String> {
+    let t = dtype(d)?;
+    if allowed.contains(&t) {
+        Ok(t)
+    } else {
+        let names: Vec<&str> = allowed.iter().map(|t| t.name()).collect();
+        Err(format!(
+            "{what} type {} not implemented (have {})",
+            t.name(),
+            names.join(", ")
+        ))
+    }
+}
+
+/// The shader type name of a dtype (`f32`, `f16`, `q4_0`, ...).
+pub(crate) fn type_name(t: DType) -> &'static str {
+    t.name()
+}
+
+/// `ne` as u32, or an error when a dimension does not fit.
+pub(crate) fn ne_u32(d: &TensorDesc) -> Result<[u32; 4], String> {
+    let mut out = [0u32; 4];
+    for (o, &n) in out.iter_mut().zip(&d.ne) {
+        *o = u32::try_from(n).map_err(|_| format!("dimension {n} does not fit u32"))?;
+    }
+    Ok(out)
+}
+
+/// Byte strides in units of `elem` bytes; an error when one is not a
+/// multiple (a view the typed kernels cannot index).
+pub(crate) fn nb_elems(d: &TensorDesc, elem: u64) -> Result<[u32; 4], String> {
+    let mut out = [0u32; 4];
+    for (o, &b) in out.iter_mut().zip(&d.nb) {
+        if b % elem != 0 {
+            return Err(format!("stride {b} bytes is not a multiple of the {elem}-byte element"));
+        }
+        *o = u32::try_from(b / elem).map_err(|_| format!("stride {b} does not fit u32"))?;
+    }
+    Ok(out)
+}
+
+/// Checks every op shares, then the family's own.
+pub fn supports(facts: &Facts, graph: &[TensorDesc], node: usize) -> Result<(), String> {
+    let d = graph
+        .get(node)
+        .ok_or_else(|| format!("node {node} out of range"))?;
+    let op = d.op().map_err(|e| e.to_string())?;
+    let srcs = sources(graph, d)?;
+    let mut n_bindings = 1;
+    for (i, t) in std::iter::once(Some(d)).chain(srcs.iter().copied()).enumerate() {
+        let Some(t) = t else { continue };
+        n_bindings += usize::from(i > 0);
+        let ty = dtype(t)?;
+        if ty == DType::F16 && !facts.f16 {
+            return Err("device lacks SHADER_F16".into());
+        }
+        // The binding starts at the offset rounded down to the alignment.
+        let span = t.nbytes() + facts.offset_alignment;
+        if !facts.fits_binding(span) {
+            let what = if i == 0 { "dst".to_string() } else { format!("src{}", i - 1) };
+            return Err(facts.binding_refusal(&what, t.nbytes()));
+        }
+    }
+    if n_bindings + 1 > facts.max_storage_buffers as usize {
+        return Err(format!(
+            "{n_bindings} tensors > {} storage buffers per shader stage",
+            facts.max_storage_buffers
+        ));
+    }
+    match op {
+        Op::None | Op::View | Op::Reshape | Op::Permute | Op::Transpose => Ok(()),
+        Op::Add | Op::Sub | Op::Mul | Op::Div => binary::supports(facts, graph, node),
+        Op::Unary | Op::Glu | Op::Scale | Op::Clamp | Op::Fill | Op::Log | Op::Sqr | Op::Sqrt | Op::Sin | Op::Cos => {
+            unary::supports(facts, graph, node)
+        }
+        Op::Cpy | Op::Cont | Op::Concat | Op::Repeat | Op::Pad => layout::supports(facts, graph, node),
+        Op::GetRows => get_rows::supports(facts, graph, node),
+        Op::SetRows => set_rows::supports(facts, graph, node),
+        Op::MulMat | Op::MulMatId => matmul::supports(facts, graph, node),
+        Op::FlashAttnExt => attention::supports(facts, graph, node),
+        Op::Norm | Op::RmsNorm | Op::L2Norm => norm::supports(facts, graph, node),
+        Op::SoftMax => softmax::supports(facts, graph, node),
+        Op::Rope => rope::supports(facts, graph, node),
+        Op::Sum | Op::SumRows | Op::Cumsum | Op::Argmax | Op::Argsort | Op::TopK => {
+            reduce::supports(facts, graph, node)
+        }
+        Op::SsmConv | Op::SsmScan | Op::Conv2d | Op::Im2col => conv::supports(facts, graph, node),
+    }
+}
+
+/// Encodes `graph[node]` (supported, not a view).
+pub fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
+    let op = e.graph[node].op().map_err(|x| x.to_string())?;
+    match op {
+        Op::None | Op::View | Op::Reshape | Op::Permute | Op::Transpose => Ok(()),
+        Op::Add | Op::Sub | Op::Mul | Op::Div => binary::encode(e, node),
+        Op::Unary | Op::Glu | Op::Scale | Op::Clamp | Op::Fill | Op::Log | Op::Sqr | Op::Sqrt | Op::Sin | Op::Cos => {
+            unary::encode(e, node)
+        }
+        Op::Cpy | Op::Cont | Op::Concat | Op::Repeat | Op::Pad => layout::encode(e, node),
+        Op::GetRows => get_rows::encode(e, node),
+        Op::SetRows => set_rows::encode(e, node),
+        Op::MulMat | Op::MulMatId => matmul::encode(e, node),
+        Op::FlashAttnExt => attention::encode(e, node),
+        Op::Norm | Op::RmsNorm | Op::L2Norm => norm::encode(e, node),
+        Op::SoftMax => softmax::encode(e, node),
+        Op::Rope => rope::encode(e, node),
+        Op::Sum | Op::SumRows | Op::Cumsum | Op::Argmax | Op::Argsort | Op::TopK => reduce::encode(e, node),
+        Op::SsmConv | Op::SsmScan | Op::Conv2d | Op::Im2col => conv::encode(e, node),
+    }
+}

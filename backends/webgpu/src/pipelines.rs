@@ -1,0 +1,159 @@
+//! Compiled pipelines, one per (key, checks), cached per device.
+//!
+//! Every kernel binds its tensors as `read_write` storage buffers at
+//! bindings `0..n` and its parameters as a uniform at binding `n`. wgpu
+//! treats a buffer used read-only and read-write in one dispatch as a
+//! conflict, and the scheduler places a graph's tensors in one buffer, so
+//! all storage bindings are `read_write` (their ranges never overlap except
+//! for in-place kernels, which bind the shared tensor once).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use backplane_shaders::PipelineKey;
+
+use crate::context::{PARAM_SLOT_BYTES, lock};
+
+/// Whether naga's runtime checks (bounds clamping, loop bounding) stay on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Checks {
+    /// Checked: the default for every kernel.
+    On,
+    /// Unchecked (`create_shader_module_trusted`): only for kernels whose
+    /// indexing is proven by conformance cases with guard regions.
+    Trusted,
+}
+
+/// One compiled kernel.
+pub struct Pipeline {
+    /// The wgpu pipeline.
+    pub pipeline: wgpu::ComputePipeline,
+    /// Its bind group layout (n storage buffers, then the uniform).
+    pub layout: wgpu::BindGroupLayout,
+    /// Number of storage bindings.
+    pub n_storage: usize,
+    /// Label for profiles and errors.
+    pub label: String,
+}
+
+/// The cache.
+#[derive(Default)]
+pub struct PipelineCache {
+    map: Mutex<HashMap<(PipelineKey, Checks, usize), Arc<Pipeline>>>,
+}
+
+impl PipelineCache {
+    /// Number of compiled pipelines.
+    pub fn len(&self) -> usize {
+        lock(&self.map).len()
+    }
+
+    /// Whether nothing is compiled yet.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The pipeline for `key` with `n_storage` storage bindings, compiled on
+    /// first use. Shader and pipeline errors name the key.
+    pub fn get(
+        &self,
+        device: &wgpu::Device,
+        key: &PipelineKey,
+        checks: Checks,
+        n_storage: usize,
+    ) -> Result<Arc<Pipeline>, String> {
+        let k = (key.clone(), checks, n_storage);
+        if let Some(p) = lock(&self.map).get(&k) {
+            return Ok(Arc::clone(p));
+        }
+        let p = Arc::new(compile(device, key, checks, n_storage)?);
+        lock(&self.map).insert(k, Arc::clone(&p));
+        Ok(p)
+    }
+}
+
+fn layout(device: &wgpu::Device, n_storage: usize) -> wgpu::BindGroupLayout {
+    let mut entries: Vec<wgpu::BindGroupLayoutEntry> = (0..n_storage)
+        .map(|i| wgpu::BindGroupLayoutEntry {
+            binding: i as u32,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: wgpu::BindingType::Buffer {
+                ty: wgpu::BufferBindingType::Storage { read_only: false },
+                has_dynamic_offset: false,
+                min_binding_size: None,
+            },
+            count: None,
+        })
+        .collect();
+    entries.push(wgpu::BindGroupLayoutEntry {
+        binding: n_storage as u32,
+        visibility: wgpu::ShaderStages::COMPUTE,
+        ty: wgpu::BindingType::Buffer {
+            ty: wgpu::BufferBindingType::Uniform,
+            has_dynamic_offset: false,
+            min_binding_size: wgpu::BufferSize::new(PARAM_SLOT_BYTES),
+        },
+        count: None,
+    });
+    device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+        label: Some("backplane kernel"),
+        entries: &entries,
+    })
+}
+
+fn compile(
+    device: &wgpu::Device,
+    key: &PipelineKey,
+    checks: Checks,
+    n_storage: usize,
+) -> Result<Pipeline, String> {
+    let label = key.label();
+    let shader = backplane_shaders::specialise(key).map_err(|e| format!("{label}: {e}"))?;
+    let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
+    let desc = wgpu::ShaderModuleDescriptor {
+        label: Some(&label),
+        source: wgpu::ShaderSource::Wgsl(shader.source.as_str().into()),
+    };
+    let module = match checks {
+        Checks::On => device.create_shader_module(desc),
+        // SAFETY: only kernels whose indexing conformance proves in bounds
+        // (guard regions around every output) ask for Trusted.
+        Checks::Trusted => unsafe {
+            device.create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked())
+        },
+    };
+    let bgl = layout(device, n_storage);
+    let pl = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+        label: Some(&label),
+        bind_group_layouts: &[Some(&bgl)],
+        immediate_size: 0,
+    });
+    let constants: Vec<(&str, f64)> = shader
+        .constants
+        .iter()
+        .map(|(n, v)| (n.as_str(), *v))
+        .collect();
+    let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some(&label),
+        layout: Some(&pl),
+        module: &module,
+        entry_point: Some(shader.entry),
+        compilation_options: wgpu::PipelineCompilationOptions {
+            constants: &constants,
+            zero_initialize_workgroup_memory: false,
+        },
+        cache: None,
+    });
+    if let Some(e) = pollster::block_on(scope.pop()) {
+        if std::env::var_os("BACKPLANE_WEBGPU_DUMP_SHADERS").is_some() {
+            eprintln!("--- {label} ---\n{}", shader.source);
+        }
+        return Err(format!("pipeline {label} failed to build: {e}"));
+    }
+    Ok(Pipeline {
+        pipeline,
+        layout: bgl,
+        n_storage,
+        label,
+    })
+}

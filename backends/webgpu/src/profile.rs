@@ -1,0 +1,175 @@
+//! `BACKPLANE_WEBGPU_PROFILE=1`: per-pipeline GPU time (timestamp queries
+//! around each kernel's pass) and CPU encode time, printed at exit.
+//!
+//! Profiling puts every kernel in its own compute pass and reads the
+//! timestamps back after each submission, so it slows the run down; the
+//! GPU times stay per-kernel accurate.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, Once};
+
+use crate::context::{Ctx, KERNELS_PER_SUBMIT, lock};
+use crate::facts::Facts;
+
+/// Totals of one pipeline.
+#[derive(Default, Clone, Copy)]
+struct Totals {
+    calls: u64,
+    gpu_ns: f64,
+    encode_ns: u64,
+}
+
+type Table = Mutex<BTreeMap<String, Totals>>;
+
+/// Every profiled device's table, printed by the exit hook.
+static TABLES: Mutex<Vec<(String, Arc<Table>)>> = Mutex::new(Vec::new());
+
+unsafe extern "C" {
+    fn atexit(cb: extern "C" fn()) -> i32;
+}
+
+extern "C" fn report_all() {
+    let tables = lock(&TABLES);
+    for (name, t) in tables.iter() {
+        print_table(name, &lock(t));
+    }
+}
+
+fn print_table(device: &str, t: &BTreeMap<String, Totals>) {
+    if t.is_empty() {
+        return;
+    }
+    let mut rows: Vec<_> = t.iter().collect();
+    rows.sort_by(|a, b| b.1.gpu_ns.total_cmp(&a.1.gpu_ns));
+    let total_gpu: f64 = rows.iter().map(|r| r.1.gpu_ns).sum();
+    eprintln!("backplane-webgpu profile, {device}: per pipeline, GPU time from timestamp queries");
+    eprintln!(
+        "{:>10} {:>12} {:>10} {:>12} {:>6}  pipeline",
+        "calls", "gpu ms", "gpu us/call", "encode ms", "gpu %"
+    );
+    for (label, r) in rows {
+        eprintln!(
+            "{:>10} {:>12.3} {:>10.2} {:>12.3} {:>5.1}%  {label}",
+            r.calls,
+            r.gpu_ns / 1e6,
+            r.gpu_ns / 1e3 / r.calls.max(1) as f64,
+            r.encode_ns as f64 / 1e6,
+            100.0 * r.gpu_ns / total_gpu.max(1.0)
+        );
+    }
+}
+
+/// The query set and readback buffers of one device.
+pub struct Profiler {
+    queries: wgpu::QuerySet,
+    resolve: wgpu::Buffer,
+    readback: wgpu::Buffer,
+    period_ns: f32,
+    table: Arc<Table>,
+}
+
+impl Profiler {
+    /// A profiler when `BACKPLANE_WEBGPU_PROFILE` is set to a non-zero value
+    /// and the device has timestamp queries (else a note on stderr).
+    pub fn from_env(device: &wgpu::Device, facts: &Facts, name: &str) -> Option<Profiler> {
+        let on = std::env::var("BACKPLANE_WEBGPU_PROFILE").is_ok_and(|v| !v.is_empty() && v != "0");
+        if !on {
+            return None;
+        }
+        if !facts.timestamps {
+            eprintln!("backplane-webgpu: {name} has no timestamp queries; BACKPLANE_WEBGPU_PROFILE ignored");
+            return None;
+        }
+        let n = 2 * KERNELS_PER_SUBMIT as u32;
+        let queries = device.create_query_set(&wgpu::QuerySetDescriptor {
+            label: Some("backplane profile"),
+            ty: wgpu::QueryType::Timestamp,
+            count: n,
+        });
+        let bytes = u64::from(n) * 8;
+        let resolve = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("backplane profile resolve"),
+            size: bytes,
+            usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        });
+        let readback = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("backplane profile readback"),
+            size: bytes,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let table: Arc<Table> = Arc::default();
+        static HOOK: Once = Once::new();
+        HOOK.call_once(|| {
+            // SAFETY: registering a plain extern "C" function with the C runtime.
+            unsafe { atexit(report_all) };
+        });
+        lock(&TABLES).push((format!("{name} ({})", facts.adapter), Arc::clone(&table)));
+        Some(Profiler {
+            queries,
+            resolve,
+            readback,
+            period_ns: 0.0,
+            table,
+        })
+    }
+
+    /// Timestamp writes around kernel `i` of a batch.
+    pub fn pass_writes(&self, i: usize) -> Option<wgpu::ComputePassTimestampWrites<'_>> {
+        Some(wgpu::ComputePassTimestampWrites {
+            query_set: &self.queries,
+            beginning_of_pass_write_index: Some(2 * i as u32),
+            end_of_pass_write_index: Some(2 * i as u32 + 1),
+        })
+    }
+
+    /// Resolves the timestamps of `n` kernels into the readback buffer.
+    pub fn resolve(&self, enc: &mut wgpu::CommandEncoder, n: usize) {
+        let q = 2 * n as u32;
+        enc.resolve_query_set(&self.queries, 0..q, &self.resolve, 0);
+        enc.copy_buffer_to_buffer(&self.resolve, 0, &self.readback, 0, u64::from(q) * 8);
+    }
+
+    /// Reads the timestamps of the batch just submitted and adds them up.
+    pub fn collect(&self, ctx: &Ctx, labels: &[(String, u64)]) {
+        let period = if self.period_ns > 0.0 {
+            self.period_ns
+        } else {
+            ctx.queue.get_timestamp_period()
+        };
+        let slice = self.readback.slice(..);
+        let (tx, rx) = std::sync::mpsc::channel();
+        slice.map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        if ctx.wait_idle().is_err() || !matches!(rx.recv(), Ok(Ok(()))) {
+            return;
+        }
+        {
+            let Ok(view) = slice.get_mapped_range() else {
+                return;
+            };
+            let ts: &[u64] = bytemuck::cast_slice(&view);
+            let mut t = lock(&self.table);
+            for (i, (label, enc_ns)) in labels.iter().enumerate() {
+                let d = ts[2 * i + 1].saturating_sub(ts[2 * i]) as f64 * f64::from(period);
+                let e = t.entry(label.clone()).or_default();
+                e.calls += 1;
+                e.gpu_ns += d;
+                e.encode_ns += enc_ns;
+            }
+        }
+        self.readback.unmap();
+    }
+
+    /// Prints this device's table now.
+    pub fn report(&self) {
+        let tables = lock(&TABLES);
+        for (name, t) in tables.iter() {
+            if Arc::ptr_eq(t, &self.table) {
+                print_table(name, &lock(t));
+            }
+        }
+    }
+}

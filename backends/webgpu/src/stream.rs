@@ -1,0 +1,122 @@
+//! A stream: graphs are encoded node by node and submitted in batches;
+//! `graph_compute` returns when the GPU is done and the error flag has been
+//! read back.
+
+use std::sync::{Arc, Mutex};
+
+use backplane_abi::plugin::{Backend, PluginError};
+use backplane_abi::{Op, TensorDesc};
+
+use crate::buffer::read_buffer;
+use crate::context::{Ctx, lock};
+use crate::encode::Encoder;
+use crate::ops;
+
+/// Per-stream memory reused across graphs.
+pub struct StreamState {
+    /// Scratch buffer (bump-allocated per graph).
+    pub scratch: Option<Arc<wgpu::Buffer>>,
+    /// Bytes of scratch used by the current graph.
+    pub scratch_used: u64,
+    /// Error-flag words (see [`Encoder::error_flag`]).
+    pub error_flag: Arc<wgpu::Buffer>,
+    /// The flag must be cleared before the graph's first kernel.
+    pub needs_flag_clear: bool,
+}
+
+/// One stream on a device.
+pub struct WebGpuStream {
+    name: String,
+    ctx: Arc<Ctx>,
+    state: Mutex<StreamState>,
+}
+
+impl WebGpuStream {
+    /// A stream on `ctx`.
+    pub fn new(name: String, ctx: Arc<Ctx>) -> WebGpuStream {
+        let error_flag = Arc::new(ctx.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("backplane error flag"),
+            size: 16,
+            usage: wgpu::BufferUsages::STORAGE
+                | wgpu::BufferUsages::COPY_SRC
+                | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        }));
+        WebGpuStream {
+            name,
+            ctx,
+            state: Mutex::new(StreamState {
+                scratch: None,
+                scratch_used: 0,
+                error_flag,
+                needs_flag_clear: true,
+            }),
+        }
+    }
+
+    fn run(&self, graph: &[TensorDesc]) -> Result<(), PluginError> {
+        let mut state = lock(&self.state);
+        let flag = Arc::clone(&state.error_flag);
+        let mut enc = Encoder::new(&self.ctx, graph, &mut state);
+        let mut result = Ok(());
+        for (i, t) in graph.iter().enumerate() {
+            let op = match t.op() {
+                Ok(op) => op,
+                Err(e) => {
+                    result = Err(PluginError::unsupported(format!("node {i}: {e}")));
+                    break;
+                }
+            };
+            if op == Op::None || op.is_view() {
+                continue;
+            }
+            enc.node = i;
+            if let Err(e) = ops::encode(&mut enc, i) {
+                result = Err(PluginError::other(format!(
+                    "{}: node {i} ({op}): {e}",
+                    self.name
+                )));
+                break;
+            }
+        }
+        enc.flush();
+        let used_flag = enc.error_flag_used();
+        drop(enc);
+        self.ctx.wait_idle().map_err(PluginError::other)?;
+        result?;
+        if used_flag {
+            let mut words = [0u8; 8];
+            read_buffer(&self.ctx, &flag, 0, &mut words).map_err(PluginError::other)?;
+            let node = u32::from_le_bytes(words[0..4].try_into().expect("4 bytes"));
+            let value = i32::from_le_bytes(words[4..8].try_into().expect("4 bytes"));
+            if node != 0 {
+                let i = node as usize - 1;
+                let op = graph.get(i).and_then(|t| t.op().ok()).map_or("?".into(), |o| o.to_string());
+                return Err(PluginError::bad_input(format!(
+                    "{}: node {i} ({op}): index {value} is out of range",
+                    self.name
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Backend for WebGpuStream {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn graph_compute(&self, graph: &[TensorDesc]) -> Result<(), PluginError> {
+        let scope = self.ctx.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let r = self.run(graph);
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(PluginError::other(format!("{}: wgpu validation: {e}", self.name)));
+        }
+        r
+    }
+
+    fn synchronize(&self) -> Result<(), PluginError> {
+        self.ctx.wait_idle().map_err(PluginError::other)
+    }
+}

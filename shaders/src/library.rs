@@ -1,0 +1,190 @@
+//! The shader library: a [`PipelineKey`] names a shader file and how to
+//! specialise it; [`specialise`] turns it into WGSL plus the values of its
+//! pipeline-overridable constants.
+//!
+//! Defines every shader gets from its key:
+//! - `WG_SIZE`: the workgroup size (x);
+//! - for each typed slot `S` (e.g. `SRC0`, `DST`): `S_TYPE` = the WGSL
+//!   storage element type (`f32`, `f16`, `i32`, `u32`; quantized blocks are
+//!   read as `u32` words) and the flag `S_<T>` (e.g. `SRC0_F16`, `SRC0_Q4_0`);
+//! - `OP_<NAME>` for the key's op variant, `INPLACE`, `VEC4`, `PATH_<NAME>`;
+//! - `enable f16;` (and the cooperative-matrix extension for the
+//!   `coopmat` path) is prepended when any slot is f16 or the key asks.
+
+use std::fmt;
+
+use crate::preprocess::{PreprocessError, Preprocessor};
+use crate::sources;
+
+/// How a kernel is specialised; equal keys give equal source, so a device
+/// caches one pipeline per key.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PipelineKey {
+    /// Shader file under `wgsl/` without `.wgsl` (e.g. `"binary"`).
+    pub shader: &'static str,
+    /// Op variant within the file (`"add"`), defined as `OP_ADD`; may be "".
+    pub variant: &'static str,
+    /// Typed slots: (slot, type name) such as ("SRC0", "f16").
+    pub types: Vec<(&'static str, &'static str)>,
+    /// The destination is one of the sources (one binding fewer).
+    pub inplace: bool,
+    /// Elements are processed four at a time.
+    pub vec4: bool,
+    /// Workgroup size (x dimension).
+    pub workgroup_size: u32,
+    /// Algorithm path (`""`, `"matvec"`, `"tiled"`, `"coopmat"`, `"subgroup"`).
+    pub path: &'static str,
+    /// Further defines (name, value); value "" defines a flag.
+    pub defines: Vec<(&'static str, String)>,
+    /// Pipeline-overridable constants (`override NAME: T = ...;` in WGSL).
+    pub constants: Vec<(&'static str, i64)>,
+}
+
+impl PipelineKey {
+    /// A key for `shader` with variant `variant`, no types and workgroup size 64.
+    pub fn new(shader: &'static str, variant: &'static str) -> PipelineKey {
+        PipelineKey {
+            shader,
+            variant,
+            types: Vec::new(),
+            inplace: false,
+            vec4: false,
+            workgroup_size: 64,
+            path: "",
+            defines: Vec::new(),
+            constants: Vec::new(),
+        }
+    }
+
+    /// Adds a typed slot.
+    pub fn ty(mut self, slot: &'static str, type_name: &'static str) -> PipelineKey {
+        self.types.push((slot, type_name));
+        self
+    }
+
+    /// Sets the workgroup size.
+    pub fn wg(mut self, size: u32) -> PipelineKey {
+        self.workgroup_size = size;
+        self
+    }
+
+    /// Adds a define.
+    pub fn define(mut self, name: &'static str, value: impl Into<String>) -> PipelineKey {
+        self.defines.push((name, value.into()));
+        self
+    }
+
+    /// Adds a pipeline-overridable constant.
+    pub fn constant(mut self, name: &'static str, value: i64) -> PipelineKey {
+        self.constants.push((name, value));
+        self
+    }
+
+    /// A short label for logs and profiles: `binary.add[f32,f16]inplace`.
+    pub fn label(&self) -> String {
+        let mut s = format!("{}", self.shader);
+        if !self.variant.is_empty() {
+            s.push('.');
+            s.push_str(self.variant);
+        }
+        if !self.types.is_empty() {
+            let t: Vec<&str> = self.types.iter().map(|(_, t)| *t).collect();
+            s.push_str(&format!("[{}]", t.join(",")));
+        }
+        if !self.path.is_empty() {
+            s.push('/');
+            s.push_str(self.path);
+        }
+        if self.inplace {
+            s.push_str(" inplace");
+        }
+        if self.vec4 {
+            s.push_str(" vec4");
+        }
+        s
+    }
+}
+
+impl fmt::Display for PipelineKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.label())
+    }
+}
+
+/// Specialised source of one pipeline.
+#[derive(Clone, Debug)]
+pub struct Shader {
+    /// WGSL after preprocessing.
+    pub source: String,
+    /// Entry point.
+    pub entry: &'static str,
+    /// Override constants for pipeline creation.
+    pub constants: Vec<(String, f64)>,
+}
+
+/// The WGSL storage element type of a type name, and whether it is a block
+/// format read as `u32` words.
+pub fn storage_type(type_name: &str) -> &'static str {
+    match type_name {
+        "f32" => "f32",
+        "f16" => "f16",
+        "i32" => "i32",
+        "u32" => "u32",
+        _ => "u32",
+    }
+}
+
+/// Looks up an embedded shader file by name (relative to `wgsl/`, no extension).
+pub fn file(name: &str) -> Option<&'static str> {
+    sources::SOURCES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, t)| *t)
+}
+
+/// Builds the WGSL for `key`.
+pub fn specialise(key: &PipelineKey) -> Result<Shader, PreprocessError> {
+    let lookup = |n: &str| file(n);
+    let mut p = Preprocessor::new(&lookup);
+    p.define("WG_SIZE", &key.workgroup_size.to_string());
+    let mut f16 = false;
+    for (slot, ty) in &key.types {
+        f16 |= *ty == "f16";
+        p.define(&format!("{slot}_TYPE"), storage_type(ty));
+        p.define(&format!("{slot}_{}", ty.to_ascii_uppercase()), "");
+    }
+    if !key.variant.is_empty() {
+        p.define(&format!("OP_{}", key.variant.to_ascii_uppercase()), "");
+    }
+    if key.inplace {
+        p.define("INPLACE", "");
+    }
+    if key.vec4 {
+        p.define("VEC4", "");
+    }
+    if !key.path.is_empty() {
+        p.define(&format!("PATH_{}", key.path.to_ascii_uppercase()), "");
+    }
+    for (name, value) in &key.defines {
+        f16 |= *name == "F16";
+        p.define(name, value);
+    }
+    let body = p.run(key.shader)?;
+    let mut source = String::new();
+    if f16 || body.contains("f16") {
+        source.push_str("enable f16;\n");
+    }
+    if key.path == "coopmat" {
+        source.push_str("enable wgpu_cooperative_matrix;\n");
+    }
+    source.push_str(&body);
+    Ok(Shader {
+        source,
+        entry: "main",
+        constants: key
+            .constants
+            .iter()
+            .map(|(n, v)| (n.to_string(), *v as f64))
+            .collect(),
+    })
+}

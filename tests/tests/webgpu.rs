@@ -1,0 +1,178 @@
+//! The WebGPU plugin, loaded from `target/plugins/` (built by `cargo xtask
+//! plugins`), on whatever Vulkan device is present: lavapipe in CI (the
+//! README commands install it). Without a device the plugin must still load
+//! and say why it has none.
+
+use backplane::registry::{Registry, RegistryOptions, SearchPath};
+use backplane::{DType, Graph};
+use backplane_tests::{bytes_f32, f32_bytes, place, plugin_dir, require};
+
+fn webgpu() -> Registry {
+    let file = require(&plugin_dir(), "webgpu");
+    let reg = Registry::load(&RegistryOptions {
+        search: SearchPath::only([file.parent().expect("plugin dir")]),
+        builtin_cpu: false,
+    });
+    assert!(
+        reg.backend("webgpu").is_some(),
+        "webgpu plugin did not load: {:?}",
+        reg.refused()
+    );
+    reg
+}
+
+/// The first WebGPU device, or None after checking the no-device reason.
+fn device(reg: &Registry) -> Option<&backplane::registry::Device> {
+    let b = reg.backend("webgpu").expect("loaded");
+    if b.devices.is_empty() {
+        let why = b.no_device_reason.as_deref().unwrap_or("");
+        assert!(
+            why.contains("adapter"),
+            "no devices and no useful reason: {why:?}"
+        );
+        eprintln!("no WebGPU device here: {why}");
+        return None;
+    }
+    b.devices.first()
+}
+
+#[test]
+fn plugin_loads_and_describes_its_devices() {
+    let reg = webgpu();
+    let Some(d) = device(&reg) else { return };
+    assert!(d.name().starts_with("gpu"), "{}", d.name());
+    let desc = d.description();
+    assert!(desc.contains("max binding"), "{desc}");
+    let mem = d.memory();
+    assert!(mem.total_bytes > 0 && mem.free_bytes <= mem.total_bytes, "{mem:?}");
+    assert!(d.buffer_type().alignment().is_power_of_two());
+}
+
+#[test]
+fn unaligned_set_get_memset_and_copy_round_trip() {
+    let reg = webgpu();
+    let Some(d) = device(&reg) else { return };
+    let buft = d.buffer_type();
+    let buf = buft.alloc_buffer(1024).expect("alloc");
+    let mut t = backplane::TensorDesc::new(DType::I8, [37, 1, 1, 1]);
+    t.buffer = buf.id();
+    t.offset = 3;
+    let data: Vec<u8> = (0..37u8).map(|i| i.wrapping_mul(7).wrapping_add(1)).collect();
+    buf.clear(0xEE).unwrap();
+    buf.set_tensor(&t, 0, &data).unwrap();
+    let mut back = vec![0u8; 37];
+    buf.get_tensor(&t, 0, &mut back).unwrap();
+    assert_eq!(back, data);
+    // Neighbours of an unaligned write are untouched.
+    let mut whole = backplane::TensorDesc::new(DType::I8, [48, 1, 1, 1]);
+    whole.buffer = buf.id();
+    let mut all = vec![0u8; 48];
+    buf.get_tensor(&whole, 0, &mut all).unwrap();
+    assert_eq!(&all[0..3], &[0xEE; 3]);
+    assert_eq!(&all[40..48], &[0xEE; 8]);
+    buf.memset_tensor(&t, 0x11, 5, 9).unwrap();
+    buf.get_tensor(&t, 0, &mut back).unwrap();
+    assert_eq!(&back[5..14], &[0x11; 9]);
+    assert_eq!(&back[..5], &data[..5]);
+    // Device-side copy between buffers; within one buffer WebGPU has no
+    // copy, so the plugin declines and the host copies.
+    let other = buft.alloc_buffer(1024).expect("alloc");
+    let mut a = backplane::TensorDesc::new(DType::F32, [16, 1, 1, 1]);
+    a.buffer = buf.id();
+    a.offset = 256;
+    let mut b = a;
+    b.buffer = other.id();
+    b.offset = 512;
+    buf.set_tensor(&a, 0, &f32_bytes(&[2.5; 16])).unwrap();
+    let mut same = a;
+    same.offset = 512;
+    assert!(!buf.cpy_tensor(&a, &same).unwrap());
+    assert!(other.cpy_tensor(&a, &b).unwrap());
+    let mut out = vec![0u8; 64];
+    other.get_tensor(&b, 0, &mut out).unwrap();
+    assert_eq!(bytes_f32(&out), vec![2.5; 16]);
+    // Out-of-range access is an error, not a crash.
+    let mut far = a;
+    far.offset = 1020;
+    assert!(buf.set_tensor(&far, 0, &[0u8; 16]).is_err());
+}
+
+#[test]
+fn add_with_broadcast_runs_and_in_place_is_detected() {
+    let reg = webgpu();
+    let Some(d) = device(&reg) else { return };
+    let mut g = Graph::new();
+    let a = g.input("a", DType::F32, &[5, 3]).unwrap();
+    let b = g.input("b", DType::F32, &[5, 1]).unwrap();
+    let c = g.add(a, b).unwrap();
+    let e = g.mul(c, c).unwrap();
+    g.mark_output(e).unwrap();
+    for node in g.compute_nodes() {
+        let v = d.supports_op(g.tensors(), node.index());
+        assert!(v.is_supported(), "{:?}", v.reason());
+    }
+    let (mut descs, buf) = place(&g, &d.buffer_type());
+    // Make the product in place on c, as ggml's inplace ops are.
+    descs[e.index()].offset = descs[c.index()].offset;
+    let av: Vec<f32> = (0..15).map(|i| i as f32).collect();
+    let bv = [1.0f32, -1.0, 0.5, 2.0, 0.0];
+    buf.set_tensor(&descs[a.index()], 0, &f32_bytes(&av)).unwrap();
+    buf.set_tensor(&descs[b.index()], 0, &f32_bytes(&bv)).unwrap();
+    let s = d.init_backend("").unwrap();
+    s.graph_compute(&descs).unwrap();
+    let mut out = vec![0u8; 60];
+    buf.get_tensor(&descs[e.index()], 0, &mut out).unwrap();
+    let got = bytes_f32(&out);
+    for i in 0..15 {
+        let want = (av[i] + bv[i % 5]).powi(2);
+        assert_eq!(got[i], want, "element {i}");
+    }
+}
+
+#[test]
+fn set_rows_out_of_range_index_is_an_error() {
+    let reg = webgpu();
+    let Some(d) = device(&reg) else { return };
+    let mut g = Graph::new();
+    let dst = g.input("dst", DType::F32, &[4, 3]).unwrap();
+    let src = g.input("src", DType::F32, &[4, 2]).unwrap();
+    let rows = g.input("rows", DType::I32, &[2]).unwrap();
+    let out = g.set_rows(dst, src, rows).unwrap();
+    g.mark_output(out).unwrap();
+    let node = out.index();
+    if !d.supports_op(g.tensors(), node).is_supported() {
+        eprintln!("SET_ROWS refused: {:?}", d.supports_op(g.tensors(), node).reason());
+        return;
+    }
+    let (descs, buf) = place(&g, &d.buffer_type());
+    buf.set_tensor(&descs[dst.index()], 0, &f32_bytes(&[0.0; 12])).unwrap();
+    buf.set_tensor(&descs[src.index()], 0, &f32_bytes(&[1.0; 8])).unwrap();
+    let bad: Vec<u8> = [1i32, 7].iter().flat_map(|v| v.to_le_bytes()).collect();
+    buf.set_tensor(&descs[rows.index()], 0, &bad).unwrap();
+    let s = d.init_backend("").unwrap();
+    let err = s.graph_compute(&descs).expect_err("index 7 of 3 rows must fail");
+    let msg = err.to_string();
+    assert!(msg.contains("SET_ROWS") && msg.contains('7'), "{msg}");
+    // The stream still works: a good index succeeds afterwards.
+    let good: Vec<u8> = [1i32, 2].iter().flat_map(|v| v.to_le_bytes()).collect();
+    buf.set_tensor(&descs[rows.index()], 0, &good).unwrap();
+    s.graph_compute(&descs).unwrap();
+    let mut back = vec![0u8; 48];
+    buf.get_tensor(&descs[dst.index()], 0, &mut back).unwrap();
+    assert_eq!(bytes_f32(&back), [[0.0f32; 4], [1.0; 4], [1.0; 4]].concat());
+}
+
+#[test]
+fn tensor_over_the_binding_limit_is_refused_with_the_limit() {
+    let reg = webgpu();
+    let Some(d) = device(&reg) else { return };
+    let mut g = Graph::new();
+    // 4 GiB of f32: over every device's max storage binding.
+    let a = g.input("a", DType::F32, &[1 << 20, 1024]).unwrap();
+    let b = g.input("b", DType::F32, &[1 << 20, 1024]).unwrap();
+    let c = g.add(a, b).unwrap();
+    let v = d.supports_op(g.tensors(), c.index());
+    let why = v.reason().unwrap_or_default();
+    assert!(!v.is_supported(), "4 GiB tensor accepted");
+    assert!(why.contains("max storage binding"), "{why}");
+}
