@@ -188,3 +188,56 @@ pub fn specialise(key: &PipelineKey) -> Result<Shader, PreprocessError> {
             .collect(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::preprocess::Preprocessor;
+
+    #[test]
+    fn every_shader_file_preprocesses() {
+        for (name, _) in sources::SOURCES {
+            let lookup = |n: &str| file(n);
+            // Without a key's defines a file may stop at its own `#error`
+            // (a required define missing); anything else is a real fault.
+            if let Err(e) = Preprocessor::new(&lookup).run(name) {
+                assert!(e.message.starts_with("#error"), "{e}");
+            }
+        }
+    }
+
+    #[test]
+    fn key_defines_reach_the_source() {
+        let key = PipelineKey::new("binary", "add")
+            .ty("SRC0", "f16")
+            .ty("SRC1", "f32")
+            .ty("DST", "f16")
+            .wg(128);
+        let s = specialise(&key).unwrap();
+        assert!(s.source.starts_with("enable f16;"));
+        assert!(s.source.contains("@workgroup_size(128)"));
+        assert!(s.source.contains("array<f16>") && s.source.contains("return a + b;"));
+        assert!(!s.source.contains("return a - b;"));
+        assert_eq!(key.label(), "binary.add[f16,f32,f16]");
+    }
+
+    #[test]
+    fn binary_shader_is_valid_wgsl() {
+        for (t, inplace) in [("f32", false), ("f16", true)] {
+            let mut key = PipelineKey::new("binary", "mul")
+                .ty("SRC0", t)
+                .ty("SRC1", "f32")
+                .ty("DST", t);
+            key.inplace = inplace;
+            let src = specialise(&key).unwrap().source;
+            let module = naga::front::wgsl::parse_str(&src)
+                .unwrap_or_else(|e| panic!("{}", e.emit_to_string(&src)));
+            naga::valid::Validator::new(
+                naga::valid::ValidationFlags::all(),
+                naga::valid::Capabilities::SHADER_FLOAT16,
+            )
+            .validate(&module)
+            .unwrap_or_else(|e| panic!("{key}: {e:?}"));
+        }
+    }
+}

@@ -152,10 +152,14 @@ impl<'a> Preprocessor<'a> {
                 "include" => {
                     let inc = rest.trim_matches('"');
                     if self.depth >= MAX_INCLUDE_DEPTH {
-                        return Err(err(lineno, format!("#include nesting deeper than {MAX_INCLUDE_DEPTH}")));
+                        return Err(err(
+                            lineno,
+                            format!("#include nesting deeper than {MAX_INCLUDE_DEPTH}"),
+                        ));
                     }
-                    let text = (self.lookup)(inc)
-                        .ok_or_else(|| err(lineno, format!("#include of unknown file '{inc}.wgsl'")))?;
+                    let text = (self.lookup)(inc).ok_or_else(|| {
+                        err(lineno, format!("#include of unknown file '{inc}.wgsl'"))
+                    })?;
                     self.depth += 1;
                     let r = self.process(inc, text, out);
                     self.depth -= 1;
@@ -178,9 +182,17 @@ impl<'a> Preprocessor<'a> {
             return Err("empty #if condition".into());
         }
         // `||` binds weaker than `&&`; no parentheses besides defined(...).
-        Ok(expr.split("||").map(|alt| {
-            alt.split("&&").map(|term| self.term(term.trim())).collect::<Result<Vec<_>, _>>().map(|v| v.into_iter().all(|b| b))
-        }).collect::<Result<Vec<_>, _>>()?.into_iter().any(|b| b))
+        Ok(expr
+            .split("||")
+            .map(|alt| {
+                alt.split("&&")
+                    .map(|term| self.term(term.trim()))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map(|v| v.into_iter().all(|b| b))
+            })
+            .collect::<Result<Vec<_>, _>>()?
+            .into_iter()
+            .any(|b| b))
     }
 
     fn term(&self, term: &str) -> Result<bool, String> {
@@ -240,7 +252,9 @@ mod tests {
 
     fn files(name: &str) -> Option<&'static str> {
         match name {
-            "main" => Some("#include \"inc\"\n#ifdef A\na A B\n#elif defined(B) && !defined(C)\nb B\n#else\nc\n#endif\nx // A stays in comments\n"),
+            "main" => Some(
+                "#include \"inc\"\n#ifdef A\na A B\n#elif defined(B) && !defined(C)\nb B\n#else\nc\n#endif\nx // A stays in comments\n",
+            ),
             "inc" => Some("#define B 7\n"),
             "bad" => Some("#ifdef A\n"),
             _ => None,
@@ -252,7 +266,10 @@ mod tests {
         let lookup = |n: &str| files(n);
         let mut p = Preprocessor::new(&lookup);
         p.define("A", "f16");
-        assert_eq!(p.run("main").unwrap(), "a f16 7\nx // A stays in comments\n");
+        assert_eq!(
+            p.run("main").unwrap(),
+            "a f16 7\nx // A stays in comments\n"
+        );
         let mut p = Preprocessor::new(&lookup);
         assert_eq!(p.run("main").unwrap(), "b 7\nx // A stays in comments\n");
         let mut p = Preprocessor::new(&lookup);

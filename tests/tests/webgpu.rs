@@ -44,7 +44,10 @@ fn plugin_loads_and_describes_its_devices() {
     let desc = d.description();
     assert!(desc.contains("max binding"), "{desc}");
     let mem = d.memory();
-    assert!(mem.total_bytes > 0 && mem.free_bytes <= mem.total_bytes, "{mem:?}");
+    assert!(
+        mem.total_bytes > 0 && mem.free_bytes <= mem.total_bytes,
+        "{mem:?}"
+    );
     assert!(d.buffer_type().alignment().is_power_of_two());
 }
 
@@ -57,7 +60,9 @@ fn unaligned_set_get_memset_and_copy_round_trip() {
     let mut t = backplane::TensorDesc::new(DType::I8, [37, 1, 1, 1]);
     t.buffer = buf.id();
     t.offset = 3;
-    let data: Vec<u8> = (0..37u8).map(|i| i.wrapping_mul(7).wrapping_add(1)).collect();
+    let data: Vec<u8> = (0..37u8)
+        .map(|i| i.wrapping_mul(7).wrapping_add(1))
+        .collect();
     buf.clear(0xEE).unwrap();
     buf.set_tensor(&t, 0, &data).unwrap();
     let mut back = vec![0u8; 37];
@@ -116,8 +121,10 @@ fn add_with_broadcast_runs_and_in_place_is_detected() {
     descs[e.index()].offset = descs[c.index()].offset;
     let av: Vec<f32> = (0..15).map(|i| i as f32).collect();
     let bv = [1.0f32, -1.0, 0.5, 2.0, 0.0];
-    buf.set_tensor(&descs[a.index()], 0, &f32_bytes(&av)).unwrap();
-    buf.set_tensor(&descs[b.index()], 0, &f32_bytes(&bv)).unwrap();
+    buf.set_tensor(&descs[a.index()], 0, &f32_bytes(&av))
+        .unwrap();
+    buf.set_tensor(&descs[b.index()], 0, &f32_bytes(&bv))
+        .unwrap();
     let s = d.init_backend("").unwrap();
     s.graph_compute(&descs).unwrap();
     let mut out = vec![0u8; 60];
@@ -141,16 +148,23 @@ fn set_rows_out_of_range_index_is_an_error() {
     g.mark_output(out).unwrap();
     let node = out.index();
     if !d.supports_op(g.tensors(), node).is_supported() {
-        eprintln!("SET_ROWS refused: {:?}", d.supports_op(g.tensors(), node).reason());
+        eprintln!(
+            "SET_ROWS refused: {:?}",
+            d.supports_op(g.tensors(), node).reason()
+        );
         return;
     }
     let (descs, buf) = place(&g, &d.buffer_type());
-    buf.set_tensor(&descs[dst.index()], 0, &f32_bytes(&[0.0; 12])).unwrap();
-    buf.set_tensor(&descs[src.index()], 0, &f32_bytes(&[1.0; 8])).unwrap();
+    buf.set_tensor(&descs[dst.index()], 0, &f32_bytes(&[0.0; 12]))
+        .unwrap();
+    buf.set_tensor(&descs[src.index()], 0, &f32_bytes(&[1.0; 8]))
+        .unwrap();
     let bad: Vec<u8> = [1i32, 7].iter().flat_map(|v| v.to_le_bytes()).collect();
     buf.set_tensor(&descs[rows.index()], 0, &bad).unwrap();
     let s = d.init_backend("").unwrap();
-    let err = s.graph_compute(&descs).expect_err("index 7 of 3 rows must fail");
+    let err = s
+        .graph_compute(&descs)
+        .expect_err("index 7 of 3 rows must fail");
     let msg = err.to_string();
     assert!(msg.contains("SET_ROWS") && msg.contains('7'), "{msg}");
     // The stream still works: a good index succeeds afterwards.
@@ -175,4 +189,40 @@ fn tensor_over_the_binding_limit_is_refused_with_the_limit() {
     let why = v.reason().unwrap_or_default();
     assert!(!v.is_supported(), "4 GiB tensor accepted");
     assert!(why.contains("max storage binding"), "{why}");
+}
+
+/// Env var telling the child test below that it runs without a driver.
+const NO_DRIVER_CHILD: &str = "BACKPLANE_TEST_WEBGPU_NO_DRIVER";
+
+#[test]
+fn without_an_adapter_the_plugin_loads_with_zero_devices_and_a_reason() {
+    if std::env::var_os(NO_DRIVER_CHILD).is_some() {
+        let reg = webgpu();
+        let b = reg.backend("webgpu").expect("loaded");
+        assert!(b.devices.is_empty(), "a device without a driver?");
+        let why = b.no_device_reason.as_deref().unwrap_or("");
+        assert!(why.contains("no Vulkan, Metal or DX12 adapter"), "{why}");
+        return;
+    }
+    // Run this same test in a child process whose Vulkan loader finds no
+    // driver (the plugin enumerates adapters once per process).
+    let exe = std::env::current_exe().expect("test binary");
+    let out = std::process::Command::new(exe)
+        .args([
+            "--exact",
+            "without_an_adapter_the_plugin_loads_with_zero_devices_and_a_reason",
+            "--nocapture",
+        ])
+        .env(NO_DRIVER_CHILD, "1")
+        .env("VK_ICD_FILENAMES", "/nonexistent/backplane-no-driver.json")
+        .env("VK_DRIVER_FILES", "/nonexistent/backplane-no-driver.json")
+        .output()
+        .expect("running the child test");
+    assert!(
+        out.status.success(),
+        "child failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("1 passed"));
 }

@@ -115,9 +115,7 @@ impl WebGpuBuffer {
         }
         let start = tensor.offset.checked_add(offset);
         match start.and_then(|s| s.checked_add(len).map(|e| (s, e))) {
-            Some((s, end)) if end <= self.size && offset + len <= tensor.nbytes().max(len) => {
-                Ok(s)
-            }
+            Some((s, end)) if end <= self.size && offset + len <= tensor.nbytes().max(len) => Ok(s),
             _ => Err(PluginError::bad_input(format!(
                 "{len} bytes at offset {offset} of a tensor at {} overrun the {}-byte buffer",
                 tensor.offset, self.size
@@ -153,7 +151,12 @@ impl WebGpuBuffer {
 
 /// Copies `out.len()` bytes at byte `start` of `buffer` to the host through
 /// a staging buffer, after all submitted work.
-pub fn read_buffer(ctx: &Ctx, buffer: &wgpu::Buffer, start: u64, out: &mut [u8]) -> Result<(), String> {
+pub fn read_buffer(
+    ctx: &Ctx,
+    buffer: &wgpu::Buffer,
+    start: u64,
+    out: &mut [u8],
+) -> Result<(), String> {
     if out.is_empty() {
         return Ok(());
     }
@@ -265,7 +268,9 @@ impl Buffer for WebGpuBuffer {
         let mut at = 0;
         while at < total {
             let n = CHUNK.min(total - at);
-            self.ctx.queue.write_buffer(&self.buffer, at, &block[..n as usize]);
+            self.ctx
+                .queue
+                .write_buffer(&self.buffer, at, &block[..n as usize]);
             at += n;
         }
         Ok(())

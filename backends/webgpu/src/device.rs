@@ -111,7 +111,9 @@ fn read_facts(adapter: &wgpu::Adapter, features: wgpu::Features) -> Facts {
     Facts {
         adapter: info.name.clone(),
         api: format!("{:?}", info.backend),
-        driver: format!("{} {}", info.driver, info.driver_info).trim().to_string(),
+        driver: format!("{} {}", info.driver, info.driver_info)
+            .trim()
+            .to_string(),
         vendor: info.vendor,
         is_cpu: info.device_type == wgpu::DeviceType::Cpu,
         is_integrated: info.device_type == wgpu::DeviceType::IntegratedGpu,
@@ -179,7 +181,10 @@ impl Device for WebGpuDevice {
             extras.push("f16".to_string());
         }
         if f.subgroups {
-            extras.push(format!("subgroups {}-{}", f.subgroup_size.0, f.subgroup_size.1));
+            extras.push(format!(
+                "subgroups {}-{}",
+                f.subgroup_size.0, f.subgroup_size.1
+            ));
         }
         if f.coopmat_f16_16 {
             extras.push("coopmat f16 16x16".to_string());

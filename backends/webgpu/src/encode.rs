@@ -192,7 +192,9 @@ impl<'a> Encoder<'a> {
         let start = if fits {
             start
         } else {
-            let cap = (size + align).max(self.state.scratch.as_ref().map_or(0, |b| b.size() * 2)).max(1 << 20);
+            let cap = (size + align)
+                .max(self.state.scratch.as_ref().map_or(0, |b| b.size() * 2))
+                .max(1 << 20);
             let cap = cap.min(self.ctx.facts.max_buffer_bytes).max(size);
             self.state.scratch = Some(Arc::new(self.ctx.device.create_buffer(
                 &wgpu::BufferDescriptor {
@@ -260,7 +262,11 @@ impl<'a> Encoder<'a> {
         }
         let words = params.words();
         if words.len() * 4 > PARAM_SLOT_BYTES as usize {
-            return Err(format!("{}: {} parameter words > 64", key.label(), words.len()));
+            return Err(format!(
+                "{}: {} parameter words > 64",
+                key.label(),
+                words.len()
+            ));
         }
         let pipeline = self
             .ctx
@@ -295,11 +301,14 @@ impl<'a> Encoder<'a> {
                 size: wgpu::BufferSize::new(PARAM_SLOT_BYTES),
             }),
         });
-        let bind_group = self.ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: None,
-            layout: &pipeline.layout,
-            entries: &entries,
-        });
+        let bind_group = self
+            .ctx
+            .device
+            .create_bind_group(&wgpu::BindGroupDescriptor {
+                label: None,
+                layout: &pipeline.layout,
+                entries: &entries,
+            });
         self.batch.push(Recorded {
             pipeline,
             bind_group,
@@ -334,9 +343,14 @@ impl<'a> Encoder<'a> {
         if self.batch.is_empty() {
             return;
         }
-        let param_buf = self.param_buf.take().expect("a recorded kernel took a param buffer");
+        let param_buf = self
+            .param_buf
+            .take()
+            .expect("a recorded kernel took a param buffer");
         let used = self.batch.len() * PARAM_SLOT_BYTES as usize;
-        self.ctx.queue.write_buffer(&param_buf, 0, &self.params[..used]);
+        self.ctx
+            .queue
+            .write_buffer(&param_buf, 0, &self.params[..used]);
         let mut enc = self.ctx.device.create_command_encoder(&Default::default());
         if std::mem::take(&mut self.state.needs_flag_clear) {
             enc.clear_buffer(&self.state.error_flag, 0, None);

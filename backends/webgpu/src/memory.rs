@@ -49,7 +49,10 @@ fn vulkan_budget(adapter: &wgpu::Adapter) -> Option<Memory> {
     let mp = props.memory_properties;
     let mut total = 0u64;
     let mut free = 0u64;
-    for (i, heap) in mp.memory_heaps[..mp.memory_heap_count as usize].iter().enumerate() {
+    for (i, heap) in mp.memory_heaps[..mp.memory_heap_count as usize]
+        .iter()
+        .enumerate()
+    {
         if heap.flags.contains(vk::MemoryHeapFlags::DEVICE_LOCAL) {
             total += heap.size;
             free += if has_budget {

@@ -77,7 +77,9 @@ impl Profiler {
             return None;
         }
         if !facts.timestamps {
-            eprintln!("backplane-webgpu: {name} has no timestamp queries; BACKPLANE_WEBGPU_PROFILE ignored");
+            eprintln!(
+                "backplane-webgpu: {name} has no timestamp queries; BACKPLANE_WEBGPU_PROFILE ignored"
+            );
             return None;
         }
         let n = 2 * KERNELS_PER_SUBMIT as u32;

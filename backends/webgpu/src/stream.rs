@@ -91,7 +91,10 @@ impl WebGpuStream {
             let value = i32::from_le_bytes(words[4..8].try_into().expect("4 bytes"));
             if node != 0 {
                 let i = node as usize - 1;
-                let op = graph.get(i).and_then(|t| t.op().ok()).map_or("?".into(), |o| o.to_string());
+                let op = graph
+                    .get(i)
+                    .and_then(|t| t.op().ok())
+                    .map_or("?".into(), |o| o.to_string());
                 return Err(PluginError::bad_input(format!(
                     "{}: node {i} ({op}): index {value} is out of range",
                     self.name
@@ -108,10 +111,16 @@ impl Backend for WebGpuStream {
     }
 
     fn graph_compute(&self, graph: &[TensorDesc]) -> Result<(), PluginError> {
-        let scope = self.ctx.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let scope = self
+            .ctx
+            .device
+            .push_error_scope(wgpu::ErrorFilter::Validation);
         let r = self.run(graph);
         if let Some(e) = pollster::block_on(scope.pop()) {
-            return Err(PluginError::other(format!("{}: wgpu validation: {e}", self.name)));
+            return Err(PluginError::other(format!(
+                "{}: wgpu validation: {e}",
+                self.name
+            )));
         }
         r
     }

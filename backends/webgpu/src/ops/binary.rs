@@ -22,14 +22,21 @@ pub fn supports(_facts: &Facts, graph: &[TensorDesc], node: usize) -> Result<(),
     want_type("src1", b, FLOATS)?;
     let td = dtype(d)?;
     if td != ta {
-        return Err(format!("dst type {} differs from src0 type {}", td.name(), ta.name()));
+        return Err(format!(
+            "dst type {} differs from src0 type {}",
+            td.name(),
+            ta.name()
+        ));
     }
     if !d.same_shape(a) {
         return Err("dst shape differs from src0".into());
     }
     for k in 0..4 {
         if b.ne[k] == 0 || a.ne[k] % b.ne[k] != 0 {
-            return Err(format!("src1 ne{k}={} does not divide src0 ne{k}={}", b.ne[k], a.ne[k]));
+            return Err(format!(
+                "src1 ne{k}={} does not divide src0 ne{k}={}",
+                b.ne[k], a.ne[k]
+            ));
         }
     }
     for (what, t) in [("src0", a), ("src1", b), ("dst", d)] {
@@ -62,7 +69,11 @@ pub fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
         .ty("DST", type_name(td))
         .wg(WG);
     key.inplace = inplace;
-    let (sa, sb, sd) = (ta.type_size() as u64, tb.type_size() as u64, td.type_size() as u64);
+    let (sa, sb, sd) = (
+        ta.type_size() as u64,
+        tb.type_size() as u64,
+        td.type_size() as u64,
+    );
     let params = Params::new()
         .u32x4(ne_u32(d)?)
         .u32(ba.elem_offset(sa)?)
@@ -73,6 +84,16 @@ pub fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
         .u32(bd.elem_offset(sd)?)
         .u32x4(nb_elems(d, sd)?);
     let n = d.nelements() as u64;
-    let bindings = if inplace { vec![ba, bb] } else { vec![ba, bb, bd] };
-    e.dispatch_linear(&key, Checks::On, &bindings, &params, n.div_ceil(u64::from(WG)))
+    let bindings = if inplace {
+        vec![ba, bb]
+    } else {
+        vec![ba, bb, bd]
+    };
+    e.dispatch_linear(
+        &key,
+        Checks::On,
+        &bindings,
+        &params,
+        n.div_ceil(u64::from(WG)),
+    )
 }

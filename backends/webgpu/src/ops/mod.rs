@@ -10,11 +10,11 @@
 mod attention;
 mod binary;
 mod conv;
+mod get_rows;
 mod layout;
 mod matmul;
 mod norm;
 mod reduce;
-mod get_rows;
 mod rope;
 mod set_rows;
 mod softmax;
@@ -44,7 +44,11 @@ pub(crate) fn sources<'g>(
 }
 
 /// Source `i` of `graph[node]`, or an error naming it.
-pub(crate) fn src<'g>(graph: &'g [TensorDesc], node: usize, i: usize) -> Result<&'g TensorDesc, String> {
+pub(crate) fn src<'g>(
+    graph: &'g [TensorDesc],
+    node: usize,
+    i: usize,
+) -> Result<&'g TensorDesc, String> {
     graph[node]
         .src(i)
         .and_then(|s| graph.get(s))
@@ -99,7 +103,9 @@ pub(crate) fn nb_elems(d: &TensorDesc, elem: u64) -> Result<[u32; 4], String> {
     let mut out = [0u32; 4];
     for (o, &b) in out.iter_mut().zip(&d.nb) {
         if b % elem != 0 {
-            return Err(format!("stride {b} bytes is not a multiple of the {elem}-byte element"));
+            return Err(format!(
+                "stride {b} bytes is not a multiple of the {elem}-byte element"
+            ));
         }
         *o = u32::try_from(b / elem).map_err(|_| format!("stride {b} does not fit u32"))?;
     }
@@ -114,7 +120,10 @@ pub fn supports(facts: &Facts, graph: &[TensorDesc], node: usize) -> Result<(), 
     let op = d.op().map_err(|e| e.to_string())?;
     let srcs = sources(graph, d)?;
     let mut n_bindings = 1;
-    for (i, t) in std::iter::once(Some(d)).chain(srcs.iter().copied()).enumerate() {
+    for (i, t) in std::iter::once(Some(d))
+        .chain(srcs.iter().copied())
+        .enumerate()
+    {
         let Some(t) = t else { continue };
         n_bindings += usize::from(i > 0);
         let ty = dtype(t)?;
@@ -124,7 +133,11 @@ pub fn supports(facts: &Facts, graph: &[TensorDesc], node: usize) -> Result<(), 
         // The binding starts at the offset rounded down to the alignment.
         let span = t.nbytes() + facts.offset_alignment;
         if !facts.fits_binding(span) {
-            let what = if i == 0 { "dst".to_string() } else { format!("src{}", i - 1) };
+            let what = if i == 0 {
+                "dst".to_string()
+            } else {
+                format!("src{}", i - 1)
+            };
             return Err(facts.binding_refusal(&what, t.nbytes()));
         }
     }
@@ -137,10 +150,19 @@ pub fn supports(facts: &Facts, graph: &[TensorDesc], node: usize) -> Result<(), 
     match op {
         Op::None | Op::View | Op::Reshape | Op::Permute | Op::Transpose => Ok(()),
         Op::Add | Op::Sub | Op::Mul | Op::Div => binary::supports(facts, graph, node),
-        Op::Unary | Op::Glu | Op::Scale | Op::Clamp | Op::Fill | Op::Log | Op::Sqr | Op::Sqrt | Op::Sin | Op::Cos => {
-            unary::supports(facts, graph, node)
+        Op::Unary
+        | Op::Glu
+        | Op::Scale
+        | Op::Clamp
+        | Op::Fill
+        | Op::Log
+        | Op::Sqr
+        | Op::Sqrt
+        | Op::Sin
+        | Op::Cos => unary::supports(facts, graph, node),
+        Op::Cpy | Op::Cont | Op::Concat | Op::Repeat | Op::Pad => {
+            layout::supports(facts, graph, node)
         }
-        Op::Cpy | Op::Cont | Op::Concat | Op::Repeat | Op::Pad => layout::supports(facts, graph, node),
         Op::GetRows => get_rows::supports(facts, graph, node),
         Op::SetRows => set_rows::supports(facts, graph, node),
         Op::MulMat | Op::MulMatId => matmul::supports(facts, graph, node),
@@ -161,9 +183,16 @@ pub fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
     match op {
         Op::None | Op::View | Op::Reshape | Op::Permute | Op::Transpose => Ok(()),
         Op::Add | Op::Sub | Op::Mul | Op::Div => binary::encode(e, node),
-        Op::Unary | Op::Glu | Op::Scale | Op::Clamp | Op::Fill | Op::Log | Op::Sqr | Op::Sqrt | Op::Sin | Op::Cos => {
-            unary::encode(e, node)
-        }
+        Op::Unary
+        | Op::Glu
+        | Op::Scale
+        | Op::Clamp
+        | Op::Fill
+        | Op::Log
+        | Op::Sqr
+        | Op::Sqrt
+        | Op::Sin
+        | Op::Cos => unary::encode(e, node),
         Op::Cpy | Op::Cont | Op::Concat | Op::Repeat | Op::Pad => layout::encode(e, node),
         Op::GetRows => get_rows::encode(e, node),
         Op::SetRows => set_rows::encode(e, node),
@@ -172,7 +201,9 @@ pub fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
         Op::Norm | Op::RmsNorm | Op::L2Norm => norm::encode(e, node),
         Op::SoftMax => softmax::encode(e, node),
         Op::Rope => rope::encode(e, node),
-        Op::Sum | Op::SumRows | Op::Cumsum | Op::Argmax | Op::Argsort | Op::TopK => reduce::encode(e, node),
+        Op::Sum | Op::SumRows | Op::Cumsum | Op::Argmax | Op::Argsort | Op::TopK => {
+            reduce::encode(e, node)
+        }
         Op::SsmConv | Op::SsmScan | Op::Conv2d | Op::Im2col => conv::encode(e, node),
     }
 }
