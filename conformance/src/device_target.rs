@@ -128,6 +128,26 @@ impl Target for DeviceTarget {
         self.stream.synchronize().map_err(|e| e.to_string())
     }
 
+    fn compute_repeated(&mut self, reps: usize) -> Result<(), String> {
+        let l = self.loaded.as_ref().ok_or("nothing loaded")?;
+        // Copies of the compute nodes appended after the graph: each reads
+        // the same sources (earlier in the array) and rewrites the same
+        // output, so the array stays in topological order.
+        let nodes: Vec<TensorDesc> = l
+            .graph
+            .compute_nodes()
+            .map(|t| l.descs[t.index()])
+            .collect();
+        let mut descs = l.descs.clone();
+        for _ in 1..reps {
+            descs.extend_from_slice(&nodes);
+        }
+        self.stream
+            .graph_compute(&descs)
+            .map_err(|e| e.to_string())?;
+        self.stream.synchronize().map_err(|e| e.to_string())
+    }
+
     fn read_f32(&mut self, t: TensorId) -> Result<Vec<f32>, String> {
         let l = self.loaded.as_ref().ok_or("nothing loaded")?;
         let d = &l.descs[t.index()];

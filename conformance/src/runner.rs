@@ -181,8 +181,14 @@ pub fn test_case(case: &Case, target: &mut dyn Target) -> CaseResult {
     result
 }
 
-/// Runs one case in `perf` mode: one warm-up, then runs until `min_time`
-/// has passed (at least 3), reporting the median.
+/// Wall time one timed perf graph should take at least.
+pub const REPEAT_TARGET: Duration = Duration::from_millis(20);
+/// Most copies of a node in one timed perf graph.
+pub const MAX_REPEATS: usize = 256;
+
+/// Runs one case in `perf` mode: one warm-up, one run to size the repeats,
+/// then graphs holding the op's nodes `reps` times until `min_time` has
+/// passed (at least 3), reporting the median time per repeat.
 pub fn perf_case(case: &Case, target: &mut dyn Target, min_time: Duration) -> PerfResult {
     let mut result = PerfResult {
         backend: target.name(),
@@ -213,15 +219,29 @@ pub fn perf_case(case: &Case, target: &mut dyn Target, min_time: Duration) -> Pe
         result.reason = Some(e);
         return result;
     }
+    // One run's time decides how many copies of the op go into each timed
+    // graph: enough for about REPEAT_TARGET per graph, at most MAX_REPEATS.
+    let t = Instant::now();
+    if let Err(e) = target.compute() {
+        result.reason = Some(e);
+        return result;
+    }
+    let once = t.elapsed();
+    let reps = if once >= REPEAT_TARGET {
+        1
+    } else {
+        (REPEAT_TARGET.as_secs_f64() / once.as_secs_f64().max(1e-7)).ceil() as usize
+    }
+    .clamp(1, MAX_REPEATS);
     let mut times = Vec::new();
     let start = Instant::now();
     while times.len() < 3 || (start.elapsed() < min_time && times.len() < 10_000) {
         let t = Instant::now();
-        if let Err(e) = target.compute() {
+        if let Err(e) = target.compute_repeated(reps) {
             result.reason = Some(e);
             return result;
         }
-        times.push(t.elapsed().as_secs_f64());
+        times.push(t.elapsed().as_secs_f64() / reps as f64);
     }
     times.sort_by(f64::total_cmp);
     let median = times[times.len() / 2];

@@ -15,6 +15,15 @@ pub trait Target {
     fn load(&mut self, graph: &Graph, leaves: &[(TensorId, Vec<u8>)]) -> Result<(), String>;
     /// Runs the loaded graph once.
     fn compute(&mut self) -> Result<(), String>;
+    /// Runs the loaded graph with every compute node repeated `reps` times
+    /// in one submission (as test-backend-ops' perf mode does), so that
+    /// per-call overhead is amortised. Default: `reps` calls of `compute`.
+    fn compute_repeated(&mut self, reps: usize) -> Result<(), String> {
+        for _ in 0..reps {
+            self.compute()?;
+        }
+        Ok(())
+    }
     /// Reads a tensor of the loaded graph as f32 in logical order.
     fn read_f32(&mut self, t: TensorId) -> Result<Vec<f32>, String>;
     /// Writes outside any tensor, one line per tensor (empty when clean).

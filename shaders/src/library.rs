@@ -82,7 +82,7 @@ impl PipelineKey {
 
     /// A short label for logs and profiles: `binary.add[f32,f16]inplace`.
     pub fn label(&self) -> String {
-        let mut s = format!("{}", self.shader);
+        let mut s = self.shader.to_string();
         if !self.variant.is_empty() {
             s.push('.');
             s.push_str(self.variant);

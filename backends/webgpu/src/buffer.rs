@@ -243,7 +243,9 @@ impl Buffer for WebGpuBuffer {
             return Ok(false);
         };
         let s = src.offset;
-        let aligned = s % COPY_ALIGN == 0 && d % COPY_ALIGN == 0 && n % COPY_ALIGN == 0;
+        let aligned = s.is_multiple_of(COPY_ALIGN)
+            && d.is_multiple_of(COPY_ALIGN)
+            && n.is_multiple_of(COPY_ALIGN);
         // WebGPU forbids a buffer-to-buffer copy within one buffer; the host
         // then copies through host memory.
         if !aligned || src.buffer == self.id || s + n > sbuf.size() {

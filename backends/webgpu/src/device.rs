@@ -117,7 +117,7 @@ fn read_facts(adapter: &wgpu::Adapter, features: wgpu::Features) -> Facts {
         vendor: info.vendor,
         is_cpu: info.device_type == wgpu::DeviceType::Cpu,
         is_integrated: info.device_type == wgpu::DeviceType::IntegratedGpu,
-        max_binding_bytes: u64::from(limits.max_storage_buffer_binding_size),
+        max_binding_bytes: limits.max_storage_buffer_binding_size,
         max_buffer_bytes: limits.max_buffer_size,
         offset_alignment: u64::from(limits.min_storage_buffer_offset_alignment),
         max_groups_per_dim: limits.max_compute_workgroups_per_dimension,

@@ -33,7 +33,7 @@ impl Binding {
     /// The remainder in elements of `elem_bytes` bytes, for kernels that
     /// index typed arrays.
     pub fn elem_offset(&self, elem_bytes: u64) -> Result<u32, String> {
-        if self.rem_bytes % elem_bytes != 0 {
+        if !self.rem_bytes.is_multiple_of(elem_bytes) {
             return Err(format!(
                 "tensor offset remainder {} is not a multiple of {elem_bytes} bytes",
                 self.rem_bytes

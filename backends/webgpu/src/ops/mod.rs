@@ -44,11 +44,7 @@ pub(crate) fn sources<'g>(
 }
 
 /// Source `i` of `graph[node]`, or an error naming it.
-pub(crate) fn src<'g>(
-    graph: &'g [TensorDesc],
-    node: usize,
-    i: usize,
-) -> Result<&'g TensorDesc, String> {
+pub(crate) fn src(graph: &[TensorDesc], node: usize, i: usize) -> Result<&TensorDesc, String> {
     graph[node]
         .src(i)
         .and_then(|s| graph.get(s))
