@@ -44,7 +44,8 @@ pub fn run() -> Result<(), String> {
     plugins(true)?;
     cargo("tests", &["test", "-j2", "--workspace"])?;
     eprintln!("xtask test: conformance");
-    conformance(&["test".to_string()], TEST_ENV)?;
+    let args = ["test", "--vectors", "conformance/vectors/cpy-quant"].map(String::from);
+    conformance(&args, TEST_ENV)?;
     eprintln!("xtask test: all steps passed");
     Ok(())
 }
