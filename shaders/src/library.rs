@@ -142,6 +142,16 @@ pub fn file(name: &str) -> Option<&'static str> {
         .map(|(_, t)| *t)
 }
 
+/// Whether WGSL code (outside `//` comments) names the `f16` type, as a
+/// whole word or in a vector alias such as `vec4h`.
+fn uses_f16(wgsl: &str) -> bool {
+    wgsl.lines().any(|line| {
+        let code = line.split("//").next().unwrap_or("");
+        code.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .any(|w| w == "f16" || matches!(w, "vec2h" | "vec3h" | "vec4h"))
+    })
+}
+
 /// Builds the WGSL for `key`.
 pub fn specialise(key: &PipelineKey) -> Result<Shader, PreprocessError> {
     let lookup = |n: &str| file(n);
@@ -171,7 +181,7 @@ pub fn specialise(key: &PipelineKey) -> Result<Shader, PreprocessError> {
     }
     let body = p.run(key.shader)?;
     let mut source = String::new();
-    if f16 || body.contains("f16") {
+    if f16 || uses_f16(&body) {
         source.push_str("enable f16;\n");
     }
     if key.path == "coopmat" {

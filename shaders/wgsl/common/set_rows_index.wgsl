@@ -1,0 +1,53 @@
+// SET_ROWS parameters, the index lookup with ggml's broadcasting, and the
+// error report. The including kernel declares `idx` (array<SRC1_TYPE>),
+// `flag` (array<atomic<u32>>) and the uniform `p`. Offsets and strides of
+// the source and indices are in elements (i64 indices: u32 words); those of
+// the destination are the including kernel's (elements, words or bytes).
+
+struct Params {
+    ne0: u32, n_rows: u32, ne2: u32, ne3: u32,
+    off_s: u32, ss0: u32, ss1: u32, ss2: u32, ss3: u32,
+    off_i: u32, si0: u32, si1: u32, si2: u32, ni1: u32, ni2: u32,
+    off_d: u32, sd0: u32, sd1: u32, sd2: u32, sd3: u32,
+    dst_rows: u32, node1: u32,
+}
+
+// The destination row of source row i1 of (i2, i3): x = the row, y = 1
+// when it is in range; otherwise y = 0 and x = the index as i32 bits,
+// clamped to the i32 range.
+fn dst_row(i1: u32, i2: u32, i3: u32) -> vec2<u32> {
+    let w = p.off_i + i1 * p.si0 + (i2 % p.ni1) * p.si1 + (i3 % p.ni2) * p.si2;
+#ifdef SRC1_I64
+    let lo = bitcast<u32>(idx[w]);
+    let hi = bitcast<u32>(idx[w + 1u]);
+    if (hi == 0u && lo < p.dst_rows) {
+        return vec2<u32>(lo, 1u);
+    }
+    if (hi == 0u) {
+        return vec2<u32>(min(lo, 0x7fffffffu), 0u);
+    }
+    if (hi == 0xffffffffu && lo >= 0x80000000u) {
+        return vec2<u32>(lo, 0u);
+    }
+    if ((hi & 0x80000000u) != 0u) {
+        return vec2<u32>(0x80000000u, 0u);
+    }
+    return vec2<u32>(0x7fffffffu, 0u);
+#else
+    let v = bitcast<u32>(idx[w]);
+    return vec2<u32>(v, select(0u, 1u, v < p.dst_rows));
+#endif
+}
+
+fn report(bad: u32) {
+    loop {
+        let r = atomicCompareExchangeWeak(&flag[0], 0u, p.node1);
+        if (r.exchanged) {
+            atomicStore(&flag[1], bad);
+            break;
+        }
+        if (r.old_value != 0u) {
+            break;
+        }
+    }
+}
