@@ -1,0 +1,430 @@
+//! Encoding of the MUL_MAT kernels: bindings, pipeline keys and parameter
+//! blocks in the order of each shader's `struct Params`.
+
+use backplane_abi::{DType, TensorDesc};
+use backplane_shaders::PipelineKey;
+
+use super::plan::{self, Path, Shape, WeightLayout};
+use super::quant_flag;
+use crate::encode::{Binding, Encoder, Params};
+use crate::ops::{dtype, nb_elems, ne_u32, src_index, type_name};
+use crate::pipelines::Checks;
+
+/// Workgroup size of the activation conversion.
+const CONVERT_WG: u32 = 256;
+
+/// A u32 parameter, or the reason it does not fit.
+fn u32_of(v: u64, what: &str) -> Result<u32, String> {
+    u32::try_from(v).map_err(|_| format!("{what} = {v} does not fit u32"))
+}
+
+/// Strides of dims 1..3 of `t` in units of `unit` bytes (dim 0 is read
+/// densely by the kernels).
+fn outer_strides(t: &TensorDesc, unit: u64) -> Result<[u32; 3], String> {
+    let mut out = [0u32; 3];
+    for (o, &b) in out.iter_mut().zip(&t.nb[1..]) {
+        if !b.is_multiple_of(unit) {
+            return Err(format!(
+                "stride {b} bytes is not a multiple of {unit} bytes"
+            ));
+        }
+        *o = u32_of(b / unit, "stride")?;
+    }
+    Ok(out)
+}
+
+/// The weights as a kernel reads them.
+struct Weights {
+    binding: Binding,
+    ty: DType,
+    layout: WeightLayout,
+    /// Offset and strides of dims 1..3, in the layout's units.
+    off: u32,
+    strides: [u32; 3],
+}
+
+impl Weights {
+    fn new(e: &Encoder, index: usize) -> Result<Weights, String> {
+        let a = e.tensor(index);
+        let ty = dtype(a)?;
+        let binding = e.binding(index)?;
+        let layout = plan::weight_layout(&e.ctx().facts, a, ty);
+        let unit = match layout {
+            WeightLayout::Quant => 1,
+            WeightLayout::Vec4 => 4 * ty.type_size() as u64,
+            WeightLayout::Scalar => ty.type_size() as u64,
+        };
+        Ok(Weights {
+            off: u32_of(binding.rem_bytes / unit, "src0 offset")?,
+            strides: outer_strides(a, unit)?,
+            binding,
+            ty,
+            layout,
+        })
+    }
+
+    /// Adds the weight type and layout to a kernel key.
+    fn key(&self, key: PipelineKey) -> PipelineKey {
+        let key = key.ty("SRC0", type_name(self.ty));
+        match self.layout {
+            WeightLayout::Quant => key
+                .define("W_QUANT", "")
+                .define(quant_flag(self.ty).expect("block type"), ""),
+            WeightLayout::Vec4 => key.define("W_VEC4", ""),
+            WeightLayout::Scalar => key,
+        }
+    }
+
+    /// Units of 16 weights per row.
+    fn units(&self, k: u64) -> u64 {
+        k.div_ceil(16)
+    }
+}
+
+/// Activations as vec4 rows: the f32 tensor itself, or a copy converted
+/// to f32 or half.
+struct Activations {
+    binding: Binding,
+    /// Halves (`X_F16` in the kernels).
+    half: bool,
+    /// Offset and strides of dims 1..3 in vec4s.
+    off: u32,
+    strides: [u32; 3],
+}
+
+impl Activations {
+    /// Binds src1 (graph index `index`), converting it first to halves
+    /// (`half`) or when the kernels cannot read it in place.
+    fn new(e: &mut Encoder, index: usize, half: bool) -> Result<Activations, String> {
+        let b = e.tensor(index);
+        let tb = dtype(b)?;
+        let binding = e.binding(index)?;
+        if !half && plan::activations_direct(&e.ctx().facts, b, tb) {
+            return Ok(Activations {
+                half,
+                off: u32_of(binding.rem_bytes / 16, "src1 offset")?,
+                strides: outer_strides(b, 16)?,
+                binding,
+            });
+        }
+        let ne = ne_u32(b)?;
+        let k4 = ne[0].next_multiple_of(4);
+        let total = u64::from(k4) * b.ne[1..].iter().map(|&x| x as u64).product::<u64>();
+        let scratch = e.scratch(total * if half { 2 } else { 4 })?;
+        let size = tb.type_size() as u64;
+        let nb = nb_elems(b, size)?;
+        let key = PipelineKey::new("mul_mat_convert", "")
+            .ty("SRC1", type_name(tb))
+            .ty("DST", if half { "f16" } else { "f32" })
+            .wg(CONVERT_WG);
+        let params = Params::new()
+            .u32(ne[0])
+            .u32(k4)
+            .u32(ne[1])
+            .u32(ne[2])
+            .u32(u32_of(total, "converted src1 elements")?)
+            .u32(binding.elem_offset(size)?)
+            .u32x4(nb);
+        e.dispatch_linear(
+            &key,
+            Checks::On,
+            &[binding, scratch.clone()],
+            &params,
+            total.div_ceil(u64::from(CONVERT_WG)),
+        )?;
+        let row = k4 / 4;
+        Ok(Activations {
+            binding: scratch,
+            half,
+            off: 0,
+            strides: [row, row * ne[1], row * ne[1] * ne[2]],
+        })
+    }
+}
+
+/// dst: binding, offset and the four strides in f32s.
+struct Dst {
+    binding: Binding,
+    off: u32,
+    strides: [u32; 4],
+}
+
+impl Dst {
+    fn new(e: &Encoder, node: usize) -> Result<Dst, String> {
+        let binding = e.binding(node)?;
+        Ok(Dst {
+            off: binding.elem_offset(4)?,
+            strides: nb_elems(e.tensor(node), 4)?,
+            binding,
+        })
+    }
+}
+
+/// Appends weight, activation and dst offsets/strides as the kernels'
+/// Params declare them (w_off, w_s1..3, x_off, x_s1..3, d_off, then
+/// d_s0..3 or, with `skip_d_s0`, d_s1..3).
+fn layout_params(mut p: Params, w: &Weights, x: &Activations, d: &Dst, skip_d_s0: bool) -> Params {
+    p = p
+        .u32(w.off)
+        .u32(w.strides[0])
+        .u32(w.strides[1])
+        .u32(w.strides[2]);
+    p = p
+        .u32(x.off)
+        .u32(x.strides[0])
+        .u32(x.strides[1])
+        .u32(x.strides[2]);
+    p = p.u32(d.off);
+    let from = usize::from(skip_d_s0);
+    for &s in &d.strides[from..] {
+        p = p.u32(s);
+    }
+    p
+}
+
+/// Encodes MUL_MAT.
+pub(super) fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
+    let g = e.graph;
+    let d = &g[node];
+    let (ia, ib) = (src_index(g, node, 0)?, src_index(g, node, 1)?);
+    let s = Shape::of(&g[ia], &g[ib])?;
+    if d.nelements() == 0 {
+        return Ok(());
+    }
+    let w = Weights::new(e, ia)?;
+    let out = Dst::new(e, node)?;
+    let dense = out.strides[0] == 1;
+    let path = plan::choose_path(&e.ctx().facts, w.ty, &s, dense, plan::forced_path());
+    // The cooperative-matrix kernel reads half activations, converted
+    // first unless `f32x` asks it to convert f32 ones while staging.
+    let half = matches!(path, Path::CoopMat { .. }) && !plan::forced_flag("f32x");
+    let x = Activations::new(e, ib, half)?;
+    if plan::trace() {
+        eprintln!(
+            "backplane-webgpu: MUL_MAT {} m={} n={} k={} batches={} -> {}",
+            w.ty.name(),
+            s.m,
+            s.n,
+            s.k,
+            s.batches(),
+            path.name()
+        );
+    }
+    match path {
+        Path::MatVec { cols } => matvec(e, &s, &w, &x, &out, cols),
+        Path::Tiled => tiled(e, &s, &w, &x, &out, [0, s.m], [0, s.n]),
+        Path::CoopMat { emulated } => {
+            let m_full = s.m & !15;
+            let n_full = s.n & !15;
+            coopmat(e, &s, &w, &x, &out, [m_full, n_full], emulated)?;
+            if m_full < s.m {
+                tiled(e, &s, &w, &x, &out, [m_full, s.m], [0, s.n])?;
+            }
+            if n_full < s.n {
+                tiled(e, &s, &w, &x, &out, [0, m_full], [n_full, s.n])?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// The mat-vec pipeline key.
+fn matvec_key(e: &Encoder, w: &Weights, cols: u32, id: bool) -> PipelineKey {
+    let facts = &e.ctx().facts;
+    let subgroups = plan::matvec_subgroups(facts);
+    let wg = plan::matvec_wg(facts, subgroups);
+    let mut key = w
+        .key(PipelineKey::new("mul_mat_vec", ""))
+        .wg(wg)
+        .define("NROWS", plan::MATVEC_ROWS.to_string())
+        .define("NCOLS", cols.to_string());
+    if subgroups {
+        key.path = "subgroup";
+        let max_subgroups = wg / facts.subgroup_size.0.clamp(1, wg);
+        key = key.define("MAX_SUBGROUPS", max_subgroups.to_string());
+    }
+    if id {
+        key = key.define("MUL_MAT_ID", "");
+    }
+    key
+}
+
+/// Mat-vec: workgroups over (row groups, column groups, batches).
+fn matvec(
+    e: &mut Encoder,
+    s: &Shape,
+    w: &Weights,
+    x: &Activations,
+    d: &Dst,
+    cols: u32,
+) -> Result<(), String> {
+    let key = matvec_key(e, w, cols, false);
+    let row_groups = s.m.div_ceil(u64::from(plan::MATVEC_ROWS));
+    let col_groups = s.n.div_ceil(u64::from(cols));
+    let total = row_groups * col_groups * s.batches();
+    let p = Params::new()
+        .u32(u32_of(s.k, "K")?)
+        .u32(u32_of(s.m, "M")?)
+        .u32(u32_of(s.n, "N")?)
+        .u32(u32_of(s.ne12, "ne12")?)
+        .u32(s.r2 as u32)
+        .u32(s.r3 as u32)
+        .u32(u32_of(w.units(s.k), "units")?)
+        .u32(u32_of(total, "workgroups")?)
+        .u32(u32_of(row_groups, "row groups")?)
+        .u32(u32_of(col_groups, "column groups")?);
+    let p = layout_params(p, w, x, d, false).u32x4([0; 4]).u32(0).u32(0);
+    let bindings = [w.binding.clone(), x.binding.clone(), d.binding.clone()];
+    e.dispatch_linear(&key, Checks::On, &bindings, &p, total)
+}
+
+/// Tiled GEMM over rows `m` and columns `n` (begin, end).
+fn tiled(
+    e: &mut Encoder,
+    s: &Shape,
+    w: &Weights,
+    x: &Activations,
+    d: &Dst,
+    m: [u64; 2],
+    n: [u64; 2],
+) -> Result<(), String> {
+    let (side, tile_k) = plan::tiled_config(
+        &e.ctx().facts,
+        m[1] - m[0],
+        n[1] - n[0],
+        s.batches(),
+        plan::forced_path() == Some("tiled8"),
+    );
+    let mut key = w
+        .key(PipelineKey::new("mul_mat_tiled", ""))
+        .wg(plan::TILED_WG)
+        .define("THREAD_TILE", format!("{side}u"))
+        .define("TILE_K", format!("{tile_k}u"));
+    if x.half {
+        key = key.define("X_F16", "");
+    }
+    let p = Params::new()
+        .u32(u32_of(s.k, "K")?)
+        .u32(u32_of(m[1], "M")?)
+        .u32(u32_of(n[1], "N")?)
+        .u32(u32_of(s.ne12, "ne12")?)
+        .u32(s.r2 as u32)
+        .u32(s.r3 as u32)
+        .u32(m[0] as u32)
+        .u32(n[0] as u32);
+    let p = layout_params(p, w, x, d, false);
+    let tile = 16 * u64::from(side);
+    let groups = [
+        u32_of((m[1] - m[0]).div_ceil(tile), "row tiles")?,
+        u32_of((n[1] - n[0]).div_ceil(tile), "column tiles")?,
+        u32_of(s.batches(), "batches")?,
+    ];
+    let bindings = [w.binding.clone(), x.binding.clone(), d.binding.clone()];
+    e.dispatch(&key, Checks::On, &bindings, &p, groups)
+}
+
+/// Cooperative-matrix GEMM over the whole 16 x 16 blocks of rows
+/// 0..m_full and columns 0..n_full (`full`), or its emulation.
+fn coopmat(
+    e: &mut Encoder,
+    s: &Shape,
+    w: &Weights,
+    x: &Activations,
+    d: &Dst,
+    full: [u64; 2],
+    emulated: bool,
+) -> Result<(), String> {
+    let [m_full, n_full] = full;
+    if m_full == 0 || n_full == 0 {
+        return Ok(());
+    }
+    let mut key = w.key(PipelineKey::new("mul_mat_coopmat", ""));
+    if x.half {
+        key = key.define("X_F16", "");
+    }
+    let (mut key, checks) = if emulated {
+        (
+            key.wg(plan::TILED_WG).define("EMULATE_COOPMAT", ""),
+            Checks::On,
+        )
+    } else {
+        // Trusted: every storage access of the kernel is guarded by the
+        // tensor bounds or covers whole 16 x 16 blocks inside m_full x
+        // n_full, and its workgroup indices are bounded by the tile shapes
+        // (see the comment at the top of mul_mat_coopmat.wgsl).
+        let sg = e.ctx().facts.subgroup_size.0;
+        (key.wg(plan::COOPMAT_SUBGROUPS * sg), Checks::Trusted)
+    };
+    if !emulated {
+        key.path = "coopmat";
+    }
+    let p = Params::new()
+        .u32(u32_of(s.k, "K")?)
+        .u32(u32_of(s.m, "M")?)
+        .u32(u32_of(s.n, "N")?)
+        .u32(u32_of(s.ne12, "ne12")?)
+        .u32(s.r2 as u32)
+        .u32(s.r3 as u32)
+        .u32(m_full as u32)
+        .u32(n_full as u32);
+    let p = layout_params(p, w, x, d, true);
+    let groups = [
+        u32_of(m_full.div_ceil(plan::COOPMAT_TILE), "row tiles")?,
+        u32_of(n_full.div_ceil(plan::COOPMAT_TILE), "column tiles")?,
+        u32_of(s.batches(), "batches")?,
+    ];
+    let bindings = [w.binding.clone(), x.binding.clone(), d.binding.clone()];
+    e.dispatch(&key, checks, &bindings, &p, groups)
+}
+
+/// Encodes MUL_MAT_ID: the mat-vec kernel over (row groups, slot, token).
+pub(super) fn encode_id(e: &mut Encoder, node: usize) -> Result<(), String> {
+    let g = e.graph;
+    let d: &TensorDesc = &g[node];
+    let (ia, ib, ii) = (
+        src_index(g, node, 0)?,
+        src_index(g, node, 1)?,
+        src_index(g, node, 2)?,
+    );
+    if d.nelements() == 0 {
+        return Ok(());
+    }
+    let (a, b, ids) = (&g[ia], &g[ib], &g[ii]);
+    let (k, m, ne11) = (a.ne[0] as u64, a.ne[1] as u64, b.ne[1] as u64);
+    let (n_used, n_tok) = (ids.ne[0] as u64, ids.ne[1] as u64);
+    let w = Weights::new(e, ia)?;
+    let x = Activations::new(e, ib, false)?;
+    let out = Dst::new(e, node)?;
+    let bi = e.binding(ii)?;
+    let nb_ids = nb_elems(ids, 4)?;
+    let flag = e.error_flag();
+    let key = matvec_key(e, &w, 1, true);
+    let row_groups = m.div_ceil(u64::from(plan::MATVEC_ROWS));
+    let total = row_groups * n_used * n_tok;
+    let p = Params::new()
+        .u32(u32_of(k, "K")?)
+        .u32(u32_of(m, "M")?)
+        .u32(u32_of(ne11, "ne11")?)
+        .u32(1)
+        .u32(1)
+        .u32(1)
+        .u32(u32_of(w.units(k), "units")?)
+        .u32(u32_of(total, "workgroups")?)
+        .u32(u32_of(row_groups, "row groups")?)
+        .u32(1);
+    let p = layout_params(p, &w, &x, &out, false)
+        .u32(bi.elem_offset(4)?)
+        .u32(nb_ids[0])
+        .u32(nb_ids[1])
+        .u32(u32_of(n_used, "n_used")?)
+        .u32(u32_of(a.ne[2] as u64, "experts")?)
+        .u32(e.node as u32 + 1);
+    let bindings = [
+        w.binding.clone(),
+        x.binding.clone(),
+        out.binding.clone(),
+        bi,
+        flag,
+    ];
+    e.dispatch_linear(&key, Checks::On, &bindings, &p, total)
+}

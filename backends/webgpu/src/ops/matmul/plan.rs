@@ -1,0 +1,488 @@
+//! How a MUL_MAT runs, decided from the device facts and the descriptors
+//! alone (no GPU objects), so `supports` and `encode` agree and tests can
+//! check the choices: the kernel path, how the weights are read and
+//! whether the activations are converted first.
+
+use backplane_abi::{DType, TensorDesc};
+
+use crate::facts::Facts;
+
+/// Weight types with a kernel.
+pub const WEIGHT_TYPES: &[DType] = &[
+    DType::F32,
+    DType::F16,
+    DType::BF16,
+    DType::Q4_0,
+    DType::Q4_1,
+    DType::Q5_0,
+    DType::Q5_1,
+    DType::Q8_0,
+    DType::Q2_K,
+    DType::Q3_K,
+    DType::Q4_K,
+    DType::Q5_K,
+    DType::Q6_K,
+];
+
+/// Activation (src1) types.
+pub const ACTIVATION_TYPES: &[DType] = &[DType::F32, DType::F16];
+
+/// Columns up to which the mat-vec kernel is used.
+pub const MATVEC_MAX_N: u64 = 8;
+
+/// Rows of dst per mat-vec workgroup.
+pub const MATVEC_ROWS: u32 = 4;
+
+/// Smallest output tile of the tiled kernel (square; 64 or 128).
+pub const TILED_TILE: u64 = 64;
+
+/// Workgroups of 128 x 128 tiles from which the tiled kernel uses them
+/// (below, 64 x 64 tiles keep more of a large GPU busy).
+pub const TILED_BIG_MIN_GROUPS: u64 = 256;
+
+/// Invocations of the tiled kernel.
+pub const TILED_WG: u32 = 256;
+
+/// Output tile of the cooperative-matrix kernel (square).
+pub const COOPMAT_TILE: u64 = 128;
+
+/// Subgroups of a cooperative-matrix workgroup.
+pub const COOPMAT_SUBGROUPS: u32 = 16;
+
+/// Workgroup memory of the cooperative-matrix kernel: two 128 x 72 half tiles.
+pub const COOPMAT_SHARED_BYTES: u32 = 2 * 128 * 72 * 2;
+
+/// Smallest M, N and K for the cooperative-matrix path (below, the tiled
+/// kernel wastes less of its tile).
+pub const COOPMAT_MIN: [u64; 3] = [128, 64, 64];
+
+/// A kernel family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Path {
+    /// `mul_mat_vec`: N <= 8, `cols` columns per workgroup (1, 2, 4 or 8).
+    MatVec {
+        /// Columns per workgroup.
+        cols: u32,
+    },
+    /// `mul_mat_tiled`: 64 x 64 register-tiled f32 GEMM.
+    Tiled,
+    /// `mul_mat_coopmat`: 128 x 128 cooperative-matrix GEMM, edges tiled.
+    CoopMat {
+        /// Plain code in place of the cooperative-matrix calls (tests on
+        /// devices without them, forced by `coopmat-emulated`).
+        emulated: bool,
+    },
+}
+
+impl Path {
+    /// Name used in logs and by `BACKPLANE_WEBGPU_MATMUL`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Path::MatVec { .. } => "matvec",
+            Path::Tiled => "tiled",
+            Path::CoopMat { emulated: false } => "coopmat",
+            Path::CoopMat { emulated: true } => "coopmat-emulated",
+        }
+    }
+}
+
+/// How the kernels read the weights (see `shaders/wgsl/mul_mat_common.wgsl`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WeightLayout {
+    /// Block-quantized, offsets in bytes.
+    Quant,
+    /// f32/f16 aligned to 4 elements, offsets in vec4s.
+    Vec4,
+    /// f32/f16/bf16 element by element, offsets in elements.
+    Scalar,
+}
+
+/// The shape of a MUL_MAT: `dst[M, N, ne12, ne13] = a[K, M, ne02, ne03]^T b`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shape {
+    /// Shared dimension.
+    pub k: u64,
+    /// Weight rows = dst rows.
+    pub m: u64,
+    /// Activation rows = dst columns.
+    pub n: u64,
+    /// Batch dims of src1 / dst.
+    pub ne12: u64,
+    /// Batch dims of src1 / dst.
+    pub ne13: u64,
+    /// Broadcast ratios ne12 / ne02 and ne13 / ne03.
+    pub r2: u64,
+    /// See `r2`.
+    pub r3: u64,
+}
+
+impl Shape {
+    /// The shape of MUL_MAT(a, b), or why they do not fit.
+    pub fn of(a: &TensorDesc, b: &TensorDesc) -> Result<Shape, String> {
+        let (an, bn) = (a.ne, b.ne);
+        if an.iter().chain(&bn).any(|&x| x < 0) {
+            return Err("negative dimension".into());
+        }
+        if an[0] != bn[0] {
+            return Err(format!(
+                "src0 ne0={} differs from src1 ne0={}",
+                an[0], bn[0]
+            ));
+        }
+        for d in [2, 3] {
+            if an[d] == 0 || bn[d] % an[d] != 0 {
+                return Err(format!(
+                    "src1 ne{d}={} is not a multiple of src0 ne{d}={}",
+                    bn[d], an[d]
+                ));
+            }
+        }
+        Ok(Shape {
+            k: an[0] as u64,
+            m: an[1] as u64,
+            n: bn[1] as u64,
+            ne12: bn[2] as u64,
+            ne13: bn[3] as u64,
+            r2: (bn[2] / an[2]) as u64,
+            r3: (bn[3] / an[3]) as u64,
+        })
+    }
+
+    /// Number of batches (ne12 * ne13).
+    pub fn batches(&self) -> u64 {
+        self.ne12 * self.ne13
+    }
+}
+
+/// The offset of `t` within its binding, in bytes (its offset modulo the
+/// storage offset alignment).
+pub fn rem_bytes(facts: &Facts, t: &TensorDesc) -> u64 {
+    t.offset % facts.offset_alignment.max(1)
+}
+
+/// Whether the cooperative-matrix kernel can run on this device: 16x16x16
+/// half matrices, subgroups of one known size, 16 of them per workgroup,
+/// and room for its tiles.
+pub fn coopmat_ready(facts: &Facts) -> bool {
+    let (lo, hi) = facts.subgroup_size;
+    facts.coopmat_f16_16
+        && facts.f16
+        && facts.subgroups
+        && lo == hi
+        && lo > 0
+        && COOPMAT_SUBGROUPS * lo <= facts.max_invocations
+        && facts.workgroup_storage_bytes >= COOPMAT_SHARED_BYTES
+}
+
+/// How the weights `a` (type `t`) are read.
+pub fn weight_layout(facts: &Facts, a: &TensorDesc, t: DType) -> WeightLayout {
+    if t.is_quantized() {
+        return WeightLayout::Quant;
+    }
+    let size = t.type_size() as u64;
+    let vec = 4 * size;
+    let aligned = t != DType::BF16
+        && a.ne[0] % 4 == 0
+        && rem_bytes(facts, a).is_multiple_of(vec)
+        && a.nb[1..].iter().all(|&s| s.is_multiple_of(vec));
+    if aligned {
+        WeightLayout::Vec4
+    } else {
+        WeightLayout::Scalar
+    }
+}
+
+/// Whether the kernels can read the activations `b` in place: f32, rows
+/// dense, K % 4 == 0 and every offset and stride a multiple of 16 bytes.
+/// Otherwise they are converted to f32 rows of K rounded up to 4 first.
+pub fn activations_direct(facts: &Facts, b: &TensorDesc, t: DType) -> bool {
+    t == DType::F32
+        && b.nb[0] == 4
+        && b.ne[0] % 4 == 0
+        && rem_bytes(facts, b).is_multiple_of(16)
+        && b.nb[1..].iter().all(|&s| s.is_multiple_of(16))
+}
+
+/// Bytes of converted activations: K rounded up to 4, f32.
+pub fn converted_bytes(s: &Shape) -> u64 {
+    s.k.next_multiple_of(4) * s.n * s.batches() * 4
+}
+
+/// Words of `BACKPLANE_WEBGPU_MATMUL` (comma-separated), read once.
+fn forced_words() -> &'static [String] {
+    static WORDS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    WORDS.get_or_init(|| {
+        std::env::var("BACKPLANE_WEBGPU_MATMUL")
+            .unwrap_or_default()
+            .split(',')
+            .map(|w| w.trim().to_string())
+            .filter(|w| !w.is_empty())
+            .collect()
+    })
+}
+
+/// The paths `BACKPLANE_WEBGPU_MATMUL` may force (benchmarks and tests; a
+/// forced path the device or type cannot run is ignored): `matvec`,
+/// `matvec-wg` (mat-vec reduced in workgroup memory, not subgroups),
+/// `tiled`, `tiled8` (8 x 8 outputs per invocation where it fits),
+/// `coopmat`, `coopmat-emulated` (the cooperative-matrix kernel with plain
+/// code in place of the matrix calls, to test it on any device with f16).
+const FORCEABLE: [&str; 6] = [
+    "matvec",
+    "matvec-wg",
+    "tiled",
+    "tiled8",
+    "coopmat",
+    "coopmat-emulated",
+];
+
+/// The path forced through `BACKPLANE_WEBGPU_MATMUL`, if any (see
+/// [`FORCEABLE`]).
+pub fn forced_path() -> Option<&'static str> {
+    forced_words()
+        .iter()
+        .find_map(|w| FORCEABLE.iter().copied().find(|&f| f == w))
+}
+
+/// Whether `BACKPLANE_WEBGPU_MATMUL` lists `flag`: `f32x` makes the
+/// cooperative-matrix kernel read f32 activations in place (converting
+/// them while staging) instead of a half copy made first.
+pub fn forced_flag(flag: &str) -> bool {
+    forced_words().iter().any(|w| w == flag)
+}
+
+/// Whether `BACKPLANE_WEBGPU_MATMUL_TRACE` asks to print each MUL_MAT's path.
+pub fn trace() -> bool {
+    static TRACE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *TRACE.get_or_init(|| std::env::var_os("BACKPLANE_WEBGPU_MATMUL_TRACE").is_some())
+}
+
+/// Mat-vec columns per workgroup for `n` columns.
+fn matvec_cols(n: u64) -> u32 {
+    n.clamp(1, MATVEC_MAX_N).next_power_of_two() as u32
+}
+
+/// The kernel for a MUL_MAT of weight type `t` and shape `s` whose dst
+/// rows are contiguous (`dst_dense`, needed by the cooperative-matrix
+/// store), with an optional forced path.
+pub fn choose_path(
+    facts: &Facts,
+    t: DType,
+    s: &Shape,
+    dst_dense: bool,
+    forced: Option<&str>,
+) -> Path {
+    let coopmat_type = dst_dense && !matches!(t, DType::F32 | DType::BF16);
+    let coopmat_ok = coopmat_ready(facts) && coopmat_type;
+    match forced {
+        Some("matvec" | "matvec-wg") => {
+            return Path::MatVec {
+                cols: matvec_cols(s.n),
+            };
+        }
+        Some("tiled" | "tiled8") => return Path::Tiled,
+        Some("coopmat") if coopmat_ok && s.m >= 16 && s.n >= 16 => {
+            return Path::CoopMat { emulated: false };
+        }
+        Some("coopmat-emulated") if coopmat_type && facts.f16 && s.m >= 16 && s.n >= 16 => {
+            return Path::CoopMat { emulated: true };
+        }
+        _ => {}
+    }
+    if s.n <= MATVEC_MAX_N {
+        Path::MatVec {
+            cols: matvec_cols(s.n),
+        }
+    } else if coopmat_ok && s.m >= COOPMAT_MIN[0] && s.n >= COOPMAT_MIN[1] && s.k >= COOPMAT_MIN[2]
+    {
+        Path::CoopMat { emulated: false }
+    } else {
+        Path::Tiled
+    }
+}
+
+/// Whether the mat-vec kernel reduces with subgroup operations (the device
+/// has them and `BACKPLANE_WEBGPU_MATMUL=matvec-wg` does not ask for the
+/// workgroup-memory tree).
+pub fn matvec_subgroups(facts: &Facts) -> bool {
+    facts.subgroups && forced_path() != Some("matvec-wg")
+}
+
+/// Workgroup size of the mat-vec kernel: 128 with subgroup reductions, 64
+/// with the workgroup-memory tree.
+pub fn matvec_wg(facts: &Facts, subgroups: bool) -> u32 {
+    let wg: u32 = if subgroups { 128 } else { 64 };
+    wg.min(facts.max_invocations)
+}
+
+/// The tiled kernel's configuration for `rows` x `cols` outputs of
+/// `batches` batches: (outputs per invocation along each side, 4 or 8;
+/// K step, 32 or 16), the largest whose two tiles of K step x (16 * side +
+/// 4) floats fit the workgroup memory. `big` asks for 8 x 8 whenever it fits.
+pub fn tiled_config(facts: &Facts, rows: u64, cols: u64, batches: u64, big: bool) -> (u32, u32) {
+    let fits = |side: u32, k: u32| 2 * k * (16 * side + 4) * 4 <= facts.workgroup_storage_bytes;
+    let big_groups = rows.div_ceil(128) * cols.div_ceil(128) * batches;
+    let side = if (big || big_groups >= TILED_BIG_MIN_GROUPS) && fits(8, 16) {
+        8
+    } else {
+        4
+    };
+    (side, if fits(side, 32) { 32 } else { 16 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn facts(coopmat: bool) -> Facts {
+        Facts {
+            adapter: "test".into(),
+            api: "Vulkan".into(),
+            driver: String::new(),
+            vendor: 0,
+            is_cpu: false,
+            is_integrated: false,
+            max_binding_bytes: 2 << 30,
+            max_buffer_bytes: 4 << 30,
+            offset_alignment: 32,
+            max_groups_per_dim: 65535,
+            max_invocations: 1024,
+            workgroup_storage_bytes: 48 << 10,
+            max_storage_buffers: 8,
+            f16: true,
+            subgroups: true,
+            subgroup_size: (32, 32),
+            timestamps: false,
+            coopmat_f16_16: coopmat,
+        }
+    }
+
+    fn shape(m: u64, n: u64, k: u64) -> Shape {
+        Shape {
+            k,
+            m,
+            n,
+            ne12: 1,
+            ne13: 1,
+            r2: 1,
+            r3: 1,
+        }
+    }
+
+    #[test]
+    fn paths_follow_shape_and_device() {
+        let h200 = facts(true);
+        let s1 = shape(4096, 1, 14336);
+        assert_eq!(
+            choose_path(&h200, DType::Q4_0, &s1, true, None),
+            Path::MatVec { cols: 1 }
+        );
+        assert_eq!(
+            choose_path(&h200, DType::F16, &shape(4096, 5, 14336), true, None),
+            Path::MatVec { cols: 8 }
+        );
+        let s512 = shape(4096, 512, 14336);
+        assert_eq!(
+            choose_path(&h200, DType::F16, &s512, true, None),
+            Path::CoopMat { emulated: false }
+        );
+        assert_eq!(
+            choose_path(&h200, DType::Q4_K, &s512, true, None),
+            Path::CoopMat { emulated: false }
+        );
+        assert_eq!(
+            choose_path(&h200, DType::F32, &s512, true, None),
+            Path::Tiled
+        );
+        assert_eq!(
+            choose_path(&h200, DType::F16, &s512, false, None),
+            Path::Tiled
+        );
+        assert_eq!(
+            choose_path(&h200, DType::F16, &shape(67, 37, 256), true, None),
+            Path::Tiled
+        );
+        let lavapipe = Facts {
+            subgroup_size: (8, 8),
+            ..facts(false)
+        };
+        assert_eq!(
+            choose_path(&lavapipe, DType::F16, &s512, true, None),
+            Path::Tiled
+        );
+        assert_eq!(
+            choose_path(&lavapipe, DType::F16, &s512, true, Some("coopmat")),
+            Path::Tiled
+        );
+        let emulated = Path::CoopMat { emulated: true };
+        assert_eq!(
+            choose_path(
+                &lavapipe,
+                DType::Q6_K,
+                &s512,
+                true,
+                Some("coopmat-emulated")
+            ),
+            emulated
+        );
+        assert_eq!(
+            choose_path(&h200, DType::F16, &s512, true, Some("matvec")),
+            Path::MatVec { cols: 8 }
+        );
+    }
+
+    #[test]
+    fn tiled_config_follows_shape_and_memory() {
+        let f = facts(false);
+        assert_eq!(tiled_config(&f, 4096, 512, 1, false), (4, 32));
+        assert_eq!(tiled_config(&f, 4096, 4096, 1, false), (8, 32));
+        let small = Facts {
+            workgroup_storage_bytes: 16 << 10,
+            ..facts(false)
+        };
+        assert_eq!(tiled_config(&small, 4096, 4096, 1, false), (4, 16));
+        let mid = Facts {
+            workgroup_storage_bytes: 32 << 10,
+            ..facts(false)
+        };
+        assert_eq!(tiled_config(&mid, 4096, 4096, 1, false), (8, 16));
+    }
+
+    #[test]
+    fn coopmat_needs_a_fixed_subgroup_size() {
+        assert!(coopmat_ready(&facts(true)));
+        assert!(!coopmat_ready(&Facts {
+            subgroup_size: (32, 64),
+            ..facts(true)
+        }));
+        assert!(!coopmat_ready(&Facts {
+            subgroups: false,
+            ..facts(true)
+        }));
+        assert!(!coopmat_ready(&Facts {
+            workgroup_storage_bytes: 32 << 10,
+            ..facts(true)
+        }));
+    }
+
+    #[test]
+    fn layouts_follow_alignment() {
+        let f = facts(false);
+        let a = TensorDesc::new(DType::F16, [64, 16, 1, 1]);
+        assert_eq!(weight_layout(&f, &a, DType::F16), WeightLayout::Vec4);
+        let odd = TensorDesc::new(DType::F16, [33, 16, 1, 1]);
+        assert_eq!(weight_layout(&f, &odd, DType::F16), WeightLayout::Scalar);
+        let q = TensorDesc::new(DType::Q4_0, [64, 16, 1, 1]);
+        assert_eq!(weight_layout(&f, &q, DType::Q4_0), WeightLayout::Quant);
+        let b = TensorDesc::new(DType::F32, [64, 9, 1, 1]);
+        assert!(activations_direct(&f, &b, DType::F32));
+        let mut t = b;
+        t.nb.swap(0, 1);
+        assert!(!activations_direct(&f, &t, DType::F32));
+        assert!(!activations_direct(
+            &f,
+            &TensorDesc::new(DType::F32, [33, 9, 1, 1]),
+            DType::F32
+        ));
+    }
+}

@@ -1,0 +1,202 @@
+//! Shader checks that need no GPU: every MUL_MAT / GET_ROWS kernel variant
+//! is specialised, parsed and validated by naga (with the capabilities the
+//! variant asks for) and written as SPIR-V, the way wgpu's Vulkan backend
+//! would. This is the only check the cooperative-matrix kernel gets on a
+//! machine without cooperative matrices.
+
+use backplane_shaders::{PipelineKey, specialise};
+use wgpu::naga;
+
+use super::quant_flag;
+use crate::ops::type_name;
+use backplane_abi::DType;
+
+const BLOCK_TYPES: [DType; 10] = [
+    DType::Q4_0,
+    DType::Q4_1,
+    DType::Q5_0,
+    DType::Q5_1,
+    DType::Q8_0,
+    DType::Q2_K,
+    DType::Q3_K,
+    DType::Q4_K,
+    DType::Q5_K,
+    DType::Q6_K,
+];
+
+/// Specialises `key`, then parses, validates and writes SPIR-V.
+fn check(key: &PipelineKey) {
+    let shader = specialise(key).unwrap_or_else(|e| panic!("{key}: {e}"));
+    let module = naga::front::wgsl::parse_str(&shader.source).unwrap_or_else(|e| {
+        panic!(
+            "{key}: {}\n{}",
+            e.emit_to_string(&shader.source),
+            shader.source
+        )
+    });
+    let caps = naga::valid::Capabilities::SHADER_FLOAT16
+        | naga::valid::Capabilities::SUBGROUP
+        | naga::valid::Capabilities::SHADER_FLOAT16_IN_FLOAT32
+        | naga::valid::Capabilities::COOPERATIVE_MATRIX;
+    let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps)
+        .validate(&module)
+        .unwrap_or_else(|e| {
+            panic!(
+                "{key}: {}\n{}",
+                e.emit_to_string(&shader.source),
+                shader.source
+            )
+        });
+    let options = naga::back::spv::Options {
+        lang_version: (1, 5),
+        ..Default::default()
+    };
+    naga::back::spv::write_vec(&module, &info, &options, None)
+        .unwrap_or_else(|e| panic!("{key}: SPIR-V: {e}"));
+}
+
+/// A kernel key with the weight type and layout defines the encoder adds.
+fn weights(key: PipelineKey, t: DType, vec4: bool) -> PipelineKey {
+    let key = key.ty("SRC0", type_name(t));
+    match quant_flag(t) {
+        Some(flag) => key.define("W_QUANT", "").define(flag, ""),
+        None if vec4 => key.define("W_VEC4", ""),
+        None => key,
+    }
+}
+
+fn every_weight_layout() -> Vec<(DType, bool)> {
+    let mut v: Vec<(DType, bool)> = BLOCK_TYPES.iter().map(|&t| (t, false)).collect();
+    v.extend([
+        (DType::F32, true),
+        (DType::F32, false),
+        (DType::F16, true),
+        (DType::F16, false),
+        (DType::BF16, false),
+    ]);
+    v
+}
+
+#[test]
+fn matvec_variants_validate() {
+    for (t, vec4) in every_weight_layout() {
+        for (subgroup, id, cols) in [
+            (true, false, 1),
+            (false, false, 8),
+            (true, true, 1),
+            (false, true, 1),
+        ] {
+            let mut key = weights(PipelineKey::new("mul_mat_vec", ""), t, vec4)
+                .wg(if subgroup { 128 } else { 64 })
+                .define("NROWS", "4")
+                .define("NCOLS", cols.to_string());
+            if subgroup {
+                key.path = "subgroup";
+                key = key.define("MAX_SUBGROUPS", "16");
+            }
+            if id {
+                key = key.define("MUL_MAT_ID", "");
+            }
+            check(&key);
+        }
+    }
+}
+
+#[test]
+fn tiled_variants_validate() {
+    for (t, vec4) in every_weight_layout() {
+        for (side, tile_k) in [("4u", "32u"), ("8u", "16u")] {
+            let key = weights(PipelineKey::new("mul_mat_tiled", ""), t, vec4)
+                .wg(256)
+                .define("THREAD_TILE", side)
+                .define("TILE_K", tile_k);
+            check(&key.clone().define("X_F16", ""));
+            check(&key);
+        }
+    }
+}
+
+#[test]
+fn coopmat_variants_validate() {
+    for (t, vec4) in every_weight_layout() {
+        if t == DType::F32 || t == DType::BF16 {
+            continue;
+        }
+        for half_x in [true, false] {
+            let mut key = weights(PipelineKey::new("mul_mat_coopmat", ""), t, vec4);
+            if half_x {
+                key = key.define("X_F16", "");
+            }
+            let mut hardware = key.clone().wg(512);
+            hardware.path = "coopmat";
+            check(&hardware);
+            check(&key.wg(256).define("EMULATE_COOPMAT", ""));
+        }
+    }
+}
+
+#[test]
+fn convert_and_get_rows_validate() {
+    for t in [DType::F32, DType::F16] {
+        for d in ["f32", "f16"] {
+            let key = PipelineKey::new("mul_mat_convert", "").ty("SRC1", type_name(t));
+            check(&key.ty("DST", d).wg(256));
+        }
+    }
+    for t in [DType::F32, DType::F16, DType::BF16, DType::I32]
+        .into_iter()
+        .chain(BLOCK_TYPES)
+    {
+        let dst = if t == DType::I32 { "i32" } else { "f32" };
+        let mut key = PipelineKey::new("get_rows", "")
+            .ty("SRC0", type_name(t))
+            .ty("DST", dst)
+            .wg(256);
+        if let Some(flag) = quant_flag(t) {
+            key = key.define("SRC0_QUANT", "").define(flag, "");
+        }
+        check(&key);
+    }
+}
+
+/// The shader library enables `f16` whenever the text mentions it, which a
+/// device without SHADER_F16 rejects: kernels of f32, bfloat16 and block
+/// weights must not mention it.
+#[test]
+fn kernels_without_half_do_not_enable_it() {
+    let no_half = |key: &PipelineKey| {
+        let source = specialise(key).expect("specialises").source;
+        assert!(!source.contains("f16"), "{key} mentions f16");
+    };
+    let mut types = vec![DType::F32, DType::BF16];
+    types.extend(BLOCK_TYPES);
+    for t in types {
+        let vec = weights(PipelineKey::new("mul_mat_vec", ""), t, t == DType::F32)
+            .define("NROWS", "4")
+            .define("NCOLS", "1");
+        no_half(&vec.clone().define("MUL_MAT_ID", ""));
+        let mut sub = vec.define("MAX_SUBGROUPS", "16");
+        sub.path = "subgroup";
+        no_half(&sub);
+        no_half(
+            &weights(PipelineKey::new("mul_mat_tiled", ""), t, false)
+                .define("THREAD_TILE", "4u")
+                .define("TILE_K", "32u"),
+        );
+        if t != DType::F32 {
+            let dst = "f32";
+            let mut key = PipelineKey::new("get_rows", "")
+                .ty("SRC0", type_name(t))
+                .ty("DST", dst);
+            if let Some(flag) = quant_flag(t) {
+                key = key.define("SRC0_QUANT", "").define(flag, "");
+            }
+            no_half(&key);
+        }
+    }
+    no_half(
+        &PipelineKey::new("mul_mat_convert", "")
+            .ty("SRC1", "f32")
+            .ty("DST", "f32"),
+    );
+}

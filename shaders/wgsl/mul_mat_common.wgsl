@@ -1,0 +1,45 @@
+// Weight access shared by the MUL_MAT kernels (mul_mat_vec, mul_mat_tiled,
+// mul_mat_coopmat). The includer declares the weights binding `src0` and
+// the host picks one layout:
+// - W_QUANT: block-quantized rows read as u32 words; row offsets in bytes
+//   (with one QUANT_<TYPE> flag, see common/quant);
+// - W_VEC4: f32/half rows whose offset and strides are multiples of 4
+//   elements and K % 4 == 0; `src0` is an array of vec4, offsets in vec4s;
+// - neither: f32/half/bfloat16 rows read element by element, offsets in
+//   elements (bfloat16 as u32 words holding two).
+
+#ifdef W_QUANT
+#define QUANT_BUF src0
+#include "common/quant"
+
+// Weights k..k+3 (k % 4 == 0, k < K) of the row starting at byte `row`.
+fn w_run(row: u32, k: u32, kmax: u32) -> vec4<f32> {
+    return q_run(row + (k / QUANT_BLOCK_K) * QUANT_BLOCK_BYTES, k % QUANT_BLOCK_K);
+}
+#elif defined(W_VEC4)
+// Weights k..k+3 (k % 4 == 0, k < K) of the row starting at vec4 `row`.
+fn w_run(row: u32, k: u32, kmax: u32) -> vec4<f32> {
+    return vec4<f32>(src0[row + (k >> 2u)]);
+}
+#else
+// Element `i` of the weights binding.
+fn w_elem(i: u32) -> f32 {
+#ifdef SRC0_BF16
+    return bitcast<f32>(((src0[i >> 1u] >> ((i & 1u) * 16u)) & 0xFFFFu) << 16u);
+#else
+    return f32(src0[i]);
+#endif
+}
+
+// Weights k..k+3 (k % 4 == 0) of the row starting at element `row`, zero
+// from `kmax` on.
+fn w_run(row: u32, k: u32, kmax: u32) -> vec4<f32> {
+    var v = vec4<f32>(0.0);
+    for (var i = 0u; i < 4u; i++) {
+        if (k + i < kmax) {
+            v[i] = w_elem(row + k + i);
+        }
+    }
+    return v;
+}
+#endif

@@ -1,0 +1,207 @@
+// MUL_MAT for few columns (N <= 8): dst[m, n] = sum_k w[k, m] * x[k, n].
+//
+// One workgroup computes NROWS rows x NCOLS columns of one batch. Rows are
+// cut into units of 16 weights (4 runs of 4: for block formats the grouping
+// of common/quant that reads each byte once, for f32/half/bfloat16 16 contiguous
+// weights); invocation i takes units i, i + WG_SIZE, ... of every row, so a
+// subgroup reads consecutive units, and each weight is read once and used
+// for the NCOLS columns. Partial sums are reduced with subgroupAdd then
+// across subgroups through workgroup memory (PATH_SUBGROUP), or by a tree
+// in workgroup memory.
+//
+// x (src1) is f32 with 16-byte aligned rows (the host converts anything
+// else into scratch memory first), read as vec4; offsets and strides of x
+// in vec4s, of dst in elements, of the weights as mul_mat_common says.
+//
+// MUL_MAT_ID: batch b is the pair (slot e = b % n_used, token t =
+// b / n_used); its weights are expert ids[e, t] and its single column is x
+// row e % ne11 of token t; an id outside 0..n_experts is reported through
+// the error flag.
+
+#include "mul_mat_common"
+
+struct Params {
+    k: u32, m: u32, n: u32, ne12: u32,
+    r2: u32, r3: u32, n_units: u32, total_groups: u32,
+    n_row_groups: u32, n_col_groups: u32,
+    w_off: u32, w_s1: u32, w_s2: u32, w_s3: u32,
+    x_off: u32, x_s1: u32, x_s2: u32, x_s3: u32,
+    d_off: u32, d_s0: u32, d_s1: u32, d_s2: u32, d_s3: u32,
+    ids_off: u32, ids_s0: u32, ids_s1: u32, n_used: u32, n_experts: u32, node1: u32,
+}
+
+#ifdef W_VEC4
+@group(0) @binding(0) var<storage, read_write> src0: array<vec4<SRC0_TYPE>>;
+#else
+@group(0) @binding(0) var<storage, read_write> src0: array<SRC0_TYPE>;
+#endif
+@group(0) @binding(1) var<storage, read_write> src1: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read_write> dst: array<f32>;
+#ifdef MUL_MAT_ID
+@group(0) @binding(3) var<storage, read_write> ids: array<i32>;
+@group(0) @binding(4) var<storage, read_write> flag: array<atomic<u32>>;
+@group(0) @binding(5) var<uniform> p: Params;
+#else
+@group(0) @binding(3) var<uniform> p: Params;
+#endif
+
+const NACC: u32 = NROWS * NCOLS;
+
+#ifdef PATH_SUBGROUP
+var<workgroup> partial: array<f32, MAX_SUBGROUPS * NACC>;
+#else
+var<workgroup> partial: array<f32, WG_SIZE * NACC>;
+#endif
+
+#ifdef MUL_MAT_ID
+// Stores node + 1 and the bad id in the error flag (first report wins).
+fn report(bad: u32) {
+    loop {
+        let r = atomicCompareExchangeWeak(&flag[0], 0u, p.node1);
+        if (r.exchanged) {
+            atomicStore(&flag[1], bad);
+            break;
+        }
+        if (r.old_value != 0u) {
+            break;
+        }
+    }
+}
+#endif
+
+@compute @workgroup_size(WG_SIZE)
+fn main(@builtin(workgroup_id) wid: vec3<u32>,
+        @builtin(num_workgroups) nwg: vec3<u32>,
+#ifdef PATH_SUBGROUP
+        @builtin(subgroup_id) sg_id: u32,
+        @builtin(subgroup_invocation_id) sg_lane: u32,
+        @builtin(num_subgroups) n_sg: u32,
+#endif
+        @builtin(local_invocation_index) lid: u32) {
+    let g = wid.y * nwg.x + wid.x;
+    if (g >= p.total_groups) {
+        return;
+    }
+    let row0 = (g % p.n_row_groups) * NROWS;
+    let rest = g / p.n_row_groups;
+    let col0 = (rest % p.n_col_groups) * NCOLS;
+    let b = rest / p.n_col_groups;
+#ifdef MUL_MAT_ID
+    let e = b % p.n_used;
+    let t = b / p.n_used;
+    let id = ids[p.ids_off + e * p.ids_s0 + t * p.ids_s1];
+    let valid = id >= 0 && u32(id) < p.n_experts;
+    let expert = select(0u, u32(id), valid);
+    let w_base = p.w_off + expert * p.w_s2;
+    let x_base = p.x_off + (e % p.n) * p.x_s1 + t * p.x_s2;
+    let d_base = p.d_off + e * p.d_s1 + t * p.d_s2;
+#else
+    let valid = true;
+    let i12 = b % p.ne12;
+    let i13 = b / p.ne12;
+    let w_base = p.w_off + (i13 / p.r3) * p.w_s3 + (i12 / p.r2) * p.w_s2;
+    let x_base = p.x_off + i13 * p.x_s3 + i12 * p.x_s2;
+    let d_base = p.d_off + i13 * p.d_s3 + i12 * p.d_s2;
+#endif
+
+    // Rows and columns past the end repeat the last one; their sums are
+    // not stored.
+    var rows: array<u32, NROWS>;
+    for (var r = 0u; r < NROWS; r++) {
+        rows[r] = w_base + min(row0 + r, p.m - 1u) * p.w_s1;
+    }
+    var cols: array<u32, NCOLS>;
+    for (var c = 0u; c < NCOLS; c++) {
+#ifdef MUL_MAT_ID
+        cols[c] = x_base;
+#else
+        cols[c] = x_base + min(col0 + c, p.n - 1u) * p.x_s1;
+#endif
+    }
+
+    var acc: array<f32, NACC>;
+    for (var u = lid; u < p.n_units; u += WG_SIZE) {
+        var w: array<array<vec4<f32>, 4>, NROWS>;
+        var kr: vec4<u32>;
+#ifdef W_QUANT
+        let blk = u / QUANT_UNITS;
+        let ub = u % QUANT_UNITS;
+        let kb = blk * QUANT_BLOCK_K;
+        for (var r = 0u; r < NROWS; r++) {
+            w[r] = q_unit(rows[r] + blk * QUANT_BLOCK_BYTES, ub);
+        }
+        kr = (vec4<u32>(kb) + vec4<u32>(q_unit_k(ub, 0u), q_unit_k(ub, 1u), q_unit_k(ub, 2u), q_unit_k(ub, 3u))) >> vec4<u32>(2u);
+#else
+        let k0 = 16u * u;
+        for (var r = 0u; r < NROWS; r++) {
+            for (var q = 0u; q < 4u; q++) {
+                let k = k0 + 4u * q;
+                if (k < p.k) {
+                    w[r][q] = w_run(rows[r], k, p.k);
+                }
+            }
+        }
+        // Runs past K have zero weights; their x index is clamped to the
+        // row's first vec4 (finite products are masked below).
+        let kq = vec4<u32>(k0) + vec4<u32>(0u, 4u, 8u, 12u);
+        let live = kq < vec4<u32>(p.k);
+        kr = select(vec4<u32>(0u), kq >> vec4<u32>(2u), live);
+#endif
+        for (var c = 0u; c < NCOLS; c++) {
+            let xb = cols[c];
+            let x0 = src1[xb + kr.x];
+            let x1 = src1[xb + kr.y];
+            let x2 = src1[xb + kr.z];
+            let x3 = src1[xb + kr.w];
+            for (var r = 0u; r < NROWS; r++) {
+#ifdef W_QUANT
+                acc[r * NCOLS + c] += dot(w[r][0], x0) + dot(w[r][1], x1) + dot(w[r][2], x2) + dot(w[r][3], x3);
+#else
+                let d = vec4<f32>(dot(w[r][0], x0), dot(w[r][1], x1), dot(w[r][2], x2), dot(w[r][3], x3));
+                acc[r * NCOLS + c] += dot(select(vec4<f32>(0.0), d, live), vec4<f32>(1.0));
+#endif
+            }
+        }
+    }
+
+#ifdef PATH_SUBGROUP
+    for (var i = 0u; i < NACC; i++) {
+        let s = subgroupAdd(acc[i]);
+        if (sg_lane == 0u) {
+            partial[sg_id * NACC + i] = s;
+        }
+    }
+    workgroupBarrier();
+    if (lid < NACC) {
+        var sum = 0.0;
+        for (var s = 0u; s < n_sg; s++) {
+            sum += partial[s * NACC + lid];
+        }
+#else
+    for (var i = 0u; i < NACC; i++) {
+        partial[i * WG_SIZE + lid] = acc[i];
+    }
+    workgroupBarrier();
+    for (var stride = WG_SIZE / 2u; stride > 0u; stride >>= 1u) {
+        if (lid < stride) {
+            for (var i = 0u; i < NACC; i++) {
+                partial[i * WG_SIZE + lid] += partial[i * WG_SIZE + lid + stride];
+            }
+        }
+        workgroupBarrier();
+    }
+    if (lid < NACC) {
+        let sum = partial[lid * WG_SIZE];
+#endif
+        let m = row0 + lid / NCOLS;
+        let n = col0 + lid % NCOLS;
+        if (m < p.m && n < p.n && valid) {
+            dst[d_base + n * p.d_s1 + m * p.d_s0] = sum;
+        }
+    }
+#ifdef MUL_MAT_ID
+    if (!valid && lid == 0u) {
+        report(bitcast<u32>(id));
+    }
+#endif
+}
