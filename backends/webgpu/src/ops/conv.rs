@@ -1,16 +1,341 @@
-//! Not written yet: every op of this family is refused with that reason.
+//! Convolutions and state-space ops, as ggml: SSM_CONV and SSM_SCAN
+//! (Mamba-1 and Mamba-2, f32), CONV_2D (direct; f32 or f16 kernel, f32
+//! input and output) and IM2COL (1-D and 2-D; f32 input, f32 or f16
+//! output). Kernels: `shaders/wgsl/{ssm_conv,ssm_scan,conv2d,im2col}.wgsl`.
+//! Convolution op_params: s0, s1, p0, p1, d0, d1 (x then y), and for
+//! IM2COL [6] = 1 when 2-D.
 
-use backplane_abi::TensorDesc;
+use backplane_abi::{DType, Op, TensorDesc};
+use backplane_shaders::PipelineKey;
 
-use crate::encode::Encoder;
+use crate::encode::{Encoder, Params};
 use crate::facts::Facts;
+use crate::ops::{dtype, nb_elems, ne_u32, src, src_index, type_name, want_type};
+use crate::pipelines::Checks;
 
-/// Refuses every node: the family's kernels are not written yet.
-pub fn supports(_facts: &Facts, _graph: &[TensorDesc], _node: usize) -> Result<(), String> {
-    Err("op not implemented in the webgpu backend yet".into())
+/// Workgroup size of the one-invocation-per-output kernels.
+const WG: u32 = 256;
+
+/// Largest workgroup of the scan.
+const SCAN_WG: u32 = 128;
+
+/// Lanes summing one channel's state in the scan, at most.
+const SCAN_LANES: u32 = 32;
+
+/// Checks the element strides and sizes of each named tensor.
+fn check_layout(tensors: &[(&str, &TensorDesc)]) -> Result<(), String> {
+    for (what, t) in tensors {
+        let elem = dtype(t)?.type_size() as u64;
+        nb_elems(t, elem).map_err(|e| format!("{what}: {e}"))?;
+        ne_u32(t).map_err(|e| format!("{what}: {e}"))?;
+    }
+    Ok(())
 }
 
-/// Never reached: [`supports`] refuses every node.
-pub fn encode(_e: &mut Encoder, _node: usize) -> Result<(), String> {
-    Err("op not implemented in the webgpu backend yet".into())
+/// Strides, paddings and dilations: `[s0, s1, p0, p1, d0, d1]`, checked.
+fn conv_params(d: &TensorDesc) -> Result<[u32; 6], String> {
+    let p = &d.op_params;
+    if p[0] <= 0 || p[1] <= 0 || p[4] <= 0 || p[5] <= 0 || p[2] < 0 || p[3] < 0 {
+        return Err(format!(
+            "strides/dilations must be positive, paddings not negative: {:?}",
+            &p[..6]
+        ));
+    }
+    Ok([p[0], p[1], p[2], p[3], p[4], p[5]].map(|v| v as u32))
+}
+
+/// Output size of a convolution along one dim, as ggml.
+fn conv_out(input: i64, kernel: i64, s: u32, p: u32, d: u32) -> i64 {
+    (input + 2 * i64::from(p) - i64::from(d) * (kernel - 1) - 1) / i64::from(s) + 1
+}
+
+/// Whether the kernels run this node; Err names the type or shape.
+pub fn supports(_facts: &Facts, graph: &[TensorDesc], node: usize) -> Result<(), String> {
+    let d = &graph[node];
+    match d.op().map_err(|e| e.to_string())? {
+        Op::SsmConv => {
+            let (x, c) = (src(graph, node, 0)?, src(graph, node, 1)?);
+            want_type("sx", x, &[DType::F32])?;
+            want_type("c", c, &[DType::F32])?;
+            want_type("dst", d, &[DType::F32])?;
+            if x.ne[1] != c.ne[1]
+                || x.ne[0] < c.ne[0]
+                || d.ne != [c.ne[1], x.ne[0] - c.ne[0] + 1, x.ne[2], 1]
+            {
+                return Err(format!(
+                    "sx {:?}, c {:?} and dst {:?} do not fit",
+                    x.ne, c.ne, d.ne
+                ));
+            }
+            check_layout(&[("sx", x), ("c", c), ("dst", d)])
+        }
+        Op::SsmScan => supports_scan(graph, node),
+        Op::Conv2d => {
+            let (k, x) = (src(graph, node, 0)?, src(graph, node, 1)?);
+            want_type("kernel", k, &[DType::F32, DType::F16])?;
+            want_type("input", x, &[DType::F32])?;
+            want_type("dst", d, &[DType::F32])?;
+            let [s0, s1, p0, p1, d0, d1] = conv_params(d)?;
+            let ow = conv_out(x.ne[0], k.ne[0], s0, p0, d0);
+            let oh = conv_out(x.ne[1], k.ne[1], s1, p1, d1);
+            if k.ne[2] != x.ne[2] || d.ne != [ow, oh, k.ne[3], x.ne[3]] {
+                return Err(format!(
+                    "kernel {:?}, input {:?} and dst {:?} do not fit",
+                    k.ne, x.ne, d.ne
+                ));
+            }
+            check_layout(&[("kernel", k), ("input", x), ("dst", d)])
+        }
+        Op::Im2col => {
+            let (k, x) = (src(graph, node, 0)?, src(graph, node, 1)?);
+            want_type("input", x, &[DType::F32])?;
+            want_type("dst", d, &[DType::F32, DType::F16])?;
+            let [s0, s1, p0, p1, d0, d1] = conv_params(d)?;
+            let want = if d.op_params[6] == 1 {
+                let ow = conv_out(x.ne[0], k.ne[0], s0, p0, d0);
+                let oh = conv_out(x.ne[1], k.ne[1], s1, p1, d1);
+                (k.ne[2] == x.ne[2]).then_some([k.ne[2] * k.ne[1] * k.ne[0], ow, oh, x.ne[3]])
+            } else {
+                let ow = conv_out(x.ne[0], k.ne[0], s0, p0, d0);
+                (k.ne[1] == x.ne[1] && x.ne[3] == 1).then_some([k.ne[1] * k.ne[0], ow, x.ne[2], 1])
+            };
+            if want != Some(d.ne) {
+                return Err(format!(
+                    "kernel {:?}, input {:?} and dst {:?} do not fit",
+                    k.ne, x.ne, d.ne
+                ));
+            }
+            check_layout(&[("input", x), ("dst", d)])
+        }
+        op => Err(format!("{op} is not a convolution op")),
+    }
+}
+
+/// SSM_SCAN shapes and types, as ggml_ssm_scan.
+fn supports_scan(graph: &[TensorDesc], node: usize) -> Result<(), String> {
+    let d = &graph[node];
+    let names = ["s", "x", "dt", "A", "B", "C"];
+    let mut t = Vec::with_capacity(6);
+    for (i, name) in names.iter().enumerate() {
+        let s = src(graph, node, i)?;
+        want_type(name, s, &[DType::F32])?;
+        t.push(s);
+    }
+    let ids = src(graph, node, 6)?;
+    want_type("ids", ids, &[DType::I32])?;
+    want_type("dst", d, &[DType::F32])?;
+    let (s, x, dt, a, b, c) = (t[0], t[1], t[2], t[3], t[4], t[5]);
+    let [d_state, head_dim, n_head, n_tok, n_seqs] = [s.ne[0], x.ne[0], x.ne[1], x.ne[2], x.ne[3]];
+    let fits = s.ne[1] == head_dim
+        && s.ne[2] == n_head
+        && dt.ne[..3] == [n_head, n_tok, n_seqs]
+        && b.ne == c.ne
+        && b.ne[0] == d_state
+        && b.ne[2] == n_tok
+        && b.ne[3] == n_seqs
+        && b.ne[1] > 0
+        && n_head % b.ne[1] == 0
+        && a.ne[1] == n_head
+        && (a.ne[0] == 1 || a.ne[0] == d_state)
+        && ids.nelements() >= n_seqs;
+    if !fits {
+        return Err(format!(
+            "s {:?}, x {:?}, dt {:?}, A {:?}, B {:?}, C {:?}, ids {:?} do not fit",
+            s.ne, x.ne, dt.ne, a.ne, b.ne, c.ne, ids.ne
+        ));
+    }
+    let want = x.nelements() + d_state * head_dim * n_head * n_seqs;
+    if d.nelements() != want || !d.is_contiguous() {
+        return Err(format!(
+            "dst {:?} must be a dense vector of {want} values",
+            d.ne
+        ));
+    }
+    let mut all: Vec<(&str, &TensorDesc)> = names.iter().copied().zip(t.iter().copied()).collect();
+    all.push(("ids", ids));
+    all.push(("dst", d));
+    check_layout(&all)?;
+    u32::try_from(want).map_err(|_| format!("dst of {want} values does not fit u32 indices"))?;
+    Ok(())
+}
+
+/// Records the kernel of `graph[node]`.
+pub fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
+    match e.graph[node].op().map_err(|x| x.to_string())? {
+        Op::SsmConv => encode_ssm_conv(e, node),
+        Op::SsmScan => encode_ssm_scan(e, node),
+        Op::Conv2d => encode_conv2d(e, node),
+        Op::Im2col => encode_im2col(e, node),
+        op => Err(format!("{op} is not a convolution op")),
+    }
+}
+
+/// Element offset and strides of graph tensor `i`, with its binding.
+fn layout(e: &Encoder, i: usize) -> Result<(crate::encode::Binding, u32, [u32; 4]), String> {
+    let t = &e.graph[i];
+    let elem = dtype(t)?.type_size() as u64;
+    let b = e.binding(i)?;
+    let off = b.elem_offset(elem)?;
+    Ok((b, off, nb_elems(t, elem)?))
+}
+
+fn encode_ssm_conv(e: &mut Encoder, node: usize) -> Result<(), String> {
+    let g = e.graph;
+    let (ix, ic) = (src_index(g, node, 0)?, src_index(g, node, 1)?);
+    let (bx, x_off, xs) = layout(e, ix)?;
+    let (bc, c_off, cs) = layout(e, ic)?;
+    let (bd, d_off, ds) = layout(e, node)?;
+    let [n_r, n_t, n_s, _] = ne_u32(&g[node])?;
+    let params = Params::new()
+        .u32x4([n_r, n_t, n_s, g[ic].ne[0] as u32])
+        .u32x4([x_off, xs[0], xs[1], xs[2]])
+        .u32(c_off)
+        .u32(cs[0])
+        .u32(cs[1])
+        .u32x4([d_off, ds[0], ds[1], ds[2]]);
+    let key = PipelineKey::new("ssm_conv", "").wg(WG);
+    let n = u64::from(n_r) * u64::from(n_t) * u64::from(n_s);
+    e.dispatch_linear(
+        &key,
+        Checks::On,
+        &[bx, bc, bd],
+        &params,
+        n.div_ceil(u64::from(WG)),
+    )
+}
+
+fn encode_ssm_scan(e: &mut Encoder, node: usize) -> Result<(), String> {
+    let g = e.graph;
+    let idx: Vec<usize> = (0..7)
+        .map(|i| src_index(g, node, i))
+        .collect::<Result<_, _>>()?;
+    let mut bindings = Vec::with_capacity(9);
+    let mut lay = Vec::with_capacity(8);
+    for &i in idx.iter().chain(std::iter::once(&node)) {
+        let (b, off, st) = layout(e, i)?;
+        bindings.push(b);
+        lay.push((off, st));
+    }
+    let (s, x, a, b) = (&g[idx[0]], &g[idx[1]], &g[idx[3]], &g[idx[4]]);
+    let [d_state, head_dim, n_head, n_slots] = ne_u32(s)?;
+    let [_, _, n_tok, n_seqs] = ne_u32(x)?;
+    let n_group = b.ne[1] as u32;
+    let y_len = x.nelements() as u32;
+    let lanes = d_state.next_power_of_two().min(SCAN_LANES);
+    let jper = d_state.div_ceil(lanes);
+    let wg_max = SCAN_WG.min(e.ctx().facts.max_invocations.max(lanes));
+    let rows = (wg_max / lanes).min(head_dim.next_power_of_two()).max(1);
+    let (ls, lx, ldt, la, lb, lc, lids, ld) = (
+        lay[0], lay[1], lay[2], lay[3], lay[4], lay[5], lay[6], lay[7],
+    );
+    let a_s0 = if a.ne[0] == 1 { 0 } else { la.1[0] };
+    let mut key = PipelineKey::new("ssm_scan", "")
+        .wg(rows * lanes)
+        .define("TJ", lanes.to_string())
+        .define("JPER", jper.to_string())
+        .define("ROWS", rows.to_string());
+    // The error flag is one binding more; without room, a bad id reads slot 0.
+    if bindings.len() < e.ctx().facts.max_storage_buffers as usize {
+        key = key.define("HAS_ERROR_FLAG", "");
+        bindings.push(e.error_flag());
+    }
+    let params = Params::new()
+        .u32x4([d_state, head_dim, n_head, n_tok])
+        .u32x4([n_head / n_group, n_slots, node as u32 + 1, y_len])
+        .u32(ls.0)
+        .u32x4(ls.1)
+        .u32(lx.0)
+        .u32x4(lx.1)
+        .u32x4([ldt.0, ldt.1[0], ldt.1[1], ldt.1[2]])
+        .u32(la.0)
+        .u32(a_s0)
+        .u32(la.1[1])
+        .u32(lb.0)
+        .u32x4(lb.1)
+        .u32(lc.0)
+        .u32x4(lc.1)
+        .u32(lids.0)
+        .u32(lids.1[0])
+        .u32(ld.0);
+    let groups = [head_dim.div_ceil(rows), n_head, n_seqs];
+    e.dispatch(&key, Checks::On, &bindings, &params, groups)
+}
+
+fn encode_conv2d(e: &mut Encoder, node: usize) -> Result<(), String> {
+    let g = e.graph;
+    let d = &g[node];
+    let (ik, ix) = (src_index(g, node, 0)?, src_index(g, node, 1)?);
+    let (bk, k_off, ks) = layout(e, ik)?;
+    let (bx, x_off, xs) = layout(e, ix)?;
+    let (bd, d_off, ds) = layout(e, node)?;
+    let [kw, kh, cin, _] = ne_u32(&g[ik])?;
+    let [iw, ih, _, _] = ne_u32(&g[ix])?;
+    let [ow, oh, cout, n] = ne_u32(d)?;
+    let [s0, s1, p0, p1, d0, d1] = conv_params(d)?;
+    let params = Params::new()
+        .u32x4([ow, oh, cout, n])
+        .u32x4([iw, ih, cin, kw])
+        .u32(kh)
+        .u32x4([s0, s1, p0, p1])
+        .u32(d0)
+        .u32(d1)
+        .u32(k_off)
+        .u32x4(ks)
+        .u32(x_off)
+        .u32x4(xs)
+        .u32(d_off)
+        .u32x4(ds);
+    let key = PipelineKey::new("conv2d", "")
+        .ty("KERNEL", type_name(dtype(&g[ik])?))
+        .wg(WG);
+    let total = d.nelements() as u64;
+    e.dispatch_linear(
+        &key,
+        Checks::On,
+        &[bk, bx, bd],
+        &params,
+        total.div_ceil(u64::from(WG)),
+    )
+}
+
+fn encode_im2col(e: &mut Encoder, node: usize) -> Result<(), String> {
+    let g = e.graph;
+    let d = &g[node];
+    let (ik, ix) = (src_index(g, node, 0)?, src_index(g, node, 1)?);
+    let (bx, x_off, xs) = layout(e, ix)?;
+    let (bd, d_off, ds) = layout(e, node)?;
+    let [s0, s1, p0, p1, d0, d1] = conv_params(d)?;
+    let kn = ne_u32(&g[ik])?;
+    let xn = ne_u32(&g[ix])?;
+    let dn = ne_u32(d)?;
+    // 2-D: input [W, H, C, N] -> [C*KH*KW, OW, OH, N]; 1-D: [W, C, N] ->
+    // [C*KW, OW, N], run as 2-D with KH = IH = OH = 1.
+    let (kh, ih, oh, n, x_sh, x_sc, x_sn, d_s2, d_s3) = if d.op_params[6] == 1 {
+        (
+            kn[1], xn[1], dn[2], dn[3], xs[1], xs[2], xs[3], ds[2], ds[3],
+        )
+    } else {
+        (1, 1, 1, dn[2], 0, xs[1], xs[2], 0, ds[2])
+    };
+    let params = Params::new()
+        .u32x4([dn[0], dn[1], oh, n])
+        .u32x4([kn[0], kh, xn[0], ih])
+        .u32x4([s0, s1, p0, p1])
+        .u32(d0)
+        .u32(d1)
+        .u32(x_off)
+        .u32x4([xs[0], x_sh, x_sc, x_sn])
+        .u32(d_off)
+        .u32x4([ds[0], ds[1], d_s2, d_s3]);
+    let key = PipelineKey::new("im2col", "")
+        .ty("DST", type_name(dtype(d)?))
+        .wg(WG);
+    let total = d.nelements() as u64;
+    e.dispatch_linear(
+        &key,
+        Checks::On,
+        &[bx, bd],
+        &params,
+        total.div_ceil(u64::from(WG)),
+    )
 }
