@@ -28,10 +28,15 @@ fn main() {
     println!("cargo:rerun-if-changed={}", root.display());
     let mut files = Vec::new();
     collect(&root, &root, &mut files);
-    let mut code = String::from("/// Every embedded WGSL file: (name relative to wgsl/ without .wgsl, text).\npub static SOURCES: &[(&str, &str)] = &[\n");
+    let mut code = String::from(
+        "/// Every embedded WGSL file: (name relative to wgsl/ without .wgsl, text).\npub static SOURCES: &[(&str, &str)] = &[\n",
+    );
     for (name, path) in &files {
         println!("cargo:rerun-if-changed={}", path.display());
-        code.push_str(&format!("    ({name:?}, include_str!({:?})),\n", path.display().to_string()));
+        code.push_str(&format!(
+            "    ({name:?}, include_str!({:?})),\n",
+            path.display().to_string()
+        ));
     }
     code.push_str("];\n");
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR")).join("sources.rs");

@@ -137,7 +137,9 @@ pub fn supports(facts: &Facts, graph: &[TensorDesc], node: usize) -> Result<(), 
             return Err(facts.binding_refusal(&what, t.nbytes()));
         }
     }
-    if n_bindings + 1 > facts.max_storage_buffers as usize {
+    // Tensors are storage bindings; the parameters are a uniform. Kernels
+    // that also bind the error flag check for the extra slot themselves.
+    if n_bindings > facts.max_storage_buffers as usize {
         return Err(format!(
             "{n_bindings} tensors > {} storage buffers per shader stage",
             facts.max_storage_buffers
