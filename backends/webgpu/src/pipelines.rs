@@ -39,13 +39,15 @@ pub struct Pipeline {
 /// The cache.
 #[derive(Default)]
 pub struct PipelineCache {
-    map: Mutex<HashMap<(PipelineKey, Checks, usize), Arc<Pipeline>>>,
+    /// Per key, the variants by (checks, storage bindings); looked up by
+    /// reference so a hit allocates nothing.
+    map: Mutex<HashMap<PipelineKey, Vec<(Checks, usize, Arc<Pipeline>)>>>,
 }
 
 impl PipelineCache {
     /// Number of compiled pipelines.
     pub fn len(&self) -> usize {
-        lock(&self.map).len()
+        lock(&self.map).values().map(Vec::len).sum()
     }
 
     /// Whether nothing is compiled yet.
@@ -62,12 +64,19 @@ impl PipelineCache {
         checks: Checks,
         n_storage: usize,
     ) -> Result<Arc<Pipeline>, String> {
-        let k = (key.clone(), checks, n_storage);
-        if let Some(p) = lock(&self.map).get(&k) {
-            return Ok(Arc::clone(p));
+        let find = |v: &Vec<(Checks, usize, Arc<Pipeline>)>| {
+            v.iter()
+                .find(|(c, n, _)| *c == checks && *n == n_storage)
+                .map(|(_, _, p)| Arc::clone(p))
+        };
+        if let Some(p) = lock(&self.map).get(key).and_then(find) {
+            return Ok(p);
         }
         let p = Arc::new(compile(device, key, checks, n_storage)?);
-        lock(&self.map).insert(k, Arc::clone(&p));
+        lock(&self.map)
+            .entry(key.clone())
+            .or_default()
+            .push((checks, n_storage, Arc::clone(&p)));
         Ok(p)
     }
 }
