@@ -41,8 +41,11 @@ pub struct Pipeline {
 pub struct PipelineCache {
     /// Per key, the variants by (checks, storage bindings); looked up by
     /// reference so a hit allocates nothing.
-    map: Mutex<HashMap<PipelineKey, Vec<(Checks, usize, Arc<Pipeline>)>>>,
+    map: Mutex<HashMap<PipelineKey, Vec<Variant>>>,
 }
+
+/// A compiled variant of a key: (checks, storage bindings, pipeline).
+type Variant = (Checks, usize, Arc<Pipeline>);
 
 impl PipelineCache {
     /// Number of compiled pipelines.
@@ -64,7 +67,7 @@ impl PipelineCache {
         checks: Checks,
         n_storage: usize,
     ) -> Result<Arc<Pipeline>, String> {
-        let find = |v: &Vec<(Checks, usize, Arc<Pipeline>)>| {
+        let find = |v: &Vec<Variant>| {
             v.iter()
                 .find(|(c, n, _)| *c == checks && *n == n_storage)
                 .map(|(_, _, p)| Arc::clone(p))
