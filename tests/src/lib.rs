@@ -141,3 +141,19 @@ pub fn nmse(got: &[f32], want: &[f32]) -> f64 {
     let norm: f64 = want.iter().map(|b| f64::from(*b).powi(2)).sum();
     if norm == 0.0 { err } else { err / norm }
 }
+
+/// Loads only the plugin files in `dir` (no built-in CPU backend) and
+/// checks that backend `name` loaded, listing the refused files when not.
+pub fn load_backend_from(dir: &Path, name: &str) -> backplane::registry::Registry {
+    use backplane::registry::{Registry, RegistryOptions, SearchPath};
+    let reg = Registry::load(&RegistryOptions {
+        search: SearchPath::only([dir]),
+        builtin_cpu: false,
+    });
+    assert!(
+        reg.backend(name).is_some(),
+        "{name} plugin did not load: {:?}",
+        reg.refused()
+    );
+    reg
+}

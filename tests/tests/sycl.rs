@@ -12,11 +12,11 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use backplane::examples::{BlockConfig, llama_block, weights};
-use backplane::registry::{Device, Registry, RegistryOptions, SearchPath};
+use backplane::registry::{Device, Registry};
 use backplane::sched::{Explanation, SchedOptions, Scheduler};
 use backplane::{DType, Graph, HostTensors, Op, SortOrder};
 use backplane_tests::{bytes_f32, cpu_plugin, f32_bytes, install, nmse, plugin_dir, require};
-use backplane_tests::{place, scratch_dir};
+use backplane_tests::{load_backend_from, place, scratch_dir};
 
 /// NMSE bound of a whole block against the CPU backend (conformance's
 /// MUL_MAT bound: every projection is a product).
@@ -43,16 +43,7 @@ fn dir() -> &'static PathBuf {
 
 /// The registry of the SYCL and CPU plugins; the SYCL one must load.
 fn registry() -> Registry {
-    let reg = Registry::load(&RegistryOptions {
-        search: SearchPath::only([dir()]),
-        builtin_cpu: false,
-    });
-    assert!(
-        reg.backend("sycl").is_some(),
-        "sycl plugin did not load: {:?}",
-        reg.refused()
-    );
-    reg
+    load_backend_from(dir(), "sycl")
 }
 
 /// The first SYCL device, or None (after printing why) when the runtime is

@@ -3,22 +3,13 @@
 //! README commands install it). Without a device the plugin must still load
 //! and say why it has none.
 
-use backplane::registry::{Registry, RegistryOptions, SearchPath};
+use backplane::registry::Registry;
 use backplane::{DType, Graph};
-use backplane_tests::{bytes_f32, f32_bytes, place, plugin_dir, require};
+use backplane_tests::{bytes_f32, f32_bytes, load_backend_from, place, plugin_dir, require};
 
 fn webgpu() -> Registry {
     let file = require(&plugin_dir(), "webgpu");
-    let reg = Registry::load(&RegistryOptions {
-        search: SearchPath::only([file.parent().expect("plugin dir")]),
-        builtin_cpu: false,
-    });
-    assert!(
-        reg.backend("webgpu").is_some(),
-        "webgpu plugin did not load: {:?}",
-        reg.refused()
-    );
-    reg
+    load_backend_from(file.parent().expect("plugin dir"), "webgpu")
 }
 
 /// The first WebGPU device, or None after checking the no-device reason.

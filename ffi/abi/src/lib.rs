@@ -9,6 +9,7 @@
 pub mod dtype;
 pub mod op;
 pub mod plugin;
+pub mod support;
 pub mod tensor;
 
 #[doc(hidden)]

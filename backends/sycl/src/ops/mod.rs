@@ -10,7 +10,8 @@ mod norm;
 
 use std::sync::Arc;
 
-use backplane_abi::{DType, MAX_SRC, Op, TensorDesc};
+pub(crate) use backplane_abi::support::{dtype, sources, want_type};
+use backplane_abi::{DType, Op, TensorDesc};
 
 use crate::kernels::{self, Args, Source};
 use crate::plugin::{Ctx, SyclStream};
@@ -19,44 +20,6 @@ use crate::runtime::{DeviceInfo, Kernel};
 
 /// Work-group size of the 1-D element-wise launches.
 pub const WG: usize = 256;
-
-/// A node's sources as descriptors.
-pub(crate) fn sources<'g>(
-    graph: &'g [TensorDesc],
-    d: &TensorDesc,
-) -> Result<[Option<&'g TensorDesc>; MAX_SRC], String> {
-    let mut src = [None; MAX_SRC];
-    for (i, &s) in d.src.iter().enumerate() {
-        if s >= 0 {
-            src[i] = Some(
-                graph
-                    .get(s as usize)
-                    .ok_or_else(|| format!("source {i} index {s} out of range"))?,
-            );
-        }
-    }
-    Ok(src)
-}
-
-/// The type of `d`, or a reason.
-pub(crate) fn dtype(d: &TensorDesc) -> Result<DType, String> {
-    d.dtype().map_err(|e| e.to_string())
-}
-
-/// Requires `d`'s type to be one of `allowed`.
-pub(crate) fn want_type(what: &str, d: &TensorDesc, allowed: &[DType]) -> Result<DType, String> {
-    let t = dtype(d)?;
-    if allowed.contains(&t) {
-        Ok(t)
-    } else {
-        let names: Vec<&str> = allowed.iter().map(|t| t.name()).collect();
-        Err(format!(
-            "{what} type {} not implemented (have {})",
-            t.name(),
-            names.join(", ")
-        ))
-    }
-}
 
 /// Plain float types the element-wise kernels read and write.
 pub(crate) const FLOATS: [DType; 3] = [DType::F32, DType::F16, DType::BF16];

@@ -20,28 +20,11 @@ mod set_rows;
 mod softmax;
 mod unary;
 
-use backplane_abi::{DType, MAX_SRC, Op, TensorDesc};
+pub(crate) use backplane_abi::support::{dtype, sources, want_type};
+use backplane_abi::{DType, Op, TensorDesc};
 
 use crate::encode::Encoder;
 use crate::facts::Facts;
-
-/// A node's sources as descriptors.
-pub(crate) fn sources<'g>(
-    graph: &'g [TensorDesc],
-    d: &TensorDesc,
-) -> Result<[Option<&'g TensorDesc>; MAX_SRC], String> {
-    let mut src = [None; MAX_SRC];
-    for (i, &s) in d.src.iter().enumerate() {
-        if s >= 0 {
-            src[i] = Some(
-                graph
-                    .get(s as usize)
-                    .ok_or_else(|| format!("source {i} index {s} out of range"))?,
-            );
-        }
-    }
-    Ok(src)
-}
 
 /// Source `i` of `graph[node]`, or an error naming it.
 pub(crate) fn src(graph: &[TensorDesc], node: usize, i: usize) -> Result<&TensorDesc, String> {
@@ -57,26 +40,6 @@ pub(crate) fn src_index(graph: &[TensorDesc], node: usize, i: usize) -> Result<u
         .src(i)
         .filter(|&s| s < graph.len())
         .ok_or_else(|| format!("source {i} missing"))
-}
-
-/// The type of `d`, or a reason.
-pub(crate) fn dtype(d: &TensorDesc) -> Result<DType, String> {
-    d.dtype().map_err(|e| e.to_string())
-}
-
-/// Requires `d`'s type to be one of `allowed`.
-pub(crate) fn want_type(what: &str, d: &TensorDesc, allowed: &[DType]) -> Result<DType, String> {
-    let t = dtype(d)?;
-    if allowed.contains(&t) {
-        Ok(t)
-    } else {
-        let names: Vec<&str> = allowed.iter().map(|t| t.name()).collect();
-        Err(format!(
-            "{what} type {} not implemented (have {})",
-            t.name(),
-            names.join(", ")
-        ))
-    }
 }
 
 /// The shader type name of a dtype (`f32`, `f16`, `q4_0`, ...).
