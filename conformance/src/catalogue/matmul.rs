@@ -6,21 +6,7 @@ use super::{Catalogue, NMSE_MATMUL, dims};
 use crate::case::{Fill, Work};
 
 /// Every src0 type with a mat-mul kernel.
-pub(crate) const MATMUL_TYPES: [DType; 13] = [
-    DType::F32,
-    DType::F16,
-    DType::BF16,
-    DType::Q4_0,
-    DType::Q4_1,
-    DType::Q5_0,
-    DType::Q5_1,
-    DType::Q8_0,
-    DType::Q2_K,
-    DType::Q3_K,
-    DType::Q4_K,
-    DType::Q5_K,
-    DType::Q6_K,
-];
+pub(crate) const MATMUL_TYPES: [DType; 13] = DType::WEIGHT_TYPES;
 
 pub(super) fn add(c: &mut Catalogue) {
     mul_mat(c);

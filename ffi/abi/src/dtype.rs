@@ -87,6 +87,39 @@ impl DType {
         DType::BF16,
     ];
 
+    /// The block formats weights come in (ggml's GGUF weight types; q8_1
+    /// and q8_K hold activations only).
+    pub const WEIGHT_BLOCKS: [DType; 10] = [
+        DType::Q4_0,
+        DType::Q4_1,
+        DType::Q5_0,
+        DType::Q5_1,
+        DType::Q8_0,
+        DType::Q2_K,
+        DType::Q3_K,
+        DType::Q4_K,
+        DType::Q5_K,
+        DType::Q6_K,
+    ];
+
+    /// Every type a mat-mul weight (MUL_MAT src0) comes in: the floats and
+    /// [`DType::WEIGHT_BLOCKS`].
+    pub const WEIGHT_TYPES: [DType; 13] = [
+        DType::F32,
+        DType::F16,
+        DType::BF16,
+        DType::Q4_0,
+        DType::Q4_1,
+        DType::Q5_0,
+        DType::Q5_1,
+        DType::Q8_0,
+        DType::Q2_K,
+        DType::Q3_K,
+        DType::Q4_K,
+        DType::Q5_K,
+        DType::Q6_K,
+    ];
+
     /// The type the library quantizes to when a caller does not choose one.
     pub const DEFAULT_QUANT: DType = DType::Q8_0;
 

@@ -85,21 +85,7 @@ pub struct MatKernel {
 }
 
 /// The weight types MUL_MAT and MUL_MAT_ID run on the CPU.
-pub const MAT_TYPES: [DType; 13] = [
-    DType::F32,
-    DType::F16,
-    DType::BF16,
-    DType::Q4_0,
-    DType::Q4_1,
-    DType::Q5_0,
-    DType::Q5_1,
-    DType::Q8_0,
-    DType::Q2_K,
-    DType::Q3_K,
-    DType::Q4_K,
-    DType::Q5_K,
-    DType::Q6_K,
-];
+pub const MAT_TYPES: [DType; 13] = DType::WEIGHT_TYPES;
 
 /// The kernel table for this CPU.
 #[derive(Debug)]

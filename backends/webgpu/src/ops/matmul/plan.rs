@@ -8,21 +8,7 @@ use backplane_abi::{DType, TensorDesc};
 use crate::facts::Facts;
 
 /// Weight types with a kernel.
-pub const WEIGHT_TYPES: &[DType] = &[
-    DType::F32,
-    DType::F16,
-    DType::BF16,
-    DType::Q4_0,
-    DType::Q4_1,
-    DType::Q5_0,
-    DType::Q5_1,
-    DType::Q8_0,
-    DType::Q2_K,
-    DType::Q3_K,
-    DType::Q4_K,
-    DType::Q5_K,
-    DType::Q6_K,
-];
+pub const WEIGHT_TYPES: &[DType] = &DType::WEIGHT_TYPES;
 
 /// Activation (src1) types.
 pub const ACTIVATION_TYPES: &[DType] = &[DType::F32, DType::F16];

@@ -11,18 +11,7 @@ use super::quant_flag;
 use crate::ops::type_name;
 use backplane_abi::DType;
 
-const BLOCK_TYPES: [DType; 10] = [
-    DType::Q4_0,
-    DType::Q4_1,
-    DType::Q5_0,
-    DType::Q5_1,
-    DType::Q8_0,
-    DType::Q2_K,
-    DType::Q3_K,
-    DType::Q4_K,
-    DType::Q5_K,
-    DType::Q6_K,
-];
+const BLOCK_TYPES: [DType; 10] = DType::WEIGHT_BLOCKS;
 
 /// Specialises `key`, then parses, validates and writes SPIR-V.
 fn check(key: &PipelineKey) {
