@@ -128,11 +128,6 @@ impl Ctx {
         });
     }
 
-    /// Number of parameter buffers waiting in the pool (tests).
-    pub fn pooled_param_buffers(&self) -> usize {
-        lock(&self.param_pool).len()
-    }
-
     /// Blocks until all submitted work is done.
     pub fn wait_idle(&self) -> Result<(), String> {
         self.device

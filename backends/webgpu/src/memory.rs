@@ -6,18 +6,19 @@ use backplane_abi::plugin::Memory;
 
 /// Free/total memory of `adapter`.
 pub fn query(adapter: &wgpu::Adapter, facts_max_buffer: u64) -> Memory {
+    // Only the Vulkan path reads the adapter.
+    let _ = adapter;
     #[cfg(any(target_os = "linux", target_os = "windows", target_os = "android"))]
     if let Some(m) = vulkan_budget(adapter) {
         return m;
     }
-    estimate(adapter, facts_max_buffer)
+    estimate(facts_max_buffer)
 }
 
 /// Without a budget query: total = the device-local heap size when known
 /// (not exposed by wgpu), otherwise `max_buffer_size`; free = total. Callers
 /// should treat it as an upper bound.
-pub fn estimate(adapter: &wgpu::Adapter, max_buffer: u64) -> Memory {
-    let _ = adapter;
+pub fn estimate(max_buffer: u64) -> Memory {
     Memory {
         free_bytes: max_buffer,
         total_bytes: max_buffer,

@@ -48,16 +48,6 @@ pub struct PipelineCache {
 type Variant = (Checks, usize, Arc<Pipeline>);
 
 impl PipelineCache {
-    /// Number of compiled pipelines.
-    pub fn len(&self) -> usize {
-        lock(&self.map).values().map(Vec::len).sum()
-    }
-
-    /// Whether nothing is compiled yet.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// The pipeline for `key` with `n_storage` storage bindings, compiled on
     /// first use. Shader and pipeline errors name the key.
     pub fn get(

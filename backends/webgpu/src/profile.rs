@@ -164,14 +164,4 @@ impl Profiler {
         }
         self.readback.unmap();
     }
-
-    /// Prints this device's table now.
-    pub fn report(&self) {
-        let tables = lock(&TABLES);
-        for (name, t) in tables.iter() {
-            if Arc::ptr_eq(t, &self.table) {
-                print_table(name, &lock(t));
-            }
-        }
-    }
 }
