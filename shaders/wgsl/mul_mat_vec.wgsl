@@ -13,12 +13,20 @@
 // else into scratch memory first), read as vec4; offsets and strides of x
 // in vec4s, of dst in elements, of the weights as mul_mat_common says.
 //
+// X_Q8 (legacy block weights): x was quantized by mul_mat_quantize into
+// runs of 32 signed bytes with a scale (three vec4<u32> per run, strides
+// in vec4s); a unit is then a whole 32-weight block and the products are
+// integer dot products (common/quant_dot), as ggml's MMVQ kernels do.
+//
 // MUL_MAT_ID: batch b is the pair (slot e = b % n_used, token t =
 // b / n_used); its weights are expert ids[e, t] and its single column is x
 // row e % ne11 of token t; an id outside 0..n_experts is reported through
 // the error flag.
 
 #include "mul_mat_common"
+#ifdef X_Q8
+#include "common/quant_dot"
+#endif
 
 struct Params {
     k: u32, m: u32, n: u32, ne12: u32,
@@ -35,7 +43,11 @@ struct Params {
 #else
 @group(0) @binding(0) var<storage, read_write> src0: array<SRC0_TYPE>;
 #endif
+#ifdef X_Q8
+@group(0) @binding(1) var<storage, read_write> src1: array<vec4<u32>>;
+#else
 @group(0) @binding(1) var<storage, read_write> src1: array<vec4<f32>>;
+#endif
 @group(0) @binding(2) var<storage, read_write> dst: array<f32>;
 #ifdef MUL_MAT_ID
 @group(0) @binding(3) var<storage, read_write> ids: array<i32>;
@@ -121,6 +133,21 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 
     var acc: array<f32, NACC>;
     for (var u = lid; u < p.n_units; u += WG_SIZE) {
+#ifdef X_Q8
+        var wq: array<QBlock8, NROWS>;
+        for (var r = 0u; r < NROWS; r++) {
+            wq[r] = q_load8(rows[r] + u * QUANT_BLOCK_BYTES);
+        }
+        for (var c = 0u; c < NCOLS; c++) {
+            let xi = cols[c] + 3u * u;
+            let xa = src1[xi];
+            let xb = src1[xi + 1u];
+            let xds = bitcast<vec2<f32>>(src1[xi + 2u].xy);
+            for (var r = 0u; r < NROWS; r++) {
+                acc[r * NCOLS + c] += q_dot8(wq[r], xa, xb, xds);
+            }
+        }
+#else
         var w: array<array<vec4<f32>, 4>, NROWS>;
         var kr: vec4<u32>;
 #ifdef W_QUANT
@@ -162,6 +189,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 #endif
             }
         }
+#endif
     }
 
 #ifdef PATH_SUBGROUP

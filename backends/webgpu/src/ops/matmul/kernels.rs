@@ -75,9 +75,10 @@ impl Weights {
         }
     }
 
-    /// Units of 16 weights per row.
-    fn units(&self, k: u64) -> u64 {
-        k.div_ceil(16)
+    /// Units per row the mat-vec kernel loops over: 32-weight blocks with
+    /// quantized activations, else runs of 16 weights.
+    fn units(&self, k: u64, x: &Activations) -> u64 {
+        if x.q8 { k / 32 } else { k.div_ceil(16) }
     }
 }
 
@@ -87,6 +88,8 @@ struct Activations {
     binding: Binding,
     /// Halves (`X_F16` in the kernels).
     half: bool,
+    /// Runs of 32 signed bytes with scales (`X_Q8`, mat-vec only).
+    q8: bool,
     /// Offset and strides of dims 1..3 in vec4s.
     off: u32,
     strides: [u32; 3],
@@ -102,6 +105,7 @@ impl Activations {
         if !half && plan::activations_direct(&e.ctx().facts, b, tb) {
             return Ok(Activations {
                 half,
+                q8: false,
                 off: u32_of(binding.rem_bytes / 16, "src1 offset")?,
                 strides: outer_strides(b, 16)?,
                 binding,
@@ -136,11 +140,69 @@ impl Activations {
         Ok(Activations {
             binding: scratch,
             half,
+            q8: false,
             off: 0,
             strides: [row, row * ne[1], row * ne[1] * ne[2]],
         })
     }
+
+    /// Quantizes src1 (graph index `index`, K a multiple of 32) into
+    /// scratch as runs of 32 signed bytes with scales for the integer
+    /// mat-vec (`mul_mat_quantize`).
+    fn quantized(e: &mut Encoder, index: usize) -> Result<Activations, String> {
+        let b = e.tensor(index);
+        let tb = dtype(b)?;
+        let binding = e.binding(index)?;
+        let ne = ne_u32(b)?;
+        if ne[0] % 32 != 0 {
+            return Err(format!("src1 ne0 = {} is not a multiple of 32", ne[0]));
+        }
+        let runs = ne[0] / 32;
+        let rows: u64 = b.ne[1..].iter().map(|&x| x as u64).product();
+        let total = u64::from(runs) * rows;
+        let scratch = e.scratch(total * Q8_RUN_BYTES)?;
+        let size = tb.type_size() as u64;
+        let nb = nb_elems(b, size)?;
+        let key = PipelineKey::new("mul_mat_quantize", "")
+            .ty("SRC1", type_name(tb))
+            .wg(CONVERT_WG);
+        let params = Params::new()
+            .u32(runs)
+            .u32(ne[1])
+            .u32(ne[2])
+            .u32(u32_of(total, "quantized src1 runs")?)
+            .u32(binding.elem_offset(size)?)
+            .u32x4(nb);
+        e.dispatch_linear(
+            &key,
+            Checks::On,
+            &[binding, scratch.clone()],
+            &params,
+            total.div_ceil(u64::from(CONVERT_WG)),
+        )?;
+        let row = 3 * runs;
+        Ok(Activations {
+            binding: scratch,
+            half: false,
+            q8: true,
+            off: 0,
+            strides: [row, row * ne[1], row * ne[1] * ne[2]],
+        })
+    }
+
+    /// src1 as the mat-vec kernel for weights of type `t` reads it.
+    fn for_matvec(e: &mut Encoder, index: usize, t: DType) -> Result<Activations, String> {
+        if plan::matvec_int8(t) {
+            Activations::quantized(e, index)
+        } else {
+            Activations::new(e, index, false)
+        }
+    }
 }
+
+/// Bytes of one quantized activation run: 32 bytes of quants, then the
+/// scale and scaled sum and 8 bytes of padding (three vec4<u32>).
+const Q8_RUN_BYTES: u64 = 48;
 
 /// dst: binding, offset and the four strides in f32s.
 struct Dst {
@@ -198,7 +260,10 @@ pub(super) fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
     // The cooperative-matrix kernel reads half activations, converted
     // first unless `f32x` asks it to convert f32 ones while staging.
     let half = matches!(path, Path::CoopMat { .. }) && !plan::forced_flag("f32x");
-    let x = Activations::new(e, ib, half)?;
+    let x = match path {
+        Path::MatVec { .. } => Activations::for_matvec(e, ib, w.ty)?,
+        _ => Activations::new(e, ib, half)?,
+    };
     if plan::trace() {
         eprintln!(
             "backplane-webgpu: MUL_MAT {} m={} n={} k={} batches={} -> {}",
@@ -229,15 +294,18 @@ pub(super) fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
 }
 
 /// The mat-vec pipeline key.
-fn matvec_key(e: &Encoder, w: &Weights, cols: u32, id: bool) -> PipelineKey {
+fn matvec_key(e: &Encoder, w: &Weights, x: &Activations, cols: u32, id: bool) -> PipelineKey {
     let facts = &e.ctx().facts;
     let subgroups = plan::matvec_subgroups(facts);
     let wg = plan::matvec_wg(facts, subgroups);
     let mut key = w
         .key(PipelineKey::new("mul_mat_vec", ""))
         .wg(wg)
-        .define("NROWS", plan::MATVEC_ROWS.to_string())
+        .define("NROWS", plan::matvec_rows().to_string())
         .define("NCOLS", cols.to_string());
+    if x.q8 {
+        key = key.define("X_Q8", "");
+    }
     if subgroups {
         key.path = "subgroup";
         let max_subgroups = wg / facts.subgroup_size.0.clamp(1, wg);
@@ -258,8 +326,8 @@ fn matvec(
     d: &Dst,
     cols: u32,
 ) -> Result<(), String> {
-    let key = matvec_key(e, w, cols, false);
-    let row_groups = s.m.div_ceil(u64::from(plan::MATVEC_ROWS));
+    let key = matvec_key(e, w, x, cols, false);
+    let row_groups = s.m.div_ceil(u64::from(plan::matvec_rows()));
     let col_groups = s.n.div_ceil(u64::from(cols));
     let total = row_groups * col_groups * s.batches();
     let p = Params::new()
@@ -269,7 +337,7 @@ fn matvec(
         .u32(u32_of(s.ne12, "ne12")?)
         .u32(s.r2 as u32)
         .u32(s.r3 as u32)
-        .u32(u32_of(w.units(s.k), "units")?)
+        .u32(u32_of(w.units(s.k, x), "units")?)
         .u32(u32_of(total, "workgroups")?)
         .u32(u32_of(row_groups, "row groups")?)
         .u32(u32_of(col_groups, "column groups")?);
@@ -400,13 +468,13 @@ pub(super) fn encode_id(e: &mut Encoder, node: usize) -> Result<(), String> {
     let (k, m, ne11) = (a.ne[0] as u64, a.ne[1] as u64, b.ne[1] as u64);
     let (n_used, n_tok) = (ids.ne[0] as u64, ids.ne[1] as u64);
     let w = Weights::new(e, ia)?;
-    let x = Activations::new(e, ib, false)?;
+    let x = Activations::for_matvec(e, ib, w.ty)?;
     let out = Dst::new(e, node)?;
     let bi = e.binding(ii)?;
     let nb_ids = nb_elems(ids, 4)?;
     let flag = e.error_flag();
-    let key = matvec_key(e, &w, 1, true);
-    let row_groups = m.div_ceil(u64::from(plan::MATVEC_ROWS));
+    let key = matvec_key(e, &w, &x, 1, true);
+    let row_groups = m.div_ceil(u64::from(plan::matvec_rows()));
     let total = row_groups * n_used * n_tok;
     let p = Params::new()
         .u32(u32_of(k, "K")?)
@@ -415,7 +483,7 @@ pub(super) fn encode_id(e: &mut Encoder, node: usize) -> Result<(), String> {
         .u32(1)
         .u32(1)
         .u32(1)
-        .u32(u32_of(w.units(k), "units")?)
+        .u32(u32_of(w.units(k, &x), "units")?)
         .u32(u32_of(total, "workgroups")?)
         .u32(u32_of(row_groups, "row groups")?)
         .u32(1);

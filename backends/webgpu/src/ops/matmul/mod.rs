@@ -156,7 +156,7 @@ pub fn supports(facts: &Facts, graph: &[TensorDesc], node: usize) -> Result<(), 
             }
         }
     }
-    if s.batches() * s.m.div_ceil(u64::from(plan::MATVEC_ROWS)) * s.n > max * max {
+    if s.batches() * s.m.div_ceil(u64::from(plan::matvec_rows())) * s.n > max * max {
         return Err("too many workgroups".into());
     }
     Ok(())
@@ -207,7 +207,7 @@ fn supports_id(facts: &Facts, graph: &[TensorDesc], node: usize) -> Result<(), S
         r3: 1,
     };
     check_scratch(facts, b, tb, &s, false)?;
-    let groups = s.m.div_ceil(u64::from(plan::MATVEC_ROWS)) * (idn[0] as u64) * (idn[1] as u64);
+    let groups = s.m.div_ceil(u64::from(plan::matvec_rows())) * (idn[0] as u64) * (idn[1] as u64);
     let max = u64::from(facts.max_groups_per_dim);
     if groups > max * max {
         return Err("too many workgroups".into());

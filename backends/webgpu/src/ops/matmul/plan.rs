@@ -237,6 +237,34 @@ pub fn forced_flag(flag: &str) -> bool {
     forced_words().iter().any(|w| w == flag)
 }
 
+/// A number forced through `BACKPLANE_WEBGPU_MATMUL` as `name=N` (tuning
+/// runs: `rows=N` mat-vec rows per workgroup, `wg=N` its workgroup size).
+pub fn forced_number(name: &str) -> Option<u32> {
+    forced_words().iter().find_map(|w| {
+        let (k, v) = w.split_once('=')?;
+        (k == name).then(|| v.parse().ok()).flatten()
+    })
+}
+
+/// Weight types whose mat-vec multiplies integer quants: the activations
+/// are quantized to 32-value runs of signed bytes first (ggml's q8_1) and
+/// the kernel uses packed 4 x 8-bit dot products. `BACKPLANE_WEBGPU_MATMUL=xf32`
+/// keeps f32 activations (the float kernel) for comparison.
+pub fn matvec_int8(t: DType) -> bool {
+    matches!(
+        t,
+        DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1 | DType::Q8_0
+    ) && !forced_flag("xf32")
+}
+
+/// Rows of dst per mat-vec workgroup ([`MATVEC_ROWS`] unless `rows=N`
+/// with N in 1..=16 is forced).
+pub fn matvec_rows() -> u32 {
+    forced_number("rows")
+        .filter(|r| (1..=16).contains(r))
+        .unwrap_or(MATVEC_ROWS)
+}
+
 /// Whether `BACKPLANE_WEBGPU_MATMUL_TRACE` asks to print each MUL_MAT's path.
 pub fn trace() -> bool {
     static TRACE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
@@ -297,7 +325,10 @@ pub fn matvec_subgroups(facts: &Facts) -> bool {
 /// Workgroup size of the mat-vec kernel: 128 with subgroup reductions, 64
 /// with the workgroup-memory tree.
 pub fn matvec_wg(facts: &Facts, subgroups: bool) -> u32 {
-    let wg: u32 = if subgroups { 128 } else { 64 };
+    let default: u32 = if subgroups { 128 } else { 64 };
+    let wg = forced_number("wg")
+        .filter(|w| w.is_power_of_two() && (32..=1024).contains(w))
+        .unwrap_or(default);
     wg.min(facts.max_invocations)
 }
 

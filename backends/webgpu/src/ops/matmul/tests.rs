@@ -7,7 +7,7 @@
 use backplane_shaders::{PipelineKey, specialise};
 use wgpu::naga;
 
-use super::quant_flag;
+use super::{plan, quant_flag};
 use crate::ops::type_name;
 use backplane_abi::DType;
 
@@ -86,8 +86,22 @@ fn matvec_variants_validate() {
             if id {
                 key = key.define("MUL_MAT_ID", "");
             }
+            if plan::matvec_int8(t) {
+                check(&key.clone().define("X_Q8", ""));
+            }
             check(&key);
         }
+    }
+}
+
+#[test]
+fn activation_quantizer_validates() {
+    for src1 in ["f32", "f16"] {
+        check(
+            &PipelineKey::new("mul_mat_quantize", "")
+                .ty("SRC1", src1)
+                .wg(256),
+        );
     }
 }
 
