@@ -30,6 +30,8 @@ pub use device::HexagonDevice;
 pub use session::{Session, SessionConfig};
 #[cfg(test)]
 mod tests;
+#[cfg(all(test, target_os = "linux"))]
+mod tests_fastrpc;
 
 pub use transport::{EmulatedTransport, FastRpcTransport, Transport, TransportError, session_uri};
 
@@ -39,6 +41,44 @@ pub const ENV_EMULATE: &str = "BACKPLANE_HEXAGON_EMULATE";
 pub const ENV_SESSIONS: &str = "BACKPLANE_HEXAGON_SESSIONS";
 /// Extra `key=value&...` options appended to session URIs (e.g. `emu_vtcm_kib=4096`).
 pub const ENV_URI_OPTIONS: &str = "BACKPLANE_HEXAGON_URI_OPTIONS";
+/// The FastRPC library to load instead of `libcdsprpc.so` from the loader
+/// path (a full path; the tests point it at the test double built by build.rs).
+pub const ENV_CDSPRPC: &str = "BACKPLANE_HEXAGON_CDSPRPC";
+/// How long to wait for room in the DSP's queue or for a response, in
+/// milliseconds (default 30000).
+pub const ENV_TIMEOUT_MS: &str = "BACKPLANE_HEXAGON_TIMEOUT_MS";
+
+/// How [`HexagonReg`] opens its sessions.
+#[derive(Clone, Debug, Default)]
+pub struct RegOptions {
+    /// Offer the emulated DSP instead of FastRPC sessions.
+    pub emulate: bool,
+    /// Sessions (devices) to open; `None` = 1.
+    pub sessions: Option<u32>,
+    /// Extra `&key=value` options for the session URIs.
+    pub uri_options: String,
+    /// The FastRPC library; `None` = `libcdsprpc.so` from the loader path.
+    pub cdsprpc_path: Option<String>,
+    /// Queue and response timeout in microseconds; `None` = the default.
+    pub timeout_us: Option<u32>,
+}
+
+impl RegOptions {
+    /// The options the environment sets ([`ENV_EMULATE`], [`ENV_SESSIONS`],
+    /// [`ENV_URI_OPTIONS`], [`ENV_CDSPRPC`], [`ENV_TIMEOUT_MS`]).
+    pub fn from_env() -> RegOptions {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        RegOptions {
+            emulate: var(ENV_EMULATE).is_some_and(|v| v == "1"),
+            sessions: var(ENV_SESSIONS).and_then(|s| s.parse().ok()),
+            uri_options: var(ENV_URI_OPTIONS).unwrap_or_default(),
+            cdsprpc_path: var(ENV_CDSPRPC),
+            timeout_us: var(ENV_TIMEOUT_MS)
+                .and_then(|s| s.parse::<u32>().ok())
+                .map(|ms| ms.saturating_mul(1000)),
+        }
+    }
+}
 
 /// The backend's registration: the sessions opened at load.
 pub struct HexagonReg {
@@ -47,35 +87,28 @@ pub struct HexagonReg {
 }
 
 impl HexagonReg {
-    /// Opens sessions as the environment says: emulated ones when
-    /// `BACKPLANE_HEXAGON_EMULATE=1`, else FastRPC ones when
-    /// `libcdsprpc.so` loads and the DSP answers; otherwise none, with why.
+    /// Opens sessions as the environment says (see [`RegOptions::from_env`]).
     pub fn from_env() -> HexagonReg {
-        let n: u32 = std::env::var(ENV_SESSIONS)
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(1);
-        let extra = std::env::var(ENV_URI_OPTIONS).unwrap_or_default();
-        let emulate = std::env::var(ENV_EMULATE).is_ok_and(|v| v == "1");
-        HexagonReg::with_options(emulate, n, &extra, None)
+        HexagonReg::with_options(&RegOptions::from_env())
     }
 
-    /// [`HexagonReg::from_env`] with explicit settings: `emulate` offers the
-    /// emulated DSP, else FastRPC through `cdsprpc_path` (default
-    /// `libcdsprpc.so`); `n` sessions with `extra` URI options.
-    pub fn with_options(
-        emulate: bool,
-        n: u32,
-        extra: &str,
-        cdsprpc_path: Option<&str>,
-    ) -> HexagonReg {
-        if emulate {
-            return HexagonReg::open_all(n, |i| {
+    /// Opens sessions: emulated ones when `opts.emulate`, else FastRPC ones
+    /// when the FastRPC library loads and the DSP answers; otherwise none,
+    /// with why.
+    pub fn with_options(opts: &RegOptions) -> HexagonReg {
+        let n = opts.sessions.unwrap_or(1);
+        let extra = opts.uri_options.as_str();
+        let mut config = SessionConfig::default();
+        if let Some(t) = opts.timeout_us {
+            config.timeout_us = t.max(1);
+        }
+        if opts.emulate {
+            return HexagonReg::open_all(n, &config, |i| {
                 Ok(Box::new(EmulatedTransport::open(&session_uri(i, extra))?)
                     as Box<dyn Transport>)
             });
         }
-        let api = match CdspRpc::load(cdsprpc_path) {
+        let api = match CdspRpc::load(opts.cdsprpc_path.as_deref()) {
             Ok(api) => Arc::new(api),
             Err(e) => {
                 return HexagonReg::none(format!(
@@ -83,7 +116,7 @@ impl HexagonReg {
                 ));
             }
         };
-        HexagonReg::open_all(n, |i| {
+        HexagonReg::open_all(n, &config, |i| {
             Ok(
                 Box::new(FastRpcTransport::open(api.clone(), &session_uri(i, extra))?)
                     as Box<dyn Transport>,
@@ -99,10 +132,12 @@ impl HexagonReg {
         }
     }
 
-    /// Opens `n` sessions through `open`; stops at the first failure and
-    /// keeps the sessions opened so far (reason recorded if none opened).
+    /// Opens `n` sessions through `open`, each started with `config` (its
+    /// session id set); stops at the first failure and keeps the sessions
+    /// opened so far (reason recorded if none opened).
     pub fn open_all(
         n: u32,
+        config: &SessionConfig,
         open: impl Fn(u32) -> Result<Box<dyn Transport>, TransportError>,
     ) -> HexagonReg {
         let mut devices = Vec::new();
@@ -110,7 +145,7 @@ impl HexagonReg {
         for i in 0..n {
             let config = SessionConfig {
                 session_id: i,
-                ..SessionConfig::default()
+                ..config.clone()
             };
             let session = open(i)
                 .map_err(|e| e.to_string())

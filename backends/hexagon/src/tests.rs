@@ -10,7 +10,7 @@ use backplane_hexagon_sys::HapPowerHmxV2;
 use crate::msg::{HtpDspInfo, HtpReq, HtpRsp, kind};
 use crate::transport::c_struct_sizes;
 use crate::{
-    EmulatedTransport, HexagonDevice, HexagonReg, Session, SessionConfig, Transport,
+    EmulatedTransport, HexagonDevice, HexagonReg, RegOptions, Session, SessionConfig, Transport,
     TransportError, session_uri,
 };
 
@@ -22,7 +22,7 @@ fn device(extra: &str) -> HexagonDevice {
     )
 }
 
-fn node(op: Op, dt: DType, ne: [i64; 4], srcs: &[i32]) -> TensorDesc {
+pub(crate) fn node(op: Op, dt: DType, ne: [i64; 4], srcs: &[i32]) -> TensorDesc {
     let mut d = TensorDesc::new(dt, ne);
     d.op = op.code();
     d.src[..srcs.len()].copy_from_slice(srcs);
@@ -30,7 +30,7 @@ fn node(op: Op, dt: DType, ne: [i64; 4], srcs: &[i32]) -> TensorDesc {
 }
 
 /// A GET_ROWS graph: a f32 [4, 3], indices i32 [2], result f32 [4, 2].
-fn get_rows_graph() -> Vec<TensorDesc> {
+pub(crate) fn get_rows_graph() -> Vec<TensorDesc> {
     vec![
         TensorDesc::new(DType::F32, [4, 3, 1, 1]),
         TensorDesc::new(DType::I32, [2, 1, 1, 1]),
@@ -39,14 +39,14 @@ fn get_rows_graph() -> Vec<TensorDesc> {
 }
 
 /// Places every tensor of `graph` in `buf`, 256 bytes apart.
-fn place(graph: &mut [TensorDesc], buf: &dyn Buffer) {
+pub(crate) fn place(graph: &mut [TensorDesc], buf: &dyn Buffer) {
     for (i, d) in graph.iter_mut().enumerate() {
         d.buffer = buf.id();
         d.offset = 256 * i as u64;
     }
 }
 
-fn f32_bytes(v: &[f32]) -> Vec<u8> {
+pub(crate) fn f32_bytes(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
@@ -278,14 +278,21 @@ fn supports_op_names_what_is_missing() {
 
 #[test]
 fn without_a_dsp_the_backend_has_zero_devices_and_says_why() {
-    let reg = HexagonReg::with_options(false, 1, "", Some("/nonexistent/libcdsprpc.so"));
+    let reg = HexagonReg::with_options(&RegOptions {
+        cdsprpc_path: Some("/nonexistent/libcdsprpc.so".into()),
+        ..RegOptions::default()
+    });
     assert!(reg.devices().is_empty());
     let why = reg.no_device_reason().expect("a reason");
     assert!(
         why.contains("libcdsprpc.so") && why.contains("BACKPLANE_HEXAGON_EMULATE=1"),
         "{why}"
     );
-    let reg = HexagonReg::with_options(true, 1, "emu_fault=open", None);
+    let reg = HexagonReg::with_options(&RegOptions {
+        emulate: true,
+        uri_options: "emu_fault=open".into(),
+        ..RegOptions::default()
+    });
     assert!(reg.devices().is_empty());
     assert!(
         reg.no_device_reason()
@@ -295,7 +302,12 @@ fn without_a_dsp_the_backend_has_zero_devices_and_says_why() {
 
 #[test]
 fn emulated_backend_offers_one_device_per_session() {
-    let reg = HexagonReg::with_options(true, 2, "emu_hvx=2", None);
+    let reg = HexagonReg::with_options(&RegOptions {
+        emulate: true,
+        sessions: Some(2),
+        uri_options: "emu_hvx=2".into(),
+        ..RegOptions::default()
+    });
     let names: Vec<String> = reg.devices().iter().map(|d| d.name()).collect();
     assert_eq!(names, ["htp0", "htp1"]);
     let d: Arc<dyn Device> = reg.devices()[1].clone();

@@ -6,8 +6,11 @@
 //! primitive inputs packed into one input buffer, primitive outputs into one
 //! output buffer. Method ids 0 and 1 are `open` and `close`.
 //!
-//! Not exercised here: no Snapdragon is available, so this path is compiled
-//! and reviewed but only its failure to load is tested.
+//! Tested without a Snapdragon against the test double of `libcdsprpc.so`
+//! that build.rs makes from `emu/cdsprpc-double*.c`: it unmarshals invokes
+//! as qaic's skel does and runs `htp/htp-dsp.c` (the DSP platform layer) with
+//! the message loop and kernels in process (see `src/tests_fastrpc.rs` and
+//! `tests/fastrpc_plugin.rs`).
 
 use std::ffi::{CString, c_void};
 use std::sync::{Arc, Mutex};
@@ -28,6 +31,10 @@ mod method {
     pub const POWER: u32 = 4;
     pub const INFO: u32 = 5;
 }
+
+/// Bytes a dspqueue packet takes beyond its message (header and alignment),
+/// allowed for when sizing the queues so `depth` packets fit.
+const DSPQUEUE_PACKET_OVERHEAD: u32 = 64;
 
 /// A dspqueue handle that may cross threads (the library locks internally).
 struct Queue(DspQueue);
@@ -156,8 +163,9 @@ impl Transport for FastRpcTransport {
 
     fn start(&self, session_id: u32, n_hvx: u32, depth: u32) -> Result<(), TransportError> {
         let mut q: DspQueue = std::ptr::null_mut();
-        let req_bytes = depth * std::mem::size_of::<HtpReq>() as u32;
-        let rsp_bytes = depth * std::mem::size_of::<HtpRsp>() as u32;
+        let packet = |msg: usize| msg as u32 + DSPQUEUE_PACKET_OVERHEAD;
+        let req_bytes = depth.saturating_mul(packet(std::mem::size_of::<HtpReq>()));
+        let rsp_bytes = depth.saturating_mul(packet(std::mem::size_of::<HtpRsp>()));
         // SAFETY: no callbacks (polling mode); a valid out pointer.
         let rc = unsafe {
             (self.api.dspqueue_create)(
