@@ -47,6 +47,49 @@ pub type TileFn = unsafe fn(
     acc: bool,
 );
 
+/// Packs elements `k0..k0 + kc` of `rows` weight rows (starting at `a`,
+/// `lda` bytes apart) as f32 into `dst`, in groups of [`Gemm::mr`] rows:
+/// element `k` of row `g * mr + r` goes to `dst[(g * kc + k) * mr + r]`,
+/// rows past `rows` (up to the next whole group) are zero.
+///
+/// # Safety
+/// Every row must cover `k0 + kc` elements and `dst` must hold
+/// `rows.div_ceil(mr) * kc * mr` floats.
+pub type PackFn =
+    unsafe fn(a: *const u8, lda: usize, rows: usize, k0: usize, kc: usize, dst: *mut f32);
+
+/// Multiplies one packed group of rows `a` (as [`PackFn`] lays it out, `kc`
+/// steps) with the f32 activation rows `b[j]` (each at its `k0`), writing
+/// (or adding, when `acc`) the first `mr` outputs of each column `c[j]`.
+///
+/// # Safety
+/// `mr` must be at most [`Gemm::mr`], `b.len() == c.len()` at most
+/// [`Gemm::nr`], and every pointer must cover what is read or written.
+pub type PanelFn =
+    unsafe fn(kc: usize, a: *const f32, b: &[*const f32], c: &[*mut f32], mr: usize, acc: bool);
+
+/// A packed-panel GEMM for float weights against f32 activations, used
+/// instead of the tiles when there are enough columns to amortize packing.
+#[derive(Clone, Copy, Debug)]
+pub struct Gemm {
+    /// Packs a block of weight rows.
+    pub pack: PackFn,
+    /// The micro-kernel.
+    pub panel: PanelFn,
+    /// Rows per packed group (and per micro-kernel call).
+    pub mr: usize,
+    /// Most columns per micro-kernel call.
+    pub nr: usize,
+    /// Rows per block (a multiple of `mr`).
+    pub mc: usize,
+    /// Columns per block (a multiple of `nr`).
+    pub nc: usize,
+    /// K elements per packed panel.
+    pub kc: usize,
+    /// Fewest columns for which the driver uses this path.
+    pub min_n: usize,
+}
+
 /// Instruction set a kernel was written for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Isa {
@@ -82,6 +125,9 @@ pub struct MatKernel {
     pub kc: usize,
     /// The instruction set.
     pub isa: Isa,
+    /// A packed GEMM for many columns (activations then stay f32), if the
+    /// weight type has one.
+    pub gemm: Option<Gemm>,
 }
 
 /// The weight types MUL_MAT and MUL_MAT_ID run on the CPU.

@@ -35,6 +35,7 @@ pub fn kernel(dtype: DType) -> Option<MatKernel> {
         nr: 4,
         kc,
         isa: Isa::Scalar,
+        gemm: None,
     })
 }
 

@@ -76,20 +76,21 @@ fn blocking(
     (mc, nc, kern.kc.min(k).max(1))
 }
 
-/// Runs `f(item)` for every item in `0..items`, spread over the pool.
-fn parallel_for(ctx: &NodeCtx<'_>, items: usize, f: impl Fn(usize) + Sync) {
+/// Runs `f(thread, item)` for every item in `0..items`, spread over the
+/// pool (`thread < ctx.n_threads` names the worker running it).
+pub(super) fn parallel_for(ctx: &NodeCtx<'_>, items: usize, f: impl Fn(usize, usize) + Sync) {
     if ctx.n_threads == 1 || items == 1 {
-        (0..items).for_each(f);
+        (0..items).for_each(|i| f(0, i));
         return;
     }
     let next = AtomicUsize::new(0);
-    ctx.pool.broadcast(|_| {
+    ctx.pool.broadcast(|bc| {
         loop {
             let i = next.fetch_add(1, Ordering::Relaxed);
             if i >= items {
                 break;
             }
-            f(i);
+            f(bc.index(), i);
         }
     });
 }
@@ -166,7 +167,7 @@ pub unsafe fn run(ctx: &NodeCtx<'_>, job: &MulMat) {
     let (r2, r3) = (b2 / a.ne[2] as usize, b3 / a.ne[3] as usize);
     let (mc, nc, kc) = blocking(job.kern, m, n, k, b2 * b3, ctx.n_threads);
     let (row_blocks, col_blocks) = (m.div_ceil(mc), n.div_ceil(nc));
-    parallel_for(ctx, row_blocks * col_blocks * b2 * b3, |item| {
+    parallel_for(ctx, row_blocks * col_blocks * b2 * b3, |_, item| {
         let (rb, cb, batch) = (
             item % row_blocks,
             item / row_blocks % col_blocks,
@@ -220,7 +221,7 @@ pub unsafe fn run_id(ctx: &NodeCtx<'_>, job: &MulMatId<'_>) {
     let row_blocks = m.div_ceil(mc);
     let items_of = |e: usize| count(e).div_ceil(nc) * row_blocks;
     let total: usize = (0..n_experts).map(items_of).sum();
-    parallel_for(ctx, total, |mut item| {
+    parallel_for(ctx, total, |_, mut item| {
         let mut e = 0;
         while item >= items_of(e) {
             item -= items_of(e);

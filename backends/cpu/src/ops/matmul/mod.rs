@@ -5,16 +5,18 @@
 //! ([`convert`]), then splits the output over the thread pool in blocks of
 //! weight rows x activation columns, each computed by the SIMD tile kernel
 //! chosen for this CPU ([`crate::simd`]) with K cut into cache-sized panels
-//! ([`drive`]).
+//! ([`drive`]). Float weights with many columns take the packed-panel
+//! path instead ([`packed`]), with the activations left in f32.
 
 mod convert;
 mod drive;
+mod packed;
 
 use backplane_abi::{DType, MAX_SRC, Op, TensorDesc};
 use backplane_quant::vec_dot_type;
 
 use crate::error::CpuError;
-use crate::exec::NodeCtx;
+use crate::exec::{NodeCtx, SharedPtr};
 use crate::simd;
 
 /// Whether MUL_MAT / MUL_MAT_ID can run on these operands.
@@ -187,10 +189,14 @@ pub unsafe fn run_mul_mat(ctx: &NodeCtx<'_>) -> Result<(), CpuError> {
         return Ok(());
     }
     let kern = kernel_for(ctx, s.ta)?;
-    let vt = vec_dot_type(s.ta);
+    let gemm = kern.gemm.filter(|g| ctx.dst.ne[1] as usize >= g.min_n);
+    let (vt, pack) = match &gemm {
+        Some(g) => (DType::F32, packed::pack_bytes(g) * ctx.n_threads),
+        None => (vec_dot_type(s.ta), 0),
+    };
     let mut scratch = ctx.scratch.lock().unwrap_or_else(|e| e.into_inner());
     // SAFETY: the caller guarantees src1 covers its tensor.
-    let rows = unsafe { convert::activations(ctx, &s.b, s.tb, vt, 0, &mut scratch)? };
+    let rows = unsafe { convert::activations(ctx, &s.b, s.tb, vt, pack, &mut scratch)? };
     let job = drive::MulMat {
         kern,
         ta: s.ta,
@@ -201,8 +207,13 @@ pub unsafe fn run_mul_mat(ctx: &NodeCtx<'_>) -> Result<(), CpuError> {
         dst: *ctx.dst,
         dst_ptr: ctx.dst_ptr,
     };
-    // SAFETY: pointers cover their tensors; `rows` lives in the locked scratch.
-    unsafe { drive::run(ctx, &job) };
+    match &gemm {
+        // SAFETY: pointers cover their tensors; `rows` (f32 here) and the
+        // per-thread packing space live in the locked scratch.
+        Some(g) => unsafe { packed::run(ctx, &job, g, SharedPtr(job.rows.extra)) },
+        // SAFETY: pointers cover their tensors; `rows` lives in the locked scratch.
+        None => unsafe { drive::run(ctx, &job) },
+    }
     Ok(())
 }
 

@@ -46,6 +46,41 @@ unsafe fn load1<const T: u8>(p: *const u8, i: usize) -> f32 {
     }
 }
 
+/// Adds the products of elements `i..i + 8` of the `RM` rows and `RN`
+/// columns to `sum`.
+///
+/// # Safety
+/// Every row and column must cover `i + 8` elements.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn step<const T: u8, const RM: usize, const RN: usize>(
+    ap: &[*const u8; RM],
+    bp: &[*const u8; RN],
+    i: usize,
+    sum: &mut [[__m256; RN]; RM],
+) {
+    // SAFETY: caller's contract.
+    unsafe {
+        if RM <= RN {
+            let av: [__m256; RM] = std::array::from_fn(|r| load8::<T>(ap[r], i));
+            for j in 0..RN {
+                let bv = load8::<T>(bp[j], i);
+                for r in 0..RM {
+                    sum[r][j] = _mm256_fmadd_ps(av[r], bv, sum[r][j]);
+                }
+            }
+        } else {
+            let bv: [__m256; RN] = std::array::from_fn(|j| load8::<T>(bp[j], i));
+            for r in 0..RM {
+                let av = load8::<T>(ap[r], i);
+                for j in 0..RN {
+                    sum[r][j] = _mm256_fmadd_ps(av, bv[j], sum[r][j]);
+                }
+            }
+        }
+    }
+}
+
 /// One `RM x RN` tile over `k` elements.
 ///
 /// # Safety
@@ -62,38 +97,34 @@ unsafe fn tile<const T: u8, const RM: usize, const RN: usize>(
     // SAFETY: the caller passes RN pointers.
     let (bp, cp): ([*const u8; RN], [*mut f32; RN]) = unsafe { (first(b), first(c)) };
     let ap: [*const u8; RM] = std::array::from_fn(|r| a.wrapping_add(r * lda));
-    // Two accumulator sets (even / odd 8-element steps) when the tile has
-    // too few accumulators to cover the FMA latency.
-    let two = RM * RN < 8;
     let mut sum = [[_mm256_setzero_ps(); RN]; RM];
-    let mut sum2 = [[_mm256_setzero_ps(); RN]; RM];
     let k8 = k / 8 * 8;
     let mut i = 0;
-    while i < k8 {
-        // SAFETY: i + 8 <= k (and i + 16 <= k for the second step), and
-        // every row covers k elements.
-        unsafe {
-            let bv: [__m256; RN] = std::array::from_fn(|j| load8::<T>(bp[j], i));
-            for r in 0..RM {
-                let av = load8::<T>(ap[r], i);
-                for j in 0..RN {
-                    sum[r][j] = _mm256_fmadd_ps(av, bv[j], sum[r][j]);
-                }
-            }
-            if two && i + 16 <= k8 {
-                let bv: [__m256; RN] = std::array::from_fn(|j| load8::<T>(bp[j], i + 8));
-                for r in 0..RM {
-                    let av = load8::<T>(ap[r], i + 8);
-                    for j in 0..RN {
-                        sum2[r][j] = _mm256_fmadd_ps(av, bv[j], sum2[r][j]);
-                    }
-                }
-                i += 8;
-            }
+    if RM * RN >= 8 {
+        // Enough independent accumulators to cover the FMA latency: one
+        // step per loop, no other live vectors (a 4 x 3 tile uses all 16
+        // registers: 12 sums, 3 columns, 1 row).
+        while i < k8 {
+            // SAFETY: i + 8 <= k and every row covers k elements.
+            unsafe { step::<T, RM, RN>(&ap, &bp, i, &mut sum) };
+            i += 8;
         }
-        i += 8;
-    }
-    if two {
+    } else {
+        // Two accumulator sets (even / odd 8-element steps).
+        let mut sum2 = [[_mm256_setzero_ps(); RN]; RM];
+        let k16 = k / 16 * 16;
+        while i < k16 {
+            // SAFETY: i + 16 <= k and every row covers k elements.
+            unsafe {
+                step::<T, RM, RN>(&ap, &bp, i, &mut sum);
+                step::<T, RM, RN>(&ap, &bp, i + 8, &mut sum2);
+            }
+            i += 16;
+        }
+        if i < k8 {
+            // SAFETY: i + 8 <= k.
+            unsafe { step::<T, RM, RN>(&ap, &bp, i, &mut sum) };
+        }
         for r in 0..RM {
             for j in 0..RN {
                 sum[r][j] = _mm256_add_ps(sum[r][j], sum2[r][j]);

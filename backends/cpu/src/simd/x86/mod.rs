@@ -13,6 +13,7 @@
 
 pub mod convert;
 mod float;
+mod gemm;
 mod kquants;
 mod legacy;
 
@@ -20,7 +21,7 @@ use std::arch::x86_64::*;
 
 use backplane_abi::DType;
 
-use super::{Isa, MatKernel};
+use super::{Gemm, Isa, MatKernel, PackFn};
 
 /// Whether this CPU runs the kernels of this module.
 pub fn available() -> bool {
@@ -39,11 +40,25 @@ pub fn kernel(dtype: DType) -> Option<MatKernel> {
         nr,
         kc,
         isa: Isa::Avx2,
+        gemm: None,
+    };
+    let with_gemm = |kern: MatKernel, pack: PackFn| MatKernel {
+        gemm: Some(Gemm {
+            pack,
+            panel: gemm::panel,
+            mr: gemm::MR,
+            nr: gemm::NR,
+            mc: 128,
+            nc: 96,
+            kc: 256,
+            min_n: 16,
+        }),
+        ..kern
     };
     Some(match dtype {
-        DType::F32 => k(float::tile_f32, 4, 3, 512),
-        DType::F16 => k(float::tile_f16, 4, 3, 1024),
-        DType::BF16 => k(float::tile_bf16, 4, 3, 1024),
+        DType::F32 => with_gemm(k(float::tile_f32, 4, 3, 512), gemm::pack_f32),
+        DType::F16 => with_gemm(k(float::tile_f16, 4, 3, 1024), gemm::pack_f16),
+        DType::BF16 => with_gemm(k(float::tile_bf16, 4, 3, 1024), gemm::pack_bf16),
         DType::Q4_0 => k(legacy::tile_q4_0, 2, 4, 4096),
         DType::Q4_1 => k(legacy::tile_q4_1, 2, 4, 4096),
         DType::Q5_0 => k(legacy::tile_q5_0, 2, 4, 4096),

@@ -1,0 +1,102 @@
+//! The packed-panel path of MUL_MAT for float weights ([`simd::Gemm`]).
+//!
+//! The output of each batch is cut into blocks of `mc` weight rows x `nc`
+//! columns that threads take from a shared counter (rows first, so
+//! consecutive blocks share their activation columns). For each `kc`-long
+//! K panel a thread packs its block's weight rows as f32 into its own part
+//! of the scratch buffer, then sweeps the columns `nr` at a time, running
+//! the micro-kernel over every packed group of `mr` rows: the `nr`
+//! columns' panel stays in L1 and the packed rows in L2.
+
+use super::convert::raw;
+use super::drive::{MulMat, parallel_for};
+use crate::exec::{NodeCtx, SharedPtr};
+use crate::simd::{self, MAX_NR};
+
+/// Scratch bytes each thread needs to pack one block.
+pub fn pack_bytes(g: &simd::Gemm) -> usize {
+    (g.mc * g.kc * 4).next_multiple_of(64)
+}
+
+/// Runs a MUL_MAT job whose activations are f32 rows, with `g`; `pack`
+/// holds [`pack_bytes`] per thread.
+///
+/// # Safety
+/// The job's pointers cover their tensors, `job.rows` are f32 rows and
+/// `pack` covers `ctx.n_threads * pack_bytes(g)` bytes no one else uses.
+pub unsafe fn run(ctx: &NodeCtx<'_>, job: &MulMat, g: &simd::Gemm, pack: SharedPtr) {
+    let (a, d) = (&job.a, &job.dst);
+    let (k, m, n) = (a.ne[0] as usize, a.ne[1] as usize, d.ne[1] as usize);
+    let (b2, b3) = (d.ne[2] as usize, d.ne[3] as usize);
+    let (r2, r3) = (b2 / a.ne[2] as usize, b3 / a.ne[3] as usize);
+    let batches = b2 * b3;
+    // Smaller row blocks when there are too few blocks to keep every
+    // thread busy.
+    let mut mc = g.mc;
+    while mc > g.mr && m.div_ceil(mc) * n.div_ceil(g.nc) * batches < 4 * ctx.n_threads {
+        mc /= 2;
+    }
+    let mc = mc.next_multiple_of(g.mr);
+    let (row_blocks, col_blocks) = (m.div_ceil(mc), n.div_ceil(g.nc));
+    let nr = g.nr.min(MAX_NR);
+    parallel_for(ctx, row_blocks * col_blocks * batches, |thread, item| {
+        let (rb, cb, batch) = (
+            item % row_blocks,
+            item / row_blocks % col_blocks,
+            item / (row_blocks * col_blocks),
+        );
+        let (i12, i13) = (batch % b2, batch / b2);
+        let (r0, c0) = (rb * mc, cb * g.nc);
+        let (mrows, ncols) = (mc.min(m - r0), g.nc.min(n - c0));
+        let a_rows = job.a_ptr.0.wrapping_add(
+            (i12 / r2) * a.nb[2] as usize + (i13 / r3) * a.nb[3] as usize + r0 * a.nb[1] as usize,
+        );
+        let out = job
+            .dst_ptr
+            .0
+            .wrapping_add(i12 * d.nb[2] as usize + i13 * d.nb[3] as usize + r0 * 4);
+        let buf = raw(pack).wrapping_add(thread * pack_bytes(g)).cast::<f32>();
+        let mut k0 = 0;
+        while k0 < k {
+            let kl = g.kc.min(k - k0);
+            // SAFETY: the block's rows cover k elements; this thread owns
+            // `buf`, which holds mc * kc floats.
+            unsafe { (g.pack)(a_rows, a.nb[1] as usize, mrows, k0, kl, buf) };
+            let mut j0 = 0;
+            while j0 < ncols {
+                let nj = nr.min(ncols - j0);
+                let mut bp = [std::ptr::null(); MAX_NR];
+                let mut cp = [std::ptr::null_mut(); MAX_NR];
+                for j in 0..nj {
+                    let i1 = c0 + j0 + j;
+                    bp[j] = job.rows.row(i1, i12, i13).cast::<f32>().wrapping_add(k0);
+                    cp[j] = out.wrapping_add(i1 * d.nb[1] as usize).cast::<f32>();
+                }
+                let mut r = 0;
+                while r < mrows {
+                    let mm = g.mr.min(mrows - r);
+                    let mut cr = [std::ptr::null_mut(); MAX_NR];
+                    for j in 0..nj {
+                        cr[j] = cp[j].wrapping_add(r);
+                    }
+                    // SAFETY: group r / mr of the packed block holds kl
+                    // steps; the columns cover k0 + kl floats and the
+                    // outputs mm rows.
+                    unsafe {
+                        (g.panel)(
+                            kl,
+                            buf.wrapping_add(r * kl),
+                            &bp[..nj],
+                            &cr[..nj],
+                            mm,
+                            k0 > 0,
+                        )
+                    };
+                    r += mm;
+                }
+                j0 += nj;
+            }
+            k0 += kl;
+        }
+    });
+}

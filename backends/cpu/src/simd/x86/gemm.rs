@@ -1,0 +1,252 @@
+//! Packed f32 GEMM for float weights (f32, f16, bf16) and f32 activations.
+//!
+//! The classic outer-product form: a panel of weight rows is packed once
+//! per block as f32, K-major, [`MR`] rows per K step (weight row `r` in
+//! vector lane `r % 8`), so one micro-kernel step loads two vectors of 8
+//! rows and multiplies them with `NR` activation values broadcast from
+//! the unpacked f32 activation rows, into `2 x NR` accumulators that hold
+//! 16 consecutive outputs of each column: no horizontal sums, and f16 /
+//! bf16 weights cost the same as f32 ones (converted once while packing).
+
+use std::arch::x86_64::*;
+
+use super::first;
+
+/// Weight rows per micro-tile (two vectors).
+pub const MR: usize = 16;
+/// Most activation columns per micro-tile.
+pub const NR: usize = 6;
+
+/// Element kinds the packers read.
+const F32: u8 = 0;
+const F16: u8 = 1;
+const BF16: u8 = 2;
+
+/// Loads elements `i..i + 8` of a row of kind `T` as f32.
+///
+/// # Safety
+/// `p` must cover `i + 8` elements.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn load8<const T: u8>(p: *const u8, i: usize) -> __m256 {
+    // SAFETY: caller's contract.
+    unsafe {
+        match T {
+            F32 => _mm256_loadu_ps(p.cast::<f32>().add(i)),
+            F16 => _mm256_cvtph_ps(_mm_loadu_si128(p.cast::<u16>().add(i).cast())),
+            _ => {
+                let h = _mm_loadu_si128(p.cast::<u16>().add(i).cast());
+                _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(h)))
+            }
+        }
+    }
+}
+
+/// Loads element `i` of a row of kind `T` as f32.
+///
+/// # Safety
+/// `p` must cover `i + 1` elements.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn load1<const T: u8>(p: *const u8, i: usize) -> f32 {
+    // SAFETY: caller's contract.
+    unsafe {
+        match T {
+            F32 => p.cast::<f32>().add(i).read_unaligned(),
+            F16 => super::h2f(p.add(2 * i)),
+            _ => f32::from_bits((p.cast::<u16>().add(i).read_unaligned() as u32) << 16),
+        }
+    }
+}
+
+/// Transposes eight vectors (rows) of eight elements in place.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn transpose8(r: &mut [__m256; 8]) {
+    let t: [__m256; 8] = std::array::from_fn(|i| {
+        let (x, y) = (r[i / 2 * 2], r[i / 2 * 2 + 1]);
+        if i % 2 == 0 {
+            _mm256_unpacklo_ps(x, y)
+        } else {
+            _mm256_unpackhi_ps(x, y)
+        }
+    });
+    // s[4g + 0..4] from t[4g..4g + 4]: (lo lo), (hi lo), (lo hi), (hi hi) pairs.
+    let s: [__m256; 8] = std::array::from_fn(|i| {
+        let g = i / 4 * 4;
+        let (x, y) = (t[g + (i % 4) / 2], t[g + 2 + (i % 4) / 2]);
+        if i % 2 == 0 {
+            _mm256_shuffle_ps::<0x44>(x, y)
+        } else {
+            _mm256_shuffle_ps::<0xEE>(x, y)
+        }
+    });
+    for i in 0..4 {
+        r[i] = _mm256_permute2f128_ps::<0x20>(s[i], s[4 + i]);
+        r[4 + i] = _mm256_permute2f128_ps::<0x31>(s[i], s[4 + i]);
+    }
+}
+
+/// Packs elements `k0..k0 + kc` of `rows` weight rows of kind `T` (rows
+/// `lda` bytes apart from `a`) into `dst`: `rows.div_ceil(MR)` groups of
+/// `kc * MR` floats, element `k` of row `g * MR + r` at
+/// `dst[(g * kc + k) * MR + r]`, rows past `rows` zero.
+///
+/// # Safety
+/// Every row must cover `k0 + kc` elements; `dst` must hold
+/// `rows.div_ceil(MR) * kc * MR` floats.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn pack<const T: u8>(
+    a: *const u8,
+    lda: usize,
+    rows: usize,
+    k0: usize,
+    kc: usize,
+    dst: *mut f32,
+) {
+    let es = if T == F32 { 4 } else { 2 };
+    let k8 = kc / 8 * 8;
+    for g in 0..rows.div_ceil(MR) {
+        let out = dst.wrapping_add(g * kc * MR);
+        for half in 0..2 {
+            let r0 = g * MR + half * 8;
+            let row = |r: usize| a.wrapping_add((r0 + r) * lda + k0 * es);
+            let live = rows.saturating_sub(r0).min(8);
+            let mut k = 0;
+            while k < k8 {
+                let mut v = [_mm256_setzero_ps(); 8];
+                for r in 0..live {
+                    // SAFETY: row r0 + r < rows covers k0 + k + 8 elements.
+                    v[r] = unsafe { load8::<T>(row(r), k) };
+                }
+                transpose8(&mut v);
+                for (i, vi) in v.iter().enumerate() {
+                    // SAFETY: (k + i) * MR + half * 8 + 8 <= kc * MR.
+                    unsafe { _mm256_storeu_ps(out.add((k + i) * MR + half * 8), *vi) };
+                }
+                k += 8;
+            }
+            for k in k8..kc {
+                for r in 0..8 {
+                    // SAFETY: as above, one element at a time.
+                    unsafe {
+                        let x = if r < live { load1::<T>(row(r), k) } else { 0.0 };
+                        *out.add(k * MR + half * 8 + r) = x;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// [`crate::simd::PackFn`] for f32 weights.
+///
+/// # Safety
+/// As [`crate::simd::PackFn`]; the CPU must have AVX2, FMA and F16C.
+pub unsafe fn pack_f32(a: *const u8, lda: usize, rows: usize, k0: usize, kc: usize, d: *mut f32) {
+    // SAFETY: forwarded contract.
+    unsafe { pack::<F32>(a, lda, rows, k0, kc, d) }
+}
+
+/// [`crate::simd::PackFn`] for f16 weights.
+///
+/// # Safety
+/// As [`crate::simd::PackFn`]; the CPU must have AVX2, FMA and F16C.
+pub unsafe fn pack_f16(a: *const u8, lda: usize, rows: usize, k0: usize, kc: usize, d: *mut f32) {
+    // SAFETY: forwarded contract.
+    unsafe { pack::<F16>(a, lda, rows, k0, kc, d) }
+}
+
+/// [`crate::simd::PackFn`] for bf16 weights.
+///
+/// # Safety
+/// As [`crate::simd::PackFn`]; the CPU must have AVX2, FMA and F16C.
+pub unsafe fn pack_bf16(a: *const u8, lda: usize, rows: usize, k0: usize, kc: usize, d: *mut f32) {
+    // SAFETY: forwarded contract.
+    unsafe { pack::<BF16>(a, lda, rows, k0, kc, d) }
+}
+
+/// One `MR x N` micro-tile: `kc` steps of packed rows `a` times the f32
+/// columns `b`, written (or added) to the `mr` first outputs of each `c`.
+///
+/// # Safety
+/// As [`crate::simd::PanelFn`], with `b.len() == c.len() == N`.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn micro<const N: usize>(
+    kc: usize,
+    a: *const f32,
+    b: &[*const f32],
+    c: &[*mut f32],
+    mr: usize,
+    acc: bool,
+) {
+    // SAFETY: the caller passes N pointers.
+    let (bp, cp): ([*const f32; N], [*mut f32; N]) = unsafe { (first(b), first(c)) };
+    let mut sum = [[_mm256_setzero_ps(); 2]; N];
+    for k in 0..kc {
+        // SAFETY: the packed panel holds kc steps of MR floats and every
+        // column kc floats.
+        unsafe {
+            let a0 = _mm256_loadu_ps(a.add(k * MR));
+            let a1 = _mm256_loadu_ps(a.add(k * MR + 8));
+            for j in 0..N {
+                let bv = _mm256_set1_ps(bp[j].add(k).read_unaligned());
+                sum[j][0] = _mm256_fmadd_ps(a0, bv, sum[j][0]);
+                sum[j][1] = _mm256_fmadd_ps(a1, bv, sum[j][1]);
+            }
+        }
+    }
+    for j in 0..N {
+        if mr == MR {
+            // SAFETY: c[j] covers MR outputs.
+            unsafe {
+                for h in 0..2 {
+                    let p = cp[j].add(8 * h);
+                    let v = if acc {
+                        _mm256_add_ps(sum[j][h], _mm256_loadu_ps(p))
+                    } else {
+                        sum[j][h]
+                    };
+                    _mm256_storeu_ps(p, v);
+                }
+            }
+        } else {
+            let mut t = [0.0f32; MR];
+            // SAFETY: t holds MR floats.
+            unsafe {
+                _mm256_storeu_ps(t.as_mut_ptr(), sum[j][0]);
+                _mm256_storeu_ps(t.as_mut_ptr().add(8), sum[j][1]);
+            }
+            for (r, &v) in t.iter().enumerate().take(mr) {
+                // SAFETY: c[j] covers mr outputs.
+                unsafe { super::put(cp[j].add(r), v, acc) };
+            }
+        }
+    }
+}
+
+/// [`crate::simd::PanelFn`]: up to [`MR`] packed rows x [`NR`] columns.
+///
+/// # Safety
+/// As [`crate::simd::PanelFn`]; the CPU must have AVX2, FMA and F16C.
+pub unsafe fn panel(
+    kc: usize,
+    a: *const f32,
+    b: &[*const f32],
+    c: &[*mut f32],
+    mr: usize,
+    acc: bool,
+) {
+    // SAFETY: forwarded contract; features checked by the caller.
+    unsafe {
+        match b.len() {
+            6 => micro::<6>(kc, a, b, c, mr, acc),
+            5 => micro::<5>(kc, a, b, c, mr, acc),
+            4 => micro::<4>(kc, a, b, c, mr, acc),
+            3 => micro::<3>(kc, a, b, c, mr, acc),
+            2 => micro::<2>(kc, a, b, c, mr, acc),
+            1 => micro::<1>(kc, a, b, c, mr, acc),
+            _ => debug_assert!(false, "panel width outside the kernel's contract"),
+        }
+    }
+}
