@@ -73,6 +73,37 @@ impl CaseBuilder {
         let t = self.input_with(dt, &stored, fill)?;
         self.g.permute(t, perm)
     }
+
+    /// A leaf of logical shape `ne` as test-backend-ops builds its views: a
+    /// tensor `grow[i]` times larger in each dim, viewed at offset 0 with
+    /// that tensor's strides (so rows and planes lie apart), then permuted
+    /// by `perm` as [`CaseBuilder::permuted`] does.
+    pub fn strided(
+        &mut self,
+        dt: DType,
+        ne: [i64; 4],
+        grow: [i64; 4],
+        perm: [usize; 4],
+        fill: Fill,
+    ) -> Result<TensorId, GraphError> {
+        let stored = [ne[perm[0]], ne[perm[1]], ne[perm[2]], ne[perm[3]]];
+        let big = [
+            stored[0] * grow[0],
+            stored[1] * grow[1],
+            stored[2] * grow[2],
+            stored[3] * grow[3],
+        ];
+        let mut t = self.input_with(dt, &big, fill)?;
+        if grow != [1; 4] {
+            let nb = self.g.desc(t).nb;
+            t = self.g.view(t, &stored, &[nb[1], nb[2], nb[3]], 0)?;
+        }
+        if perm == [0, 1, 2, 3] {
+            Ok(t)
+        } else {
+            self.g.permute(t, perm)
+        }
+    }
 }
 
 /// Recipe for one case's graph: returns the node under test.

@@ -13,5 +13,7 @@ pub mod vectors;
 
 pub use case::{Case, Fill, Work};
 pub use catalogue::Catalogue;
-pub use runner::{CaseResult, PerfResult, Status, compare, perf_case, test_case};
+pub use runner::{
+    CaseResult, PerfResult, Prepared, Status, compare, perf_case, test_case, test_prepared,
+};
 pub use target::{CpuTarget, Target};

@@ -4,11 +4,11 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use backplane_conformance::report::{self, Summary};
 use backplane_conformance::{
-    Case, CaseResult, Catalogue, PerfResult, Status, Target, perf_case, test_case,
+    Case, CaseResult, Catalogue, PerfResult, Prepared, Status, Target, perf_case, test_prepared,
 };
 use clap::{Parser, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -140,28 +140,49 @@ fn run_test(
     cases: &[Case],
     targets: &mut [Box<dyn Target>],
 ) -> Result<ExitCode, String> {
-    let mut results: Vec<CaseResult> = Vec::new();
-    for target in targets.iter_mut() {
-        let bar = progress(cases.len(), &target.name());
-        for case in cases {
-            bar.set_message(case.op.name());
-            let r = test_case(case, target.as_mut());
+    // Case by case, every backend in turn: each case is built and its
+    // reference computed once, however many backends run it.
+    let mut per_target: Vec<Vec<CaseResult>> = vec![Vec::new(); targets.len()];
+    let mut busy = vec![Duration::ZERO; targets.len()];
+    let mut reference = Duration::ZERO;
+    let bar = progress(cases.len() * targets.len(), "test");
+    for case in cases {
+        bar.set_message(case.op.name());
+        let prepared = Prepared::new(case);
+        for (i, target) in targets.iter_mut().enumerate() {
+            let t0 = Instant::now();
+            let r = test_prepared(&prepared, target.as_mut());
+            busy[i] += t0.elapsed();
             if r.status == Status::Fail || (args.verbose && r.status == Status::Unsupported) {
                 say(
                     &bar,
                     format!(
-                        "  {:?} {}: {}",
+                        "  {:?} {} {}: {}",
                         r.status,
+                        r.backend,
                         r.case,
                         r.reason.as_deref().unwrap_or("")
                     ),
                 );
             }
-            results.push(r);
+            per_target[i].push(r);
             bar.inc(1);
         }
-        bar.finish_and_clear();
+        // The first backend to need the reference paid for it.
+        reference += prepared.reference_time();
     }
+    bar.finish_and_clear();
+    let mut results: Vec<CaseResult> = per_target.into_iter().flatten().collect();
+    let backend_time: Vec<String> = targets
+        .iter()
+        .zip(&busy)
+        .map(|(t, d)| format!("{} {:.1} s", t.name(), d.as_secs_f64()))
+        .collect();
+    eprintln!(
+        "time: reference {:.1} s (once per case, included below in the first backend that ran it); {}",
+        reference.as_secs_f64(),
+        backend_time.join(", ")
+    );
     if let Some(dir) = &args.vectors {
         results.extend(report::run_vectors(dir, targets)?);
     }

@@ -1,6 +1,7 @@
 //! Runs cases: `test` compares a target with the reference kernels, `perf`
 //! times it.
 
+use std::cell::{Cell, OnceCell};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::{Duration, Instant};
 
@@ -116,8 +117,57 @@ pub fn reference_output(
     Ok(host.get_f32(&built.graph, built.out))
 }
 
+/// A case prepared once for every backend: its graph, its leaf data and,
+/// computed on first need and then shared, the reference output.
+pub struct Prepared<'a> {
+    case: &'a Case,
+    built: Result<(BuiltCase, Vec<(TensorId, Vec<u8>)>), String>,
+    want: OnceCell<Result<Vec<f32>, String>>,
+    reference_time: Cell<Duration>,
+}
+
+impl<'a> Prepared<'a> {
+    /// Builds the case and generates its leaf data.
+    pub fn new(case: &'a Case) -> Prepared<'a> {
+        let built = case
+            .build()
+            .map(|b| {
+                let leaves = b.leaf_data(case.seed());
+                (b, leaves)
+            })
+            .map_err(|e| format!("case does not build: {e}"));
+        Prepared {
+            case,
+            built,
+            want: OnceCell::new(),
+            reference_time: Cell::new(Duration::ZERO),
+        }
+    }
+
+    /// Time spent in the reference kernels (zero until a backend needed it).
+    pub fn reference_time(&self) -> Duration {
+        self.reference_time.get()
+    }
+
+    fn reference(&self, built: &BuiltCase, leaves: &[(TensorId, Vec<u8>)]) -> &Result<Vec<f32>, String> {
+        self.want.get_or_init(|| {
+            let t0 = Instant::now();
+            let want = reference_output(built, leaves);
+            self.reference_time.set(t0.elapsed());
+            want
+        })
+    }
+}
+
 /// Runs one case in `test` mode.
 pub fn test_case(case: &Case, target: &mut dyn Target) -> CaseResult {
+    test_prepared(&Prepared::new(case), target)
+}
+
+/// Runs a prepared case in `test` mode; the reference output is computed
+/// by the first backend that supports the case and reused by the others.
+pub fn test_prepared(prepared: &Prepared<'_>, target: &mut dyn Target) -> CaseResult {
+    let case = prepared.case;
     let mut result = CaseResult {
         backend: target.name(),
         op: case.op.name().to_string(),
@@ -126,10 +176,10 @@ pub fn test_case(case: &Case, target: &mut dyn Target) -> CaseResult {
         nmse: None,
         reason: None,
     };
-    let built = match case.build() {
+    let (built, leaves) = match &prepared.built {
         Ok(b) => b,
         Err(e) => {
-            result.reason = Some(format!("case does not build: {e}"));
+            result.reason = Some(e.clone());
             return result;
         }
     };
@@ -138,16 +188,15 @@ pub fn test_case(case: &Case, target: &mut dyn Target) -> CaseResult {
         result.reason = Some(reason);
         return result;
     }
-    let leaves = built.leaf_data(case.seed());
-    let want = match reference_output(&built, &leaves) {
+    let want = match prepared.reference(built, leaves) {
         Ok(w) => w,
         Err(e) => {
-            result.reason = Some(e);
+            result.reason = Some(e.clone());
             return result;
         }
     };
     let run = catch_unwind(AssertUnwindSafe(|| -> Result<Vec<f32>, String> {
-        target.load(&built.graph, &leaves)?;
+        target.load(&built.graph, leaves)?;
         target.compute()?;
         target.read_f32(built.out)
     }));
@@ -167,7 +216,7 @@ pub fn test_case(case: &Case, target: &mut dyn Target) -> CaseResult {
         result.reason = Some(format!("out-of-bounds write: {}", guards.join("; ")));
         return result;
     }
-    match compare(&want, &got) {
+    match compare(want, &got) {
         Ok(nmse) => {
             result.nmse = Some(nmse);
             if nmse <= case.nmse_max {

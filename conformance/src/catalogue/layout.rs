@@ -23,6 +23,10 @@ pub(super) fn add(c: &mut Catalogue) {
     cpy(c);
     rows(c);
     concat_repeat_pad(c);
+    cpy_ggml_grid(c);
+    get_rows_ggml_grid(c);
+    set_rows_ggml_grid(c);
+    concat_repeat_ggml_grid(c);
 }
 
 fn cpy(c: &mut Catalogue) {
@@ -221,5 +225,259 @@ fn concat_repeat_pad(c: &mut Catalogue) {
             let x = b.input(DType::F32, &ne)?;
             b.g.pad(x, pads)
         });
+    }
+}
+
+/// Every type test-backend-ops' `all_types` has that backplane has too.
+const ALL_TYPES: [DType; 13] = [
+    DType::F32,
+    DType::F16,
+    DType::BF16,
+    DType::Q4_0,
+    DType::Q4_1,
+    DType::Q5_0,
+    DType::Q5_1,
+    DType::Q8_0,
+    DType::Q2_K,
+    DType::Q3_K,
+    DType::Q4_K,
+    DType::Q5_K,
+    DType::Q6_K,
+];
+
+/// `perm` as `a,b,c,d`.
+fn pdims(perm: [usize; 4]) -> String {
+    dims(&perm.map(|p| p as i64))
+}
+
+/// One CPY case as test-backend-ops' test_cpy: `src` of logical shape `ne`
+/// permuted by `perm_src`, copied into a fresh `dst` of the permuted shape,
+/// itself permuted by `perm_dst`.
+fn push_cpy(
+    c: &mut Catalogue,
+    src: DType,
+    dst: DType,
+    ne: [i64; 4],
+    perm_src: [usize; 4],
+    perm_dst: [usize; 4],
+) {
+    let name = format!(
+        "CPY(type_src={src},type_dst={dst},ne=[{}],permute_src=[{}],permute_dst=[{}])",
+        dims(&ne),
+        pdims(perm_src),
+        pdims(perm_dst)
+    );
+    // Quantized leaves and destinations must be contiguous in backplane
+    // (ggml's CPU also copies permuted rows of blocks); those combinations
+    // are left out rather than reported as failures.
+    let ident = [0, 1, 2, 3];
+    if (src.is_quantized() && perm_src != ident) || (dst.is_quantized() && perm_dst != ident) {
+        return;
+    }
+    let bound = if dst.is_quantized() {
+        1e-7
+    } else {
+        bound_for(dst)
+    };
+    c.push(Op::Cpy, name, bound, move |b| {
+        let x = b.permuted(src, ne, perm_src, Fill::Uniform(-1.0, 1.0))?;
+        // A fresh dst of x's shape, permuted (perm_dst is an involution).
+        let xne = b.g.ne(x);
+        let dne = perm_dst.map(|p| xne[p]);
+        let y = b.permuted(dst, dne, perm_dst, Fill::Uniform(-1.0, 1.0))?;
+        b.g.cpy(x, y)
+    });
+}
+
+/// test-backend-ops' CPY loops over backplane's types, plus every
+/// conversion at 1, 2 and 3 blocks per row (contiguous and row-permuted
+/// sources).
+fn cpy_ggml_grid(c: &mut Catalogue) {
+    let id = [0, 1, 2, 3];
+    for t in ALL_TYPES {
+        let nk = t.block_size() as i64;
+        for k in 1..4 {
+            push_cpy(c, t, t, [k * nk, 2, 3, 4], id, id);
+            push_cpy(c, t, t, [k * nk, 2, 3, 4], [0, 2, 1, 3], id);
+            push_cpy(c, t, t, [k * nk, 2, 3, 4], [0, 3, 1, 2], [0, 2, 1, 3]);
+        }
+    }
+    for src in [DType::F16, DType::BF16, DType::F32] {
+        for dst in ALL_TYPES {
+            push_cpy(c, src, dst, [256, 4, 4, 4], id, id);
+            push_cpy(c, src, dst, [256, 2, 3, 4], [0, 2, 1, 3], id);
+            let nk = dst.block_size() as i64;
+            for k in 1..4 {
+                push_cpy(c, src, dst, [k * nk, 3, 5, 1], id, id);
+                push_cpy(c, src, dst, [k * nk, 3, 5, 2], [0, 2, 1, 3], id);
+            }
+        }
+    }
+    for src in ALL_TYPES {
+        push_cpy(c, src, DType::F32, [256, 4, 4, 4], id, id);
+        push_cpy(c, src, DType::F32, [256, 2, 3, 4], [0, 2, 1, 3], id);
+        let nk = src.block_size() as i64;
+        for k in 1..4 {
+            push_cpy(c, src, DType::F32, [k * nk, 3, 5, 1], id, id);
+        }
+    }
+    for src in [DType::F16, DType::F32] {
+        for dst in [DType::F16, DType::F32] {
+            push_cpy(c, src, dst, [256, 2, 3, 4], [1, 0, 2, 3], id);
+        }
+    }
+    // Float <-> i32 conversions (ggml's newer grid has them).
+    for f in [DType::F32, DType::F16, DType::BF16] {
+        for ne in [[256, 4, 4, 4], [33, 3, 5, 1]] {
+            let name = format!("CPY(type_src={f},type_dst=i32,ne=[{}],rounding)", dims(&ne));
+            c.push(Op::Cpy, name, 1e-7, move |b| {
+                let x = b.input_with(f, &ne, Fill::Uniform(-1000.0, 1000.0))?;
+                let y = b.input(DType::I32, &ne)?;
+                b.g.cpy(x, y)
+            });
+        }
+    }
+}
+
+/// test-backend-ops' GET_ROWS loops: a [256, 5, b], 4 indices per batch
+/// (or a view of the first 2), for every type.
+fn get_rows_ggml_grid(c: &mut Catalogue) {
+    let push = |c: &mut Catalogue, t: DType, n: i64, m: i64, r: i64, bs: i64, v: bool| {
+        let name = format!("GET_ROWS(type={t},n={n},m={m},r={r},b={bs},v={v})");
+        let fill = if t == DType::I32 {
+            Fill::Index(1 << 20)
+        } else {
+            Fill::Uniform(-1.0, 1.0)
+        };
+        c.push(Op::GetRows, name, 1e-7, move |b| {
+            let a = b.input_with(t, &[n, m, bs], fill)?;
+            let mut rows = b.input_with(DType::I32, &[r, bs], Fill::Index(m))?;
+            if v {
+                let nb = b.g.desc(rows).nb;
+                rows = b.g.view(rows, &[r / 2, bs], &[nb[1]], 0)?;
+            }
+            b.g.get_rows(a, rows)
+        });
+    };
+    push(c, DType::F32, 1, 8, 2, 1, false);
+    for t in ALL_TYPES.into_iter().chain([DType::I32]) {
+        for bs in [1, 7] {
+            for v in [false, true] {
+                push(c, t, 256, 5, 4, bs, v);
+            }
+        }
+    }
+}
+
+/// test-backend-ops' SET_ROWS loops for every destination type, with i64
+/// (as there) and i32 indices. ggml's views of zero rows (r = 1 halved)
+/// are left out: backplane has no empty tensors.
+fn set_rows_ggml_grid(c: &mut Catalogue) {
+    #[allow(clippy::too_many_arguments)]
+    fn push(
+        c: &mut Catalogue,
+        t: DType,
+        it: DType,
+        ne: [i64; 4],
+        nr23: [i64; 2],
+        r: i64,
+        v: bool,
+    ) {
+        let rv = if v { r / 2 } else { r };
+        if rv == 0 {
+            return;
+        }
+        let name = format!(
+            "SET_ROWS(type={t},type_idx={it},ne=[{}],nr23=[{}],r={r},v={v})",
+            dims(&ne),
+            dims(&nr23)
+        );
+        c.push(Op::SetRows, name, bound_for(t), move |b| {
+            let (n2, n3) = (ne[2] * nr23[0], ne[3] * nr23[1]);
+            let dst = b.input(t, &[ne[0], ne[1], n2, n3])?;
+            let mut src = b.input(DType::F32, &[ne[0], r, n2, n3])?;
+            let mut idx = b.input_with(it, &[r, ne[2], ne[3]], Fill::DistinctIndex(ne[1]))?;
+            if v {
+                let nb = b.g.desc(src).nb;
+                src = b.g.view(src, &[ne[0], rv, n2, n3], &[nb[1], nb[2], nb[3]], 0)?;
+                let nb = b.g.desc(idx).nb;
+                idx = b.g.view(idx, &[rv, ne[2], ne[3]], &[nb[1], nb[2]], 0)?;
+            }
+            b.g.set_rows(dst, src, idx)
+        });
+    }
+    for it in [DType::I64, DType::I32] {
+        push(c, DType::F32, it, [1, 8, 1, 3], [1, 1], 2, false);
+        for t in ALL_TYPES {
+            let blk = t.block_size() as i64;
+            for bs in [1, 7] {
+                for v in [false, true] {
+                    push(c, t, it, [256, 5, bs, 3], [1, 1], 1, v);
+                    push(c, t, it, [256, 11, 1, bs], [2, 3], 7, v);
+                    push(c, t, it, [3 * blk, 3, bs, 1], [2, 3], 2, v);
+                    if blk == 1 {
+                        push(c, t, it, [31, 3, bs, 1], [2, 3], 2, v);
+                        push(c, t, it, [33, 5, 1, bs], [2, 3], 1, v);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// test-backend-ops' CONCAT and REPEAT loops: concat of [11, 12, 13, 14]
+/// and a 7-wide b along each dim, a and/or b views of larger tensors;
+/// repeat of [10, 5, 4, ne3] once along each dim.
+fn concat_repeat_ggml_grid(c: &mut Catalogue) {
+    for v in 0..4 {
+        for dim in 0..4 {
+            for t in [DType::F32, DType::I32] {
+                let ne_a = [11i64, 12, 13, 14];
+                let mut ne_b = ne_a;
+                ne_b[dim] = 7;
+                let name = format!(
+                    "CONCAT(type={t},ne_a=[{}],ne_b_d=7,dim={dim},v={v})",
+                    dims(&ne_a)
+                );
+                let fill = if t == DType::I32 {
+                    Fill::Index(1000)
+                } else {
+                    Fill::Uniform(-1.0, 1.0)
+                };
+                c.push(Op::Concat, name, 1e-7, move |b| {
+                    let id = [0, 1, 2, 3];
+                    let ga = if v & 1 != 0 { [2, 4, 3, 1] } else { [1; 4] };
+                    let gb = if v & 2 != 0 { [3, 2, 4, 1] } else { [1; 4] };
+                    let x = b.strided(t, ne_a, ga, id, fill)?;
+                    let y = b.strided(t, ne_b, gb, id, fill)?;
+                    b.g.concat(x, y, dim)
+                });
+            }
+        }
+    }
+    for ne3 in [1i64, 3] {
+        for (t, nr) in [
+            (DType::F32, [1, 1, 1, 1]),
+            (DType::F32, [2, 1, 1, 1]),
+            (DType::F32, [1, 2, 1, 1]),
+            (DType::F32, [1, 1, 2, 1]),
+            (DType::F32, [1, 1, 1, 2]),
+            (DType::I32, [2, 1, 1, 1]),
+            (DType::I16, [1, 1, 1, 2]),
+        ] {
+            let ne = [10i64, 5, 4, ne3];
+            let out = [ne[0] * nr[0], ne[1] * nr[1], ne[2] * nr[2], ne[3] * nr[3]];
+            let name = format!("REPEAT(type={t},ne=[{}],nr=[{}])", dims(&ne), dims(&nr));
+            let fill = if t.is_integer() {
+                Fill::Index(1000)
+            } else {
+                Fill::Uniform(-1.0, 1.0)
+            };
+            c.push(Op::Repeat, name, 1e-7, move |b| {
+                let x = b.input_with(t, &ne, fill)?;
+                let shape = b.input(t, &out)?;
+                b.g.repeat(x, shape)
+            });
+        }
     }
 }

@@ -6,6 +6,7 @@
 //! NMSE bounds default to [`NMSE_DEFAULT`]; each looser bound is a named
 //! constant saying why.
 
+mod attention;
 mod elementwise;
 mod layout;
 mod matmul;
@@ -45,6 +46,7 @@ impl Catalogue {
         layout::add(&mut c);
         matmul::add(&mut c);
         norm_attn::add(&mut c);
+        attention::add(&mut c);
         misc::add(&mut c);
         c.cases
     }

@@ -1,15 +1,14 @@
-//! Norms, softmax, rope and flash attention.
+//! Norms, softmax and rope.
 
 use backplane::{DType, Op, RopeParams, rope_mode};
 
-use super::{Catalogue, NMSE_ATTN, bound_for, dims};
-use crate::case::{Fill, Work};
+use super::{Catalogue, bound_for, dims};
+use crate::case::Fill;
 
 pub(super) fn add(c: &mut Catalogue) {
     norms(c);
     soft_max(c);
     rope(c);
-    flash_attn(c);
 }
 
 fn norms(c: &mut Catalogue) {
@@ -148,86 +147,5 @@ fn rope(c: &mut Catalogue) {
         let v = b.g.permute(x, [0, 2, 1, 3])?;
         let pos = b.input_with(DType::I32, &[4], Fill::Index(100))?;
         b.g.rope(v, pos, None, RopeParams::new(64, rope_mode::NEOX))
-    });
-}
-
-fn flash_attn(c: &mut Catalogue) {
-    let kv_types = [
-        DType::F32,
-        DType::F16,
-        DType::BF16,
-        DType::Q4_0,
-        DType::Q4_1,
-        DType::Q5_0,
-        DType::Q5_1,
-        DType::Q8_0,
-    ];
-    let shapes = [
-        (64i64, 113i64, 1i64, 4i64, 1i64),
-        (128, 512, 7, 4, 4),
-        (64, 33, 32, 2, 2),
-        (256, 64, 3, 2, 1),
-        (40, 96, 4, 2, 1),
-        (72, 50, 2, 2, 1),
-        (80, 128, 1, 2, 2),
-        (96, 70, 5, 1, 1),
-        (112, 64, 1, 2, 1),
-        (192, 40, 3, 1, 2),
-        (576, 32, 2, 1, 1),
-    ];
-    for &kv in &kv_types {
-        for (d, n_kv, n_q, h, gqa) in shapes {
-            if kv.is_quantized() && d % 32 != 0 {
-                continue;
-            }
-            for (mask, sinks, softcap, max_bias) in [
-                (true, false, 0.0f32, 0.0f32),
-                (false, false, 0.0, 0.0),
-                (true, true, 0.0, 0.0),
-                (true, false, 30.0, 0.0),
-                (true, false, 0.0, 8.0),
-            ] {
-                let name = format!(
-                    "FLASH_ATTN_EXT(hsk={d},hsv={d},nh={h},nr={gqa},kv={n_kv},nb={n_q},mask={mask},sinks={sinks},max_bias={max_bias},logit_softcap={softcap},type_KV={kv})"
-                );
-                let flops = 2.0 * (n_q * n_kv * h * gqa * 2 * d) as f64;
-                c.push_work(
-                    Op::FlashAttnExt,
-                    name,
-                    NMSE_ATTN,
-                    Work::Flops(flops),
-                    move |b| {
-                        let q = b.input(DType::F32, &[d, n_q, h * gqa, 1])?;
-                        let k = b.input(kv, &[d, n_kv, h, 1])?;
-                        let v = b.input(kv, &[d, n_kv, h, 1])?;
-                        let m = if mask {
-                            Some(b.input_with(DType::F16, &[n_kv, n_q, 1, 1], Fill::Mask)?)
-                        } else {
-                            None
-                        };
-                        let s = if sinks {
-                            Some(b.input_with(DType::F32, &[h * gqa], Fill::Uniform(-2.0, 2.0))?)
-                        } else {
-                            None
-                        };
-                        let scale = 1.0 / (d as f32).sqrt();
-                        b.g.flash_attn_ext(q, k, v, m, s, scale, max_bias, softcap)
-                    },
-                );
-            }
-        }
-    }
-    // Prefill at the size the WebGPU issue benchmarks: perf only.
-    let (d, n_kv, n_q, h) = (256i64, 20000i64, 512i64, 8i64);
-    let name = format!(
-        "FLASH_ATTN_EXT(hsk={d},hsv={d},nh={h},nr=1,kv={n_kv},nb={n_q},mask=true,type_KV=f16)"
-    );
-    let flops = 2.0 * (n_q * n_kv * h * 2 * d) as f64;
-    c.push_perf(Op::FlashAttnExt, name, Work::Flops(flops), move |b| {
-        let q = b.input(DType::F32, &[d, n_q, h, 1])?;
-        let k = b.input(DType::F16, &[d, n_kv, h, 1])?;
-        let v = b.input(DType::F16, &[d, n_kv, h, 1])?;
-        let m = b.input_with(DType::F16, &[n_kv, n_q, 1, 1], Fill::Mask)?;
-        b.g.flash_attn_ext(q, k, v, Some(m), None, 1.0 / 16.0, 0.0, 0.0)
     });
 }
