@@ -38,6 +38,8 @@ struct dbl_queue {
     int host_closed;
     uint64_t id;
     int fault_reader_stalled, fault_swallow_rsp, fault_damage_ops;
+    uint32_t fault_after; /* requests the DSP takes before a stall strikes */
+    uint32_t dsp_reads;   /* requests the DSP has taken */
 };
 
 /* A handle: one side's view of a queue. */
@@ -169,9 +171,7 @@ void dbl_apply_queue_faults(uint64_t queue_id, const struct dbl_session * s) {
         q->fault_reader_stalled = s->fault_queue_full;
         q->fault_swallow_rsp = s->fault_stall;
         q->fault_damage_ops = s->fault_dsp_error;
-        if (s->fault_queue_full) {
-            q->req.max_pkts = q->req.max_pkts < 2 ? q->req.max_pkts : 2;
-        }
+        q->fault_after = s->fault_after;
         pthread_mutex_unlock(&q->mu);
     }
     pthread_mutex_unlock(&g_qmu);
@@ -247,12 +247,14 @@ API int dspqueue_write(dspqueue_t queue, uint32_t flags, uint32_t num_buffers, s
     const struct timespec * deadline = deadline_in(timeout_us, &ts);
     int rc = AEE_SUCCESS;
     pthread_mutex_lock(&q->mu);
-    int swallow = queue->dsp_side && q->fault_swallow_rsp;
-    while (!q->host_closed && (swallow || !ring_has_room(r, message_length))) {
+    int swallow = queue->dsp_side && q->fault_swallow_rsp && q->dsp_reads > q->fault_after;
+    int small = !queue->dsp_side && q->fault_reader_stalled && r->count >= 2; /* room for two packets only */
+    while (!q->host_closed && (swallow || small || !ring_has_room(r, message_length))) {
         if (wait_until(q, deadline) == ETIMEDOUT) {
             rc = AEE_EEXPIRED;
             break;
         }
+        small = !queue->dsp_side && q->fault_reader_stalled && r->count >= 2;
     }
     if (q->host_closed) {
         rc = AEE_EBADSTATE;
@@ -285,7 +287,7 @@ API int dspqueue_read(dspqueue_t queue, uint32_t * flags, uint32_t max_buffers, 
     const struct timespec * deadline = deadline_in(timeout_us, &ts);
     int rc = AEE_SUCCESS;
     pthread_mutex_lock(&q->mu);
-    int stalled = queue->dsp_side && q->fault_reader_stalled;
+    int stalled = queue->dsp_side && q->fault_reader_stalled && q->dsp_reads >= q->fault_after;
     while (!(queue->dsp_side && q->host_closed) && (stalled || r->count == 0)) {
         if (wait_until(q, deadline) == ETIMEDOUT) {
             rc = AEE_EEXPIRED;
@@ -308,6 +310,7 @@ API int dspqueue_read(dspqueue_t queue, uint32_t * flags, uint32_t max_buffers, 
         *message_length = len;
         *flags = 1; /* DSPQUEUE_PACKET_FLAG_MESSAGE */
         *num_buffers = 0;
+        q->dsp_reads += queue->dsp_side;
         if (queue->dsp_side && q->fault_damage_ops && len >= sizeof(struct htp_req)) {
             struct htp_req * req = (struct htp_req *) message;
             if (req->kind == HTP_MSG_OP) {

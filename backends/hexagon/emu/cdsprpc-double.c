@@ -26,6 +26,8 @@
  *   emu_fault=dsp_error         every op request is damaged in transit
  *                               (op code 0x7fff): the DSP answers each with
  *                               its invalid-parameters error code
+ *   emu_fault_after=N           queue_full and stall strike once the DSP
+ *                               has taken N requests (default 0)
  *   emu_fault=unsigned_pd       remote_session_control refuses the unsigned PD
  *                               (read from BACKPLANE_CDSPRPC_DOUBLE_FAULT,
  *                               since it comes before any URI)
@@ -112,6 +114,8 @@ API int remote_handle64_open(const char * name, uint64_t * ph) {
     s->fault_queue_full = opt_is(fault, "queue_full");
     s->fault_stall = opt_is(fault, "stall");
     s->fault_dsp_error = opt_is(fault, "dsp_error");
+    const char * after = uri_opt(name, "emu_fault_after");
+    s->fault_after = after ? (uint32_t) strtoul(after, NULL, 10) : 0;
     g_current = s;
     int rc = htp_iface_open(name, &s->dsp_handle);
     g_current = NULL;

@@ -31,6 +31,7 @@ struct dbl_session {
     uint32_t n_hvx;
     uint32_t vtcm_bytes;
     int fault_hmx, fault_queue_full, fault_stall, fault_dsp_error;
+    uint32_t fault_after; /* queue_full and stall start after this many requests */
 };
 
 /* The session whose skel method runs on this thread (NULL on DSP threads). */
