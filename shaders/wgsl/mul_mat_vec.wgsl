@@ -13,10 +13,11 @@
 // else into scratch memory first), read as vec4; offsets and strides of x
 // in vec4s, of dst in elements, of the weights as mul_mat_common says.
 //
-// X_Q8 (legacy block weights): x was quantized by mul_mat_quantize into
-// runs of 32 signed bytes with a scale (three vec4<u32> per run, strides
-// in vec4s); a unit is then a whole 32-weight block and the products are
-// integer dot products (common/quant_dot), as ggml's MMVQ kernels do.
+// X_Q8 (legacy block weights and q4_K): x was quantized by
+// mul_mat_quantize into runs of 32 signed bytes with a scale (three
+// vec4<u32> per run, strides in vec4s); a unit is then Q8_RUNS runs of 32
+// weights and the products are integer dot products (common/quant_dot),
+// as ggml's MMVQ kernels do.
 //
 // MUL_MAT_ID: batch b is the pair (slot e = b % n_used, token t =
 // b / n_used); its weights are expert ids[e, t] and its single column is x
@@ -134,17 +135,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     var acc: array<f32, NACC>;
     for (var u = lid; u < p.n_units; u += WG_SIZE) {
 #ifdef X_Q8
-        var wq: array<QBlock8, NROWS>;
+        var wq: array<QUnit8, NROWS>;
         for (var r = 0u; r < NROWS; r++) {
-            wq[r] = q_load8(rows[r] + u * QUANT_BLOCK_BYTES);
+            wq[r] = q_load8(rows[r], u);
         }
         for (var c = 0u; c < NCOLS; c++) {
-            let xi = cols[c] + 3u * u;
-            let xa = src1[xi];
-            let xb = src1[xi + 1u];
-            let xds = bitcast<vec2<f32>>(src1[xi + 2u].xy);
+            let xi = cols[c] + 3u * Q8_RUNS * u;
+            var x: array<vec4<u32>, 3 * Q8_RUNS>;
+            for (var i = 0u; i < 3u * Q8_RUNS; i++) {
+                x[i] = src1[xi + i];
+            }
             for (var r = 0u; r < NROWS; r++) {
-                acc[r * NCOLS + c] += q_dot8(wq[r], xa, xb, xds);
+                acc[r * NCOLS + c] += q_dot8(wq[r], x);
             }
         }
 #else

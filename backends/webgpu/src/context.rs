@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::bind_cache::BindGroupCache;
 use crate::facts::Facts;
 use crate::pipelines::PipelineCache;
 use crate::profile::Profiler;
@@ -34,6 +35,8 @@ pub struct Ctx {
     pub queue: wgpu::Queue,
     /// Compiled pipelines, one per key.
     pub pipelines: PipelineCache,
+    /// Bind groups reused across dispatches.
+    pub bind_groups: BindGroupCache,
     /// Per-pipeline timings (when BACKPLANE_WEBGPU_PROFILE=1).
     pub profiler: Option<Profiler>,
     buffers: Mutex<HashMap<u64, Arc<wgpu::Buffer>>>,
@@ -81,6 +84,7 @@ impl Ctx {
         Ok(Ctx {
             name: name.to_string(),
             pipelines: PipelineCache::default(),
+            bind_groups: BindGroupCache::default(),
             facts,
             device,
             queue,
@@ -101,6 +105,7 @@ impl Ctx {
     /// Forgets buffer `id`.
     pub fn unregister(&self, id: u64) {
         lock(&self.buffers).remove(&id);
+        self.bind_groups.clear();
     }
 
     /// The live buffer with `id`.

@@ -94,6 +94,8 @@ impl Params {
 struct Recorded {
     pipeline: Arc<Pipeline>,
     bind_group: wgpu::BindGroup,
+    /// Byte offset of the kernel's parameter slot (dynamic offset).
+    param_offset: u32,
     groups: [u32; 3],
     encode_ns: u64,
 }
@@ -110,6 +112,7 @@ pub struct Encoder<'a> {
     /// Index of the node being encoded (for error flags).
     pub node: usize,
     error_flag_used: bool,
+    kernels: u64,
 }
 
 impl<'a> Encoder<'a> {
@@ -126,6 +129,7 @@ impl<'a> Encoder<'a> {
             param_buf: None,
             node: 0,
             error_flag_used: false,
+            kernels: 0,
         }
     }
 
@@ -196,6 +200,8 @@ impl<'a> Encoder<'a> {
                 .max(self.state.scratch.as_ref().map_or(0, |b| b.size() * 2))
                 .max(1 << 20);
             let cap = cap.min(self.ctx.facts.max_buffer_bytes).max(size);
+            // Cached bind groups would keep the old scratch buffer alive.
+            self.ctx.bind_groups.clear();
             self.state.scratch = Some(Arc::new(self.ctx.device.create_buffer(
                 &wgpu::BufferDescriptor {
                     label: Some("backplane scratch"),
@@ -228,6 +234,11 @@ impl<'a> Encoder<'a> {
             size: self.state.error_flag.size(),
             rem_bytes: 0,
         }
+    }
+
+    /// Kernels recorded so far.
+    pub fn kernels(&self) -> u64 {
+        self.kernels
     }
 
     /// Whether a kernel of this graph bound the error flag.
@@ -281,37 +292,15 @@ impl<'a> Encoder<'a> {
         let param_buf = self
             .param_buf
             .get_or_insert_with(|| self.ctx.take_param_buffer());
-        let mut entries: Vec<wgpu::BindGroupEntry> = bindings
-            .iter()
-            .enumerate()
-            .map(|(i, b)| wgpu::BindGroupEntry {
-                binding: i as u32,
-                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                    buffer: &b.buffer,
-                    offset: b.offset,
-                    size: wgpu::BufferSize::new(b.size),
-                }),
-            })
-            .collect();
-        entries.push(wgpu::BindGroupEntry {
-            binding: bindings.len() as u32,
-            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                buffer: param_buf,
-                offset: at as u64,
-                size: wgpu::BufferSize::new(PARAM_SLOT_BYTES),
-            }),
-        });
-        let bind_group = self
-            .ctx
-            .device
-            .create_bind_group(&wgpu::BindGroupDescriptor {
-                label: None,
-                layout: &pipeline.layout,
-                entries: &entries,
-            });
+        let bind_group =
+            self.ctx
+                .bind_groups
+                .get(&self.ctx.device, &pipeline.layout, bindings, param_buf);
+        self.kernels += 1;
         self.batch.push(Recorded {
             pipeline,
             bind_group,
+            param_offset: at as u32,
             groups,
             encode_ns: t0.elapsed().as_nanos() as u64,
         });
@@ -368,7 +357,7 @@ impl<'a> Encoder<'a> {
                         timestamp_writes: prof.pass_writes(i),
                     });
                     pass.set_pipeline(&r.pipeline.pipeline);
-                    pass.set_bind_group(0, &r.bind_group, &[]);
+                    pass.set_bind_group(0, &r.bind_group, &[r.param_offset]);
                     pass.dispatch_workgroups(r.groups[0], r.groups[1], r.groups[2]);
                 }
                 prof.resolve(&mut enc, batch.len());
@@ -380,7 +369,7 @@ impl<'a> Encoder<'a> {
                     let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
                     for r in &batch {
                         pass.set_pipeline(&r.pipeline.pipeline);
-                        pass.set_bind_group(0, &r.bind_group, &[]);
+                        pass.set_bind_group(0, &r.bind_group, &[r.param_offset]);
                         pass.dispatch_workgroups(r.groups[0], r.groups[1], r.groups[2]);
                     }
                 }

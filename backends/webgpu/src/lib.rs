@@ -7,6 +7,7 @@
 //!
 //! [`PipelineKey`]: backplane_shaders::PipelineKey
 
+pub mod bind_cache;
 pub mod buffer;
 pub mod context;
 pub mod device;

@@ -5,7 +5,9 @@
 //! treats a buffer used read-only and read-write in one dispatch as a
 //! conflict, and the scheduler places a graph's tensors in one buffer, so
 //! all storage bindings are `read_write` (their ranges never overlap except
-//! for in-place kernels, which bind the shared tensor once).
+//! for in-place kernels, which bind the shared tensor once). The uniform
+//! has a dynamic offset: one bind group serves every parameter slot of a
+//! parameter buffer.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -28,10 +30,9 @@ pub enum Checks {
 pub struct Pipeline {
     /// The wgpu pipeline.
     pub pipeline: wgpu::ComputePipeline,
-    /// Its bind group layout (n storage buffers, then the uniform).
+    /// Its bind group layout (n storage buffers, then the uniform with a
+    /// dynamic offset), shared by every pipeline with n storage buffers.
     pub layout: wgpu::BindGroupLayout,
-    /// Number of storage bindings.
-    pub n_storage: usize,
     /// Label for profiles and errors.
     pub label: String,
 }
@@ -42,6 +43,10 @@ pub struct PipelineCache {
     /// Per key, the variants by (checks, storage bindings); looked up by
     /// reference so a hit allocates nothing.
     map: Mutex<HashMap<PipelineKey, Vec<Variant>>>,
+    /// One bind group layout per number of storage bindings, shared by
+    /// every pipeline with that many, so bind groups are interchangeable
+    /// between them (see `encode::BindGroupCache`).
+    layouts: Mutex<HashMap<usize, wgpu::BindGroupLayout>>,
 }
 
 /// A compiled variant of a key: (checks, storage bindings, pipeline).
@@ -65,7 +70,11 @@ impl PipelineCache {
         if let Some(p) = lock(&self.map).get(key).and_then(find) {
             return Ok(p);
         }
-        let p = Arc::new(compile(device, key, checks, n_storage)?);
+        let bgl = lock(&self.layouts)
+            .entry(n_storage)
+            .or_insert_with(|| layout(device, n_storage))
+            .clone();
+        let p = Arc::new(compile(device, key, checks, bgl)?);
         lock(&self.map)
             .entry(key.clone())
             .or_default()
@@ -106,7 +115,7 @@ fn layout(device: &wgpu::Device, n_storage: usize) -> wgpu::BindGroupLayout {
         visibility: wgpu::ShaderStages::COMPUTE,
         ty: wgpu::BindingType::Buffer {
             ty: wgpu::BufferBindingType::Uniform,
-            has_dynamic_offset: false,
+            has_dynamic_offset: true,
             min_binding_size: wgpu::BufferSize::new(PARAM_SLOT_BYTES),
         },
         count: None,
@@ -121,7 +130,7 @@ fn compile(
     device: &wgpu::Device,
     key: &PipelineKey,
     checks: Checks,
-    n_storage: usize,
+    bgl: wgpu::BindGroupLayout,
 ) -> Result<Pipeline, String> {
     let checks = forced_checks().unwrap_or(checks);
     let label = key.label();
@@ -139,7 +148,6 @@ fn compile(
             device.create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked())
         },
     };
-    let bgl = layout(device, n_storage);
     let pl = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
         label: Some(&label),
         bind_group_layouts: &[Some(&bgl)],
@@ -170,7 +178,6 @@ fn compile(
     Ok(Pipeline {
         pipeline,
         layout: bgl,
-        n_storage,
         label,
     })
 }

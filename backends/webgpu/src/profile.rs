@@ -4,6 +4,10 @@
 //! Profiling puts every kernel in its own compute pass and reads the
 //! timestamps back after each submission, so it slows the run down; the
 //! GPU times stay per-kernel accurate.
+//!
+//! `BACKPLANE_WEBGPU_PROFILE=graph` changes nothing in how graphs run and
+//! prints, per process, the CPU time spent encoding and submitting graphs
+//! and the time then spent waiting for the GPU, per kernel.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, Once};
@@ -59,6 +63,44 @@ fn print_table(device: &str, t: &BTreeMap<String, Totals>) {
     }
 }
 
+/// Totals of `BACKPLANE_WEBGPU_PROFILE=graph`: graphs, kernels, encode
+/// and wait nanoseconds.
+static GRAPH_TOTALS: Mutex<[u64; 4]> = Mutex::new([0; 4]);
+
+fn profile_env() -> &'static str {
+    static V: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    V.get_or_init(|| std::env::var("BACKPLANE_WEBGPU_PROFILE").unwrap_or_default())
+}
+
+/// Whether graph-level timing (`BACKPLANE_WEBGPU_PROFILE=graph`) is on.
+pub fn graph_timing() -> bool {
+    profile_env() == "graph"
+}
+
+/// Adds one graph of `kernels` kernels: `encode_ns` spent encoding and
+/// submitting it, `wait_ns` waiting for the GPU afterwards.
+pub fn record_graph(kernels: u64, encode_ns: u64, wait_ns: u64) {
+    static HOOK: Once = Once::new();
+    HOOK.call_once(|| {
+        // SAFETY: registering a plain extern "C" function with the C runtime.
+        unsafe { atexit(report_graphs) };
+    });
+    let mut t = lock(&GRAPH_TOTALS);
+    for (x, v) in t.iter_mut().zip([1, kernels, encode_ns, wait_ns]) {
+        *x += v;
+    }
+}
+
+extern "C" fn report_graphs() {
+    let [graphs, kernels, enc, wait] = *lock(&GRAPH_TOTALS);
+    let per = |ns: u64| ns as f64 / 1e3 / kernels.max(1) as f64;
+    eprintln!(
+        "backplane-webgpu graph timing: {graphs} graphs, {kernels} kernels; per kernel {:.2} us encoding and submitting, {:.2} us waiting for the GPU",
+        per(enc),
+        per(wait)
+    );
+}
+
 /// The query set and readback buffers of one device.
 pub struct Profiler {
     queries: wgpu::QuerySet,
@@ -72,7 +114,8 @@ impl Profiler {
     /// A profiler when `BACKPLANE_WEBGPU_PROFILE` is set to a non-zero value
     /// and the device has timestamp queries (else a note on stderr).
     pub fn from_env(device: &wgpu::Device, facts: &Facts, name: &str) -> Option<Profiler> {
-        let on = std::env::var("BACKPLANE_WEBGPU_PROFILE").is_ok_and(|v| !v.is_empty() && v != "0");
+        let v = profile_env();
+        let on = !v.is_empty() && v != "0" && v != "graph";
         if !on {
             return None;
         }

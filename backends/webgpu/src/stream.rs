@@ -11,6 +11,7 @@ use crate::buffer::read_buffer;
 use crate::context::{Ctx, lock};
 use crate::encode::Encoder;
 use crate::ops;
+use crate::profile;
 
 /// Per-stream memory reused across graphs.
 pub struct StreamState {
@@ -55,6 +56,7 @@ impl WebGpuStream {
     }
 
     fn run(&self, graph: &[TensorDesc]) -> Result<(), PluginError> {
+        let t0 = std::time::Instant::now();
         let mut state = lock(&self.state);
         let flag = Arc::clone(&state.error_flag);
         let mut enc = Encoder::new(&self.ctx, graph, &mut state);
@@ -81,8 +83,14 @@ impl WebGpuStream {
         }
         enc.flush();
         let used_flag = enc.error_flag_used();
+        let kernels = enc.kernels();
         drop(enc);
+        let t1 = std::time::Instant::now();
         self.ctx.wait_idle().map_err(PluginError::other)?;
+        if profile::graph_timing() {
+            let ns = |d: std::time::Duration| d.as_nanos() as u64;
+            profile::record_graph(kernels, ns(t1 - t0), ns(t1.elapsed()));
+        }
         result?;
         if used_flag {
             let mut words = [0u8; 8];

@@ -1,16 +1,24 @@
-// Integer dot products of one 32-weight block of a legacy format (q4_0,
-// q4_1, q5_0, q5_1, q8_0) with 32 activations quantized by
-// mul_mat_quantize (ggml's q8_1: signed bytes, scale d, s = d * sum).
-// Include after common/quant. For a block, q_load8 gives its quants as
-// signed bytes (weights 0..15 in `lo`, 16..31 in `hi`, four to a word)
-// and d, m such that weight = d * q + m; q_dot8 then returns
-// sum(weight * x) = d * dx * sum(q * qx) + m * s.
+// Integer dot products of weight units with activations quantized by
+// mul_mat_quantize (ggml's q8_1: runs of 32 signed bytes, scale dx and
+// s = dx * sum). Include after common/quant. A unit is Q8_RUNS runs of 32
+// weights: one block of q4_0, q4_1, q5_0, q5_1 or q8_0, or two 32-weight
+// sub-blocks of q4_K (one 32-byte run of its quants). For a unit,
+// q_load8 gives its quants as signed bytes, four to a word (run r in
+// q[2r], q[2r + 1]), and per run d, m with weight = d * q + m; q_dot8 then
+// returns sum(weight * x) = sum over runs of d * dx * sum(q * qx) + m * s.
 
-struct QBlock8 {
-    lo: vec4<u32>,
-    hi: vec4<u32>,
-    d: f32,
-    m: f32,
+#if defined(QUANT_Q4_K)
+const Q8_RUNS: u32 = 2u;
+const Q8_UNITS_PER_BLOCK: u32 = 4u;
+#else
+const Q8_RUNS: u32 = 1u;
+const Q8_UNITS_PER_BLOCK: u32 = 1u;
+#endif
+
+struct QUnit8 {
+    q: array<vec4<u32>, 2 * Q8_RUNS>,
+    d: array<f32, Q8_RUNS>,
+    m: array<f32, Q8_RUNS>,
 }
 
 const Q_NIBBLES: vec4<u32> = vec4<u32>(0x0F0F0F0Fu);
@@ -23,51 +31,80 @@ fn q5_high(qh: u32, shift: vec4<u32>) -> vec4<u32> {
 }
 #endif
 
-fn q_load8(block: u32) -> QBlock8 {
-    var b: QBlock8;
-#ifdef QUANT_Q4_0
+// Unit `u` of the row starting at byte `row`.
+fn q_load8(row: u32, u: u32) -> QUnit8 {
+    var w: QUnit8;
+    let block = row + (u / Q8_UNITS_PER_BLOCK) * QUANT_BLOCK_BYTES;
+#if defined(QUANT_Q4_K)
+    // Sub-blocks 2c (low nibbles) and 2c + 1 (high nibbles) share qs
+    // bytes 32c..32c+31.
+    let c = u % Q8_UNITS_PER_BLOCK;
+    let d = qbuf_half(block);
+    let dmin = qbuf_half(block + 2u);
+    let scales = q_scales12(block + 4u);
+    let a = qbuf_u32x4(block + 16u + 32u * c);
+    let b = qbuf_u32x4(block + 32u + 32u * c);
+    w.q[0] = a & Q_NIBBLES;
+    w.q[1] = b & Q_NIBBLES;
+    w.q[2] = (a >> vec4<u32>(4u)) & Q_NIBBLES;
+    w.q[3] = (b >> vec4<u32>(4u)) & Q_NIBBLES;
+    let s0 = q_scale_min_k4(scales, 2u * c);
+    let s1 = q_scale_min_k4(scales, 2u * c + 1u);
+    w.d[0] = d * s0.x;
+    w.m[0] = -dmin * s0.y;
+    w.d[1] = d * s1.x;
+    w.m[1] = -dmin * s1.y;
+#elif defined(QUANT_Q8_0)
+    w.q[0] = qbuf_u32x4(block + 2u);
+    w.q[1] = qbuf_u32x4(block + 18u);
+    w.d[0] = qbuf_half(block);
+    w.m[0] = 0.0;
+#else
+#if defined(QUANT_Q4_0)
     let q = qbuf_u32x4(block + 2u);
-    b.d = qbuf_half(block);
-    b.m = -8.0 * b.d;
+    w.d[0] = qbuf_half(block);
+    w.m[0] = -8.0 * w.d[0];
 #elif defined(QUANT_Q4_1)
     let q = qbuf_u32x4(block + 4u);
-    b.d = qbuf_half(block);
-    b.m = qbuf_half(block + 2u);
+    w.d[0] = qbuf_half(block);
+    w.m[0] = qbuf_half(block + 2u);
 #elif defined(QUANT_Q5_0)
     let qh = qbuf_u32(block + 2u);
     let q = qbuf_u32x4(block + 6u);
-    b.d = qbuf_half(block);
-    b.m = -16.0 * b.d;
+    w.d[0] = qbuf_half(block);
+    w.m[0] = -16.0 * w.d[0];
 #elif defined(QUANT_Q5_1)
     let qh = qbuf_u32(block + 4u);
     let q = qbuf_u32x4(block + 8u);
-    b.d = qbuf_half(block);
-    b.m = qbuf_half(block + 2u);
-#elif defined(QUANT_Q8_0)
-    b.lo = qbuf_u32x4(block + 2u);
-    b.hi = qbuf_u32x4(block + 18u);
-    b.d = qbuf_half(block);
-    b.m = 0.0;
+    w.d[0] = qbuf_half(block);
+    w.m[0] = qbuf_half(block + 2u);
 #else
 #error "quant_dot: no integer dot product for this weight type"
 #endif
-#ifndef QUANT_Q8_0
-    b.lo = q & Q_NIBBLES;
-    b.hi = (q >> vec4<u32>(4u)) & Q_NIBBLES;
-#endif
+    w.q[0] = q & Q_NIBBLES;
+    w.q[1] = (q >> vec4<u32>(4u)) & Q_NIBBLES;
 #if defined(QUANT_Q5_0) || defined(QUANT_Q5_1)
-    b.lo |= q5_high(qh, vec4<u32>(0u, 4u, 8u, 12u));
-    b.hi |= q5_high(qh, vec4<u32>(16u, 20u, 24u, 28u));
+    w.q[0] |= q5_high(qh, vec4<u32>(0u, 4u, 8u, 12u));
+    w.q[1] |= q5_high(qh, vec4<u32>(16u, 20u, 24u, 28u));
 #endif
-    return b;
+#endif
+    return w;
 }
 
-// sum(weight * x) over the block for activations xa (quants 0..15), xb
-// (16..31) and xds = (dx, s).
-fn q_dot8(b: QBlock8, xa: vec4<u32>, xb: vec4<u32>, xds: vec2<f32>) -> f32 {
-    let lo = dot4I8Packed(b.lo.x, xa.x) + dot4I8Packed(b.lo.y, xa.y)
-        + dot4I8Packed(b.lo.z, xa.z) + dot4I8Packed(b.lo.w, xa.w);
-    let hi = dot4I8Packed(b.hi.x, xb.x) + dot4I8Packed(b.hi.y, xb.y)
-        + dot4I8Packed(b.hi.z, xb.z) + dot4I8Packed(b.hi.w, xb.w);
-    return b.d * xds.x * f32(lo + hi) + b.m * xds.y;
+// Sum of the products of 16 signed bytes in a and b.
+fn q_idot16(a: vec4<u32>, b: vec4<u32>) -> i32 {
+    return dot4I8Packed(a.x, b.x) + dot4I8Packed(a.y, b.y)
+        + dot4I8Packed(a.z, b.z) + dot4I8Packed(a.w, b.w);
+}
+
+// sum(weight * x) over the unit; x holds, per run, its two vec4 of quants
+// and (bits(dx), bits(s), 0, 0).
+fn q_dot8(w: QUnit8, x: array<vec4<u32>, 3 * Q8_RUNS>) -> f32 {
+    var sum = 0.0;
+    for (var r = 0u; r < Q8_RUNS; r++) {
+        let i = q_idot16(w.q[2u * r], x[3u * r]) + q_idot16(w.q[2u * r + 1u], x[3u * r + 1u]);
+        let xds = bitcast<vec2<f32>>(x[3u * r + 2u].xy);
+        sum += w.d[r] * xds.x * f32(i) + w.m[r] * xds.y;
+    }
+    return sum;
 }

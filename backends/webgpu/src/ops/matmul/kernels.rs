@@ -75,10 +75,15 @@ impl Weights {
         }
     }
 
-    /// Units per row the mat-vec kernel loops over: 32-weight blocks with
-    /// quantized activations, else runs of 16 weights.
+    /// Units per row the mat-vec kernel loops over: integer units (see
+    /// [`plan::matvec_int8_unit`]) with quantized activations, else runs
+    /// of 16 weights.
     fn units(&self, k: u64, x: &Activations) -> u64 {
-        if x.q8 { k / 32 } else { k.div_ceil(16) }
+        if x.q8 {
+            k / plan::matvec_int8_unit(self.ty)
+        } else {
+            k.div_ceil(16)
+        }
     }
 }
 
@@ -178,7 +183,7 @@ impl Activations {
             Checks::On,
             &[binding, scratch.clone()],
             &params,
-            total.div_ceil(u64::from(CONVERT_WG)),
+            (8 * total).div_ceil(u64::from(CONVERT_WG)),
         )?;
         let row = 3 * runs;
         Ok(Activations {

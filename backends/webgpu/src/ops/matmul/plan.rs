@@ -246,6 +246,12 @@ pub fn forced_number(name: &str) -> Option<u32> {
     })
 }
 
+/// Weights per unit of the integer mat-vec (`Q8_RUNS` runs of 32 in
+/// `common/quant_dot`): one block, or a pair of q4_K sub-blocks.
+pub fn matvec_int8_unit(t: DType) -> u64 {
+    if t == DType::Q4_K { 64 } else { 32 }
+}
+
 /// Weight types whose mat-vec multiplies integer quants: the activations
 /// are quantized to 32-value runs of signed bytes first (ggml's q8_1) and
 /// the kernel uses packed 4 x 8-bit dot products. `BACKPLANE_WEBGPU_MATMUL=xf32`
@@ -253,7 +259,7 @@ pub fn forced_number(name: &str) -> Option<u32> {
 pub fn matvec_int8(t: DType) -> bool {
     matches!(
         t,
-        DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1 | DType::Q8_0
+        DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1 | DType::Q8_0 | DType::Q4_K
     ) && !forced_flag("xf32")
 }
 

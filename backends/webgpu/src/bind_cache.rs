@@ -1,0 +1,106 @@
+//! Bind groups reused across dispatches and graphs.
+//!
+//! A decode step runs the same kernels on the same tensors every token, and
+//! a bind group costs more CPU time to create than the rest of a dispatch
+//! to record, so bind groups are kept per (storage ranges, parameter
+//! buffer); the parameter slot is a dynamic offset, not part of the key.
+//! Every pipeline with n storage bindings shares one layout, so a cached
+//! bind group fits any of them. Entries hold their buffers alive, so the
+//! cache is emptied whenever a buffer is freed or scratch memory is
+//! replaced, and when it reaches [`BIND_CACHE_CAP`] entries.
+//! `BACKPLANE_WEBGPU_BIND_CACHE=0` turns it off (for measuring it).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use crate::context::{PARAM_SLOT_BYTES, lock};
+use crate::encode::Binding;
+
+/// Most bind groups kept before the cache starts over.
+pub const BIND_CACHE_CAP: usize = 4096;
+
+#[derive(PartialEq, Eq, Hash)]
+struct BindKey {
+    ranges: Vec<(wgpu::Buffer, u64, u64)>,
+    params: wgpu::Buffer,
+}
+
+/// The cache of one device.
+pub struct BindGroupCache {
+    map: Mutex<HashMap<BindKey, wgpu::BindGroup>>,
+    enabled: bool,
+}
+
+impl Default for BindGroupCache {
+    fn default() -> Self {
+        BindGroupCache {
+            map: Mutex::default(),
+            enabled: std::env::var("BACKPLANE_WEBGPU_BIND_CACHE").as_deref() != Ok("0"),
+        }
+    }
+}
+
+impl BindGroupCache {
+    /// The bind group of `bindings` (storage, in order) and one
+    /// [`PARAM_SLOT_BYTES`] slot of `params` at a dynamic offset, for a
+    /// pipeline whose layout is `layout`.
+    pub fn get(
+        &self,
+        device: &wgpu::Device,
+        layout: &wgpu::BindGroupLayout,
+        bindings: &[Binding],
+        params: &wgpu::Buffer,
+    ) -> wgpu::BindGroup {
+        let key = BindKey {
+            ranges: bindings
+                .iter()
+                .map(|b| ((*b.buffer).clone(), b.offset, b.size))
+                .collect(),
+            params: params.clone(),
+        };
+        if self.enabled
+            && let Some(bg) = lock(&self.map).get(&key)
+        {
+            return bg.clone();
+        }
+        let mut entries: Vec<wgpu::BindGroupEntry> = bindings
+            .iter()
+            .enumerate()
+            .map(|(i, b)| wgpu::BindGroupEntry {
+                binding: i as u32,
+                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                    buffer: &b.buffer,
+                    offset: b.offset,
+                    size: wgpu::BufferSize::new(b.size),
+                }),
+            })
+            .collect();
+        entries.push(wgpu::BindGroupEntry {
+            binding: bindings.len() as u32,
+            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                buffer: params,
+                offset: 0,
+                size: wgpu::BufferSize::new(PARAM_SLOT_BYTES),
+            }),
+        });
+        let bg = device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout,
+            entries: &entries,
+        });
+        if self.enabled {
+            let mut map = lock(&self.map);
+            if map.len() >= BIND_CACHE_CAP {
+                map.clear();
+            }
+            map.insert(key, bg.clone());
+        }
+        bg
+    }
+
+    /// Drops every cached bind group (and with them the buffer handles
+    /// they hold).
+    pub fn clear(&self) {
+        lock(&self.map).clear();
+    }
+}
