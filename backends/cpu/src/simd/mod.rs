@@ -48,46 +48,75 @@ pub type TileFn = unsafe fn(
 );
 
 /// Packs elements `k0..k0 + kc` of `rows` weight rows (starting at `a`,
-/// `lda` bytes apart) as f32 into `dst`, in groups of [`Gemm::mr`] rows:
-/// element `k` of row `g * mr + r` goes to `dst[(g * kc + k) * mr + r]`,
-/// rows past `rows` (up to the next whole group) are zero.
+/// `lda` bytes apart) into `dst` in groups of [`Gemm::mr`] rows, each group
+/// [`Gemm::group_bytes`] bytes per K element, rows past `rows` (up to the
+/// next whole group) zero. The layout inside a group is the kernel's own.
 ///
 /// # Safety
-/// Every row must cover `k0 + kc` elements and `dst` must hold
-/// `rows.div_ceil(mr) * kc * mr` floats.
+/// `k0` and `kc` must be whole blocks, every row must cover `k0 + kc`
+/// elements and `dst` must hold `rows.div_ceil(mr) * kc * group_bytes`
+/// bytes.
 pub type PackFn =
-    unsafe fn(a: *const u8, lda: usize, rows: usize, k0: usize, kc: usize, dst: *mut f32);
+    unsafe fn(a: *const u8, lda: usize, rows: usize, k0: usize, kc: usize, dst: *mut u8);
 
-/// Multiplies one packed group of rows `a` (as [`PackFn`] lays it out, `kc`
-/// steps) with the f32 activation rows `b[j]` (each at its `k0`), writing
-/// (or adding, when `acc`) the first `mr` outputs of each column `c[j]`.
+/// Multiplies one packed group of rows `a` (`kc` elements as [`PackFn`]
+/// laid them out) with the activation rows `b[j]` (in [`Gemm::vt`], each
+/// at its `k0`; `s[j]` at their per-block scales when [`Gemm::b_scales`]),
+/// writing (or adding, when `acc`) the first `mr` outputs of each column
+/// `c[j]`.
 ///
 /// # Safety
-/// `mr` must be at most [`Gemm::mr`], `b.len() == c.len()` at most
-/// [`Gemm::nr`], and every pointer must cover what is read or written.
-pub type PanelFn =
-    unsafe fn(kc: usize, a: *const f32, b: &[*const f32], c: &[*mut f32], mr: usize, acc: bool);
+/// `mr` must be at most [`Gemm::mr`], `b`, `s` (when used) and `c` of the
+/// same length at most [`Gemm::nr`], and every pointer must cover what is
+/// read or written.
+pub type PanelFn = unsafe fn(
+    kc: usize,
+    a: *const u8,
+    b: &[*const u8],
+    s: &[*const f32],
+    c: &[*mut f32],
+    mr: usize,
+    acc: bool,
+);
 
-/// A packed-panel GEMM for float weights against f32 activations, used
-/// instead of the tiles when there are enough columns to amortize packing.
+/// A packed-panel GEMM, used instead of the tiles when there are enough
+/// columns to amortize packing the weights.
 #[derive(Clone, Copy, Debug)]
 pub struct Gemm {
     /// Packs a block of weight rows.
     pub pack: PackFn,
     /// The micro-kernel.
     pub panel: PanelFn,
+    /// The activations' type (f32 for float weights, q8_0 for 32-blocks).
+    pub vt: DType,
+    /// Whether the kernel wants each q8_0 activation block's scale pair
+    /// `(d, 8 * d * sum(q))` as f32 (see [`block_scales`]).
+    pub b_scales: bool,
     /// Rows per packed group (and per micro-kernel call).
     pub mr: usize,
     /// Most columns per micro-kernel call.
     pub nr: usize,
+    /// Packed bytes per K element of one group.
+    pub group_bytes: usize,
     /// Rows per block (a multiple of `mr`).
     pub mc: usize,
     /// Columns per block (a multiple of `nr`).
     pub nc: usize,
-    /// K elements per packed panel.
+    /// K elements per packed panel (whole blocks).
     pub kc: usize,
     /// Fewest columns for which the driver uses this path.
     pub min_n: usize,
+}
+
+/// Writes the scale pair `(d, 8 * d * sum(q))` of every q8_0 block of
+/// `row` to `out` (two f32 per block).
+pub fn block_scales(row: &[u8], out: &mut [f32]) {
+    for (blk, o) in row.chunks_exact(34).zip(out.chunks_exact_mut(2)) {
+        let d = backplane_quant::f16::from_bits(u16::from_le_bytes([blk[0], blk[1]])).to_f32();
+        let sum: i32 = blk[2..].iter().map(|&q| q as i8 as i32).sum();
+        o[0] = d;
+        o[1] = 8.0 * d * sum as f32;
+    }
 }
 
 /// Instruction set a kernel was written for.

@@ -6,7 +6,8 @@
 //! weight rows x activation columns, each computed by the SIMD tile kernel
 //! chosen for this CPU ([`crate::simd`]) with K cut into cache-sized panels
 //! ([`drive`]). Float weights with many columns take the packed-panel
-//! path instead ([`packed`]), with the activations left in f32.
+//! path instead ([`packed`]), with the activations left in f32 (float
+//! weights) or quantized to q8_0 (q4_0, q8_0).
 
 mod convert;
 mod drive;
@@ -191,7 +192,10 @@ pub unsafe fn run_mul_mat(ctx: &NodeCtx<'_>) -> Result<(), CpuError> {
     let kern = kernel_for(ctx, s.ta)?;
     let gemm = kern.gemm.filter(|g| ctx.dst.ne[1] as usize >= g.min_n);
     let (vt, pack) = match &gemm {
-        Some(g) => (DType::F32, packed::pack_bytes(g) * ctx.n_threads),
+        Some(g) => (
+            g.vt,
+            packed::pack_bytes(g) * ctx.n_threads + packed::scale_bytes(g, &s.b),
+        ),
         None => (vec_dot_type(s.ta), 0),
     };
     let mut scratch = ctx.scratch.lock().unwrap_or_else(|e| e.into_inner());
@@ -208,8 +212,9 @@ pub unsafe fn run_mul_mat(ctx: &NodeCtx<'_>) -> Result<(), CpuError> {
         dst_ptr: ctx.dst_ptr,
     };
     match &gemm {
-        // SAFETY: pointers cover their tensors; `rows` (f32 here) and the
-        // per-thread packing space live in the locked scratch.
+        // SAFETY: pointers cover their tensors; `rows` (in `g.vt`), the
+        // per-thread packing space and the scale pairs live in the locked
+        // scratch.
         Some(g) => unsafe { packed::run(ctx, &job, g, SharedPtr(job.rows.extra)) },
         // SAFETY: pointers cover their tensors; `rows` lives in the locked scratch.
         None => unsafe { drive::run(ctx, &job) },

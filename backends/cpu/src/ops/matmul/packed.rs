@@ -1,33 +1,68 @@
-//! The packed-panel path of MUL_MAT for float weights ([`simd::Gemm`]).
+//! The packed-panel path of MUL_MAT ([`simd::Gemm`]).
 //!
 //! The output of each batch is cut into blocks of `mc` weight rows x `nc`
 //! columns that threads take from a shared counter (rows first, so
 //! consecutive blocks share their activation columns). For each `kc`-long
-//! K panel a thread packs its block's weight rows as f32 into its own part
-//! of the scratch buffer, then sweeps the columns `nr` at a time, running
+//! K panel a thread packs its block's weight rows into its own part of the
+//! scratch buffer, then sweeps the columns `nr` at a time, running
 //! the micro-kernel over every packed group of `mr` rows: the `nr`
 //! columns' panel stays in L1 and the packed rows in L2.
 
 use super::convert::raw;
 use super::drive::{MulMat, parallel_for};
+use backplane_abi::TensorDesc;
+
 use crate::exec::{NodeCtx, SharedPtr};
 use crate::simd::{self, MAX_NR};
 
 /// Scratch bytes each thread needs to pack one block.
 pub fn pack_bytes(g: &simd::Gemm) -> usize {
-    (g.mc * g.kc * 4).next_multiple_of(64)
+    (g.mc / g.mr * g.kc * g.group_bytes).next_multiple_of(64)
 }
 
-/// Runs a MUL_MAT job whose activations are f32 rows, with `g`; `pack`
-/// holds [`pack_bytes`] per thread.
+/// Scratch bytes of the activation blocks' scale pairs, if `g` wants them.
+pub fn scale_bytes(g: &simd::Gemm, b: &TensorDesc) -> usize {
+    if !g.b_scales {
+        return 0;
+    }
+    let rows = (b.ne[1] * b.ne[2] * b.ne[3]) as usize;
+    rows * b.ne[0] as usize / g.vt.block_size() * 8
+}
+
+/// Runs a MUL_MAT job whose activations are rows of `g.vt`, with `g`;
+/// `extra` holds [`pack_bytes`] per thread, then [`scale_bytes`].
 ///
 /// # Safety
-/// The job's pointers cover their tensors, `job.rows` are f32 rows and
-/// `pack` covers `ctx.n_threads * pack_bytes(g)` bytes no one else uses.
-pub unsafe fn run(ctx: &NodeCtx<'_>, job: &MulMat, g: &simd::Gemm, pack: SharedPtr) {
+/// The job's pointers cover their tensors, `job.rows` are rows of `g.vt`
+/// and `extra` covers the bytes above, which no one else uses.
+pub unsafe fn run(ctx: &NodeCtx<'_>, job: &MulMat, g: &simd::Gemm, extra: SharedPtr) {
     let (a, d) = (&job.a, &job.dst);
     let (k, m, n) = (a.ne[0] as usize, a.ne[1] as usize, d.ne[1] as usize);
     let (b2, b3) = (d.ne[2] as usize, d.ne[3] as usize);
+    let (vt, nblk) = (g.vt, k / g.vt.block_size());
+    let scales = raw(extra)
+        .wrapping_add(ctx.n_threads * pack_bytes(g))
+        .cast::<f32>();
+    let scales = SharedPtr(scales.cast());
+    // Activation row (i1, i12, i13)'s scale pairs.
+    let scale_row = |i1: usize, i12: usize, i13: usize| {
+        let ri = i1 + n * (i12 + b2 * i13);
+        raw(scales).cast::<f32>().wrapping_add(ri * nblk * 2)
+    };
+    if g.b_scales {
+        let row_bytes = vt.row_size(k).unwrap_or(0);
+        parallel_for(ctx, n * b2 * b3, |_, ri| {
+            let (i1, i12, i13) = (ri % n, ri / n % b2, ri / (n * b2));
+            // SAFETY: the converted row holds `row_bytes` bytes and its
+            // scale pairs `2 * nblk` floats of the scratch, written by this
+            // item only.
+            unsafe {
+                let row = std::slice::from_raw_parts(job.rows.row(i1, i12, i13), row_bytes);
+                let out = std::slice::from_raw_parts_mut(scale_row(i1, i12, i13), 2 * nblk);
+                simd::block_scales(row, out);
+            }
+        });
+    }
     let (r2, r3) = (b2 / a.ne[2] as usize, b3 / a.ne[3] as usize);
     let batches = b2 * b3;
     // Smaller row blocks when there are too few blocks to keep every
@@ -55,21 +90,27 @@ pub unsafe fn run(ctx: &NodeCtx<'_>, job: &MulMat, g: &simd::Gemm, pack: SharedP
             .dst_ptr
             .0
             .wrapping_add(i12 * d.nb[2] as usize + i13 * d.nb[3] as usize + r0 * 4);
-        let buf = raw(pack).wrapping_add(thread * pack_bytes(g)).cast::<f32>();
+        let buf = raw(extra).wrapping_add(thread * pack_bytes(g));
         let mut k0 = 0;
         while k0 < k {
             let kl = g.kc.min(k - k0);
             // SAFETY: the block's rows cover k elements; this thread owns
-            // `buf`, which holds mc * kc floats.
+            // `buf`, which holds mc / mr groups of kc * group_bytes bytes.
             unsafe { (g.pack)(a_rows, a.nb[1] as usize, mrows, k0, kl, buf) };
             let mut j0 = 0;
             while j0 < ncols {
                 let nj = nr.min(ncols - j0);
                 let mut bp = [std::ptr::null(); MAX_NR];
+                let mut sp = [std::ptr::null(); MAX_NR];
                 let mut cp = [std::ptr::null_mut(); MAX_NR];
+                let blk0 = k0 / vt.block_size();
                 for j in 0..nj {
                     let i1 = c0 + j0 + j;
-                    bp[j] = job.rows.row(i1, i12, i13).cast::<f32>().wrapping_add(k0);
+                    bp[j] = job
+                        .rows
+                        .row(i1, i12, i13)
+                        .wrapping_add(blk0 * vt.type_size());
+                    sp[j] = scale_row(i1, i12, i13).wrapping_add(2 * blk0).cast_const();
                     cp[j] = out.wrapping_add(i1 * d.nb[1] as usize).cast::<f32>();
                 }
                 let mut r = 0;
@@ -80,13 +121,14 @@ pub unsafe fn run(ctx: &NodeCtx<'_>, job: &MulMat, g: &simd::Gemm, pack: SharedP
                         cr[j] = cp[j].wrapping_add(r);
                     }
                     // SAFETY: group r / mr of the packed block holds kl
-                    // steps; the columns cover k0 + kl floats and the
-                    // outputs mm rows.
+                    // elements; the columns (and their scale pairs) cover
+                    // k0 + kl elements and the outputs mm rows.
                     unsafe {
                         (g.panel)(
                             kl,
-                            buf.wrapping_add(r * kl),
+                            buf.wrapping_add(r / g.mr * kl * g.group_bytes),
                             &bp[..nj],
+                            &sp[..nj],
                             &cr[..nj],
                             mm,
                             k0 > 0,

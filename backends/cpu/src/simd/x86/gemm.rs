@@ -62,7 +62,7 @@ unsafe fn load1<const T: u8>(p: *const u8, i: usize) -> f32 {
 /// Transposes eight vectors (rows) of eight elements in place.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn transpose8(r: &mut [__m256; 8]) {
+pub(super) fn transpose8(r: &mut [__m256; 8]) {
     let t: [__m256; 8] = std::array::from_fn(|i| {
         let (x, y) = (r[i / 2 * 2], r[i / 2 * 2 + 1]);
         if i % 2 == 0 {
@@ -88,9 +88,9 @@ fn transpose8(r: &mut [__m256; 8]) {
 }
 
 /// Packs elements `k0..k0 + kc` of `rows` weight rows of kind `T` (rows
-/// `lda` bytes apart from `a`) into `dst`: `rows.div_ceil(MR)` groups of
-/// `kc * MR` floats, element `k` of row `g * MR + r` at
-/// `dst[(g * kc + k) * MR + r]`, rows past `rows` zero.
+/// `lda` bytes apart from `a`) into `dst` (any alignment):
+/// `rows.div_ceil(MR)` groups of `kc * MR` floats, element `k` of row
+/// `g * MR + r` at float `(g * kc + k) * MR + r`, rows past `rows` zero.
 ///
 /// # Safety
 /// Every row must cover `k0 + kc` elements; `dst` must hold
@@ -102,8 +102,9 @@ unsafe fn pack<const T: u8>(
     rows: usize,
     k0: usize,
     kc: usize,
-    dst: *mut f32,
+    dst: *mut u8,
 ) {
+    let dst = dst.cast::<f32>();
     let es = if T == F32 { 4 } else { 2 };
     let k8 = kc / 8 * 8;
     for g in 0..rows.div_ceil(MR) {
@@ -131,7 +132,7 @@ unsafe fn pack<const T: u8>(
                     // SAFETY: as above, one element at a time.
                     unsafe {
                         let x = if r < live { load1::<T>(row(r), k) } else { 0.0 };
-                        *out.add(k * MR + half * 8 + r) = x;
+                        out.add(k * MR + half * 8 + r).write_unaligned(x);
                     }
                 }
             }
@@ -143,7 +144,7 @@ unsafe fn pack<const T: u8>(
 ///
 /// # Safety
 /// As [`crate::simd::PackFn`]; the CPU must have AVX2, FMA and F16C.
-pub unsafe fn pack_f32(a: *const u8, lda: usize, rows: usize, k0: usize, kc: usize, d: *mut f32) {
+pub unsafe fn pack_f32(a: *const u8, lda: usize, rows: usize, k0: usize, kc: usize, d: *mut u8) {
     // SAFETY: forwarded contract.
     unsafe { pack::<F32>(a, lda, rows, k0, kc, d) }
 }
@@ -152,7 +153,7 @@ pub unsafe fn pack_f32(a: *const u8, lda: usize, rows: usize, k0: usize, kc: usi
 ///
 /// # Safety
 /// As [`crate::simd::PackFn`]; the CPU must have AVX2, FMA and F16C.
-pub unsafe fn pack_f16(a: *const u8, lda: usize, rows: usize, k0: usize, kc: usize, d: *mut f32) {
+pub unsafe fn pack_f16(a: *const u8, lda: usize, rows: usize, k0: usize, kc: usize, d: *mut u8) {
     // SAFETY: forwarded contract.
     unsafe { pack::<F16>(a, lda, rows, k0, kc, d) }
 }
@@ -161,7 +162,7 @@ pub unsafe fn pack_f16(a: *const u8, lda: usize, rows: usize, k0: usize, kc: usi
 ///
 /// # Safety
 /// As [`crate::simd::PackFn`]; the CPU must have AVX2, FMA and F16C.
-pub unsafe fn pack_bf16(a: *const u8, lda: usize, rows: usize, k0: usize, kc: usize, d: *mut f32) {
+pub unsafe fn pack_bf16(a: *const u8, lda: usize, rows: usize, k0: usize, kc: usize, d: *mut u8) {
     // SAFETY: forwarded contract.
     unsafe { pack::<BF16>(a, lda, rows, k0, kc, d) }
 }
@@ -175,13 +176,14 @@ pub unsafe fn pack_bf16(a: *const u8, lda: usize, rows: usize, k0: usize, kc: us
 unsafe fn micro<const N: usize>(
     kc: usize,
     a: *const f32,
-    b: &[*const f32],
+    b: &[*const u8],
     c: &[*mut f32],
     mr: usize,
     acc: bool,
 ) {
     // SAFETY: the caller passes N pointers.
-    let (bp, cp): ([*const f32; N], [*mut f32; N]) = unsafe { (first(b), first(c)) };
+    let (bp, cp): ([*const u8; N], [*mut f32; N]) = unsafe { (first(b), first(c)) };
+    let bp = bp.map(|p| p.cast::<f32>());
     let mut sum = [[_mm256_setzero_ps(); 2]; N];
     for k in 0..kc {
         // SAFETY: the packed panel holds kc steps of MR floats and every
@@ -231,12 +233,14 @@ unsafe fn micro<const N: usize>(
 /// As [`crate::simd::PanelFn`]; the CPU must have AVX2, FMA and F16C.
 pub unsafe fn panel(
     kc: usize,
-    a: *const f32,
-    b: &[*const f32],
+    a: *const u8,
+    b: &[*const u8],
+    _s: &[*const f32],
     c: &[*mut f32],
     mr: usize,
     acc: bool,
 ) {
+    let a = a.cast::<f32>();
     // SAFETY: forwarded contract; features checked by the caller.
     unsafe {
         match b.len() {

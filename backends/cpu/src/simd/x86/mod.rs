@@ -16,6 +16,7 @@ mod float;
 mod gemm;
 mod kquants;
 mod legacy;
+mod qgemm;
 
 use std::arch::x86_64::*;
 
@@ -46,11 +47,30 @@ pub fn kernel(dtype: DType) -> Option<MatKernel> {
         gemm: Some(Gemm {
             pack,
             panel: gemm::panel,
+            vt: DType::F32,
+            b_scales: false,
             mr: gemm::MR,
             nr: gemm::NR,
+            group_bytes: 4 * gemm::MR,
             mc: 128,
             nc: 96,
             kc: 256,
+            min_n: 16,
+        }),
+        ..kern
+    };
+    let with_qgemm = |kern: MatKernel, pack: PackFn, panel, nr, group_bytes, mc| MatKernel {
+        gemm: Some(Gemm {
+            pack,
+            panel,
+            vt: DType::Q8_0,
+            b_scales: true,
+            mr: qgemm::MR,
+            nr,
+            group_bytes,
+            mc,
+            nc: 16 * nr,
+            kc: 1024,
             min_n: 16,
         }),
         ..kern
@@ -59,11 +79,25 @@ pub fn kernel(dtype: DType) -> Option<MatKernel> {
         DType::F32 => with_gemm(k(float::tile_f32, 4, 3, 512), gemm::pack_f32),
         DType::F16 => with_gemm(k(float::tile_f16, 4, 3, 1024), gemm::pack_f16),
         DType::BF16 => with_gemm(k(float::tile_bf16, 4, 3, 1024), gemm::pack_bf16),
-        DType::Q4_0 => k(legacy::tile_q4_0, 2, 4, 4096),
+        DType::Q4_0 => with_qgemm(
+            k(legacy::tile_q4_0, 2, 4, 4096),
+            qgemm::pack_q4_0,
+            qgemm::panel_q4_0,
+            6,
+            qgemm::GROUP_BYTES_Q4_0,
+            128,
+        ),
         DType::Q4_1 => k(legacy::tile_q4_1, 2, 4, 4096),
         DType::Q5_0 => k(legacy::tile_q5_0, 2, 4, 4096),
         DType::Q5_1 => k(legacy::tile_q5_1, 2, 4, 4096),
-        DType::Q8_0 => k(legacy::tile_q8_0, 2, 4, 4096),
+        DType::Q8_0 => with_qgemm(
+            k(legacy::tile_q8_0, 2, 4, 4096),
+            qgemm::pack_q8_0,
+            qgemm::panel_q8_0,
+            4,
+            qgemm::GROUP_BYTES_Q8_0,
+            64,
+        ),
         DType::Q2_K => k(kquants::tile_q2_k, 2, 4, 4096),
         DType::Q3_K => k(kquants::tile_q3_k, 2, 4, 4096),
         DType::Q4_K => k(kquants::tile_q4_k, 2, 4, 4096),

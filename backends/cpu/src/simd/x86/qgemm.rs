@@ -1,0 +1,256 @@
+//! Packed GEMM for q4_0 and q8_0 weights against q8_0 activations, with
+//! weight rows as vector lanes.
+//!
+//! Packing turns eight weight rows' blocks into eight vectors per block,
+//! vector `t` holding quants `4t..4t + 4` of each row (row `r` in 32-bit
+//! lane `r`), after the rows' eight scales as f32. One step broadcasts
+//! four activation quants to every lane and `maddubs` multiplies them with
+//! all eight rows at once, so each lane sums its own row's dot product: no
+//! horizontal sums, and one int-to-float conversion and scale multiply per
+//! eight rows, column and block.
+//!
+//! q4_0 keeps its quants unsigned (0..15) and adds the `maddubs` pair sums
+//! of a whole block in 16 bits (at most 8 * 2 * 15 * 127 < 2^15); the `- 8`
+//! offset comes back through the activation block's scale pair
+//! `(d, 8 * d * sum(q))` ([`crate::simd::block_scales`]):
+//! `row += d_a * (d * isum - 8 * d * sum(q))`. q8_0 packs `|q|` and `q`
+//! and uses the sign trick, summing in 32 bits.
+
+use std::arch::x86_64::*;
+
+use super::{first, h2f, load128, load256};
+
+/// Rows per packed group.
+pub const MR: usize = 8;
+
+const Q4_0: u8 = 0;
+const Q8_0: u8 = 1;
+
+/// Bytes of a weight block.
+const fn a_bytes(t: u8) -> usize {
+    if t == Q4_0 { 18 } else { 34 }
+}
+
+/// Packed bytes per block of a group: eight f32 scales, then eight
+/// vectors (q4_0) or eight pairs of vectors `|q|`, `q` (q8_0).
+pub const fn group_block_bytes(t: u8) -> usize {
+    if t == Q4_0 { 32 + 256 } else { 32 + 512 }
+}
+
+/// Bytes of a q8_0 activation block and the offset of its quants.
+const B_BYTES: usize = 34;
+const B_QS: usize = 2;
+
+/// Transposes eight rows of eight 32-bit groups.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn transpose8(v: &mut [__m256i; 8]) {
+    let mut f = v.map(|x| _mm256_castsi256_ps(x));
+    super::gemm::transpose8(&mut f);
+    *v = f.map(|x| _mm256_castps_si256(x));
+}
+
+/// Packs blocks `k0 / 32 .. (k0 + kc) / 32` of `rows` rows of type `T`.
+///
+/// # Safety
+/// As [`crate::simd::PackFn`] with `group_bytes = group_block_bytes(T) / 32`.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn pack<const T: u8>(
+    a: *const u8,
+    lda: usize,
+    rows: usize,
+    k0: usize,
+    kc: usize,
+    dst: *mut u8,
+) {
+    let (blk0, nblk) = (k0 / 32, kc / 32);
+    let gb = group_block_bytes(T);
+    let m4 = _mm256_set1_epi8(0x0F);
+    for g in 0..rows.div_ceil(MR) {
+        let live = rows.saturating_sub(g * MR).min(MR);
+        let row = |r: usize, blk: usize| a.wrapping_add((g * MR + r) * lda + blk * a_bytes(T));
+        for i in 0..nblk {
+            let out = dst.wrapping_add((g * nblk + i) * gb);
+            let mut d = [0.0f32; MR];
+            let mut v = [_mm256_setzero_si256(); 8];
+            for r in 0..live {
+                let p = row(r, blk0 + i);
+                // SAFETY: row r < rows covers block blk0 + i.
+                unsafe {
+                    d[r] = h2f(p);
+                    v[r] = if T == Q4_0 {
+                        let x = load128(p.add(2));
+                        let both = _mm256_set_m128i(_mm_srli_epi16::<4>(x), x);
+                        _mm256_and_si256(both, m4)
+                    } else {
+                        load256(p.add(2))
+                    };
+                }
+            }
+            transpose8(&mut v);
+            // SAFETY: `out` has gb bytes for this group and block.
+            unsafe {
+                std::ptr::copy_nonoverlapping(d.as_ptr().cast::<u8>(), out, 32);
+                for (t, vt) in v.iter().enumerate() {
+                    if T == Q4_0 {
+                        _mm256_storeu_si256(out.add(32 + 32 * t).cast(), *vt);
+                    } else {
+                        let q = out.add(32 + 64 * t);
+                        _mm256_storeu_si256(q.cast(), _mm256_sign_epi8(*vt, *vt));
+                        _mm256_storeu_si256(q.add(32).cast(), *vt);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// [`crate::simd::PackFn`] for q4_0 weights.
+///
+/// # Safety
+/// As [`crate::simd::PackFn`]; the CPU must have AVX2, FMA and F16C.
+pub unsafe fn pack_q4_0(a: *const u8, lda: usize, rows: usize, k0: usize, kc: usize, d: *mut u8) {
+    // SAFETY: forwarded contract.
+    unsafe { pack::<Q4_0>(a, lda, rows, k0, kc, d) }
+}
+
+/// [`crate::simd::PackFn`] for q8_0 weights.
+///
+/// # Safety
+/// As [`crate::simd::PackFn`]; the CPU must have AVX2, FMA and F16C.
+pub unsafe fn pack_q8_0(a: *const u8, lda: usize, rows: usize, k0: usize, kc: usize, d: *mut u8) {
+    // SAFETY: forwarded contract.
+    unsafe { pack::<Q8_0>(a, lda, rows, k0, kc, d) }
+}
+
+/// Broadcasts quants `4t..4t + 4` of activation block `i` of column `b`.
+///
+/// # Safety
+/// `b` must cover block `i`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn bcast(b: *const u8, i: usize, t: usize) -> __m256i {
+    // SAFETY: caller's contract.
+    let x = unsafe {
+        b.add(i * B_BYTES + B_QS + 4 * t)
+            .cast::<i32>()
+            .read_unaligned()
+    };
+    _mm256_set1_epi32(x)
+}
+
+/// One group of [`MR`] packed rows x `N` columns over `kc` weights.
+///
+/// # Safety
+/// As [`crate::simd::PanelFn`], with `b.len() == s.len() == c.len() == N`.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn micro<const T: u8, const N: usize>(
+    kc: usize,
+    a: *const u8,
+    b: &[*const u8],
+    s: &[*const f32],
+    c: &[*mut f32],
+    mr: usize,
+    acc: bool,
+) {
+    // SAFETY: the caller passes N pointers of each kind.
+    let (bp, sp, cp): ([*const u8; N], [*const f32; N], [*mut f32; N]) =
+        unsafe { (first(b), first(s), first(c)) };
+    let gb = group_block_bytes(T);
+    let ones = _mm256_set1_epi16(1);
+    let mut sum = [_mm256_setzero_ps(); N];
+    for i in 0..kc / 32 {
+        let blk = a.wrapping_add(i * gb);
+        let mut isum = [_mm256_setzero_si256(); N];
+        for t in 0..8 {
+            // SAFETY: the group holds this block; every column covers it.
+            unsafe {
+                if T == Q4_0 {
+                    let av = load256(blk.add(32 + 32 * t));
+                    for j in 0..N {
+                        let p = _mm256_maddubs_epi16(av, bcast(bp[j], i, t));
+                        isum[j] = _mm256_add_epi16(isum[j], p);
+                    }
+                } else {
+                    let ax = load256(blk.add(32 + 64 * t));
+                    let av = load256(blk.add(64 + 64 * t));
+                    for j in 0..N {
+                        let y = _mm256_sign_epi8(bcast(bp[j], i, t), av);
+                        let p = _mm256_madd_epi16(_mm256_maddubs_epi16(ax, y), ones);
+                        isum[j] = _mm256_add_epi32(isum[j], p);
+                    }
+                }
+            }
+        }
+        // SAFETY: the group's block starts with eight f32 scales; every
+        // column has a scale pair per block.
+        unsafe {
+            let da = _mm256_loadu_ps(blk.cast::<f32>());
+            for j in 0..N {
+                let d = _mm256_set1_ps(*sp[j].add(2 * i));
+                let x = if T == Q4_0 {
+                    let x = _mm256_cvtepi32_ps(_mm256_madd_epi16(isum[j], ones));
+                    _mm256_fmsub_ps(x, d, _mm256_set1_ps(*sp[j].add(2 * i + 1)))
+                } else {
+                    _mm256_mul_ps(_mm256_cvtepi32_ps(isum[j]), d)
+                };
+                sum[j] = _mm256_fmadd_ps(da, x, sum[j]);
+            }
+        }
+    }
+    for j in 0..N {
+        if mr == MR {
+            // SAFETY: c[j] covers MR outputs.
+            unsafe {
+                let v = if acc {
+                    _mm256_add_ps(sum[j], _mm256_loadu_ps(cp[j]))
+                } else {
+                    sum[j]
+                };
+                _mm256_storeu_ps(cp[j], v);
+            }
+        } else {
+            let mut t = [0.0f32; MR];
+            // SAFETY: t holds MR floats.
+            unsafe { _mm256_storeu_ps(t.as_mut_ptr(), sum[j]) };
+            for (r, &v) in t.iter().enumerate().take(mr) {
+                // SAFETY: c[j] covers mr outputs.
+                unsafe { super::put(cp[j].add(r), v, acc) };
+            }
+        }
+    }
+}
+
+macro_rules! q_panel {
+    ($name:ident, $t:ident, $($n:literal),*) => {
+        #[doc = concat!("[`crate::simd::PanelFn`] for ", stringify!($t), " weights.")]
+        ///
+        /// # Safety
+        /// As [`crate::simd::PanelFn`]; the CPU must have AVX2, FMA and F16C.
+        pub unsafe fn $name(
+            kc: usize,
+            a: *const u8,
+            b: &[*const u8],
+            s: &[*const f32],
+            c: &[*mut f32],
+            mr: usize,
+            acc: bool,
+        ) {
+            // SAFETY: forwarded contract; features checked by the caller.
+            unsafe {
+                match b.len() {
+                    $($n => micro::<$t, $n>(kc, a, b, s, c, mr, acc),)*
+                    _ => debug_assert!(false, "panel width outside the kernel's contract"),
+                }
+            }
+        }
+    };
+}
+
+q_panel!(panel_q4_0, Q4_0, 1, 2, 3, 4, 5, 6);
+q_panel!(panel_q8_0, Q8_0, 1, 2, 3, 4);
+
+/// Packed bytes per K element of a q4_0 group.
+pub const GROUP_BYTES_Q4_0: usize = group_block_bytes(Q4_0) / 32;
+/// Packed bytes per K element of a q8_0 group.
+pub const GROUP_BYTES_Q8_0: usize = group_block_bytes(Q8_0) / 32;
