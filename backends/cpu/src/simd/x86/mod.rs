@@ -14,6 +14,7 @@
 pub mod convert;
 mod float;
 mod gemm;
+mod gemv;
 mod kquants;
 mod legacy;
 mod qgemm;
@@ -80,7 +81,10 @@ pub fn kernel(dtype: DType) -> Option<MatKernel> {
         DType::F16 => with_gemm(k(float::tile_f16, 4, 3, 1024), gemm::pack_f16),
         DType::BF16 => with_gemm(k(float::tile_bf16, 4, 3, 1024), gemm::pack_bf16),
         DType::Q4_0 => with_qgemm(
-            k(legacy::tile_q4_0, 2, 4, 4096),
+            MatKernel {
+                mr_vec: gemv::ROWS,
+                ..k(gemv::tile_q4_0, 2, 4, 4096)
+            },
             qgemm::pack_q4_0,
             qgemm::panel_q4_0,
             6,
