@@ -11,7 +11,11 @@
 //! conformance runner (release build) with ARGS (see docs/conformance.md).
 //!
 //! `cargo xtask test` runs everything CI checks (see `test.rs`).
+//!
+//! `cargo xtask hexagon-qemu` builds the Hexagon DSP C for Hexagon and runs
+//! its kernel tests under qemu-hexagon (see `hexagon_qemu.rs`).
 
+mod hexagon_qemu;
 mod setup;
 mod test;
 
@@ -43,6 +47,8 @@ enum Task {
     },
     /// Run everything CI checks: format, clippy, plugins, tests, conformance.
     Test,
+    /// Build the Hexagon DSP C for Hexagon v67 + HVX and compare its kernel tests under qemu-hexagon with the host's.
+    HexagonQemu,
 }
 
 /// One cdylib build: package, features, and the file name to install it as.
@@ -223,6 +229,7 @@ fn main() -> ExitCode {
             plugins(false).and_then(|()| conformance(&args, &[]))
         }),
         Task::Test => test::run(),
+        Task::HexagonQemu => hexagon_qemu::run_all(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

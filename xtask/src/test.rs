@@ -43,6 +43,8 @@ pub fn run() -> Result<(), String> {
     eprintln!("xtask test: plugins");
     plugins(true)?;
     cargo("tests", &["test", "-j2", "--workspace"])?;
+    eprintln!("xtask test: hexagon-qemu");
+    crate::hexagon_qemu::run_all()?;
     eprintln!("xtask test: conformance");
     let args = ["test", "--vectors", "conformance/vectors/cpy-quant"].map(String::from);
     conformance(&args, TEST_ENV)?;

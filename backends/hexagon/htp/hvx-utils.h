@@ -2,8 +2,9 @@
  * hvx-utils.h: element conversion and the vector helpers the kernels are
  * written in. An HVX vector holds 32 f32 (128 bytes); the helpers work on
  * whole vectors of HTP_VLEN_F32 lanes with a scalar tail, the way HVX code
- * does, in portable C. On Hexagon the compiler maps the lane loops onto HVX
- * (auto-vectorisation with -mhvx); nothing here needs Hexagon intrinsics.
+ * does, in portable C. Whole-row f16 <-> f32 conversion has HVX intrinsics
+ * (hvx-convert.h, included below) with these per-element functions as the
+ * reference.
  */
 #ifndef HVX_UTILS_H
 #define HVX_UTILS_H
@@ -102,6 +103,8 @@ static inline int htp_is_float(uint32_t type) {
     return type == HTP_TYPE_F32 || type == HTP_TYPE_F16 || type == HTP_TYPE_BF16;
 }
 
+#include "hvx-convert.h"
+
 /* Reads n elements of a float type, `stride` bytes apart, into f32 `out`. */
 static inline void htp_load_f32(float * out, const uint8_t * p, uint32_t n, uint32_t type, uint32_t stride) {
     switch (type) {
@@ -115,6 +118,10 @@ static inline void htp_load_f32(float * out, const uint8_t * p, uint32_t n, uint
             }
             break;
         case HTP_TYPE_F16:
+            if (stride == 2 && ((uintptr_t) p & 1) == 0) {
+                htp_row_f16_to_f32(out, (const uint16_t *) p, n);
+                break;
+            }
             for (uint32_t i = 0; i < n; i++) {
                 uint16_t h;
                 memcpy(&h, p + (size_t) i * stride, 2);
@@ -144,6 +151,11 @@ static inline void htp_store_f32(uint8_t * p, const float * in, uint32_t n, uint
             }
             break;
         case HTP_TYPE_F16:
+            if (stride == 2 && ((uintptr_t) p & 1) == 0 && (p + (size_t) n * 2 <= (const uint8_t *) in ||
+                                                             (const uint8_t *) (in + n) <= p)) {
+                htp_row_f32_to_f16((uint16_t *) p, in, n);
+                break;
+            }
             for (uint32_t i = 0; i < n; i++) {
                 uint16_t h = htp_f32_to_f16(in[i]);
                 memcpy(p + (size_t) i * stride, &h, 2);

@@ -33,6 +33,10 @@ struct mm_job {
 static void weight_row_f16(uint16_t * out, const uint8_t * row, uint32_t k, uint32_t k_pad, uint32_t type) {
     switch (type) {
         case HTP_TYPE_F32:
+            if (((uintptr_t) row & 3) == 0) {
+                htp_row_f32_to_f16(out, (const float *) row, k);
+                break;
+            }
             for (uint32_t i = 0; i < k; i++) {
                 float v;
                 memcpy(&v, row + 4 * (size_t) i, 4);
@@ -82,6 +86,7 @@ static void convert_activations(void * data, uint32_t ith, uint32_t nth) {
     uint32_t c0, c1;
     htp_split(cols, ith, nth, &c0, &c1);
     float row[TILE];
+    uint32_t k0_done;
     for (uint32_t c = c0; c < c1; c++) {
         uint16_t * out = j->act + (size_t) c * j->plan.k_pad;
         if (c >= j->ncols) {
@@ -89,7 +94,13 @@ static void convert_activations(void * data, uint32_t ith, uint32_t nth) {
             continue;
         }
         const uint8_t * src = j->pb + (size_t) (j->n0 + c) * b->nb[1] + (size_t) j->i2 * b->nb[2] + (size_t) j->i3 * b->nb[3];
-        for (uint32_t k0 = 0; k0 < k; k0 += TILE) {
+        if (b->type == HTP_TYPE_F32 && b->nb[0] == 4 && ((uintptr_t) src & 3) == 0) {
+            htp_row_f32_to_f16(out, (const float *) src, k); /* the whole row at once (HVX when built for it) */
+            k0_done = k;
+        } else {
+            k0_done = 0;
+        }
+        for (uint32_t k0 = k0_done; k0 < k; k0 += TILE) {
             uint32_t n = k - k0 < TILE ? k - k0 : TILE;
             htp_load_f32(row, src + (size_t) k0 * b->nb[0], n, b->type, b->nb[0]);
             for (uint32_t i = 0; i < n; i++) {
