@@ -149,7 +149,11 @@ impl<'a> Prepared<'a> {
         self.reference_time.get()
     }
 
-    fn reference(&self, built: &BuiltCase, leaves: &[(TensorId, Vec<u8>)]) -> &Result<Vec<f32>, String> {
+    fn reference(
+        &self,
+        built: &BuiltCase,
+        leaves: &[(TensorId, Vec<u8>)],
+    ) -> &Result<Vec<f32>, String> {
         self.want.get_or_init(|| {
             let t0 = Instant::now();
             let want = reference_output(built, leaves);

@@ -84,8 +84,20 @@ fn push_grid(c: &mut Catalogue, g: Grid) {
                 uni,
             )?;
             // ggml doubles the stored dim 1 (kv, or heads when permuted).
-            let k = b.strided(g.type_kv, [hsk, g.kv, g.nh, g.nr3], [1, 2, 1, 1], g.perm, uni)?;
-            let v = b.strided(g.type_kv, [hsv, g.kv, g.nh, g.nr3], [1, 2, 1, 1], g.perm, uni)?;
+            let k = b.strided(
+                g.type_kv,
+                [hsk, g.kv, g.nh, g.nr3],
+                [1, 2, 1, 1],
+                g.perm,
+                uni,
+            )?;
+            let v = b.strided(
+                g.type_kv,
+                [hsv, g.kv, g.nh, g.nr3],
+                [1, 2, 1, 1],
+                g.perm,
+                uni,
+            )?;
             let m = if g.mask {
                 let rows = pad(g.nb, 64);
                 Some(b.input_with(DType::F16, &[g.kv, rows, 1, g.nr3], Fill::Mask)?)
@@ -93,11 +105,7 @@ fn push_grid(c: &mut Catalogue, g: Grid) {
                 None
             };
             let s = if g.sinks {
-                Some(b.input_with(
-                    DType::F32,
-                    &[g.nh * g.nr2],
-                    Fill::Uniform(-10.0, 10.0),
-                )?)
+                Some(b.input_with(DType::F32, &[g.nh * g.nr2], Fill::Uniform(-10.0, 10.0))?)
             } else {
                 None
             };
@@ -194,7 +202,13 @@ fn grid_heads(
                             push_grid(c, g);
                             // Permuted Q/K/V for the plain-mask cases.
                             if mask && max_bias == 0.0 && softcap == 0.0 && ki == 0 {
-                                push_grid(c, Grid { perm: [0, 2, 1, 3], ..g });
+                                push_grid(
+                                    c,
+                                    Grid {
+                                        perm: [0, 2, 1, 3],
+                                        ..g
+                                    },
+                                );
                             }
                         }
                     }

@@ -18,6 +18,7 @@ pub(super) fn add(c: &mut Catalogue) {
     unary(c);
     glu(c);
     scalar_ops(c);
+    unary_glu_ggml_grid(c);
     reductions(c);
 }
 
@@ -265,4 +266,94 @@ fn reductions(c: &mut Catalogue) {
         let x = b.permuted(DType::F32, ne, [0, 2, 1, 3], Fill::Uniform(-1.0, 1.0))?;
         b.g.sum_rows(x)
     });
+}
+
+/// Input range of test-backend-ops' unary and GLU grids ([-150, 150], to
+/// catch NaNs from saturating functions), narrowed where the function
+/// overflows f32 (exp and friends).
+fn wide_range(f: UnaryOp) -> Fill {
+    match f {
+        UnaryOp::Exp | UnaryOp::Expm1 | UnaryOp::Xielu => Fill::Uniform(-5.0, 5.0),
+        _ => Fill::Uniform(-150.0, 150.0),
+    }
+}
+
+/// test-backend-ops' UNARY and GLU loops: [128, 2, 2, 2] and [5, 7, 11,
+/// 13], contiguous or a view of a 3x wider tensor, for every function.
+fn unary_glu_ggml_grid(c: &mut Catalogue) {
+    let uni = Fill::Uniform(-150.0, 150.0);
+    for dt in [DType::F16, DType::F32] {
+        for v in [false, true] {
+            let grow = if v { [3, 1, 1, 1] } else { [1; 4] };
+            let id = [0, 1, 2, 3];
+            for ne in [[128i64, 2, 2, 2], [5, 7, 11, 13]] {
+                for &f in UnaryOp::ALL {
+                    let name = format!(
+                        "UNARY(op={f},type={dt},ne_a=[{}],v={})",
+                        dims(&ne),
+                        v as i32
+                    );
+                    c.push(Op::Unary, name, bound_for(dt), move |b| {
+                        let x = b.strided(dt, ne, grow, id, wide_range(f))?;
+                        match f {
+                            UnaryOp::Xielu => b.g.xielu(x, 0.8, 0.5, 0.5, 1e-6),
+                            _ => b.g.unary(x, f),
+                        }
+                    });
+                }
+                for &f in GluOp::ALL {
+                    if f == GluOp::SwigluOai {
+                        continue;
+                    }
+                    // ggml halves an odd ne0 (dropping the last value);
+                    // backplane's GLU needs an even one: 5 becomes 10.
+                    let ne_h = [
+                        if ne[0] % 2 == 1 { ne[0] * 2 } else { ne[0] },
+                        ne[1],
+                        ne[2],
+                        ne[3],
+                    ];
+                    for swapped in [false, true] {
+                        let name = format!(
+                            "GLU(op={f},type={dt},ne_a=[{}],v={},swapped={swapped})",
+                            dims(&ne_h),
+                            v as i32
+                        );
+                        c.push(Op::Glu, name, bound_for(dt), move |b| {
+                            let x = b.strided(dt, ne_h, grow, id, uni)?;
+                            b.g.glu_split(x, f, swapped)
+                        });
+                    }
+                    let name = format!(
+                        "GLU(op={f},type={dt},ne_a=[{}],v={},two_tensors=true)",
+                        dims(&ne),
+                        v as i32
+                    );
+                    c.push(Op::Glu, name, bound_for(dt), move |b| {
+                        let x = b.strided(dt, ne, grow, id, uni)?;
+                        let y = b.strided(dt, ne, grow, id, uni)?;
+                        b.g.glu(x, y, f)
+                    });
+                }
+            }
+        }
+    }
+    for v in [false, true] {
+        for alpha in [0.5f32, 1.702] {
+            for limit in [2.0f32, 7.0] {
+                let ne = [128i64, 2, 2, 2];
+                let name = format!(
+                    "GLU(op=SWIGLU_OAI,type=f32,ne_a=[{}],v={},alpha={alpha},limit={limit})",
+                    dims(&ne),
+                    v as i32
+                );
+                c.push(Op::Glu, name, 1e-7, move |b| {
+                    let grow = if v { [3, 1, 1, 1] } else { [1; 4] };
+                    let x = b.strided(DType::F32, ne, grow, [0, 1, 2, 3], uni)?;
+                    let y = b.strided(DType::F32, ne, grow, [0, 1, 2, 3], uni)?;
+                    b.g.swiglu_oai(x, Some(y), alpha, limit)
+                });
+            }
+        }
+    }
 }

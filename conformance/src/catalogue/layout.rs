@@ -374,15 +374,7 @@ fn get_rows_ggml_grid(c: &mut Catalogue) {
 /// are left out: backplane has no empty tensors.
 fn set_rows_ggml_grid(c: &mut Catalogue) {
     #[allow(clippy::too_many_arguments)]
-    fn push(
-        c: &mut Catalogue,
-        t: DType,
-        it: DType,
-        ne: [i64; 4],
-        nr23: [i64; 2],
-        r: i64,
-        v: bool,
-    ) {
+    fn push(c: &mut Catalogue, t: DType, it: DType, ne: [i64; 4], nr23: [i64; 2], r: i64, v: bool) {
         let rv = if v { r / 2 } else { r };
         if rv == 0 {
             return;
@@ -399,7 +391,8 @@ fn set_rows_ggml_grid(c: &mut Catalogue) {
             let mut idx = b.input_with(it, &[r, ne[2], ne[3]], Fill::DistinctIndex(ne[1]))?;
             if v {
                 let nb = b.g.desc(src).nb;
-                src = b.g.view(src, &[ne[0], rv, n2, n3], &[nb[1], nb[2], nb[3]], 0)?;
+                src =
+                    b.g.view(src, &[ne[0], rv, n2, n3], &[nb[1], nb[2], nb[3]], 0)?;
                 let nb = b.g.desc(idx).nb;
                 idx = b.g.view(idx, &[rv, ne[2], ne[3]], &[nb[1], nb[2]], 0)?;
             }

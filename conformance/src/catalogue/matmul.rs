@@ -11,6 +11,7 @@ pub(crate) const MATMUL_TYPES: [DType; 13] = DType::WEIGHT_TYPES;
 pub(super) fn add(c: &mut Catalogue) {
     mul_mat(c);
     mul_mat_id(c);
+    mul_mat_id_ggml_grid(c);
     perf(c);
 }
 
@@ -142,4 +143,87 @@ fn perf(c: &mut Catalogue) {
             });
         }
     }
+}
+
+/// Rows per expert in the grid: test-backend-ops uses 512, which costs our
+/// reference 27 s on this grid; 128 keeps every other parameter.
+const GRID_EXPERT_ROWS: i64 = 128;
+
+/// test-backend-ops' MUL_MAT_ID loops: 512 (here [`GRID_EXPERT_ROWS`]) x
+/// 256 experts, 4 or 8 of them,
+/// 1, 2 or 4 used per token, b shared or per expert, 1, 32 or 129 tokens,
+/// for its base types (those backplane has, plus BF16 and Q6_K standing in
+/// for its MXFP4 and IQ2_XXS), its other types at 4 experts / 2 used, and
+/// its large experts x tokens case. The ids are views of a [n_mats, n]
+/// tensor, as there.
+fn mul_mat_id_ggml_grid(c: &mut Catalogue) {
+    for b_shared in [false, true] {
+        push_mm_id(c, DType::F16, 16, 16, b_shared, 32, 1024, 16);
+    }
+    let base = [
+        DType::F32,
+        DType::F16,
+        DType::Q8_0,
+        DType::Q4_0,
+        DType::Q4_1,
+        DType::Q4_K,
+        DType::BF16,
+        DType::Q6_K,
+    ];
+    for ta in base {
+        for n_mats in [4, 8] {
+            for n_used in [1, 2, 4] {
+                for b_shared in [false, true] {
+                    for n in [1, 32, 129] {
+                        push_mm_id(c, ta, n_mats, n_used, b_shared, GRID_EXPERT_ROWS, n, 256);
+                    }
+                }
+            }
+        }
+    }
+    for ta in [
+        DType::Q5_0,
+        DType::Q5_1,
+        DType::Q2_K,
+        DType::Q3_K,
+        DType::Q5_K,
+    ] {
+        for n in [1, 32] {
+            push_mm_id(c, ta, 4, 2, false, GRID_EXPERT_ROWS, n, 256);
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn push_mm_id(
+    c: &mut Catalogue,
+    ta: DType,
+    n_mats: i64,
+    n_used: i64,
+    b_shared: bool,
+    m: i64,
+    n: i64,
+    k: i64,
+) {
+    let name = format!(
+        "MUL_MAT_ID(type_a={ta},type_b=f32,n_mats={n_mats},n_used={n_used},b={b_shared},m={m},n={n},k={k},ids=view)"
+    );
+    let flops = 2.0 * (m * n_used * n * k) as f64;
+    c.push_work(
+        Op::MulMatId,
+        name,
+        NMSE_MATMUL,
+        Work::Flops(flops),
+        move |b| {
+            let a = b.input(ta, &[k, m, n_mats])?;
+            let mut ids = b.input_with(DType::I32, &[n_mats, n], Fill::DistinctIndex(n_mats))?;
+            if n_used != n_mats {
+                let nb = b.g.desc(ids).nb;
+                ids = b.g.view(ids, &[n_used, n], &[nb[1]], 0)?;
+            }
+            let e_b = if b_shared { 1 } else { n_used };
+            let x = b.input(DType::F32, &[k, e_b, n])?;
+            b.g.mul_mat_id(a, x, ids)
+        },
+    );
 }

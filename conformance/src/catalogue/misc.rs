@@ -12,6 +12,40 @@ pub(super) fn add(c: &mut Catalogue) {
     index_ops(c);
     conv(c);
     ssm(c);
+    ggml_grid(c);
+}
+
+/// test-backend-ops' ARGMAX shapes and SSM_CONV loop (Mamba d_conv 3 and 4
+/// over 1024 to 2048 channels, 1 or 5 tokens, 1 or 4 sequences).
+fn ggml_grid(c: &mut Catalogue) {
+    for ne in [
+        [32i64, 1, 1, 1],
+        [100, 10, 1, 1],
+        [1024, 10, 1, 1],
+        [1024, 12, 1, 1],
+        [2000, 10, 1, 1],
+        [5438, 3, 1, 1],
+    ] {
+        let name = format!("ARGMAX(type=f32,ne=[{}],distinct)", dims(&ne));
+        c.push(Op::Argmax, name, EXACT, move |b| {
+            let x = b.input_with(DType::F32, &ne, Fill::Distinct)?;
+            b.g.argmax(x)
+        });
+    }
+    for d_conv in [3i64, 4] {
+        for d_inner in [1024i64, 1536, 2048] {
+            for (len, n_s) in [(4i64, 1i64), (8, 1), (4, 4)] {
+                let name = format!(
+                    "SSM_CONV(type=f32,ne_a=[{len},{d_inner},{n_s},1],ne_b=[{d_conv},{d_inner},1,1])"
+                );
+                c.push(Op::SsmConv, name, NMSE_DEFAULT, move |b| {
+                    let sx = b.input(DType::F32, &[len, d_inner, n_s])?;
+                    let k = b.input(DType::F32, &[d_conv, d_inner])?;
+                    b.g.ssm_conv(sx, k)
+                });
+            }
+        }
+    }
 }
 
 fn index_ops(c: &mut Catalogue) {

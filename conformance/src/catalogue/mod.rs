@@ -7,6 +7,7 @@
 //! constant saying why.
 
 mod attention;
+mod conv;
 mod elementwise;
 mod layout;
 mod matmul;
@@ -48,6 +49,7 @@ impl Catalogue {
         norm_attn::add(&mut c);
         attention::add(&mut c);
         misc::add(&mut c);
+        conv::add(&mut c);
         c.cases
     }
 

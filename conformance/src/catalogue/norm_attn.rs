@@ -9,6 +9,8 @@ pub(super) fn add(c: &mut Catalogue) {
     norms(c);
     soft_max(c);
     rope(c);
+    soft_max_ggml_grid(c);
+    rope_ggml_grid(c);
 }
 
 fn norms(c: &mut Catalogue) {
@@ -147,5 +149,187 @@ fn rope(c: &mut Catalogue) {
         let v = b.g.permute(x, [0, 2, 1, 3])?;
         let pos = b.input_with(DType::I32, &[4], Fill::Index(100))?;
         b.g.rope(v, pos, None, RopeParams::new(64, rope_mode::NEOX))
+    });
+}
+
+/// test-backend-ops' SOFT_MAX loops: with and without mask (f32, f16),
+/// sinks, ALiBi and scale over 16/1024 (and one less) rows and columns,
+/// masks broadcast over dims 2 and 3 for the small shapes.
+fn soft_max_ggml_grid(c: &mut Catalogue) {
+    #[allow(clippy::too_many_arguments)]
+    fn push(
+        c: &mut Catalogue,
+        ne: [i64; 4],
+        mask: bool,
+        sinks: bool,
+        m_prec: DType,
+        nr23: [i64; 2],
+        scale: f32,
+        max_bias: f32,
+    ) {
+        let name = format!(
+            "SOFT_MAX(type=f32,ne=[{}],mask={mask},sinks={sinks},m_prec={m_prec},nr23=[{}],scale={scale},max_bias={max_bias})",
+            dims(&ne),
+            dims(&nr23)
+        );
+        c.push(Op::SoftMax, name, 1e-7, move |b| {
+            let a = b.input_with(
+                DType::F32,
+                &[ne[0], ne[1], ne[2] * nr23[0], ne[3] * nr23[1]],
+                Fill::Uniform(-5.0, 5.0),
+            )?;
+            let m = if mask {
+                Some(b.input_with(m_prec, &ne, Fill::Uniform(-1.0, 1.0))?)
+            } else {
+                None
+            };
+            let s = if sinks {
+                Some(b.input_with(DType::F32, &[ne[2] * nr23[0]], Fill::Uniform(-2.0, 2.0))?)
+            } else {
+                None
+            };
+            b.g.soft_max(a, m, s, scale, max_bias)
+        });
+    }
+    for mask in [false, true] {
+        for sinks in [false, true] {
+            for max_bias in [0.0f32, 8.0] {
+                if !mask && max_bias > 0.0 {
+                    continue;
+                }
+                for scale in [1.0f32, 0.1] {
+                    for ne0 in [16i64, 1024] {
+                        for ne1 in [16i64, 1024] {
+                            let precs: &[DType] = if mask {
+                                &[DType::F32, DType::F16]
+                            } else {
+                                &[DType::F32]
+                            };
+                            for &mp in precs {
+                                let (a, s) = ([ne0, ne1, 1, 1], [ne0 - 1, ne1 - 1, 1, 1]);
+                                push(c, a, mask, sinks, mp, [1, 1], scale, max_bias);
+                                push(c, s, mask, sinks, mp, [1, 1], scale, max_bias);
+                                if mask && ne0 <= 32 && ne1 <= 32 {
+                                    let a3 = [ne0, ne1, 1, 3];
+                                    push(c, a3, mask, sinks, mp, [3, 1], scale, max_bias);
+                                    push(c, s, mask, sinks, mp, [2, 3], scale, max_bias);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for (ne0, mask, sinks, mp, max_bias) in [
+        (16, true, true, DType::F32, 0.0f32),
+        (16, true, false, DType::F16, 0.0),
+        (16, false, true, DType::F32, 0.0),
+        (32, true, true, DType::F32, 0.0),
+        (32, true, false, DType::F16, 0.0),
+        (32, true, true, DType::F32, 8.0),
+        (32, true, true, DType::F16, 8.0),
+    ] {
+        push(c, [ne0, 2, 32, 1], mask, sinks, mp, [1, 1], 0.1, max_bias);
+    }
+}
+
+/// test-backend-ops' ROPE loops (forward): the model shapes of llama,
+/// falcon, stablelm, phi-2, qwen2-vl (m-rope) and its ViT (vision), with
+/// and without freq factors, contiguous or a view of a larger tensor, at
+/// every freq_scale / ext_factor / attn_factor for the first type and two
+/// shapes for the rest.
+fn rope_ggml_grid(c: &mut Catalogue) {
+    let mut all = true;
+    for fs in [1.0f32, 1.4245] {
+        for ef in [0.0f32, 0.7465] {
+            for af in [1.0f32, 1.4245] {
+                for dt in [DType::F32, DType::F16] {
+                    for ff in [false, true] {
+                        for v in [false, true] {
+                            let mut shapes: Vec<([i64; 4], i32, i32)> =
+                                vec![([128, 32, 2, 1], 128, rope_mode::NORMAL)];
+                            if all {
+                                shapes.extend([
+                                    ([128, 40, 2, 1], 128, rope_mode::NORMAL),
+                                    ([128, 52, 2, 1], 128, rope_mode::NORMAL),
+                                    ([128, 64, 2, 1], 128, rope_mode::NORMAL),
+                                    ([64, 1, 2, 1], 64, rope_mode::NEOX),
+                                    ([64, 71, 2, 1], 64, rope_mode::NEOX),
+                                    ([64, 8, 2, 1], 64, rope_mode::NEOX),
+                                    ([80, 32, 2, 1], 20, rope_mode::NORMAL),
+                                    ([80, 32, 2, 1], 32, rope_mode::NORMAL),
+                                    ([80, 32, 4, 1], 32, rope_mode::NORMAL),
+                                    ([80, 32, 2, 1], 20, rope_mode::NEOX),
+                                    ([80, 32, 2, 1], 32, rope_mode::NEOX),
+                                    ([80, 32, 4, 1], 32, rope_mode::NEOX),
+                                    ([128, 12, 2, 1], 128, rope_mode::MROPE),
+                                    ([128, 28, 2, 1], 128, rope_mode::MROPE),
+                                    ([128, 12, 2, 1], 20, rope_mode::MROPE),
+                                    ([128, 28, 2, 1], 32, rope_mode::MROPE),
+                                    ([80, 16, 2, 1], 80, rope_mode::VISION),
+                                ]);
+                            }
+                            shapes.push(([64, 128, 2, 1], 64, rope_mode::NEOX));
+                            for (ne, n_dims, mode) in shapes {
+                                push_rope(c, dt, ne, n_dims, mode, fs, ef, af, ff, v);
+                            }
+                        }
+                    }
+                    all = false;
+                }
+            }
+        }
+    }
+}
+
+/// One ROPE case as test-backend-ops' test_rope (forward).
+#[allow(clippy::too_many_arguments)]
+fn push_rope(
+    c: &mut Catalogue,
+    dt: DType,
+    ne: [i64; 4],
+    n_dims: i32,
+    mode: i32,
+    fs: f32,
+    ef: f32,
+    af: f32,
+    ff: bool,
+    v: bool,
+) {
+    let name = format!(
+        "ROPE(type={dt},ne_a=[{}],n_dims={n_dims},mode={mode},n_ctx=512,fs={fs},ef={ef},af={af},ff={ff},v={})",
+        dims(&ne),
+        v as i32
+    );
+    c.push(Op::Rope, name, bound_for(dt), move |b| {
+        let grow = if v { [2, 4, 3, 1] } else { [1; 4] };
+        let x = b.strided(dt, ne, grow, [0, 1, 2, 3], Fill::Uniform(-1.0, 1.0))?;
+        let multi = mode & rope_mode::MROPE != 0;
+        let n_pos = if multi { ne[2] * 4 } else { ne[2] };
+        let pos = b.input_with(DType::I32, &[n_pos], Fill::Index(512))?;
+        let f = if ff {
+            Some(b.input_with(DType::F32, &[n_dims as i64 / 2], Fill::Uniform(0.9, 1.1))?)
+        } else {
+            None
+        };
+        let mut p = if mode == rope_mode::VISION {
+            let mut p = RopeParams::new(n_dims / 2, mode);
+            p.sections = [n_dims / 4, n_dims / 4, 0, 0];
+            p
+        } else if multi {
+            let mut p = RopeParams::new(n_dims, mode);
+            p.sections = [n_dims / 3, n_dims / 3, n_dims / 3, 0];
+            p
+        } else {
+            RopeParams::new(n_dims, mode)
+        };
+        p.n_ctx_orig = 0;
+        p.freq_scale = fs;
+        p.ext_factor = ef;
+        p.attn_factor = af;
+        p.beta_fast = 1.0;
+        p.beta_slow = 1.0;
+        b.g.rope(x, pos, f, p)
     });
 }
