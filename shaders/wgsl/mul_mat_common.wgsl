@@ -5,6 +5,9 @@
 //   (with one QUANT_<TYPE> flag, see common/quant);
 // - W_VEC4: f32/half rows whose offset and strides are multiples of 4
 //   elements and K % 4 == 0; `src0` is an array of vec4, offsets in vec4s;
+// - W_HALF8 (mat-vec): half rows with K % 16 == 0 and 16-byte aligned
+//   offsets and strides; `src0` is an array<vec4<u32>> of 8 halves each,
+//   offsets in those units;
 // - neither: f32/half/bfloat16 rows read element by element, offsets in
 //   elements (bfloat16 as u32 words holding two).
 
@@ -15,6 +18,14 @@
 // Weights k..k+3 (k % 4 == 0, k < K) of the row starting at byte `row`.
 fn w_run(row: u32, k: u32, kmax: u32) -> vec4<f32> {
     return q_run(row + (k / QUANT_BLOCK_K) * QUANT_BLOCK_BYTES, k % QUANT_BLOCK_K);
+}
+#elif defined(W_HALF8)
+// Weights k..k+3 (k % 4 == 0, k < K) of the row starting at unit `row`
+// of 8 halves (one vec4<u32>).
+fn w_run(row: u32, k: u32, kmax: u32) -> vec4<f32> {
+    let v = src0[row + (k >> 3u)];
+    let h = select(v.xy, v.zw, (k & 4u) != 0u);
+    return vec4<f32>(unpack2x16float(h.x), unpack2x16float(h.y));
 }
 #elif defined(W_VEC4)
 // Weights k..k+3 (k % 4 == 0, k < K) of the row starting at vec4 `row`.

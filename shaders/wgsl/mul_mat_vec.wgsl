@@ -39,7 +39,9 @@ struct Params {
     ids_off: u32, ids_s0: u32, ids_s1: u32, n_used: u32, n_experts: u32, node1: u32,
 }
 
-#ifdef W_VEC4
+#ifdef W_HALF8
+@group(0) @binding(0) var<storage, read_write> src0: array<vec4<u32>>;
+#elif defined(W_VEC4)
 @group(0) @binding(0) var<storage, read_write> src0: array<vec4<SRC0_TYPE>>;
 #else
 @group(0) @binding(0) var<storage, read_write> src0: array<SRC0_TYPE>;
@@ -162,6 +164,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         kr = (vec4<u32>(kb) + vec4<u32>(q_unit_k(ub, 0u), q_unit_k(ub, 1u), q_unit_k(ub, 2u), q_unit_k(ub, 3u))) >> vec4<u32>(2u);
 #else
         let k0 = 16u * u;
+#ifdef W_HALF8
+        // K % 16 == 0: the unit is two whole 16-byte loads.
+        for (var r = 0u; r < NROWS; r++) {
+            let a = src0[rows[r] + 2u * u];
+            let b = src0[rows[r] + 2u * u + 1u];
+            w[r][0] = vec4<f32>(unpack2x16float(a.x), unpack2x16float(a.y));
+            w[r][1] = vec4<f32>(unpack2x16float(a.z), unpack2x16float(a.w));
+            w[r][2] = vec4<f32>(unpack2x16float(b.x), unpack2x16float(b.y));
+            w[r][3] = vec4<f32>(unpack2x16float(b.z), unpack2x16float(b.w));
+        }
+#else
         for (var r = 0u; r < NROWS; r++) {
             for (var q = 0u; q < 4u; q++) {
                 let k = k0 + 4u * q;
@@ -170,6 +183,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
                 }
             }
         }
+#endif
         // Runs past K have zero weights; their x index is clamped to the
         // row's first vec4 (finite products are masked below).
         let kq = vec4<u32>(k0) + vec4<u32>(0u, 4u, 8u, 12u);

@@ -31,6 +31,27 @@ fn q5_high(qh: u32, shift: vec4<u32>) -> vec4<u32> {
 }
 #endif
 
+#if defined(QUANT_Q4_0) || defined(QUANT_Q5_0) || defined(QUANT_Q8_0)
+// Blocks of these formats are 2 mod 4 bytes long (18, 22, 34), so the
+// same number of aligned words covers a block at either 2-byte alignment:
+// Q_WINDOW words from the one holding its first byte (which starts 2 bytes
+// early when the block does). Every lane loads the same words, with no
+// branch on the alignment, and stays inside the tensor's binding.
+#if defined(QUANT_Q4_0)
+const Q_WINDOW: u32 = 5u;
+#elif defined(QUANT_Q5_0)
+const Q_WINDOW: u32 = 6u;
+#else
+const Q_WINDOW: u32 = 9u;
+#endif
+
+// The word at bytes 2 + 4i .. 5 + 4i of the block, from its window `a`
+// (`odd`: the block starts 2 bytes into a[0]).
+fn q_win_word(a: array<u32, Q_WINDOW>, i: u32, odd: bool) -> u32 {
+    return select((a[i] >> 16u) | (a[i + 1u] << 16u), a[i + 1u], odd);
+}
+#endif
+
 // Unit `u` of the row starting at byte `row`.
 fn q_load8(row: u32, u: u32) -> QUnit8 {
     var w: QUnit8;
@@ -54,25 +75,35 @@ fn q_load8(row: u32, u: u32) -> QUnit8 {
     w.m[0] = -dmin * s0.y;
     w.d[1] = d * s1.x;
     w.m[1] = -dmin * s1.y;
-#elif defined(QUANT_Q8_0)
-    w.q[0] = qbuf_u32x4(block + 2u);
-    w.q[1] = qbuf_u32x4(block + 18u);
-    w.d[0] = qbuf_half(block);
+#elif defined(QUANT_Q4_0) || defined(QUANT_Q5_0) || defined(QUANT_Q8_0)
+    var a: array<u32, Q_WINDOW>;
+    let first = block >> 2u;
+    for (var i = 0u; i < Q_WINDOW; i++) {
+        a[i] = QUANT_BUF[first + i];
+    }
+    let odd = (block & 2u) != 0u;
+    w.d[0] = unpack2x16float(select(a[0], a[0] >> 16u, odd)).x;
+#if defined(QUANT_Q8_0)
+    w.q[0] = vec4<u32>(q_win_word(a, 0u, odd), q_win_word(a, 1u, odd), q_win_word(a, 2u, odd), q_win_word(a, 3u, odd));
+    w.q[1] = vec4<u32>(q_win_word(a, 4u, odd), q_win_word(a, 5u, odd), q_win_word(a, 6u, odd), q_win_word(a, 7u, odd));
     w.m[0] = 0.0;
-#else
-#if defined(QUANT_Q4_0)
-    let q = qbuf_u32x4(block + 2u);
-    w.d[0] = qbuf_half(block);
+#elif defined(QUANT_Q4_0)
+    let q = vec4<u32>(q_win_word(a, 0u, odd), q_win_word(a, 1u, odd), q_win_word(a, 2u, odd), q_win_word(a, 3u, odd));
     w.m[0] = -8.0 * w.d[0];
-#elif defined(QUANT_Q4_1)
+    w.q[0] = q & Q_NIBBLES;
+    w.q[1] = (q >> vec4<u32>(4u)) & Q_NIBBLES;
+#else
+    let qh = q_win_word(a, 0u, odd);
+    let q = vec4<u32>(q_win_word(a, 1u, odd), q_win_word(a, 2u, odd), q_win_word(a, 3u, odd), q_win_word(a, 4u, odd));
+    w.m[0] = -16.0 * w.d[0];
+    w.q[0] = (q & Q_NIBBLES) | q5_high(qh, vec4<u32>(0u, 4u, 8u, 12u));
+    w.q[1] = ((q >> vec4<u32>(4u)) & Q_NIBBLES) | q5_high(qh, vec4<u32>(16u, 20u, 24u, 28u));
+#endif
+#else
+#if defined(QUANT_Q4_1)
     let q = qbuf_u32x4(block + 4u);
     w.d[0] = qbuf_half(block);
     w.m[0] = qbuf_half(block + 2u);
-#elif defined(QUANT_Q5_0)
-    let qh = qbuf_u32(block + 2u);
-    let q = qbuf_u32x4(block + 6u);
-    w.d[0] = qbuf_half(block);
-    w.m[0] = -16.0 * w.d[0];
 #elif defined(QUANT_Q5_1)
     let qh = qbuf_u32(block + 4u);
     let q = qbuf_u32x4(block + 8u);
@@ -83,7 +114,7 @@ fn q_load8(row: u32, u: u32) -> QUnit8 {
 #endif
     w.q[0] = q & Q_NIBBLES;
     w.q[1] = (q >> vec4<u32>(4u)) & Q_NIBBLES;
-#if defined(QUANT_Q5_0) || defined(QUANT_Q5_1)
+#if defined(QUANT_Q5_1)
     w.q[0] |= q5_high(qh, vec4<u32>(0u, 4u, 8u, 12u));
     w.q[1] |= q5_high(qh, vec4<u32>(16u, 20u, 24u, 28u));
 #endif

@@ -44,14 +44,28 @@ struct Weights {
 }
 
 impl Weights {
+    /// The weights as the tiled and cooperative-matrix kernels read them.
     fn new(e: &Encoder, index: usize) -> Result<Weights, String> {
         let a = e.tensor(index);
         let ty = dtype(a)?;
+        Weights::with_layout(e, index, plan::weight_layout(&e.ctx().facts, a, ty))
+    }
+
+    /// The weights as the mat-vec kernel reads them.
+    fn for_matvec(e: &Encoder, index: usize) -> Result<Weights, String> {
+        let a = e.tensor(index);
+        let ty = dtype(a)?;
+        Weights::with_layout(e, index, plan::matvec_weight_layout(&e.ctx().facts, a, ty))
+    }
+
+    fn with_layout(e: &Encoder, index: usize, layout: WeightLayout) -> Result<Weights, String> {
+        let a = e.tensor(index);
+        let ty = dtype(a)?;
         let binding = e.binding(index)?;
-        let layout = plan::weight_layout(&e.ctx().facts, a, ty);
         let unit = match layout {
             WeightLayout::Quant => 1,
             WeightLayout::Vec4 => 4 * ty.type_size() as u64,
+            WeightLayout::Half8 => 16,
             WeightLayout::Scalar => ty.type_size() as u64,
         };
         Ok(Weights {
@@ -71,6 +85,7 @@ impl Weights {
                 .define("W_QUANT", "")
                 .define(quant_flag(self.ty).expect("block type"), ""),
             WeightLayout::Vec4 => key.define("W_VEC4", ""),
+            WeightLayout::Half8 => key.define("W_HALF8", ""),
             WeightLayout::Scalar => key,
         }
     }
@@ -262,6 +277,10 @@ pub(super) fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
     let out = Dst::new(e, node)?;
     let dense = out.strides[0] == 1;
     let path = plan::choose_path(&e.ctx().facts, w.ty, &s, dense, plan::forced_path());
+    let w = match path {
+        Path::MatVec { .. } => Weights::for_matvec(e, ia)?,
+        _ => w,
+    };
     // The cooperative-matrix kernel reads half activations, converted
     // first unless `f32x` asks it to convert f32 ones while staging.
     let half = matches!(path, Path::CoopMat { .. }) && !plan::forced_flag("f32x");
@@ -472,7 +491,7 @@ pub(super) fn encode_id(e: &mut Encoder, node: usize) -> Result<(), String> {
     let (a, b, ids) = (&g[ia], &g[ib], &g[ii]);
     let (k, m, ne11) = (a.ne[0] as u64, a.ne[1] as u64, b.ne[1] as u64);
     let (n_used, n_tok) = (ids.ne[0] as u64, ids.ne[1] as u64);
-    let w = Weights::new(e, ia)?;
+    let w = Weights::for_matvec(e, ia)?;
     let x = Activations::for_matvec(e, ib, w.ty)?;
     let out = Dst::new(e, node)?;
     let bi = e.binding(ii)?;

@@ -16,8 +16,9 @@ pub const ACTIVATION_TYPES: &[DType] = &[DType::F32, DType::F16];
 /// Columns up to which the mat-vec kernel is used.
 pub const MATVEC_MAX_N: u64 = 8;
 
-/// Rows of dst per mat-vec workgroup.
-pub const MATVEC_ROWS: u32 = 4;
+/// Rows of dst per mat-vec workgroup (2 measured best on an H200 for every
+/// weight type at n = 1; 4 and more leave too few workgroups).
+pub const MATVEC_ROWS: u32 = 2;
 
 /// Smallest output tile of the tiled kernel (square; 64 or 128).
 pub const TILED_TILE: u64 = 64;
@@ -81,6 +82,10 @@ pub enum WeightLayout {
     Vec4,
     /// f32/f16/bf16 element by element, offsets in elements.
     Scalar,
+    /// f16 rows read 8 halves at a time as `vec4<u32>` (mat-vec only:
+    /// K % 16 == 0, offsets and strides multiples of 16 bytes), offsets in
+    /// units of 8 halves.
+    Half8,
 }
 
 /// The shape of a MUL_MAT: `dst[M, N, ne12, ne13] = a[K, M, ne02, ne03]^T b`.
@@ -175,6 +180,21 @@ pub fn weight_layout(facts: &Facts, a: &TensorDesc, t: DType) -> WeightLayout {
         WeightLayout::Vec4
     } else {
         WeightLayout::Scalar
+    }
+}
+
+/// The mat-vec kernel's layout for weights `a` of type `t`: [`WeightLayout::Half8`]
+/// for f16 rows that allow 16-byte loads, else [`weight_layout`].
+pub fn matvec_weight_layout(facts: &Facts, a: &TensorDesc, t: DType) -> WeightLayout {
+    let half8 = t == DType::F16
+        && a.ne[0] % 16 == 0
+        && rem_bytes(facts, a).is_multiple_of(16)
+        && a.nb[1..].iter().all(|&s| s.is_multiple_of(16))
+        && !forced_flag("nohalf8");
+    if half8 {
+        WeightLayout::Half8
+    } else {
+        weight_layout(facts, a, t)
     }
 }
 
@@ -497,6 +517,13 @@ mod tests {
         assert_eq!(weight_layout(&f, &odd, DType::F16), WeightLayout::Scalar);
         let q = TensorDesc::new(DType::Q4_0, [64, 16, 1, 1]);
         assert_eq!(weight_layout(&f, &q, DType::Q4_0), WeightLayout::Quant);
+        // The mat-vec reads f16 rows 8 halves at a time when K % 16 == 0
+        // and every row starts on 16 bytes.
+        assert_eq!(matvec_weight_layout(&f, &a, DType::F16), WeightLayout::Half8);
+        let k40 = TensorDesc::new(DType::F16, [40, 16, 1, 1]);
+        assert_eq!(matvec_weight_layout(&f, &k40, DType::F16), WeightLayout::Vec4);
+        let f32w = TensorDesc::new(DType::F32, [64, 16, 1, 1]);
+        assert_eq!(matvec_weight_layout(&f, &f32w, DType::F32), WeightLayout::Vec4);
         let b = TensorDesc::new(DType::F32, [64, 9, 1, 1]);
         assert!(activations_direct(&f, &b, DType::F32));
         let mut t = b;

@@ -89,6 +89,11 @@ fn matvec_variants_validate() {
             if plan::matvec_int8(t) {
                 check(&key.clone().define("X_Q8", ""));
             }
+            if t == DType::F16 && !vec4 {
+                let mut half8 = key.clone();
+                half8.defines.retain(|(n, _)| *n != "W_VEC4");
+                check(&half8.define("W_HALF8", ""));
+            }
             check(&key);
         }
     }
