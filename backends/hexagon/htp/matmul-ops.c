@@ -48,27 +48,12 @@ static void weight_row_f16(uint16_t * out, const uint8_t * row, uint32_t k, uint
             break;
         case HTP_TYPE_Q4_0:
             for (uint32_t blk = 0; blk < k / 32; blk++) {
-                const uint8_t * q = row + (size_t) blk * 18;
-                uint16_t dh;
-                memcpy(&dh, q, 2);
-                float d = htp_f16_to_f32(dh);
-                for (uint32_t j = 0; j < 16; j++) {
-                    int lo = (q[2 + j] & 0x0f) - 8;
-                    int hi = (q[2 + j] >> 4) - 8;
-                    out[blk * 32 + j] = htp_f32_to_f16(d * (float) lo);
-                    out[blk * 32 + j + 16] = htp_f32_to_f16(d * (float) hi);
-                }
+                htp_block_q4_0_to_f16(out + blk * 32, row + (size_t) blk * 18);
             }
             break;
         default: /* HTP_TYPE_Q8_0 */
             for (uint32_t blk = 0; blk < k / 32; blk++) {
-                const uint8_t * q = row + (size_t) blk * 34;
-                uint16_t dh;
-                memcpy(&dh, q, 2);
-                float d = htp_f16_to_f32(dh);
-                for (uint32_t j = 0; j < 32; j++) {
-                    out[blk * 32 + j] = htp_f32_to_f16(d * (float) (int8_t) q[2 + j]);
-                }
+                htp_block_q8_0_to_f16(out + blk * 32, row + (size_t) blk * 34);
             }
             break;
     }

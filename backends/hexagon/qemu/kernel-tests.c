@@ -298,6 +298,35 @@ static void conversions(void) {
     }
     printf("%s: mismatches=%u hash=%llx\n", "f32->f16 rounding edges", bad,
            (unsigned long long) fnv((const uint8_t *) got, 2 * n));
+
+    /* Q8_0 / Q4_0 blocks with scales of every exponent (subnormal and zero too), both signs */
+    static uint16_t deq[2][2048 * 32];
+    uint32_t bad_q[2] = { 0, 0 };
+    for (uint32_t b = 0; b < 2048; b++) {
+        uint8_t blk[34];
+        uint16_t dh = (uint16_t) (((b & 1) << 15) | ((b / 2 % 31) << 10) | (rnd32() & 0x3ff));
+        if (b % 97 == 0) {
+            dh &= 0x8000; /* a zero scale */
+        }
+        memcpy(blk, &dh, 2);
+        for (uint32_t i = 2; i < 34; i++) {
+            blk[i] = (uint8_t) rnd32();
+        }
+        uint16_t * q8 = &deq[0][b * 32];
+        uint16_t * q4 = &deq[1][b * 32];
+        htp_block_q8_0_to_f16(q8, blk);
+        htp_block_q4_0_to_f16(q4, blk);
+        float d = htp_f16_to_f32(dh);
+        for (uint32_t j = 0; j < 32; j++) {
+            bad_q[0] += q8[j] != htp_f32_to_f16(d * (float) (int8_t) blk[2 + j]);
+            int nib = j < 16 ? (blk[2 + j] & 0x0f) : (blk[2 + j - 16] >> 4);
+            bad_q[1] += q4[j] != htp_f32_to_f16(d * (float) (nib - 8));
+        }
+    }
+    printf("%s: mismatches=%u hash=%llx\n", "q8_0 blocks -> f16", bad_q[0],
+           (unsigned long long) fnv((const uint8_t *) deq[0], sizeof(deq[0])));
+    printf("%s: mismatches=%u hash=%llx\n", "q4_0 blocks -> f16", bad_q[1],
+           (unsigned long long) fnv((const uint8_t *) deq[1], sizeof(deq[1])));
 }
 
 /* ---- op cases --------------------------------------------------------------------------------- */
