@@ -1,6 +1,8 @@
 //! Every conformance case of the ops the backend implements, on the
-//! emulated DSP in process: each must either pass against the reference
-//! kernels or be refused by supports_op (and a refused case names why).
+//! emulated DSP in process and over FastRPC on the libcdsprpc.so test double
+//! (the DSP platform layer with its HVX worker threads): each must either
+//! pass against the reference kernels or be refused by supports_op (and a
+//! refused case names why).
 
 mod common;
 
@@ -25,7 +27,19 @@ const OPS: [Op; 13] = [
 
 #[test]
 fn every_claimed_case_passes_on_the_emulated_dsp() {
-    let mut target = common::HexagonTarget::new();
+    run_all(common::HexagonTarget::new(), "emulated");
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn every_claimed_case_passes_over_fastrpc_with_parallel_hvx_threads() {
+    run_all(
+        common::HexagonTarget::over(common::fastrpc_device("emu_hvx=4")),
+        "fastrpc",
+    );
+}
+
+fn run_all(mut target: common::HexagonTarget, how: &str) {
     let (mut pass, mut refused, mut failed) = (0, 0, Vec::new());
     for case in Catalogue::all()
         .iter()
@@ -49,7 +63,7 @@ fn every_claimed_case_passes_on_the_emulated_dsp() {
         }
     }
     println!(
-        "hexagon emulated: {pass} passed, {refused} refused, {} failed",
+        "hexagon {how}: {pass} passed, {refused} refused, {} failed",
         failed.len()
     );
     assert!(

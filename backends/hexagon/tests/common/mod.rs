@@ -1,6 +1,7 @@
-//! The emulated device as a conformance target, in process: every tensor in
-//! one shared buffer with guard bytes around each storage root, graphs run
-//! through the backend contract exactly as a host would.
+//! The emulated device (or a FastRPC session on the libcdsprpc.so test
+//! double) as a conformance target, in process: every tensor in one shared
+//! buffer with guard bytes around each storage root, graphs run through the
+//! backend contract exactly as a host would.
 
 use backplane::{Graph, TensorId};
 use backplane_abi::TensorDesc;
@@ -28,7 +29,24 @@ struct Loaded {
     roots: Vec<(u64, u64, u64)>,
 }
 
-/// The emulated HTP under test.
+/// A FastRPC session on the libcdsprpc.so test double (see build.rs), which
+/// runs the DSP platform layer htp/htp-dsp.c with a worker thread per HVX
+/// context (the emulation runs an op's thread shares one after another).
+#[cfg(target_os = "linux")]
+#[allow(dead_code)] // not every test binary that includes this module uses it
+pub fn fastrpc_device(extra: &str) -> HexagonDevice {
+    use std::sync::Arc;
+    let api = backplane_hexagon_sys::CdspRpc::load(Some(env!("BACKPLANE_HEXAGON_CDSPRPC_DOUBLE")))
+        .expect("loading the libcdsprpc.so test double");
+    let t = backplane_hexagon::FastRpcTransport::open(Arc::new(api), &session_uri(0, extra))
+        .expect("open a FastRPC session");
+    HexagonDevice::new(
+        0,
+        Session::open(Box::new(t), SessionConfig::default()).expect("start the session"),
+    )
+}
+
+/// The HTP under test.
 pub struct HexagonTarget {
     device: HexagonDevice,
     stream: Box<dyn Backend>,
@@ -38,7 +56,11 @@ pub struct HexagonTarget {
 impl HexagonTarget {
     /// A target over a fresh emulated session.
     pub fn new() -> HexagonTarget {
-        let device = emulated_device("");
+        HexagonTarget::over(emulated_device(""))
+    }
+
+    /// A target over `device`.
+    pub fn over(device: HexagonDevice) -> HexagonTarget {
         let stream = device.init_backend("").expect("stream");
         HexagonTarget {
             device,
