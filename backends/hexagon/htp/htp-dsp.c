@@ -343,7 +343,7 @@ int htp_iface_power(uint64_t handle, const struct htp_hmx_clock * req) {
 #else
     /* Before v75 the HMX has no clock of its own: power it up only. */
     r.type = HAP_power_set_HMX;
-    r.hvx.power_up = req->power_up;
+    r.hmx.power_up = req->power_up;
 #endif
     return HAP_power_set(&s->power_client, &r);
 }

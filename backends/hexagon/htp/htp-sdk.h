@@ -106,6 +106,8 @@ typedef struct {
     unsigned char power_up;
 } HAP_power_hvx_payload;
 
+typedef HAP_power_hvx_payload HAP_power_hmx_payload;
+
 /* HAP_power_hmx_payload_v2 (enums as 32-bit). */
 typedef struct {
     unsigned char set_power;
@@ -127,6 +129,7 @@ typedef struct {
     HAP_Power_request_type type;
     union {
         HAP_power_hvx_payload hvx;
+        HAP_power_hmx_payload hmx;
         HAP_power_hmx_payload_v2 hmx_v2;
         uint64_t align;
         unsigned char pad[248]; /* past the largest SDK payload */
