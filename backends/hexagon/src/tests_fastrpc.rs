@@ -214,8 +214,12 @@ fn fastrpc_dsp_error_codes_name_the_node_and_the_session_goes_on() {
 fn fastrpc_sessions_release_handles_queues_and_vtcm() {
     // More sessions than the double has handles, VTCM contexts or queues
     // at once: each must be given back when its session drops.
-    for i in 0..80 {
-        let dev = device(if i.is_multiple_of(2) { "emu_vtcm_kib=64" } else { "" });
+    for i in 0..80u32 {
+        let dev = device(if i.is_multiple_of(2) {
+            "emu_vtcm_kib=64"
+        } else {
+            ""
+        });
         let buf = dev.buffer_type().alloc_buffer(256).expect("alloc");
         drop(buf);
         drop(dev);
