@@ -136,3 +136,132 @@ pub unsafe fn tile_q4_0(
         }
     }
 }
+
+/// q4_K super-block bytes and the q8_K block bytes / field offsets.
+const K4_BYTES: usize = 144;
+const K8_BYTES: usize = 292;
+const K8_QS: usize = 4;
+const K8_BSUMS: usize = 260;
+
+/// Shuffle masks that broadcast 16-bit scale `i` to every lane.
+const K4_SHUF: [[u8; 32]; 8] = {
+    let mut m = [[0u8; 32]; 8];
+    let mut i = 0;
+    while i < 8 {
+        let mut l = 0;
+        while l < 16 {
+            m[i][2 * l] = 2 * i as u8;
+            m[i][2 * l + 1] = 2 * i as u8 + 1;
+            l += 1;
+        }
+        i += 1;
+    }
+    m
+};
+
+/// Up to `RM` rows of q4_K weights times one q8_K activation row, the
+/// way ggml's AVX2 `vec_dot_q4_K_q8_K` does one row (8-bit scales widened
+/// once per super-block, `maddubs` then `madd` with the broadcast scale,
+/// mins through the pairwise sums of `bsums`), rows interleaved per
+/// super-block so they share the activation loads in L1.
+///
+/// # Safety
+/// `mr <= RM` rows (`lda` bytes apart) and `b` must cover `k / 256`
+/// super-blocks, `c` `mr` floats; the CPU must have AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q4_k_rows<const RM: usize>(
+    k: usize,
+    a: *const u8,
+    lda: usize,
+    b: *const u8,
+    c: *mut f32,
+    acc: bool,
+) {
+    const KMASK1: u32 = 0x3f3f3f3f;
+    const KMASK2: u32 = 0x0f0f0f0f;
+    const KMASK3: u32 = 0x03030303;
+    let m4 = _mm256_set1_epi8(0x0F);
+    let mut sum = [_mm256_setzero_ps(); RM];
+    let mut summ = [_mm_setzero_ps(); RM];
+    for i in 0..k / 256 {
+        // SAFETY: super-block i lies within every row and the activations.
+        unsafe {
+            let y = b.add(i * K8_BYTES);
+            let db = y.cast::<f32>().read_unaligned();
+            let bs = load256(y.add(K8_BSUMS));
+            let q8s = _mm_hadd_epi16(
+                _mm256_castsi256_si128(bs),
+                _mm256_extracti128_si256::<1>(bs),
+            );
+            for r in 0..RM {
+                let x = a.add(r * lda + i * K4_BYTES);
+                for l in (0..K4_BYTES).step_by(64) {
+                    prefetch(x.wrapping_add(l + PREFETCH_AHEAD));
+                }
+                let d = db * super::h2f(x);
+                let dmin = -db * super::h2f(x.add(2));
+                let u: [u32; 3] =
+                    std::array::from_fn(|j| x.add(4 + 4 * j).cast::<u32>().read_unaligned());
+                let u3 = ((u[2] >> 4) & KMASK2) | (((u[1] >> 6) & KMASK3) << 4);
+                let u1 = (u[2] & KMASK2) | (((u[0] >> 6) & KMASK3) << 4);
+                let u2 = u[1] & KMASK1;
+                let u0 = u[0] & KMASK1;
+                let ms =
+                    _mm256_cvtepu8_epi16(_mm_set_epi32(u3 as i32, u2 as i32, u1 as i32, u0 as i32));
+                let prod = _mm_madd_epi16(_mm256_extracti128_si256::<1>(ms), q8s);
+                summ[r] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), summ[r]);
+                let sc = _mm256_permute2x128_si256::<0x00>(ms, ms);
+                let mut sumi = _mm256_setzero_si256();
+                for j in 0..4 {
+                    let sl = _mm256_shuffle_epi8(sc, load256(K4_SHUF[2 * j].as_ptr()));
+                    let sh = _mm256_shuffle_epi8(sc, load256(K4_SHUF[2 * j + 1].as_ptr()));
+                    let q4 = load256(x.add(16 + 32 * j));
+                    let q4l = _mm256_and_si256(q4, m4);
+                    let q4h = _mm256_and_si256(_mm256_srli_epi16::<4>(q4), m4);
+                    let q8l = load256(y.add(K8_QS + 64 * j));
+                    let q8h = load256(y.add(K8_QS + 64 * j + 32));
+                    let pl = _mm256_madd_epi16(sl, _mm256_maddubs_epi16(q4l, q8l));
+                    let ph = _mm256_madd_epi16(sh, _mm256_maddubs_epi16(q4h, q8h));
+                    sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(pl, ph));
+                }
+                sum[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), sum[r]);
+            }
+        }
+    }
+    for r in 0..RM {
+        let m = summ[r];
+        let m = _mm_add_ps(m, _mm_movehl_ps(m, m));
+        let m = _mm_add_ss(m, _mm_movehdup_ps(m));
+        // SAFETY: c covers RM outputs.
+        unsafe { put(c.add(r), super::hsum(sum[r]) + _mm_cvtss_f32(m), acc) };
+    }
+}
+
+/// [`crate::simd::TileFn`] for q4_K weights: one column through
+/// [`q4_k_rows`] a row at a time, several through the register-tiled
+/// kernel (up to 2 rows x 4 columns).
+///
+/// # Safety
+/// As [`crate::simd::TileFn`]; the CPU must have AVX2, FMA and F16C.
+pub unsafe fn tile_q4_k(
+    k: usize,
+    a: *const u8,
+    lda: usize,
+    mr: usize,
+    b: &[*const u8],
+    c: &[*mut f32],
+    acc: bool,
+) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        match (b.len(), mr) {
+            (1, _) => {
+                // One row at a time: the 4-row form runs out of registers.
+                for r in 0..mr {
+                    q4_k_rows::<1>(k, a.wrapping_add(r * lda), lda, b[0], c[0].add(r), acc);
+                }
+            }
+            _ => super::kquants::tile_q4_k(k, a, lda, mr, b, c, acc),
+        }
+    }
+}
