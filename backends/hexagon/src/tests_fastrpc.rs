@@ -31,6 +31,8 @@ fn open(extra: &str) -> Result<FastRpcTransport, TransportError> {
     FastRpcTransport::open(api(), &session_uri(0, extra))
 }
 
+/// Short waits, for the tests that expect a stalled DSP (the others keep the
+/// default so a loaded machine cannot make them time out).
 fn quick() -> SessionConfig {
     SessionConfig {
         timeout_us: 50_000,
@@ -40,7 +42,10 @@ fn quick() -> SessionConfig {
 
 fn device(extra: &str) -> HexagonDevice {
     let t = open(extra).expect("open");
-    HexagonDevice::new(0, Session::open(Box::new(t), quick()).expect("session"))
+    HexagonDevice::new(
+        0,
+        Session::open(Box::new(t), SessionConfig::default()).expect("session"),
+    )
 }
 
 fn i32_bytes(v: &[i32]) -> Vec<u8> {

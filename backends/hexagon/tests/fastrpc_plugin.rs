@@ -56,13 +56,10 @@ fn env(vars: &[(&str, &str)]) -> MutexGuard<'static, ()> {
         // inside calls made under it.
         unsafe { std::env::remove_var(k) };
     }
-    let base = [
-        (
-            "BACKPLANE_HEXAGON_CDSPRPC",
-            env!("BACKPLANE_HEXAGON_CDSPRPC_DOUBLE"),
-        ),
-        ("BACKPLANE_HEXAGON_TIMEOUT_MS", "100"),
-    ];
+    let base = [(
+        "BACKPLANE_HEXAGON_CDSPRPC",
+        env!("BACKPLANE_HEXAGON_CDSPRPC_DOUBLE"),
+    )];
     for (k, v) in base.iter().chain(vars) {
         // SAFETY: as above.
         unsafe { std::env::set_var(k, v) };
@@ -258,7 +255,10 @@ fn plugin_reports_each_open_failure_as_its_no_device_reason() {
 fn graph_error_under(fault: &str) -> String {
     let e = {
         let opts = format!("emu_fault={fault}&emu_fault_after=1");
-        let _env = env(&[("BACKPLANE_HEXAGON_URI_OPTIONS", opts.as_str())]);
+        let _env = env(&[
+            ("BACKPLANE_HEXAGON_URI_OPTIONS", opts.as_str()),
+            ("BACKPLANE_HEXAGON_TIMEOUT_MS", "100"),
+        ]);
         let reg = load();
         let d = device(&reg);
         let (g, out) = feed_forward();
