@@ -321,7 +321,7 @@ pub(super) fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
 fn matvec_key(e: &Encoder, w: &Weights, x: &Activations, cols: u32, id: bool) -> PipelineKey {
     let facts = &e.ctx().facts;
     let subgroups = plan::matvec_subgroups(facts);
-    let wg = plan::matvec_wg(facts, subgroups);
+    let wg = plan::matvec_wg(facts, subgroups, w.ty);
     let mut key = w
         .key(PipelineKey::new("mul_mat_vec", ""))
         .wg(wg)
