@@ -15,9 +15,9 @@
 //!    `htp/hvx-convert.h`); the Hexagon binary runs under qemu-hexagon and
 //!    its output must equal the host's line for line (op status and output
 //!    hashes, and in-binary HVX-vs-reference checks).
-//! 2. The DSP platform layer `htp/htp-dsp.c` (QuRT, HAP, dspqueue through
-//!    `htp/htp-sdk.h`) compiled for v68 and v69 (`-c` only: the SDK's
-//!    libraries are not here to link).
+//! 2. Every `htp/` source and the DSP platform layer `htp/htp-dsp.c` (QuRT,
+//!    HAP, dspqueue through `htp/htp-sdk.h`) compiled for v68 and v69 with
+//!    HVX (`-c` only: the SDK's libraries are not here to link).
 //!
 //! qemu 7.2 knows v67 only: HVX float (v68 qf32) stops its decoder, so
 //! the HVX paths tested here are the integer ones.
@@ -180,13 +180,14 @@ pub fn run_all() -> Result<(), String> {
         "building the kernel tests for Hexagon v67 + HVX",
     )?;
     for cpu in ["-mv68", "-mv69"] {
+        let objs = out.join(&cpu[1..]);
+        std::fs::create_dir_all(&objs).map_err(|e| format!("{}: {e}", objs.display()))?;
         run(
             hexagon(cpu)
+                .current_dir(&objs)
                 .arg("-c")
-                .arg(dir.join("htp/htp-dsp.c"))
-                .arg("-o")
-                .arg(out.join(format!("htp-dsp{cpu}.o"))),
-            &format!("compiling the DSP platform layer htp-dsp.c for Hexagon {cpu}"),
+                .args(sources(&dir, &["htp/htp-dsp.c"])),
+            &format!("compiling htp/ and the DSP platform layer htp-dsp.c for Hexagon {cpu}"),
         )?;
     }
     let t_build = t0.elapsed();

@@ -113,12 +113,22 @@ static void tile_mma(float * acc, const float * w, const float * x) {
 
 /* Loads a 32x32 f16 tile at column k0 of a [rows][k_pad] panel as f32. */
 static void load_tile(float * t, const uint16_t * panel, uint32_t k_pad, uint32_t k0) {
+#if defined(__HVX__)
+    /* two tile rows (64 halfs) per HVX conversion: adjacent in t, gathered from the panel */
+    uint16_t pair[2 * TILE] __attribute__((aligned(128)));
+    for (uint32_t r = 0; r < TILE; r += 2) {
+        memcpy(pair, panel + (size_t) r * k_pad + k0, TILE * 2);
+        memcpy(pair + TILE, panel + (size_t) (r + 1) * k_pad + k0, TILE * 2);
+        htp_row_f16_to_f32(t + r * TILE, pair, 2 * TILE);
+    }
+#else
     for (uint32_t r = 0; r < TILE; r++) {
         const uint16_t * p = panel + (size_t) r * k_pad + k0;
         for (uint32_t c = 0; c < TILE; c++) {
             t[r * TILE + c] = htp_f16_to_f32(p[c]);
         }
     }
+#endif
 }
 
 /* This thread's 32-row weight panels against the whole activation panel. */
