@@ -2,7 +2,10 @@
 
 use std::arch::x86_64::*;
 
-use super::{dispatch_tile, first, hsum, put};
+use super::{dispatch_tile, first, hsum, prefetch, put};
+
+/// How far ahead (bytes) a float mat-vec row is prefetched.
+const FLOAT_PREFETCH_AHEAD: usize = 2048;
 
 /// Element kinds of the float tiles.
 const F32: u8 = 0;
@@ -113,7 +116,14 @@ unsafe fn tile<const T: u8, const RM: usize, const RN: usize>(
         // Two accumulator sets (even / odd 8-element steps).
         let mut sum2 = [[_mm256_setzero_ps(); RN]; RM];
         let k16 = k / 16 * 16;
+        let es = if T == F32 { 4 } else { 2 };
         while i < k16 {
+            if RN == 1 {
+                // Mat-vec: every row is its own memory stream.
+                for p in ap {
+                    prefetch(p.wrapping_add(i * es + FLOAT_PREFETCH_AHEAD));
+                }
+            }
             // SAFETY: i + 16 <= k and every row covers k elements.
             unsafe {
                 step::<T, RM, RN>(&ap, &bp, i, &mut sum);
