@@ -28,9 +28,11 @@
  *                               its invalid-parameters error code
  *   emu_fault_after=N           queue_full and stall strike once the DSP
  *                               has taken N requests (default 0)
- *   emu_fault=unsigned_pd       remote_session_control refuses the unsigned PD
- *                               (read from BACKPLANE_CDSPRPC_DOUBLE_FAULT,
- *                               since it comes before any URI)
+ * and, process-wide, in BACKPLANE_CDSPRPC_DOUBLE_FAULT (read at each call,
+ * for what comes before or outside a session):
+ *   unsigned_pd                 remote_session_control refuses the unsigned PD
+ *   rpcmem                      rpcmem_alloc returns NULL
+ *   mmap                        fastrpc_mmap fails
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -65,9 +67,14 @@ static int opt_is(const char * v, const char * want) {
 
 /* ---- FastRPC ------------------------------------------------------------------------- */
 
-API int remote_session_control(uint32_t req, void * data, uint32_t datalen) {
+/* Whether BACKPLANE_CDSPRPC_DOUBLE_FAULT names `what`. */
+static int global_fault(const char * what) {
     const char * f = getenv("BACKPLANE_CDSPRPC_DOUBLE_FAULT");
-    if (f != NULL && strcmp(f, "unsigned_pd") == 0) {
+    return f != NULL && strcmp(f, what) == 0;
+}
+
+API int remote_session_control(uint32_t req, void * data, uint32_t datalen) {
+    if (global_fault("unsigned_pd")) {
         return AEE_EUNSUPPORTED;
     }
     if (req != DSPRPC_CONTROL_UNSIGNED_MODULE || data == NULL || datalen != 2 * sizeof(int)) {
@@ -221,7 +228,7 @@ static struct dbl_mem g_mem[MAX_MEM]; /* fd = index + 1 */
 API void * rpcmem_alloc(int heapid, uint32_t flags, int size) {
     (void) flags;
     void * p = NULL;
-    if (heapid != RPCMEM_HEAP_ID_SYSTEM || size <= 0 || posix_memalign(&p, 4096, (size_t) size) != 0) {
+    if (global_fault("rpcmem") || heapid != RPCMEM_HEAP_ID_SYSTEM || size <= 0 || posix_memalign(&p, 4096, (size_t) size) != 0) {
         return NULL;
     }
     pthread_mutex_lock(&g_mu);
@@ -265,6 +272,9 @@ static struct dbl_mem * mem_of(int fd) {
 }
 
 API int fastrpc_mmap(int domain, int fd, void * addr, int offset, size_t length, int flags) {
+    if (global_fault("mmap")) {
+        return AEE_ENOMEMORY;
+    }
     pthread_mutex_lock(&g_mu);
     struct dbl_mem * m = mem_of(fd);
     int ok = domain == CDSP_DOMAIN_ID && flags == FASTRPC_MAP_FD && m != NULL && !m->mapped && addr == m->ptr &&

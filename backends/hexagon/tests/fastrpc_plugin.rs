@@ -314,3 +314,29 @@ fn plugin_dsp_error_code_names_the_node_and_the_session_goes_on() {
         .synchronize()
         .expect("the session still answers");
 }
+
+#[test]
+fn plugin_shared_memory_failures_name_the_call_and_the_host_goes_on() {
+    for (fault, want) in [
+        ("rpcmem", "rpcmem_alloc failed with error 0x2"),
+        ("mmap", "fastrpc_mmap failed with error 0x2"),
+    ] {
+        let _env = env(&[("BACKPLANE_CDSPRPC_DOUBLE_FAULT", fault)]);
+        let reg = load();
+        let d = device(&reg);
+        let e = d
+            .buffer_type()
+            .alloc_buffer(4096)
+            .err()
+            .expect("allocation must fail")
+            .to_string();
+        assert!(
+            e.contains("shared buffer of 4096 bytes") && e.contains(want),
+            "{fault}: {e}"
+        );
+        // SAFETY: as in env(): the lock is held.
+        unsafe { std::env::remove_var("BACKPLANE_CDSPRPC_DOUBLE_FAULT") };
+        let (g, out) = feed_forward();
+        assert!(run(&g, out, &d).expect("the same session runs") < 5e-4);
+    }
+}
