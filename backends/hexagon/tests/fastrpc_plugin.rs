@@ -29,7 +29,9 @@ const VARS: [&str; 6] = [
     "BACKPLANE_CDSPRPC_DOUBLE_FAULT",
 ];
 
-/// A directory holding only the plugin, copied from next to this test binary.
+/// A directory holding only the plugin, copied from next to this test binary
+/// (written under a temporary name and renamed, so a run of this binary that
+/// has the previous copy loaded keeps its file).
 fn plugin_dir() -> &'static PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
@@ -37,12 +39,11 @@ fn plugin_dir() -> &'static PathBuf {
         let deps = exe.parent().expect("deps dir");
         let so = deps.join("libbackplane_hexagon.so");
         assert!(so.is_file(), "{} was not built", so.display());
-        let dir = deps
-            .join("..")
-            .join("tmp")
-            .join(format!("hexagon-fastrpc-plugin-{}", std::process::id()));
+        let dir = deps.join("..").join("tmp").join("hexagon-fastrpc-plugin");
         std::fs::create_dir_all(&dir).expect("scratch dir");
-        std::fs::copy(&so, dir.join("libbackplane_hexagon.so")).expect("copying the plugin");
+        let tmp = dir.join(format!(".libbackplane_hexagon.so.{}", std::process::id()));
+        std::fs::copy(&so, &tmp).expect("copying the plugin");
+        std::fs::rename(&tmp, dir.join("libbackplane_hexagon.so")).expect("installing the plugin");
         dir.canonicalize().expect("canonical dir")
     })
 }
