@@ -83,9 +83,26 @@ fn f16_bits(v: f32) -> u32 {
     return sign | h;
 }
 
+// a / b rounded to nearest as C computes it, also where the driver's
+// division is approximate (Vulkan allows 2.5 ulp): the exact remainder of
+// the quotient (one FMA) corrects it.
+fn div_rn(a: f32, b: f32) -> f32 {
+    let q = a / b;
+    return fma(fma(-q, b, a), 1.0 / b, q);
+}
+
 // `d ? 1/d : 0`.
 fn inv(d: f32) -> f32 {
-    return select(0.0, 1.0 / d, d != 0.0);
+    return select(0.0, div_rn(1.0, d), d != 0.0);
+}
+
+// `v`, kept from being fused with a following add into an FMA: a
+// product rounded on its own is what ggml's C computes, and a fused one
+// moves values sitting on a rounding boundary (seen on NVIDIA drivers,
+// which contract mul + add). min() against a finite bound cannot be
+// folded away (it changes infinities), so the add sees a rounded value.
+fn unfused(v: f32) -> f32 {
+    return min(v, 3.0e38);
 }
 
 // Round half away from zero (C roundf).
@@ -129,40 +146,40 @@ fn quantize_block(at: u32) {
     for (var j = 0u; j < QK; j++) {
         amax = max(amax, abs(x[j]));
     }
-    let d = amax / 127.0;
+    let d = div_rn(amax, 127.0);
     let id = inv(d);
     put_u16(at, f16_bits(d));
     for (var j = 0u; j < QK; j++) {
-        put_byte(at + 2u + j, u32(i32(round_away(x[j] * id))));
+        put_byte(at + 2u + j, u32(i32(round_away(unfused(x[j] * id)))));
     }
 #elif defined(DST_Q4_0)
-    let d = signed_absmax() / -8.0;
+    let d = div_rn(signed_absmax(), -8.0);
     let id = inv(d);
     put_u16(at, f16_bits(d));
     for (var j = 0u; j < QK / 2u; j++) {
-        let q0 = u32(min(i32(x[j] * id + 8.5), 15));
-        let q1 = u32(min(i32(x[j + QK / 2u] * id + 8.5), 15));
+        let q0 = u32(min(i32(unfused(x[j] * id) + 8.5), 15));
+        let q1 = u32(min(i32(unfused(x[j + QK / 2u] * id) + 8.5), 15));
         put_byte(at + 2u + j, q0 | (q1 << 4u));
     }
 #elif defined(DST_Q4_1)
     let mm = min_max();
-    let d = (mm.y - mm.x) / 15.0;
+    let d = div_rn(mm.y - mm.x, 15.0);
     let id = inv(d);
     put_u16(at, f16_bits(d));
     put_u16(at + 2u, f16_bits(mm.x));
     for (var j = 0u; j < QK / 2u; j++) {
-        let q0 = u32(min(i32((x[j] - mm.x) * id + 0.5), 15));
-        let q1 = u32(min(i32((x[j + QK / 2u] - mm.x) * id + 0.5), 15));
+        let q0 = u32(min(i32(unfused((x[j] - mm.x) * id) + 0.5), 15));
+        let q1 = u32(min(i32(unfused((x[j + QK / 2u] - mm.x) * id) + 0.5), 15));
         put_byte(at + 4u + j, q0 | (q1 << 4u));
     }
 #elif defined(DST_Q5_0)
-    let d = signed_absmax() / -16.0;
+    let d = div_rn(signed_absmax(), -16.0);
     let id = inv(d);
     put_u16(at, f16_bits(d));
     var qh = 0u;
     for (var j = 0u; j < QK / 2u; j++) {
-        let q0 = u32(min(i32(x[j] * id + 16.5), 31));
-        let q1 = u32(min(i32(x[j + QK / 2u] * id + 16.5), 31));
+        let q0 = u32(min(i32(unfused(x[j] * id) + 16.5), 31));
+        let q1 = u32(min(i32(unfused(x[j + QK / 2u] * id) + 16.5), 31));
         put_byte(at + 6u + j, (q0 & 0x0fu) | ((q1 & 0x0fu) << 4u));
         qh |= ((q0 & 0x10u) >> 4u) << j;
         qh |= ((q1 & 0x10u) >> 4u) << (j + QK / 2u);
@@ -170,7 +187,7 @@ fn quantize_block(at: u32) {
     put_u32(at + 2u, qh);
 #elif defined(DST_Q5_1)
     let mm = min_max();
-    let d = (mm.y - mm.x) / 31.0;
+    let d = div_rn(mm.y - mm.x, 31.0);
     let id = inv(d);
     put_u16(at, f16_bits(d));
     put_u16(at + 2u, f16_bits(mm.x));
@@ -178,8 +195,8 @@ fn quantize_block(at: u32) {
     for (var j = 0u; j < QK / 2u; j++) {
         // ggml does not clamp here: the top value rounds to exactly 31 (and
         // only the low 5 bits are used).
-        let q0 = u32((x[j] - mm.x) * id + 0.5);
-        let q1 = u32((x[j + QK / 2u] - mm.x) * id + 0.5);
+        let q0 = u32(unfused((x[j] - mm.x) * id) + 0.5);
+        let q1 = u32(unfused((x[j + QK / 2u] - mm.x) * id) + 0.5);
         put_byte(at + 8u + j, (q0 & 0x0fu) | ((q1 & 0x0fu) << 4u));
         qh |= ((q0 & 0x10u) >> 4u) << j;
         qh |= ((q1 & 0x10u) >> 4u) << (j + QK / 2u);
