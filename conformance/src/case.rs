@@ -106,6 +106,9 @@ impl CaseBuilder {
     }
 }
 
+/// The sampled tier runs one grid case in this many.
+pub const GRID_SAMPLE: u64 = 8;
+
 /// Recipe for one case's graph: returns the node under test.
 pub type BuildFn = Box<dyn Fn(&mut CaseBuilder) -> Result<TensorId, GraphError> + Send + Sync>;
 
@@ -122,6 +125,12 @@ pub struct Case {
     /// Too large to check against the reference in `test` mode; timed by
     /// `perf` only.
     pub perf_only: bool,
+    /// Part of a grid mirrored from test-backend-ops (rather than the
+    /// hand-picked catalogue); the sampled tier runs one in
+    /// [`GRID_SAMPLE`] of these.
+    pub grid: bool,
+    /// The first grid case of its op (always in the sampled tier).
+    pub grid_first: bool,
     build: BuildFn,
 }
 
@@ -153,6 +162,8 @@ impl Case {
             nmse_max,
             work,
             perf_only: false,
+            grid: false,
+            grid_first: false,
             build,
         }
     }
@@ -161,6 +172,13 @@ impl Case {
     pub fn perf_only(mut self) -> Case {
         self.perf_only = true;
         self
+    }
+
+    /// Whether the sampled tier runs this case: every hand-picked case, the
+    /// first grid case of each op, and the grid cases whose seed (a hash of
+    /// the name) is 0 mod [`GRID_SAMPLE`], a fixed spread over each grid.
+    pub fn in_sample(&self) -> bool {
+        !self.grid || self.grid_first || self.seed().is_multiple_of(GRID_SAMPLE)
     }
 
     /// Builds the graph.

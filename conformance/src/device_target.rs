@@ -56,6 +56,14 @@ impl Target for DeviceTarget {
         self.name.clone()
     }
 
+    fn description(&self) -> String {
+        self.device.description()
+    }
+
+    fn is_host_emulated(&self) -> bool {
+        self.device.device_type().name() == "cpu" && self.device.backend() != "cpu"
+    }
+
     fn supports(&self, graph: &Graph, node: TensorId) -> Result<(), String> {
         let v = self.device.supports_op(graph.tensors(), node.index());
         match v.reason() {

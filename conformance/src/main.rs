@@ -24,6 +24,19 @@ enum Mode {
     Support,
 }
 
+/// Which cases `test` runs on a backend.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Tier {
+    /// `full` everywhere except on accelerator backends whose device is
+    /// the host CPU (lavapipe, an OpenCL CPU runtime), which get `sampled`.
+    Auto,
+    /// Every case.
+    Full,
+    /// Every hand-picked case and one in 8 of the test-backend-ops grids
+    /// (chosen by a hash of the case name).
+    Sampled,
+}
+
 /// Check backplane backends against the reference kernels.
 #[derive(Parser, Debug)]
 #[command(name = "backplane-conformance", version)]
@@ -58,6 +71,9 @@ struct Args {
     /// support: where to write the matrix.
     #[arg(long, default_value = "docs/ops.md")]
     ops_md: PathBuf,
+    /// test: which cases each backend runs (see docs/conformance.md, "Tiers").
+    #[arg(long, value_enum, default_value_t = Tier::Auto)]
+    tier: Tier,
     /// Print every failing and unsupported case, not only failures.
     #[arg(long, short)]
     verbose: bool,
@@ -97,14 +113,19 @@ fn run(args: Args) -> Result<ExitCode, String> {
     let mode = args.mode.unwrap_or(Mode::Test);
     let cases = select_cases(&args, mode)?;
     if args.list {
-        let mut per_op: BTreeMap<&str, usize> = BTreeMap::new();
+        // Cases per op, and how many of them the sampled tier runs.
+        let mut per_op: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
         for c in &cases {
-            *per_op.entry(c.op.name()).or_default() += 1;
+            let e = per_op.entry(c.op.name()).or_default();
+            e.0 += 1;
+            e.1 += c.in_sample() as usize;
         }
-        for (op, n) in &per_op {
-            println!("{op:<16} {n}");
+        println!("{:<16} {:>6} {:>8}", "op", "cases", "sampled");
+        for (op, (n, s)) in &per_op {
+            println!("{op:<16} {n:>6} {s:>8}");
         }
-        println!("{:<16} {}", "total", cases.len());
+        let sampled = cases.iter().filter(|c| c.in_sample()).count();
+        println!("{:<16} {:>6} {:>8}", "total", cases.len(), sampled);
         return Ok(ExitCode::SUCCESS);
     }
     let mut targets = backplane_conformance::target::discover(&args.backends)?;
@@ -145,11 +166,38 @@ fn run_test(
     let mut per_target: Vec<Vec<CaseResult>> = vec![Vec::new(); targets.len()];
     let mut busy = vec![Duration::ZERO; targets.len()];
     let mut reference = Duration::ZERO;
-    let bar = progress(cases.len() * targets.len(), "test");
+    let sampled: Vec<bool> = targets
+        .iter()
+        .map(|t| {
+            let desc = t.description();
+            let sampled = match args.tier {
+                Tier::Full => false,
+                Tier::Sampled => true,
+                Tier::Auto => t.is_host_emulated(),
+            };
+            if sampled {
+                eprintln!(
+                    "note: {} ({desc}): sampled tier (accelerator backend on the host CPU), one in {} grid cases; --tier full runs all",
+                    t.name(),
+                    backplane_conformance::case::GRID_SAMPLE
+                );
+            }
+            sampled
+        })
+        .collect();
+    let in_sample = cases.iter().filter(|c| c.in_sample()).count();
+    let runs: usize = sampled
+        .iter()
+        .map(|&s| if s { in_sample } else { cases.len() })
+        .sum();
+    let bar = progress(runs, "test");
     for case in cases {
         bar.set_message(case.op.name());
         let prepared = Prepared::new(case);
         for (i, target) in targets.iter_mut().enumerate() {
+            if sampled[i] && !case.in_sample() {
+                continue;
+            }
             let t0 = Instant::now();
             let r = test_prepared(&prepared, target.as_mut());
             busy[i] += t0.elapsed();

@@ -117,11 +117,14 @@ pub fn reference_output(
     Ok(host.get_f32(&built.graph, built.out))
 }
 
+/// Contiguous bytes of each leaf.
+type Leaves = Vec<(TensorId, Vec<u8>)>;
+
 /// A case prepared once for every backend: its graph, its leaf data and,
 /// computed on first need and then shared, the reference output.
 pub struct Prepared<'a> {
     case: &'a Case,
-    built: Result<(BuiltCase, Vec<(TensorId, Vec<u8>)>), String>,
+    built: Result<(BuiltCase, Leaves), String>,
     want: OnceCell<Result<Vec<f32>, String>>,
     reference_time: Cell<Duration>,
 }

@@ -9,6 +9,17 @@ use crate::guarded::GuardedHost;
 pub trait Target {
     /// Name shown in reports (`cpu`, `webgpu:0`, ...).
     fn name(&self) -> String;
+    /// The device's one-line description (optional; empty by default).
+    fn description(&self) -> String {
+        String::new()
+    }
+    /// Whether this is an accelerator backend whose device is the host CPU
+    /// (a software Vulkan rasterizer, an OpenCL CPU runtime): its kernels
+    /// run far slower than on the hardware they stand in for. False by
+    /// default.
+    fn is_host_emulated(&self) -> bool {
+        false
+    }
     /// Whether the backend accepts `node`; `Err(reason)` if not.
     fn supports(&self, graph: &Graph, node: TensorId) -> Result<(), String>;
     /// Places the graph and its leaf data (contiguous bytes per leaf).

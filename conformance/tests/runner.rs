@@ -210,3 +210,44 @@ fn cpu_target_passes_a_sample() {
         assert_ne!(r.status, Status::Fail, "{}: {:?}", c.name, r.reason);
     }
 }
+
+#[test]
+fn sampled_tier_keeps_every_hand_picked_case_and_part_of_each_grid() {
+    let cases = Catalogue::all();
+    assert!(
+        cases.iter().filter(|c| !c.grid).all(|c| c.in_sample()),
+        "hand-picked cases are never sampled out"
+    );
+    for &op in Op::ALL {
+        let grid: Vec<_> = cases.iter().filter(|c| c.op == op && c.grid).collect();
+        if grid.len() < 2 * backplane_conformance::case::GRID_SAMPLE as usize {
+            continue;
+        }
+        let kept = grid.iter().filter(|c| c.in_sample()).count();
+        assert!(
+            kept > 0 && kept < grid.len(),
+            "{op}: {kept} of {} grid cases sampled",
+            grid.len()
+        );
+    }
+}
+
+#[test]
+fn test_backend_ops_grids_reach_ggml_case_counts() {
+    // ggml's counts for the same ops (llama.cpp 4227c9be, docs/conformance.md).
+    let cases = Catalogue::all();
+    for (op, ggml) in [
+        (Op::FlashAttnExt, 4192),
+        (Op::Conv2d, 1568),
+        (Op::Cpy, 290),
+        (Op::MulMatId, 324),
+        (Op::SetRows, 217),
+        (Op::SoftMax, 199),
+        (Op::Rope, 196),
+        (Op::GetRows, 97),
+        (Op::Im2col, 87),
+    ] {
+        let n = cases.iter().filter(|c| c.op == op && !c.perf_only).count();
+        assert!(n >= ggml, "{op}: {n} cases, ggml has {ggml}");
+    }
+}

@@ -8,7 +8,7 @@ use crate::case::{Fill, Work};
 
 pub(super) fn add(c: &mut Catalogue) {
     flash_attn(c);
-    flash_attn_ggml_grid(c);
+    c.grid(flash_attn_ggml_grid);
 }
 
 /// KV lengths standing in for test-backend-ops' {512, 1024}: the grid

@@ -7,8 +7,8 @@ use super::{Catalogue, NMSE_DEFAULT, bound_for, dims};
 use crate::case::Work;
 
 pub(super) fn add(c: &mut Catalogue) {
-    conv_2d_ggml_grid(c);
-    im2col_ggml_grid(c);
+    c.grid(conv_2d_ggml_grid);
+    c.grid(im2col_ggml_grid);
 }
 
 fn params(s0: i32, s1: i32, p0: i32, p1: i32, d0: i32, d1: i32) -> Conv2dParams {

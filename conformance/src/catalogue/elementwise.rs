@@ -18,7 +18,7 @@ pub(super) fn add(c: &mut Catalogue) {
     unary(c);
     glu(c);
     scalar_ops(c);
-    unary_glu_ggml_grid(c);
+    c.grid(unary_glu_ggml_grid);
     reductions(c);
 }
 

@@ -23,10 +23,10 @@ pub(super) fn add(c: &mut Catalogue) {
     cpy(c);
     rows(c);
     concat_repeat_pad(c);
-    cpy_ggml_grid(c);
-    get_rows_ggml_grid(c);
-    set_rows_ggml_grid(c);
-    concat_repeat_ggml_grid(c);
+    c.grid(cpy_ggml_grid);
+    c.grid(get_rows_ggml_grid);
+    c.grid(set_rows_ggml_grid);
+    c.grid(concat_repeat_ggml_grid);
 }
 
 fn cpy(c: &mut Catalogue) {

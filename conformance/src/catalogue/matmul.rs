@@ -11,7 +11,7 @@ pub(crate) const MATMUL_TYPES: [DType; 13] = DType::WEIGHT_TYPES;
 pub(super) fn add(c: &mut Catalogue) {
     mul_mat(c);
     mul_mat_id(c);
-    mul_mat_id_ggml_grid(c);
+    c.grid(mul_mat_id_ggml_grid);
     perf(c);
 }
 

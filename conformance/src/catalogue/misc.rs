@@ -12,7 +12,7 @@ pub(super) fn add(c: &mut Catalogue) {
     index_ops(c);
     conv(c);
     ssm(c);
-    ggml_grid(c);
+    c.grid(ggml_grid);
 }
 
 /// test-backend-ops' ARGMAX shapes and SSM_CONV loop (Mamba d_conv 3 and 4

@@ -37,6 +37,8 @@ pub const NMSE_ATTN: f64 = 5e-4;
 pub struct Catalogue {
     cases: Vec<Case>,
     names: HashSet<String>,
+    in_grid: bool,
+    ops_with_grid: HashSet<Op>,
 }
 
 impl Catalogue {
@@ -51,6 +53,14 @@ impl Catalogue {
         misc::add(&mut c);
         conv::add(&mut c);
         c.cases
+    }
+
+    /// Runs `add` with every case it pushes marked as part of a grid
+    /// mirrored from test-backend-ops ([`Case::grid`]).
+    pub fn grid(&mut self, add: fn(&mut Catalogue)) {
+        self.in_grid = true;
+        add(self);
+        self.in_grid = false;
     }
 
     /// Adds a memory-bound case.
@@ -77,7 +87,10 @@ impl Catalogue {
         // tensor broadcast four ways is one case): keep the first.
         if self.names.insert(name.clone()) {
             let build: BuildFn = Box::new(build);
-            self.cases.push(Case::new(op, name, nmse, work, build));
+            let mut case = Case::new(op, name, nmse, work, build);
+            case.grid = self.in_grid;
+            case.grid_first = self.in_grid && self.ops_with_grid.insert(op);
+            self.cases.push(case);
         }
     }
 

@@ -9,8 +9,8 @@ pub(super) fn add(c: &mut Catalogue) {
     norms(c);
     soft_max(c);
     rope(c);
-    soft_max_ggml_grid(c);
-    rope_ggml_grid(c);
+    c.grid(soft_max_ggml_grid);
+    c.grid(rope_ggml_grid);
 }
 
 fn norms(c: &mut Catalogue) {
