@@ -1,7 +1,9 @@
 //! The case catalogue: for every op, the types and shapes real models use
 //! plus edge cases (non-contiguous sources, broadcasting, sizes off block
 //! and workgroup multiples, single elements, long rows, in-place forms and
-//! every op-param variant).
+//! every op-param variant), and test-backend-ops' parameter grids for
+//! every op ggml has too, mirrored loop for loop ([`Catalogue::grid`];
+//! docs/conformance.md compares the counts).
 //!
 //! NMSE bounds default to [`NMSE_DEFAULT`]; each looser bound is a named
 //! constant saying why.
