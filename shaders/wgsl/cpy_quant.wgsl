@@ -51,7 +51,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
             let c = unravel((first + bi) * QK + j, p.ne00, p.ne01, p.ne02);
             x[j] = src0[p.off0 + c.x * p.s00 + c.y * p.s01 + c.z * p.s02 + c.w * p.s03];
         }
-        quantize_block(bi * BLOCK_BYTES);
+        quantize_block(bi * BLOCK_BYTES, select(0.0, 1.0, p.n_blocks != 0u));
     }
     let bytes = n * BLOCK_BYTES;
     let base = p.offd_words + group * GROUP_WORDS;

@@ -69,6 +69,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     for (var k = 0u; k < 9u; k++) {
         blk[k] = 0u;
     }
-    quantize_block(0u);
+    quantize_block(0u, select(0.0, 1.0, p.ne0 != 0u));
     store_block(p.off_d + r.x * p.sd1 + c.z * p.sd2 + c.w * p.sd3 + c.x * BLOCK_BYTES);
 }

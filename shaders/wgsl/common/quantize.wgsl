@@ -12,8 +12,9 @@
 // It then gets:
 // - QK (32, weights per block) and BLOCK_BYTES;
 // - `var<private> x: array<f32, QK>`: the weights to quantize;
-// - quantize_block(at): quantizes x into the BLOCK_BYTES bytes that start
-//   at byte `at` of QUANT_OUT;
+// - quantize_block(at, one): quantizes x into the BLOCK_BYTES bytes that
+//   start at byte `at` of QUANT_OUT; `one` must be 1.0 computed from a
+//   run-time value (it keeps products from being fused, see `unfused`);
 // - put_byte, put_u16, put_u32 (OR a value's low bytes in at a byte
 //   position of QUANT_OUT) and f16_bits (f32 -> f16 bits).
 
@@ -96,13 +97,17 @@ fn inv(d: f32) -> f32 {
     return select(0.0, div_rn(1.0, d), d != 0.0);
 }
 
+// 1.0 that the shader compiler cannot know (set by quantize_block from a
+// value the caller computes from its parameters).
+var<private> q_one: f32;
+
 // `v`, kept from being fused with a following add into an FMA: a
 // product rounded on its own is what ggml's C computes, and a fused one
-// moves values sitting on a rounding boundary (seen on NVIDIA drivers,
-// which contract mul + add). min() against a finite bound cannot be
-// folded away (it changes infinities), so the add sees a rounded value.
+// moves values sitting on a rounding boundary (NVIDIA's drivers contract
+// mul + add). A product by an unknown 1.0 may itself be fused with the
+// add, but its other factor is then the already rounded `v`.
 fn unfused(v: f32) -> f32 {
-    return min(v, 3.0e38);
+    return v * q_one;
 }
 
 // Round half away from zero (C roundf).
@@ -140,7 +145,8 @@ fn min_max() -> vec2<f32> {
 }
 
 // Quantizes x into the block starting at byte `at` of QUANT_OUT.
-fn quantize_block(at: u32) {
+fn quantize_block(at: u32, one: f32) {
+    q_one = one;
 #ifdef DST_Q8_0
     var amax = 0.0;
     for (var j = 0u; j < QK; j++) {
