@@ -12,6 +12,11 @@
 //! eight rows instead of one per row, and no horizontal sums at the end.
 //! The `- 8` offset of q4_0 is taken off per block as `8 * sum(q8)`,
 //! computed once for the eight rows.
+//!
+//! q4_K does the same per 64-weight chunk with an 8 x 8 transpose of the
+//! rows' 32 quant bytes, and applies each 32-weight sub-block's scale with
+//! one `madd` for all eight rows ([`q4_k_rows8`]); a lone row uses ggml's
+//! one-row AVX2 form ([`q4_k_rows`]).
 
 use std::arch::x86_64::*;
 
@@ -40,6 +45,44 @@ unsafe fn offset_sum(b: *const u8) -> __m256i {
     _mm256_add_epi32(s, _mm256_permute2x128_si256::<1>(s, s))
 }
 
+/// The 16 bytes at each of eight rows `p` as four vectors: vector `g`
+/// holds bytes `4g..4g + 4` of row `r` in 32-bit lane `r`.
+///
+/// # Safety
+/// Every `p[r]` must cover 16 bytes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn rows16(p: [*const u8; ROWS]) -> [__m256i; 4] {
+    // SAFETY: caller's contract.
+    let x: [__m256i; 4] = std::array::from_fn(|r| unsafe {
+        _mm256_inserti128_si256::<1>(_mm256_castsi128_si256(load128(p[r])), load128(p[r + 4]))
+    });
+    let t0 = _mm256_unpacklo_epi32(x[0], x[1]);
+    let t1 = _mm256_unpackhi_epi32(x[0], x[1]);
+    let t2 = _mm256_unpacklo_epi32(x[2], x[3]);
+    let t3 = _mm256_unpackhi_epi32(x[2], x[3]);
+    [
+        _mm256_unpacklo_epi64(t0, t2),
+        _mm256_unpackhi_epi64(t0, t2),
+        _mm256_unpacklo_epi64(t1, t3),
+        _mm256_unpackhi_epi64(t1, t3),
+    ]
+}
+
+/// The low (`HI = false`) or high 16 bits of each 32-bit lane of `v`, as
+/// f16, converted to f32.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn halves_to_f32<const HI: bool>(v: __m256i) -> __m256 {
+    let h = if HI {
+        _mm256_srli_epi32::<16>(v)
+    } else {
+        _mm256_and_si256(v, _mm256_set1_epi32(0xFFFF))
+    };
+    let h = _mm256_permute4x64_epi64::<0x08>(_mm256_packus_epi32(h, h));
+    _mm256_cvtph_ps(_mm256_castsi256_si128(h))
+}
+
 /// Eight rows of q4_0 weights (`lda` bytes apart from `a`) times one q8_0
 /// activation row `b` over `k` weights, written (or added) to `c[0..8]`.
 ///
@@ -61,23 +104,7 @@ pub unsafe fn q4_0_rows8(k: usize, a: *const u8, lda: usize, b: *const u8, c: *m
         }
         // SAFETY: block i lies within every row and the activation row.
         unsafe {
-            let x: [__m256i; 4] = std::array::from_fn(|r| {
-                let lo = load128(ap[r].add(off + 2));
-                _mm256_inserti128_si256::<1>(
-                    _mm256_castsi128_si256(lo),
-                    load128(ap[r + 4].add(off + 2)),
-                )
-            });
-            let t0 = _mm256_unpacklo_epi32(x[0], x[1]);
-            let t1 = _mm256_unpackhi_epi32(x[0], x[1]);
-            let t2 = _mm256_unpacklo_epi32(x[2], x[3]);
-            let t3 = _mm256_unpackhi_epi32(x[2], x[3]);
-            let v = [
-                _mm256_unpacklo_epi64(t0, t2),
-                _mm256_unpackhi_epi64(t0, t2),
-                _mm256_unpacklo_epi64(t1, t3),
-                _mm256_unpackhi_epi64(t1, t3),
-            ];
+            let v = rows16(std::array::from_fn(|r| ap[r].add(off + 2)));
             let bq = b.add(i * B_BYTES + 2).cast::<i32>();
             let mut isum = _mm256_setzero_si256();
             for (g, vg) in v.iter().enumerate() {
@@ -177,9 +204,13 @@ unsafe fn q4_k_rows<const RM: usize>(
     c: *mut f32,
     acc: bool,
 ) {
-    const KMASK1: u32 = 0x3f3f3f3f;
-    const KMASK2: u32 = 0x0f0f0f0f;
-    const KMASK3: u32 = 0x03030303;
+    const KMASK1: i32 = 0x3f3f3f3f;
+    const KMASK2: i32 = 0x0f0f0f0f;
+    const KMASK3: i32 = 0x03030303;
+    let kmask_lo = _mm_setr_epi32(KMASK1, KMASK2, KMASK1, KMASK2);
+    // (u >> 6 & m3) << 4 == u >> 2 & (m3 << 4) byte by byte.
+    let kmask_hi = _mm_setr_epi32(0, KMASK3 << 4, 0, KMASK3 << 4);
+    let shift = _mm_setr_epi32(0, 0, 0, 4);
     let m4 = _mm256_set1_epi8(0x0F);
     let mut sum = [_mm256_setzero_ps(); RM];
     let mut summ = [_mm_setzero_ps(); RM];
@@ -198,18 +229,21 @@ unsafe fn q4_k_rows<const RM: usize>(
                 for l in (0..K4_BYTES).step_by(64) {
                     prefetch(x.wrapping_add(l + PREFETCH_AHEAD));
                 }
-                let d = db * super::h2f(x);
-                let dmin = -db * super::h2f(x.add(2));
-                let u: [u32; 3] =
-                    std::array::from_fn(|j| x.add(4 + 4 * j).cast::<u32>().read_unaligned());
-                let u3 = ((u[2] >> 4) & KMASK2) | (((u[1] >> 6) & KMASK3) << 4);
-                let u1 = (u[2] & KMASK2) | (((u[0] >> 6) & KMASK3) << 4);
-                let u2 = u[1] & KMASK1;
-                let u0 = u[0] & KMASK1;
-                let ms =
-                    _mm256_cvtepu8_epi16(_mm_set_epi32(u3 as i32, u2 as i32, u1 as i32, u0 as i32));
+                // d and dmin (two f16) times the activations' scale.
+                let dd = _mm_cvtph_ps(_mm_cvtsi32_si128(x.cast::<i32>().read_unaligned()));
+                let dd = _mm_mul_ps(dd, _mm_set1_ps(db));
+                let d = _mm256_broadcastss_ps(dd);
+                // ggml's 6-bit scale / min unpacking, on four 32-bit lanes
+                // at once: [u0 & m1, (u2 & m2) | (u0 >> 6 & m3) << 4,
+                // u1 & m1, (u2 >> 4 & m2) | (u1 >> 6 & m3) << 4].
+                let u = load128(x.add(4));
+                let lo = _mm_srlv_epi32(_mm_shuffle_epi32::<0b10_01_10_00>(u), shift);
+                let lo = _mm_and_si128(lo, kmask_lo);
+                let hi = _mm_srli_epi32::<2>(_mm_shuffle_epi32::<0b01_01_00_00>(u));
+                let ms = _mm256_cvtepu8_epi16(_mm_or_si128(lo, _mm_and_si128(hi, kmask_hi)));
                 let prod = _mm_madd_epi16(_mm256_extracti128_si256::<1>(ms), q8s);
-                summ[r] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), summ[r]);
+                let dmin = _mm_permute_ps::<0b01_01_01_01>(dd);
+                summ[r] = _mm_fnmadd_ps(dmin, _mm_cvtepi32_ps(prod), summ[r]);
                 let sc = _mm256_permute2x128_si256::<0x00>(ms, ms);
                 let mut sumi = _mm256_setzero_si256();
                 for j in 0..4 {
@@ -224,7 +258,7 @@ unsafe fn q4_k_rows<const RM: usize>(
                     let ph = _mm256_madd_epi16(sh, _mm256_maddubs_epi16(q4h, q8h));
                     sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(pl, ph));
                 }
-                sum[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), sum[r]);
+                sum[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), sum[r]);
             }
         }
     }
@@ -237,8 +271,125 @@ unsafe fn q4_k_rows<const RM: usize>(
     }
 }
 
+/// Eight rows of q4_K weights times one q8_K activation row, rows as
+/// lanes as for q4_0: per 64-weight chunk an 8 x 8 transpose of the rows'
+/// 32 quant bytes, `maddubs` with broadcast activation quants summed in 16
+/// bits per 32-weight sub-block (at most 8 * 2 * 15 * 127 < 2^15), then one
+/// `madd` with the eight rows' scales of that sub-block. Scales, mins, `d`
+/// and `dmin` of the eight rows are unpacked together from one 4 x 4
+/// transpose of each row's first 16 bytes.
+///
+/// # Safety
+/// All eight rows (`lda` bytes apart) and `b` must cover `k / 256`
+/// super-blocks, `c` eight floats; the CPU must have AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q4_k_rows8(k: usize, a: *const u8, lda: usize, b: *const u8, c: *mut f32, acc: bool) {
+    let ap: [*const u8; ROWS] = std::array::from_fn(|r| a.wrapping_add(r * lda));
+    let m4 = _mm256_set1_epi8(0x0F);
+    let k1 = _mm256_set1_epi32(0x3f3f3f3f);
+    let k2 = _mm256_set1_epi32(0x0f0f0f0f);
+    // (u >> 6 & 0x03..) << 4 == u >> 2 & 0x30.. byte by byte.
+    let k3 = _mm256_set1_epi32(0x30303030);
+    // Shuffles: byte 4l (+ j) of every 32-bit lane l to both of its 16-bit
+    // halves (`spread`), bytes 4l, 4l + 1 (+ j) to one half each (`pairs`);
+    // 0x80 bytes (still negative after adding j < 4) clear.
+    let m = |a: u32, b: u32, c: u32, d: u32| {
+        let [a, b, c, d] = [a, b, c, d].map(|x| x as i32);
+        _mm256_setr_epi32(a, b, c, d, a, b, c, d)
+    };
+    let spread = m(0x80008000, 0x80048004, 0x80088008, 0x800C800C);
+    let pairs = m(0x80018000, 0x80058004, 0x80098008, 0x800D800C);
+    let mut sum = _mm256_setzero_ps();
+    for i in 0..k / 256 {
+        let off = i * K4_BYTES;
+        for p in ap {
+            for l in (0..K4_BYTES).step_by(64) {
+                prefetch(p.wrapping_add(off + l + PREFETCH_AHEAD));
+            }
+        }
+        // SAFETY: super-block i lies within every row and the activations.
+        unsafe {
+            let y = b.add(i * K8_BYTES);
+            let db = _mm256_set1_ps(y.cast::<f32>().read_unaligned());
+            let [dd, u0, u1, u2] = rows16(std::array::from_fn(|r| ap[r].add(off)));
+            // Bytes of scales 0..4, 4..8 and mins 0..4, 4..8 of every row.
+            let s0 = _mm256_and_si256(u0, k1);
+            let s1 = _mm256_or_si256(
+                _mm256_and_si256(u2, k2),
+                _mm256_and_si256(_mm256_srli_epi32::<2>(u0), k3),
+            );
+            let n0 = _mm256_and_si256(u1, k1);
+            let n1 = _mm256_or_si256(
+                _mm256_and_si256(_mm256_srli_epi32::<4>(u2), k2),
+                _mm256_and_si256(_mm256_srli_epi32::<2>(u1), k3),
+            );
+            let mut isum = _mm256_setzero_si256();
+            for j in 0..4 {
+                let q = std::array::from_fn(|r| {
+                    _mm256_castsi256_ps(load256(ap[r].add(off + 16 + 32 * j)))
+                });
+                let mut q: [__m256; 8] = q;
+                super::gemm::transpose8(&mut q);
+                let bq = y.add(K8_QS + 64 * j).cast::<i32>();
+                let mut lo16 = _mm256_setzero_si256();
+                let mut hi16 = _mm256_setzero_si256();
+                for (t, qt) in q.iter().enumerate() {
+                    let v = _mm256_castps_si256(*qt);
+                    let lo = _mm256_and_si256(v, m4);
+                    let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), m4);
+                    let blo = _mm256_set1_epi32(bq.add(t).read_unaligned());
+                    let bhi = _mm256_set1_epi32(bq.add(8 + t).read_unaligned());
+                    lo16 = _mm256_add_epi16(lo16, _mm256_maddubs_epi16(lo, blo));
+                    hi16 = _mm256_add_epi16(hi16, _mm256_maddubs_epi16(hi, bhi));
+                }
+                // Sub-blocks 2j and 2j + 1: bytes (2j, 2j + 1) % 4 of s0 / s1.
+                let sv = if j < 2 { s0 } else { s1 };
+                let b0 = (2 * j % 4) as i8;
+                let scl = _mm256_shuffle_epi8(sv, _mm256_add_epi8(spread, _mm256_set1_epi8(b0)));
+                let sch =
+                    _mm256_shuffle_epi8(sv, _mm256_add_epi8(spread, _mm256_set1_epi8(b0 + 1)));
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(lo16, scl));
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(hi16, sch));
+            }
+            // Mins: sum over sub-blocks of min * (sum of its 32 q8), two
+            // sub-blocks per madd.
+            let bs = load256(y.add(K8_BSUMS));
+            let q8s = _mm_hadd_epi16(
+                _mm256_castsi256_si128(bs),
+                _mm256_extracti128_si256::<1>(bs),
+            );
+            let q8s = _mm256_castsi128_si256(q8s);
+            let mut msum = _mm256_setzero_si256();
+            for p in 0..4 {
+                // Mins 2p, 2p + 1 (bytes (2p, 2p + 1) % 4 of n0 / n1) as
+                // 16-bit pairs, against the pair sums 2p, 2p + 1 of q8.
+                let nv = if p < 2 { n0 } else { n1 };
+                let w = _mm256_shuffle_epi8(
+                    nv,
+                    _mm256_add_epi8(pairs, _mm256_set1_epi8((2 * p % 4) as i8)),
+                );
+                let bp = _mm256_permutevar8x32_epi32(q8s, _mm256_set1_epi32(p));
+                msum = _mm256_add_epi32(msum, _mm256_madd_epi16(w, bp));
+            }
+            let d = _mm256_mul_ps(halves_to_f32::<false>(dd), db);
+            let dmin = _mm256_mul_ps(halves_to_f32::<true>(dd), db);
+            sum = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum), sum);
+            sum = _mm256_fnmadd_ps(dmin, _mm256_cvtepi32_ps(msum), sum);
+        }
+    }
+    let mut t = [0.0f32; ROWS];
+    // SAFETY: t holds eight floats; c covers eight outputs.
+    unsafe {
+        _mm256_storeu_ps(t.as_mut_ptr(), sum);
+        for (r, &v) in t.iter().enumerate() {
+            put(c.add(r), v, acc);
+        }
+    }
+}
+
 /// [`crate::simd::TileFn`] for q4_K weights: one column through
-/// [`q4_k_rows`] a row at a time, several through the register-tiled
+/// [`q4_k_rows8`] for whole groups of eight rows, [`q4_k_rows`] a row at a
+/// time for the rest, several through the register-tiled
 /// kernel (up to 2 rows x 4 columns).
 ///
 /// # Safety
@@ -255,6 +406,7 @@ pub unsafe fn tile_q4_k(
     // SAFETY: forwarded contract.
     unsafe {
         match (b.len(), mr) {
+            (1, ROWS) => q4_k_rows8(k, a, lda, b[0], c[0], acc),
             (1, _) => {
                 // One row at a time: the 4-row form runs out of registers.
                 for r in 0..mr {

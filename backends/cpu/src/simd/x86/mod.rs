@@ -104,7 +104,10 @@ pub fn kernel(dtype: DType) -> Option<MatKernel> {
         ),
         DType::Q2_K => k(kquants::tile_q2_k, 2, 4, 4096),
         DType::Q3_K => k(kquants::tile_q3_k, 2, 4, 4096),
-        DType::Q4_K => k(gemv::tile_q4_k, 2, 4, 4096),
+        DType::Q4_K => MatKernel {
+            mr_vec: gemv::ROWS,
+            ..k(gemv::tile_q4_k, 2, 4, 4096)
+        },
         DType::Q5_K => k(kquants::tile_q5_k, 2, 4, 4096),
         DType::Q6_K => k(kquants::tile_q6_k, 2, 4, 4096),
         _ => return None,
