@@ -3,8 +3,10 @@
 //! dst f32; src1 batches broadcast over src0's (ggml: ne12 % ne02 == 0).
 //!
 //! Three kernels, chosen by [`plan::choose_path`] from the facts and shape:
-//! - `mul_mat_vec` for N <= 8: rows split into units of 16 weights read
-//!   once for up to 8 columns, subgroup reductions when the device has them;
+//! - `mul_mat_vec` for N <= 8: rows split into units read once for up to
+//!   8 columns, subgroup reductions when the device has them; legacy quants
+//!   and q4_K multiply integers with activations quantized first by
+//!   `mul_mat_quantize` (ggml's q8_1);
 //! - `mul_mat_tiled`: 64 x 64 register-tiled f32 GEMM, weights dequantized
 //!   while staged in workgroup memory;
 //! - `mul_mat_coopmat`: 128 x 128 cooperative-matrix GEMM (16x16x16 half
@@ -19,8 +21,9 @@
 //! Environment: `BACKPLANE_WEBGPU_MATMUL=<path>[,f32x]` forces a path
 //! (`matvec`, `matvec-wg`, `tiled`, `tiled8`, `coopmat`, `coopmat-emulated`;
 //! see [`plan::forced_path`]) and `f32x` makes the cooperative-matrix kernel
-//! read f32 activations in place; `BACKPLANE_WEBGPU_MATMUL_TRACE=1` prints
-//! the path of every MUL_MAT.
+//! read f32 activations in place (tuning words `rows=N`, `wg=N`, `xf32`,
+//! `nohalf8`: see [`plan`]); `BACKPLANE_WEBGPU_MATMUL_TRACE=1` prints the
+//! path of every MUL_MAT.
 
 mod kernels;
 pub(crate) mod plan;
