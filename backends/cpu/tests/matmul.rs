@@ -164,7 +164,7 @@ fn f16_and_bf16_activations() {
 
 #[test]
 fn packed_gemm_paths_match_reference_with_edges_and_batches() {
-    // Enough columns for the packed GEMM (float weights, q4_0, q8_0), row
+    // Enough columns for the packed GEMM (float weights, q4_0, q8_0, q4_K), row
     // counts that leave partial row groups, K with a tail for f32, and
     // broadcast batches and f16 activations.
     for ta in [
@@ -173,6 +173,7 @@ fn packed_gemm_paths_match_reference_with_edges_and_batches() {
         DType::BF16,
         DType::Q4_0,
         DType::Q8_0,
+        DType::Q4_K,
     ] {
         check(ta, DType::F32, 37, 50, (2, 1), (4, 3), 21);
         check(ta, DType::F16, 21, 17, (1, 1), (1, 2), 22);
@@ -190,6 +191,7 @@ fn large_output_uses_every_panel_and_edge_tile() {
         DType::Q4_0,
         DType::Q4_1,
         DType::Q3_K,
+        DType::Q4_K,
         DType::Q5_K,
     ] {
         let k = if ta.block_size() == 256 {
@@ -479,7 +481,11 @@ fn packed_gemm_panels_match_scalar_reference_dots() {
             continue;
         };
         // One K panel with a tail (f32), rows that leave a partial group.
-        let k = if ta.block_size() == 1 { 263 } else { 320 };
+        let k = match ta.block_size() {
+            1 => 263,
+            32 => 320,
+            _ => 768,
+        };
         let (m, n) = (g.mr + 5, g.nr);
         let ra = ta.row_size(k).unwrap();
         let rb = g.vt.row_size(k).unwrap();

@@ -271,6 +271,90 @@ unsafe fn q4_k_rows<const RM: usize>(
     }
 }
 
+/// Eight q4_K rows' super-block header, one row per 32-bit lane.
+pub(super) struct K4Lanes {
+    /// `d` of each row.
+    pub d: __m256,
+    /// `dmin` of each row.
+    pub dmin: __m256,
+    /// Per 32-weight sub-block, each row's scale in both 16-bit halves.
+    pub sc: [__m256i; 8],
+    /// Per pair of sub-blocks `2p, 2p + 1`, each row's two mins.
+    pub mn: [__m256i; 4],
+}
+
+/// Unpacks the headers (`d`, `dmin`, 6-bit scales and mins, as ggml's
+/// `utmp` shuffle) of the q4_K super-blocks at `p`, rows as lanes.
+///
+/// # Safety
+/// Every `p[r]` must cover a q4_K super-block.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn k4_lanes(p: [*const u8; ROWS]) -> K4Lanes {
+    let k1 = _mm256_set1_epi32(0x3f3f3f3f);
+    let k2 = _mm256_set1_epi32(0x0f0f0f0f);
+    // (u >> 6 & 0x03..) << 4 == u >> 2 & 0x30.. byte by byte.
+    let k3 = _mm256_set1_epi32(0x30303030);
+    // Shuffles: byte 4l (+ j) of every 32-bit lane l to both of its 16-bit
+    // halves (`spread`), bytes 4l, 4l + 1 (+ j) to one half each (`pairs`);
+    // 0x80 bytes (still negative after adding j < 4) clear.
+    let m = |a: u32, b: u32, c: u32, d: u32| {
+        let [a, b, c, d] = [a, b, c, d].map(|x| x as i32);
+        _mm256_setr_epi32(a, b, c, d, a, b, c, d)
+    };
+    let spread = m(0x80008000, 0x80048004, 0x80088008, 0x800C800C);
+    let pairs = m(0x80018000, 0x80058004, 0x80098008, 0x800D800C);
+    // SAFETY: caller's contract.
+    let [dd, u0, u1, u2] = unsafe { rows16(p) };
+    // Bytes of scales 0..4, 4..8 and mins 0..4, 4..8 of every row.
+    let s0 = _mm256_and_si256(u0, k1);
+    let s1 = _mm256_or_si256(
+        _mm256_and_si256(u2, k2),
+        _mm256_and_si256(_mm256_srli_epi32::<2>(u0), k3),
+    );
+    let n0 = _mm256_and_si256(u1, k1);
+    let n1 = _mm256_or_si256(
+        _mm256_and_si256(_mm256_srli_epi32::<4>(u2), k2),
+        _mm256_and_si256(_mm256_srli_epi32::<2>(u1), k3),
+    );
+    K4Lanes {
+        d: halves_to_f32::<false>(dd),
+        dmin: halves_to_f32::<true>(dd),
+        sc: std::array::from_fn(|s| {
+            let v = if s < 4 { s0 } else { s1 };
+            _mm256_shuffle_epi8(v, _mm256_add_epi8(spread, _mm256_set1_epi8((s % 4) as i8)))
+        }),
+        mn: std::array::from_fn(|p| {
+            let v = if p < 2 { n0 } else { n1 };
+            let j = (2 * p % 4) as i8;
+            _mm256_shuffle_epi8(v, _mm256_add_epi8(pairs, _mm256_set1_epi8(j)))
+        }),
+    }
+}
+
+/// Each row's `sum over sub-blocks of min * (sum of its 32 q8)` for the
+/// q8_K block at `y`, two sub-blocks per `madd`.
+///
+/// # Safety
+/// `y` must cover a q8_K block.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn k4_min_sum(mn: &[__m256i; 4], y: *const u8) -> __m256i {
+    // SAFETY: caller's contract.
+    let bs = unsafe { load256(y.add(K8_BSUMS)) };
+    let q8s = _mm_hadd_epi16(
+        _mm256_castsi256_si128(bs),
+        _mm256_extracti128_si256::<1>(bs),
+    );
+    let q8s = _mm256_castsi128_si256(q8s);
+    let mut msum = _mm256_setzero_si256();
+    for (p, w) in mn.iter().enumerate() {
+        let bp = _mm256_permutevar8x32_epi32(q8s, _mm256_set1_epi32(p as i32));
+        msum = _mm256_add_epi32(msum, _mm256_madd_epi16(*w, bp));
+    }
+    msum
+}
+
 /// Eight rows of q4_K weights times one q8_K activation row, rows as
 /// lanes as for q4_0: per 64-weight chunk an 8 x 8 transpose of the rows'
 /// 32 quant bytes, `maddubs` with broadcast activation quants summed in 16
@@ -286,19 +370,6 @@ unsafe fn q4_k_rows<const RM: usize>(
 unsafe fn q4_k_rows8(k: usize, a: *const u8, lda: usize, b: *const u8, c: *mut f32, acc: bool) {
     let ap: [*const u8; ROWS] = std::array::from_fn(|r| a.wrapping_add(r * lda));
     let m4 = _mm256_set1_epi8(0x0F);
-    let k1 = _mm256_set1_epi32(0x3f3f3f3f);
-    let k2 = _mm256_set1_epi32(0x0f0f0f0f);
-    // (u >> 6 & 0x03..) << 4 == u >> 2 & 0x30.. byte by byte.
-    let k3 = _mm256_set1_epi32(0x30303030);
-    // Shuffles: byte 4l (+ j) of every 32-bit lane l to both of its 16-bit
-    // halves (`spread`), bytes 4l, 4l + 1 (+ j) to one half each (`pairs`);
-    // 0x80 bytes (still negative after adding j < 4) clear.
-    let m = |a: u32, b: u32, c: u32, d: u32| {
-        let [a, b, c, d] = [a, b, c, d].map(|x| x as i32);
-        _mm256_setr_epi32(a, b, c, d, a, b, c, d)
-    };
-    let spread = m(0x80008000, 0x80048004, 0x80088008, 0x800C800C);
-    let pairs = m(0x80018000, 0x80058004, 0x80098008, 0x800D800C);
     let mut sum = _mm256_setzero_ps();
     for i in 0..k / 256 {
         let off = i * K4_BYTES;
@@ -311,24 +382,12 @@ unsafe fn q4_k_rows8(k: usize, a: *const u8, lda: usize, b: *const u8, c: *mut f
         unsafe {
             let y = b.add(i * K8_BYTES);
             let db = _mm256_set1_ps(y.cast::<f32>().read_unaligned());
-            let [dd, u0, u1, u2] = rows16(std::array::from_fn(|r| ap[r].add(off)));
-            // Bytes of scales 0..4, 4..8 and mins 0..4, 4..8 of every row.
-            let s0 = _mm256_and_si256(u0, k1);
-            let s1 = _mm256_or_si256(
-                _mm256_and_si256(u2, k2),
-                _mm256_and_si256(_mm256_srli_epi32::<2>(u0), k3),
-            );
-            let n0 = _mm256_and_si256(u1, k1);
-            let n1 = _mm256_or_si256(
-                _mm256_and_si256(_mm256_srli_epi32::<4>(u2), k2),
-                _mm256_and_si256(_mm256_srli_epi32::<2>(u1), k3),
-            );
+            let s = k4_lanes(std::array::from_fn(|r| ap[r].add(off)));
             let mut isum = _mm256_setzero_si256();
             for j in 0..4 {
-                let q = std::array::from_fn(|r| {
+                let mut q: [__m256; 8] = std::array::from_fn(|r| {
                     _mm256_castsi256_ps(load256(ap[r].add(off + 16 + 32 * j)))
                 });
-                let mut q: [__m256; 8] = q;
                 super::gemm::transpose8(&mut q);
                 let bq = y.add(K8_QS + 64 * j).cast::<i32>();
                 let mut lo16 = _mm256_setzero_si256();
@@ -342,39 +401,12 @@ unsafe fn q4_k_rows8(k: usize, a: *const u8, lda: usize, b: *const u8, c: *mut f
                     lo16 = _mm256_add_epi16(lo16, _mm256_maddubs_epi16(lo, blo));
                     hi16 = _mm256_add_epi16(hi16, _mm256_maddubs_epi16(hi, bhi));
                 }
-                // Sub-blocks 2j and 2j + 1: bytes (2j, 2j + 1) % 4 of s0 / s1.
-                let sv = if j < 2 { s0 } else { s1 };
-                let b0 = (2 * j % 4) as i8;
-                let scl = _mm256_shuffle_epi8(sv, _mm256_add_epi8(spread, _mm256_set1_epi8(b0)));
-                let sch =
-                    _mm256_shuffle_epi8(sv, _mm256_add_epi8(spread, _mm256_set1_epi8(b0 + 1)));
-                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(lo16, scl));
-                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(hi16, sch));
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(lo16, s.sc[2 * j]));
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(hi16, s.sc[2 * j + 1]));
             }
-            // Mins: sum over sub-blocks of min * (sum of its 32 q8), two
-            // sub-blocks per madd.
-            let bs = load256(y.add(K8_BSUMS));
-            let q8s = _mm_hadd_epi16(
-                _mm256_castsi256_si128(bs),
-                _mm256_extracti128_si256::<1>(bs),
-            );
-            let q8s = _mm256_castsi128_si256(q8s);
-            let mut msum = _mm256_setzero_si256();
-            for p in 0..4 {
-                // Mins 2p, 2p + 1 (bytes (2p, 2p + 1) % 4 of n0 / n1) as
-                // 16-bit pairs, against the pair sums 2p, 2p + 1 of q8.
-                let nv = if p < 2 { n0 } else { n1 };
-                let w = _mm256_shuffle_epi8(
-                    nv,
-                    _mm256_add_epi8(pairs, _mm256_set1_epi8((2 * p % 4) as i8)),
-                );
-                let bp = _mm256_permutevar8x32_epi32(q8s, _mm256_set1_epi32(p));
-                msum = _mm256_add_epi32(msum, _mm256_madd_epi16(w, bp));
-            }
-            let d = _mm256_mul_ps(halves_to_f32::<false>(dd), db);
-            let dmin = _mm256_mul_ps(halves_to_f32::<true>(dd), db);
-            sum = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum), sum);
-            sum = _mm256_fnmadd_ps(dmin, _mm256_cvtepi32_ps(msum), sum);
+            let msum = k4_min_sum(&s.mn, y);
+            sum = _mm256_fmadd_ps(_mm256_mul_ps(s.d, db), _mm256_cvtepi32_ps(isum), sum);
+            sum = _mm256_fnmadd_ps(_mm256_mul_ps(s.dmin, db), _mm256_cvtepi32_ps(msum), sum);
         }
     }
     let mut t = [0.0f32; ROWS];

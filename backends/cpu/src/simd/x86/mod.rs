@@ -10,11 +10,18 @@
 //! `RM`) times. Block-quantized weights do the same per block: a weight
 //! block is unpacked once and multiplied with the `RN` columns' int8 blocks
 //! (`maddubs`/`madd`), see [`legacy`] and [`kquants`].
+//!
+//! Two further forms put weight rows in vector lanes instead of K: the
+//! packed GEMMs used with many columns ([`gemm`] for float weights,
+//! [`qgemm`] for q4_0 / q8_0, [`kgemm`] for q4_K), which pack a block of
+//! weight rows once and reuse it for every column, and the eight-row
+//! mat-vec kernels of [`gemv`] (q4_0, q4_K), which transpose on the fly.
 
 pub mod convert;
 mod float;
 mod gemm;
 mod gemv;
+mod kgemm;
 mod kquants;
 mod legacy;
 mod qgemm;
@@ -106,6 +113,19 @@ pub fn kernel(dtype: DType) -> Option<MatKernel> {
         DType::Q3_K => k(kquants::tile_q3_k, 2, 4, 4096),
         DType::Q4_K => MatKernel {
             mr_vec: gemv::ROWS,
+            gemm: Some(Gemm {
+                pack: kgemm::pack_q4_k,
+                panel: kgemm::panel_q4_k,
+                vt: DType::Q8_K,
+                b_scales: false,
+                mr: kgemm::MR,
+                nr: 4,
+                group_bytes: kgemm::GROUP_BYTES,
+                mc: 64,
+                nc: 64,
+                kc: 1024,
+                min_n: 16,
+            }),
             ..k(gemv::tile_q4_k, 2, 4, 4096)
         },
         DType::Q5_K => k(kquants::tile_q5_k, 2, 4, 4096),

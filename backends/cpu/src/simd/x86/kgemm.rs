@@ -1,0 +1,148 @@
+//! Packed GEMM for q4_K weights against q8_K activations, rows as lanes
+//! (the many-column form of [`super::gemv`]'s eight-row q4_K mat-vec).
+//!
+//! Packing unpacks, per group of eight rows and super-block, everything
+//! the eight-row kernel would compute per column: `d` and `dmin` as f32,
+//! each 32-weight sub-block's scales as 16-bit pairs (one madd applies it
+//! to all eight rows), the mins as 16-bit pairs against pairs of q8_K
+//! sub-block sums, and the quants as low / high nibble vectors, transposed
+//! so that vector `t` of a 64-weight chunk holds quants `4t..4t + 4` of
+//! every row. The micro-kernel then runs one column at a time over the
+//! group (which stays in L1): broadcast four activation quants, `maddubs`,
+//! 16-bit sums per sub-block, one `madd` with the scales.
+
+use std::arch::x86_64::*;
+
+use super::{load256, put};
+
+/// Rows per packed group.
+pub const MR: usize = 8;
+/// Packed bytes per K element of a group (2,496 used of 2,560 per
+/// super-block).
+pub const GROUP_BYTES: usize = 10;
+
+/// Packed bytes per super-block of a group, and the offsets inside it.
+const SB: usize = 256 * GROUP_BYTES;
+const OFF_D: usize = 0;
+const OFF_DMIN: usize = 32;
+const OFF_SC: usize = 64;
+const OFF_MIN: usize = 320;
+const OFF_Q: usize = 448;
+
+/// q4_K super-block bytes; q8_K block bytes and field offsets.
+const A_BYTES: usize = 144;
+const B_BYTES: usize = 292;
+const B_QS: usize = 4;
+
+/// A zero q4_K super-block, read for the missing rows of a last group.
+static ZERO: [u8; A_BYTES] = [0; A_BYTES];
+
+/// [`crate::simd::PackFn`] for q4_K weights.
+///
+/// # Safety
+/// As [`crate::simd::PackFn`]; the CPU must have AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn pack_q4_k(a: *const u8, lda: usize, rows: usize, k0: usize, kc: usize, dst: *mut u8) {
+    let (sb0, nsb) = (k0 / 256, kc / 256);
+    let m4 = _mm256_set1_epi8(0x0F);
+    for g in 0..rows.div_ceil(MR) {
+        let live = rows.saturating_sub(g * MR).min(MR);
+        for i in 0..nsb {
+            let row: [*const u8; MR] = std::array::from_fn(|r| {
+                if r < live {
+                    a.wrapping_add((g * MR + r) * lda + (sb0 + i) * A_BYTES)
+                } else {
+                    ZERO.as_ptr()
+                }
+            });
+            let out = dst.wrapping_add((g * nsb + i) * SB);
+            // SAFETY: every row pointer covers a super-block; `out` has SB
+            // bytes for this group and super-block.
+            unsafe {
+                let s = super::gemv::k4_lanes(row);
+                _mm256_storeu_ps(out.add(OFF_D).cast(), s.d);
+                _mm256_storeu_ps(out.add(OFF_DMIN).cast(), s.dmin);
+                for (sb, v) in s.sc.iter().enumerate() {
+                    _mm256_storeu_si256(out.add(OFF_SC + 32 * sb).cast(), *v);
+                }
+                for (p, v) in s.mn.iter().enumerate() {
+                    _mm256_storeu_si256(out.add(OFF_MIN + 32 * p).cast(), *v);
+                }
+                for ch in 0..4 {
+                    let mut q: [__m256; 8] = std::array::from_fn(|r| {
+                        _mm256_castsi256_ps(load256(row[r].add(16 + 32 * ch)))
+                    });
+                    super::gemm::transpose8(&mut q);
+                    for (t, qt) in q.iter().enumerate() {
+                        let v = _mm256_castps_si256(*qt);
+                        let lo = _mm256_and_si256(v, m4);
+                        let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), m4);
+                        let base = out.add(OFF_Q + 32 * 16 * ch);
+                        _mm256_storeu_si256(base.add(32 * t).cast(), lo);
+                        _mm256_storeu_si256(base.add(32 * (8 + t)).cast(), hi);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// [`crate::simd::PanelFn`] for q4_K weights: the packed group of eight
+/// rows times each column in turn.
+///
+/// # Safety
+/// As [`crate::simd::PanelFn`]; the CPU must have AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn panel_q4_k(
+    kc: usize,
+    a: *const u8,
+    b: &[*const u8],
+    _s: &[*const f32],
+    c: &[*mut f32],
+    mr: usize,
+    acc: bool,
+) {
+    for (&bj, &cj) in b.iter().zip(c) {
+        let mut sum = _mm256_setzero_ps();
+        for i in 0..kc / 256 {
+            let blk = a.wrapping_add(i * SB);
+            let y = bj.wrapping_add(i * B_BYTES);
+            // SAFETY: the group holds super-block i, the column covers it.
+            unsafe {
+                let db = _mm256_set1_ps(y.cast::<f32>().read_unaligned());
+                let mut isum = _mm256_setzero_si256();
+                for ch in 0..4 {
+                    let q = blk.add(OFF_Q + 32 * 16 * ch);
+                    let bq = y.add(B_QS + 64 * ch).cast::<i32>();
+                    let mut lo16 = _mm256_setzero_si256();
+                    let mut hi16 = _mm256_setzero_si256();
+                    for t in 0..8 {
+                        let blo = _mm256_set1_epi32(bq.add(t).read_unaligned());
+                        let bhi = _mm256_set1_epi32(bq.add(8 + t).read_unaligned());
+                        let plo = _mm256_maddubs_epi16(load256(q.add(32 * t)), blo);
+                        let phi = _mm256_maddubs_epi16(load256(q.add(32 * (8 + t))), bhi);
+                        lo16 = _mm256_add_epi16(lo16, plo);
+                        hi16 = _mm256_add_epi16(hi16, phi);
+                    }
+                    let sc = blk.add(OFF_SC + 64 * ch);
+                    isum = _mm256_add_epi32(isum, _mm256_madd_epi16(lo16, load256(sc)));
+                    isum = _mm256_add_epi32(isum, _mm256_madd_epi16(hi16, load256(sc.add(32))));
+                }
+                let mn: [__m256i; 4] = std::array::from_fn(|p| load256(blk.add(OFF_MIN + 32 * p)));
+                let msum = super::gemv::k4_min_sum(&mn, y);
+                let d = _mm256_mul_ps(_mm256_loadu_ps(blk.add(OFF_D).cast()), db);
+                let dmin = _mm256_mul_ps(_mm256_loadu_ps(blk.add(OFF_DMIN).cast()), db);
+                sum = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum), sum);
+                sum = _mm256_fnmadd_ps(dmin, _mm256_cvtepi32_ps(msum), sum);
+            }
+        }
+        let mut t = [0.0f32; MR];
+        // SAFETY: t holds MR floats; c[j] covers mr outputs.
+        unsafe {
+            _mm256_storeu_ps(t.as_mut_ptr(), sum);
+            for (r, &v) in t.iter().enumerate().take(mr) {
+                put(cj.add(r), v, acc);
+            }
+        }
+    }
+}
