@@ -120,28 +120,25 @@ pub fn reference_output(
 /// Contiguous bytes of each leaf.
 type Leaves = Vec<(TensorId, Vec<u8>)>;
 
-/// A case prepared once for every backend: its graph, its leaf data and,
-/// computed on first need and then shared, the reference output.
+/// A case prepared once for every backend: its graph and, made on first
+/// need and then shared, its leaf data and the reference output.
 pub struct Prepared<'a> {
     case: &'a Case,
-    built: Result<(BuiltCase, Leaves), String>,
+    built: Result<BuiltCase, String>,
+    leaves: OnceCell<Leaves>,
     want: OnceCell<Result<Vec<f32>, String>>,
     reference_time: Cell<Duration>,
 }
 
 impl<'a> Prepared<'a> {
-    /// Builds the case and generates its leaf data.
+    /// Builds the case's graph.
     pub fn new(case: &'a Case) -> Prepared<'a> {
-        let built = case
-            .build()
-            .map(|b| {
-                let leaves = b.leaf_data(case.seed());
-                (b, leaves)
-            })
-            .map_err(|e| format!("case does not build: {e}"));
         Prepared {
             case,
-            built,
+            built: case
+                .build()
+                .map_err(|e| format!("case does not build: {e}")),
+            leaves: OnceCell::new(),
             want: OnceCell::new(),
             reference_time: Cell::new(Duration::ZERO),
         }
@@ -152,14 +149,15 @@ impl<'a> Prepared<'a> {
         self.reference_time.get()
     }
 
-    fn reference(
-        &self,
-        built: &BuiltCase,
-        leaves: &[(TensorId, Vec<u8>)],
-    ) -> &Result<Vec<f32>, String> {
+    fn leaves(&self, built: &BuiltCase) -> &Leaves {
+        self.leaves
+            .get_or_init(|| built.leaf_data(self.case.seed()))
+    }
+
+    fn reference(&self, built: &BuiltCase) -> &Result<Vec<f32>, String> {
         self.want.get_or_init(|| {
             let t0 = Instant::now();
-            let want = reference_output(built, leaves);
+            let want = reference_output(built, self.leaves(built));
             self.reference_time.set(t0.elapsed());
             want
         })
@@ -183,7 +181,7 @@ pub fn test_prepared(prepared: &Prepared<'_>, target: &mut dyn Target) -> CaseRe
         nmse: None,
         reason: None,
     };
-    let (built, leaves) = match &prepared.built {
+    let built = match &prepared.built {
         Ok(b) => b,
         Err(e) => {
             result.reason = Some(e.clone());
@@ -195,7 +193,7 @@ pub fn test_prepared(prepared: &Prepared<'_>, target: &mut dyn Target) -> CaseRe
         result.reason = Some(reason);
         return result;
     }
-    let want = match prepared.reference(built, leaves) {
+    let want = match prepared.reference(built) {
         Ok(w) => w,
         Err(e) => {
             result.reason = Some(e.clone());
@@ -203,7 +201,7 @@ pub fn test_prepared(prepared: &Prepared<'_>, target: &mut dyn Target) -> CaseRe
         }
     };
     let run = catch_unwind(AssertUnwindSafe(|| -> Result<Vec<f32>, String> {
-        target.load(&built.graph, leaves)?;
+        target.load(&built.graph, prepared.leaves(built))?;
         target.compute()?;
         target.read_f32(built.out)
     }));
