@@ -6,9 +6,9 @@
 //! weight rows x activation columns, each computed by the SIMD tile kernel
 //! chosen for this CPU ([`crate::simd`]) with K cut into cache-sized panels
 //! ([`drive`]). Weights with a packed GEMM take the packed-panel path
-//! instead when there are many columns ([`packed`]), with the
-//! activations left in f32 (float
-//! weights) or quantized to q8_0 (q4_0, q8_0) or q8_K (q4_K).
+//! instead when there are many columns ([`packed`]), with the activations
+//! left in f32 (float weights) or quantized to q8_0 (q4_0, q8_0) or q8_K
+//! (q4_K).
 
 mod convert;
 mod drive;
