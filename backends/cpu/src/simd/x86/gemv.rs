@@ -164,6 +164,88 @@ pub unsafe fn tile_q4_0(
     }
 }
 
+/// Eight rows of q8_0 weights times one q8_0 activation row over `k`
+/// weights, rows as lanes: an 8 x 8 transpose of the rows' 32 quant bytes
+/// per block, then the sign trick (`maddubs(|q|, sign(y, q))`) against
+/// four broadcast activation quants and 32-bit sums; one conversion and
+/// scale multiply per block for all eight rows.
+///
+/// # Safety
+/// All eight rows and `b` must cover `k / 32` blocks, `c` eight floats;
+/// the CPU must have AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn q8_0_rows8(k: usize, a: *const u8, lda: usize, b: *const u8, c: *mut f32, acc: bool) {
+    const A8_BYTES: usize = 34;
+    let ap: [*const u8; ROWS] = std::array::from_fn(|r| a.wrapping_add(r * lda));
+    let ones = _mm256_set1_epi16(1);
+    let mut sum = _mm256_setzero_ps();
+    for i in 0..k / 32 {
+        let off = i * A8_BYTES;
+        if i % 2 == 0 {
+            for p in ap {
+                prefetch(p.wrapping_add(off + PREFETCH_AHEAD));
+            }
+        }
+        // SAFETY: block i lies within every row and the activation row.
+        unsafe {
+            let mut q: [__m256; 8] =
+                std::array::from_fn(|r| _mm256_castsi256_ps(load256(ap[r].add(off + 2))));
+            super::gemm::transpose8(&mut q);
+            let bq = b.add(i * B_BYTES + 2).cast::<i32>();
+            let mut isum = _mm256_setzero_si256();
+            for (t, qt) in q.iter().enumerate() {
+                let v = _mm256_castps_si256(*qt);
+                let y = _mm256_sign_epi8(_mm256_set1_epi32(bq.add(t).read_unaligned()), v);
+                let p = _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), y);
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, ones));
+            }
+            let dh: [u16; ROWS] =
+                std::array::from_fn(|r| ap[r].add(off).cast::<u16>().read_unaligned());
+            let da = _mm256_cvtph_ps(_mm_loadu_si128(dh.as_ptr().cast()));
+            let db = _mm256_set1_ps(super::h2f(b.add(i * B_BYTES)));
+            sum = _mm256_fmadd_ps(_mm256_mul_ps(da, db), _mm256_cvtepi32_ps(isum), sum);
+        }
+    }
+    let mut t = [0.0f32; ROWS];
+    // SAFETY: t holds eight floats; c covers eight outputs.
+    unsafe {
+        _mm256_storeu_ps(t.as_mut_ptr(), sum);
+        for (r, &v) in t.iter().enumerate() {
+            put(c.add(r), v, acc);
+        }
+    }
+}
+
+/// [`crate::simd::TileFn`] for q8_0 weights: whole groups of eight rows
+/// of a single column through [`q8_0_rows8`], everything else through the
+/// register-tiled kernel (up to 2 rows x 4 columns, 4 rows x 1).
+///
+/// # Safety
+/// As [`crate::simd::TileFn`] with `mr` at most 8 for one column; the CPU
+/// must have AVX2, FMA and F16C.
+pub unsafe fn tile_q8_0(
+    k: usize,
+    a: *const u8,
+    lda: usize,
+    mr: usize,
+    b: &[*const u8],
+    c: &[*mut f32],
+    acc: bool,
+) {
+    // SAFETY: forwarded contract; the split keeps every call within it.
+    unsafe {
+        match (b.len(), mr) {
+            (1, ROWS) => q8_0_rows8(k, a, lda, b[0], c[0], acc),
+            (1, 5..) => {
+                super::legacy::tile_q8_0(k, a, lda, 4, b, c, acc);
+                let rest = a.wrapping_add(4 * lda);
+                super::legacy::tile_q8_0(k, rest, lda, mr - 4, b, &[c[0].add(4)], acc);
+            }
+            _ => super::legacy::tile_q8_0(k, a, lda, mr, b, c, acc),
+        }
+    }
+}
+
 /// q4_K super-block bytes and the q8_K block bytes / field offsets.
 const K4_BYTES: usize = 144;
 const K8_BYTES: usize = 292;

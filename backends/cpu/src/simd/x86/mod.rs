@@ -15,7 +15,8 @@
 //! packed GEMMs used with many columns ([`gemm`] for float weights,
 //! [`qgemm`] for q4_0 / q8_0, [`kgemm`] for q4_K), which pack a block of
 //! weight rows once and reuse it for every column, and the eight-row
-//! mat-vec kernels of [`gemv`] (q4_0, q4_K), which transpose on the fly.
+//! mat-vec kernels of [`gemv`] (q4_0, q8_0, q4_K), which transpose on the
+//! fly.
 
 pub mod convert;
 mod float;
@@ -102,7 +103,10 @@ pub fn kernel(dtype: DType) -> Option<MatKernel> {
         DType::Q5_0 => k(legacy::tile_q5_0, 2, 4, 4096),
         DType::Q5_1 => k(legacy::tile_q5_1, 2, 4, 4096),
         DType::Q8_0 => with_qgemm(
-            k(legacy::tile_q8_0, 2, 4, 4096),
+            MatKernel {
+                mr_vec: gemv::ROWS,
+                ..k(gemv::tile_q8_0, 2, 4, 4096)
+            },
             qgemm::pack_q8_0,
             qgemm::panel_q8_0,
             4,
