@@ -134,77 +134,92 @@ impl Activations {
         let ne = ne_u32(b)?;
         let k4 = ne[0].next_multiple_of(4);
         let total = u64::from(k4) * b.ne[1..].iter().map(|&x| x as u64).product::<u64>();
-        let scratch = e.scratch(total * if half { 2 } else { 4 })?;
-        let size = tb.type_size() as u64;
-        let nb = nb_elems(b, size)?;
         let key = PipelineKey::new("mul_mat_convert", "")
             .ty("SRC1", type_name(tb))
             .ty("DST", if half { "f16" } else { "f32" })
             .wg(CONVERT_WG);
-        let params = Params::new()
+        let head = Params::new()
             .u32(ne[0])
             .u32(k4)
             .u32(ne[1])
             .u32(ne[2])
-            .u32(u32_of(total, "converted src1 elements")?)
-            .u32(binding.elem_offset(size)?)
-            .u32x4(nb);
-        e.dispatch_linear(
+            .u32(u32_of(total, "converted src1 elements")?);
+        let mut x = Activations::rewritten(
+            e,
+            index,
             &key,
-            Checks::On,
-            &[binding, scratch.clone()],
-            &params,
-            total.div_ceil(u64::from(CONVERT_WG)),
+            head,
+            total * if half { 2 } else { 4 },
+            total,
+            k4 / 4,
         )?;
-        let row = k4 / 4;
-        Ok(Activations {
-            binding: scratch,
-            half,
-            q8: false,
-            off: 0,
-            strides: [row, row * ne[1], row * ne[1] * ne[2]],
-        })
+        x.half = half;
+        Ok(x)
     }
 
     /// Quantizes src1 (graph index `index`, K a multiple of 32) into
     /// scratch as runs of 32 signed bytes with scales for the integer
-    /// mat-vec (`mul_mat_quantize`).
+    /// mat-vec (`mul_mat_quantize`, eight invocations per run).
     fn quantized(e: &mut Encoder, index: usize) -> Result<Activations, String> {
         let b = e.tensor(index);
-        let tb = dtype(b)?;
-        let binding = e.binding(index)?;
         let ne = ne_u32(b)?;
         if ne[0] % 32 != 0 {
             return Err(format!("src1 ne0 = {} is not a multiple of 32", ne[0]));
         }
         let runs = ne[0] / 32;
-        let rows: u64 = b.ne[1..].iter().map(|&x| x as u64).product();
-        let total = u64::from(runs) * rows;
-        let scratch = e.scratch(total * Q8_RUN_BYTES)?;
-        let size = tb.type_size() as u64;
-        let nb = nb_elems(b, size)?;
+        let total = u64::from(runs) * b.ne[1..].iter().map(|&x| x as u64).product::<u64>();
         let key = PipelineKey::new("mul_mat_quantize", "")
-            .ty("SRC1", type_name(tb))
+            .ty("SRC1", type_name(dtype(b)?))
             .wg(CONVERT_WG);
-        let params = Params::new()
+        let head = Params::new()
             .u32(runs)
             .u32(ne[1])
             .u32(ne[2])
-            .u32(u32_of(total, "quantized src1 runs")?)
-            .u32(binding.elem_offset(size)?)
-            .u32x4(nb);
-        e.dispatch_linear(
+            .u32(u32_of(total, "quantized src1 runs")?);
+        let mut x = Activations::rewritten(
+            e,
+            index,
             &key,
+            head,
+            total * Q8_RUN_BYTES,
+            8 * total,
+            3 * runs,
+        )?;
+        x.q8 = true;
+        Ok(x)
+    }
+
+    /// Runs the kernel `key` with `invocations` invocations from src1
+    /// (graph index `index`) into `bytes` of scratch; its parameters are
+    /// `head`, then src1's offset and four strides in elements. The result
+    /// has rows of `row` vec4s.
+    fn rewritten(
+        e: &mut Encoder,
+        index: usize,
+        key: &PipelineKey,
+        head: Params,
+        bytes: u64,
+        invocations: u64,
+        row: u32,
+    ) -> Result<Activations, String> {
+        let b = e.tensor(index);
+        let size = dtype(b)?.type_size() as u64;
+        let ne = ne_u32(b)?;
+        let nb = nb_elems(b, size)?;
+        let binding = e.binding(index)?;
+        let scratch = e.scratch(bytes)?;
+        let params = head.u32(binding.elem_offset(size)?).u32x4(nb);
+        e.dispatch_linear(
+            key,
             Checks::On,
             &[binding, scratch.clone()],
             &params,
-            (8 * total).div_ceil(u64::from(CONVERT_WG)),
+            invocations.div_ceil(u64::from(CONVERT_WG)),
         )?;
-        let row = 3 * runs;
         Ok(Activations {
             binding: scratch,
             half: false,
-            q8: true,
+            q8: false,
             off: 0,
             strides: [row, row * ne[1], row * ne[1] * ne[2]],
         })
