@@ -199,8 +199,9 @@ fn run_test(
                 continue;
             }
             let t0 = Instant::now();
-            let r = test_prepared(&prepared, target.as_mut());
+            let mut r = test_prepared(&prepared, target.as_mut());
             busy[i] += t0.elapsed();
+            r.time_ms = Some(t0.elapsed().as_secs_f64() * 1e3);
             if r.status == Status::Fail || (args.verbose && r.status == Status::Unsupported) {
                 say(
                     &bar,

@@ -233,6 +233,7 @@ pub fn run_vectors(dir: &Path, targets: &mut [Box<dyn Target>]) -> Result<Vec<Ca
                 status: Status::Fail,
                 nmse: None,
                 reason: None,
+                time_ms: None,
             };
             match v {
                 Err((name, reason)) => {

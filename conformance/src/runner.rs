@@ -38,6 +38,10 @@ pub struct CaseResult {
     pub nmse: Option<f64>,
     /// Why it failed or was refused.
     pub reason: Option<String>,
+    /// Wall time on the backend in milliseconds (building, loading,
+    /// computing and reading back; the reference when this backend was the
+    /// first to need it), when measured.
+    pub time_ms: Option<f64>,
 }
 
 /// Result of a `perf` case.
@@ -180,6 +184,7 @@ pub fn test_prepared(prepared: &Prepared<'_>, target: &mut dyn Target) -> CaseRe
         status: Status::Fail,
         nmse: None,
         reason: None,
+        time_ms: None,
     };
     let built = match &prepared.built {
         Ok(b) => b,

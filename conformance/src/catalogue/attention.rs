@@ -9,6 +9,8 @@ use crate::case::{Fill, Work};
 pub(super) fn add(c: &mut Catalogue) {
     flash_attn(c);
     c.grid(flash_attn_ggml_grid);
+    c.grid(flash_attn_ggml_grid_later);
+    c.grid(flash_attn_mixed_kv);
 }
 
 /// KV lengths standing in for test-backend-ops' {512, 1024}: at those the
@@ -214,6 +216,174 @@ fn grid_heads(
                 }
             }
         }
+    }
+}
+
+/// KV lengths of the later grid standing in for its {113, 512, 1024}: 29
+/// is off every tile as 113 is, 32 and 64 as in [`GRID_KV`].
+const GRID_KV_LATER: [i64; 3] = [29, 32, 64];
+
+/// K/V types of the later grid (its IQ4_NL left out), used only for head
+/// sizes 64 and 72; other heads run f16 (and bf16 in the precision pass).
+const GRID_KV_TYPES_LATER: [DType; 8] = [
+    DType::F32,
+    DType::F16,
+    DType::BF16,
+    DType::Q8_0,
+    DType::Q5_1,
+    DType::Q5_0,
+    DType::Q4_1,
+    DType::Q4_0,
+];
+
+/// The FLASH_ATTN_EXT grid of a later test-backend-ops (llama.cpp
+/// 0054f928, the one behind the design's 19,726 cases): head sizes 40 to
+/// 576 including Mistral's 320/256 with one KV head, GQA ratios up to 32,
+/// 75-row batches. Cases it shares with the grid above have the same name
+/// and are kept once.
+fn flash_attn_ggml_grid_later(c: &mut Catalogue) {
+    let heads = [40i64, 64, 72, 80, 96, 128, 192, 256, 320, 512, 576];
+    for hsk in heads {
+        for hsv in [40i64, 64, 72, 80, 96, 128, 192, 256, 512] {
+            let pair_ok = match hsk {
+                192 => hsv == 128 || hsv == 192,
+                320 => hsv == 256, // Mistral 4 MLA
+                576 => hsv == 512, // DeepSeek MLA
+                _ => hsk == hsv,
+            };
+            if !pair_ok {
+                continue;
+            }
+            for mask in [true, false] {
+                for sinks in [true, false] {
+                    for max_bias in [0.0f32, 8.0] {
+                        if !mask && max_bias > 0.0 {
+                            continue;
+                        }
+                        for softcap in [0.0f32, 10.0] {
+                            if hsk != 128 && softcap != 0.0 {
+                                continue;
+                            }
+                            let g = Grid {
+                                hsk,
+                                hsv,
+                                nh: 4,
+                                nr2: 1,
+                                nr3: 1,
+                                kv: 0,
+                                nb: 0,
+                                mask,
+                                sinks,
+                                max_bias,
+                                softcap,
+                                type_kv: DType::F16,
+                                perm: [0, 1, 2, 3],
+                            };
+                            later_heads(c, g);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn later_heads(c: &mut Catalogue, g: Grid) {
+    let hsk = g.hsk;
+    for nh in [1i64, 4] {
+        if nh == 1 && hsk != 320 && hsk != 576 {
+            continue;
+        }
+        for nr3 in [1i64, 3] {
+            if hsk > 64 && nr3 > 1 {
+                continue;
+            }
+            for nr2 in [1i64, 4, 8, 12, 16, 20, 32] {
+                let ok = match nr2 {
+                    8 | 16 => hsk == 192,
+                    12 => hsk == 128,
+                    20 => nh == 1 && hsk == 576,
+                    32 => nh == 1 && hsk == 320,
+                    _ => true,
+                };
+                if !ok {
+                    continue;
+                }
+                for (ki, kv) in GRID_KV_LATER.into_iter().enumerate() {
+                    if nr2 != 1 && ki != 1 {
+                        continue;
+                    }
+                    for nb in [1i64, 3, 32, 75] {
+                        // The precision pass (hsk 128) runs bf16 here.
+                        let passes: &[DType] = if hsk == 128 {
+                            &[DType::F16, DType::BF16]
+                        } else if hsk == 64 || hsk == 72 {
+                            &GRID_KV_TYPES_LATER
+                        } else {
+                            &[DType::F16]
+                        };
+                        for &type_kv in passes {
+                            let g = Grid {
+                                nh,
+                                nr2,
+                                nr3,
+                                kv,
+                                nb,
+                                type_kv,
+                                ..g
+                            };
+                            push_grid(c, g);
+                            if g.mask && g.max_bias == 0.0 && g.softcap == 0.0 && ki == 1 {
+                                push_grid(
+                                    c,
+                                    Grid {
+                                        perm: [0, 2, 1, 3],
+                                        ..g
+                                    },
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The later grid's K and V of different types (its Q1_0 ones left out).
+fn flash_attn_mixed_kv(c: &mut Catalogue) {
+    for (d, tk, tv, kv, nb, mask) in [
+        (64i64, DType::Q8_0, DType::Q4_0, 128i64, 2i64, true),
+        (64, DType::Q4_0, DType::F16, 128, 2, true),
+        (72, DType::Q4_0, DType::Q8_0, 96, 2, true),
+        (64, DType::F16, DType::F32, 96, 2, true),
+        (128, DType::F16, DType::Q4_0, 256, 1, false),
+    ] {
+        let name = format!(
+            "FLASH_ATTN_EXT(hsk={d},hsv={d},nh=4,nr23=[1,1],kv={kv},nb={nb},mask={mask},type_K={tk},type_V={tv})"
+        );
+        let flops = 2.0 * (4 * nb * 2 * d * kv) as f64;
+        c.push_work(
+            Op::FlashAttnExt,
+            name,
+            NMSE_ATTN,
+            Work::Flops(flops),
+            move |b| {
+                let uni = Fill::Uniform(-1.0, 1.0);
+                let id = [0, 1, 2, 3];
+                let dp = pad(d, 32);
+                let q = b.input(DType::F32, &[dp, nb, 4, 1])?;
+                let k = b.strided(tk, [dp, kv, 4, 1], [1, 2, 1, 1], id, uni)?;
+                let v = b.strided(tv, [dp, kv, 4, 1], [1, 2, 1, 1], id, uni)?;
+                let m = if mask {
+                    Some(b.input_with(DType::F16, &[kv, pad(nb, 64), 1, 1], Fill::Mask)?)
+                } else {
+                    None
+                };
+                let scale = 1.0 / (d as f32).sqrt();
+                b.g.flash_attn_ext(q, k, v, m, None, scale, 0.0, 0.0)
+            },
+        );
     }
 }
 
