@@ -24,7 +24,7 @@ KERNEL k_cpy(KARGS) {
 }
 
 // Block k of src0 to block k of dst, both of quantized type type[0];
-// x[0] = elements per block.
+// x[0] = elements per block, x[1] = bytes per block.
 KERNEL k_cpy_blocks(KARGS) {
     long idx = gid();
     const Tensor &d = a.t[0], &t0 = a.t[1];
@@ -37,7 +37,9 @@ KERNEL k_cpy_blocks(KARGS) {
     unravel(idx, db, j0, j1, j2, j3);
     const char *p = s0 + offset(t0, i0, i1, i2, i3);
     char *q = dst + offset(d, j0, j1, j2, j3);
-    for (long b = 0; b < type_size(a.type[0]); b++) q[b] = p[b];
+    // x[1]: bytes per block, from the host (type_size knows only the types
+    // the other kernels compute with).
+    for (long b = 0; b < a.x[1]; b++) q[b] = p[b];
 }
 
 // f32 src0 quantized into dst blocks of type[0] (Q8_0 or Q4_0), one

@@ -123,6 +123,7 @@ pub(super) fn cpy(x: &Exec<'_>, i: usize) -> Result<(), String> {
     if ta == td && ta.is_quantized() {
         let bs = ta.block_size() as i64;
         args.x[0] = bs;
+        args.x[1] = ta.type_size() as i64;
         x.launch_1d(
             Source::Copy,
             "k_cpy_blocks",
