@@ -8,9 +8,9 @@ use super::{dispatch_tile, first, hsum, prefetch, put};
 const FLOAT_PREFETCH_AHEAD: usize = 2048;
 
 /// Element kinds of the float tiles.
-const F32: u8 = 0;
-const F16: u8 = 1;
-const BF16: u8 = 2;
+pub(super) const F32: u8 = 0;
+pub(super) const F16: u8 = 1;
+pub(super) const BF16: u8 = 2;
 
 /// Loads elements `i..i + 8` of a row of kind `T` as f32.
 ///
@@ -18,7 +18,7 @@ const BF16: u8 = 2;
 /// `p` must cover `i + 8` elements.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn load8<const T: u8>(p: *const u8, i: usize) -> __m256 {
+pub(super) unsafe fn load8<const T: u8>(p: *const u8, i: usize) -> __m256 {
     // SAFETY: caller's contract.
     unsafe {
         match T {
@@ -38,7 +38,7 @@ unsafe fn load8<const T: u8>(p: *const u8, i: usize) -> __m256 {
 /// `p` must cover `i + 1` elements.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn load1<const T: u8>(p: *const u8, i: usize) -> f32 {
+pub(super) unsafe fn load1<const T: u8>(p: *const u8, i: usize) -> f32 {
     // SAFETY: caller's contract.
     unsafe {
         match T {

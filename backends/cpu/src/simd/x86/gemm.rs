@@ -11,53 +11,12 @@
 use std::arch::x86_64::*;
 
 use super::first;
+use super::float::{BF16, F16, F32, load1, load8};
 
 /// Weight rows per micro-tile (two vectors).
 pub const MR: usize = 16;
 /// Most activation columns per micro-tile.
 pub const NR: usize = 6;
-
-/// Element kinds the packers read.
-const F32: u8 = 0;
-const F16: u8 = 1;
-const BF16: u8 = 2;
-
-/// Loads elements `i..i + 8` of a row of kind `T` as f32.
-///
-/// # Safety
-/// `p` must cover `i + 8` elements.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn load8<const T: u8>(p: *const u8, i: usize) -> __m256 {
-    // SAFETY: caller's contract.
-    unsafe {
-        match T {
-            F32 => _mm256_loadu_ps(p.cast::<f32>().add(i)),
-            F16 => _mm256_cvtph_ps(_mm_loadu_si128(p.cast::<u16>().add(i).cast())),
-            _ => {
-                let h = _mm_loadu_si128(p.cast::<u16>().add(i).cast());
-                _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(h)))
-            }
-        }
-    }
-}
-
-/// Loads element `i` of a row of kind `T` as f32.
-///
-/// # Safety
-/// `p` must cover `i + 1` elements.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn load1<const T: u8>(p: *const u8, i: usize) -> f32 {
-    // SAFETY: caller's contract.
-    unsafe {
-        match T {
-            F32 => p.cast::<f32>().add(i).read_unaligned(),
-            F16 => super::h2f(p.add(2 * i)),
-            _ => f32::from_bits((p.cast::<u16>().add(i).read_unaligned() as u32) << 16),
-        }
-    }
-}
 
 /// Transposes eight vectors (rows) of eight elements in place.
 #[inline]
