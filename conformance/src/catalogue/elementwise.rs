@@ -20,6 +20,7 @@ pub(super) fn add(c: &mut Catalogue) {
     scalar_ops(c);
     c.grid(unary_glu_ggml_grid);
     reductions(c);
+    c.grid(reductions_ggml_grid_later);
 }
 
 fn binary(c: &mut Catalogue) {
@@ -355,5 +356,105 @@ fn unary_glu_ggml_grid(c: &mut Catalogue) {
                 });
             }
         }
+    }
+}
+
+/// The later test-backend-ops' SUM, SUM_ROWS, CUMSUM and FILL cases
+/// (llama.cpp 0c1e5709): sums over permuted sources and sliced views,
+/// row lengths around 32 and 1024, prefix sums across every power of two
+/// to 2048 and over long rows, fills of up to 2048 x 512 x 2 x 2.
+fn reductions_ggml_grid_later(c: &mut Catalogue) {
+    let sum_in = Fill::Uniform(-0.9, 1.1);
+    let id = [0usize, 1, 2, 3];
+    for (ne, perm) in [
+        ([10i64, 5, 4, 3], id),
+        ([11, 5, 6, 3], [0, 2, 1, 3]),
+        ([11, 5, 6, 3], [0, 3, 2, 1]),
+        ([11, 5, 6, 3], [0, 1, 3, 2]),
+        ([33, 1, 1, 1], id),
+        ([33, 1024, 1, 1], id),
+        ([33, 256, 1, 1], id),
+        ([33, 256, 1, 1], [1, 0, 2, 3]),
+    ] {
+        let name = format!(
+            "SUM(type=f32,ne=[{}],permute=[{}])",
+            dims(&ne),
+            dims(&perm.map(|p| p as i64))
+        );
+        c.push(Op::Sum, name, 1e-7, move |b| {
+            let x = b.input_with(DType::F32, &ne, sum_in)?;
+            let x = if perm == id { x } else { b.g.permute(x, perm)? };
+            b.g.sum(x)
+        });
+    }
+    for (ne, permute, slice) in [
+        ([10i64, 5, 4, 3], false, false),
+        ([11, 5, 6, 3], true, false),
+        ([11, 5, 6, 3], false, true),
+        ([11, 5, 6, 3], true, true),
+        ([16, 5, 6, 3], true, false),
+        ([16, 5, 6, 3], false, true),
+        ([16, 5, 6, 3], true, true),
+        ([33, 1, 1, 1], false, false),
+        ([33, 1024, 1, 1], false, false),
+        ([33, 256, 1, 1], false, false),
+    ] {
+        let name = format!(
+            "SUM_ROWS(type=f32,ne=[{}],permute={permute},slice={slice})",
+            dims(&ne)
+        );
+        c.push(Op::SumRows, name, 1e-7, move |b| {
+            let mut x = b.input(DType::F32, &ne)?;
+            if slice {
+                // ne2 halved at twice the stride, ne3 less one, from the
+                // second dim-3 plane, as test_sum_rows views it.
+                let nb = b.g.desc(x).nb;
+                x = b.g.view(
+                    x,
+                    &[ne[0], ne[1], ne[2] / 2, ne[3] - 1],
+                    &[nb[1], nb[2] * 2, nb[3]],
+                    nb[3],
+                )?;
+            }
+            if permute {
+                x = b.g.permute(x, [0, 2, 3, 1])?;
+            }
+            b.g.sum_rows(x)
+        });
+    }
+    for ne in [
+        [10i64, 5, 4, 3],
+        [127, 5, 4, 3],
+        [128, 5, 4, 3],
+        [128, 128, 4, 4],
+        [255, 5, 4, 3],
+        [256, 5, 4, 3],
+        [511, 5, 4, 3],
+        [512, 5, 4, 3],
+        [1023, 5, 4, 3],
+        [1024, 5, 4, 3],
+        [2047, 5, 4, 3],
+        [2048, 5, 4, 3],
+        [201 * 1204, 1, 1, 1],
+        [312 * 1205, 1, 1, 1],
+        [20481, 4, 1, 1],
+    ] {
+        let name = format!("CUMSUM(type=f32,ne=[{}])", dims(&ne));
+        c.push(Op::Cumsum, name, 1e-7, move |b| {
+            let x = b.input(DType::F32, &ne)?;
+            b.g.cumsum(x)
+        });
+    }
+    for (v, ne) in [
+        (0.0f32, [10i64, 10, 4, 3]),
+        (2.0, [303, 207, 11, 3]),
+        (-152.0, [800, 600, 4, 4]),
+        (3.5, [2048, 512, 2, 2]),
+    ] {
+        let name = format!("FILL(type=f32,ne=[{}],c={v})", dims(&ne));
+        c.push(Op::Fill, name, 1e-7, move |b| {
+            let x = b.input(DType::F32, &ne)?;
+            b.g.fill(x, v)
+        });
     }
 }

@@ -13,6 +13,7 @@ pub(super) fn add(c: &mut Catalogue) {
     conv(c);
     ssm(c);
     c.grid(ggml_grid);
+    c.grid(index_ggml_grid_later);
 }
 
 /// test-backend-ops' ARGMAX shapes and SSM_CONV loop (Mamba d_conv 3 and 4
@@ -45,6 +46,144 @@ fn ggml_grid(c: &mut Catalogue) {
                 });
             }
         }
+    }
+}
+
+/// Longest power-of-two row of the later ARGSORT grid ([`capped_row`]);
+/// ggml goes to 2^20.
+const GRID_SORT_ROW_LOG2: u32 = 16;
+/// Longest power-of-two row of the later TOP_K grid ([`capped_row`]);
+/// ggml goes to 2^19.
+const GRID_TOPK_ROW_LOG2: u32 = 14;
+/// The later TOP_K grid's vocabulary-sized rows (ggml: 202,048 and
+/// 151,936) are divided by this.
+const GRID_TOPK_VOCAB_DIV: i64 = 8;
+
+/// Row length standing in for 2^p in a grid whose rows stop at 2^max:
+/// past it, 2^max + 2 (p - max), so every step stays a distinct case.
+fn capped_row(p: u32, max: u32) -> i64 {
+    if p <= max {
+        1 << p
+    } else {
+        (1 << max) + 2 * (p - max) as i64
+    }
+}
+
+/// The later test-backend-ops' ARGMAX, ARGSORT and TOP_K loops (llama.cpp
+/// 0c1e5709): argsort rows of every power of two from 4 to 2^20 (here
+/// to 2^16, [`GRID_SORT_ROW_LOG2`]) and one less, rows around 1024 and 2048, 2 x 8 x 8192 (group selection) and
+/// 2048 x 512; top-k for every k in {1, 2, 3, 7, 15, 100, 500, 1023, 9999}
+/// that fits rows of 2^i and 2^i + 11 (i < 20; rows here stop near 2^14,
+/// [`GRID_TOPK_ROW_LOG2`]), vocabulary-sized rows (151,936, 202,048, an
+/// eighth of them here) and large k. Its ties cases are left out, as its
+/// support listing leaves them out.
+fn index_ggml_grid_later(c: &mut Catalogue) {
+    fn argmax(c: &mut Catalogue, ne: [i64; 4]) {
+        let name = format!("ARGMAX(type=f32,ne=[{}],distinct)", dims(&ne));
+        c.push(Op::Argmax, name, EXACT, move |b| {
+            let x = b.input_with(DType::F32, &ne, Fill::Distinct)?;
+            b.g.argmax(x)
+        });
+    }
+    fn argsort(c: &mut Catalogue, ne: [i64; 4], order: SortOrder) {
+        let name = format!(
+            "ARGSORT(type=f32,ne=[{}],order={})",
+            dims(&ne),
+            order as i32
+        );
+        c.push(Op::Argsort, name, EXACT, move |b| {
+            let x = b.input_with(DType::F32, &ne, Fill::Distinct)?;
+            b.g.argsort(x, order)
+        });
+    }
+    fn top_k(c: &mut Catalogue, ne: [i64; 4], k: i64) {
+        let name = format!("TOP_K(type=f32,ne=[{}],k={k},ties=0)", dims(&ne));
+        c.push(Op::TopK, name, EXACT, move |b| {
+            let x = b.input_with(DType::F32, &ne, Fill::Distinct)?;
+            b.g.top_k(x, k)
+        });
+    }
+    for ne in [
+        [32i64, 1, 1, 1],
+        [32, 513, 1, 1],
+        [100, 10, 1, 1],
+        [1024, 10, 1, 1],
+        [1024, 12, 1, 1],
+        [2000, 10, 1, 1],
+        [5438, 3, 1, 1],
+    ] {
+        argmax(c, ne);
+    }
+    for order in [SortOrder::Asc, SortOrder::Desc] {
+        // ggml's power-of-two loop passes no order (both passes sort
+        // ascending, half its cases repeat); here it sorts both ways.
+        for p in 2..=20 {
+            let i = capped_row(p, GRID_SORT_ROW_LOG2);
+            argsort(c, [i - 1, 1, 1, 1], order);
+            argsort(c, [i, 1, 1, 1], order);
+        }
+        for ne in [
+            [16i64, 10, 10, 10],
+            [60, 10, 10, 10],
+            [1023, 2, 1, 3],
+            [1024, 2, 1, 3],
+            [1025, 2, 1, 3],
+            [1025, 256, 1, 1],
+            [2047, 2, 1, 3],
+            [2048, 2, 1, 3],
+            [2049, 2, 1, 3],
+            [2, 8, 8192, 1],
+            [2048, 512, 1, 1],
+        ] {
+            argsort(c, ne, order);
+        }
+    }
+    for n in 1..5i64 {
+        for k in 1..=n {
+            top_k(c, [n, 2, 1, 3], k);
+        }
+    }
+    for p in 0..20 {
+        let i = capped_row(p, GRID_TOPK_ROW_LOG2);
+        for k in [1i64, 2, 3, 7, 15, 100, 500, 1023, 9999] {
+            if k <= 1 << p {
+                top_k(c, [i, 1, 1, 1], k);
+                top_k(c, [i + 11, 1, 2, 1], k);
+            }
+        }
+    }
+    for k in [4i64, 8, 16, 32] {
+        for nrows in [1i64, 8, 16] {
+            top_k(c, [202048 / GRID_TOPK_VOCAB_DIV, nrows, 1, 1], k);
+            top_k(c, [151936 / GRID_TOPK_VOCAB_DIV, nrows, 1, 1], k);
+            top_k(c, [8192, nrows, 1, 1], k);
+            top_k(c, [8193, nrows, 1, 1], k);
+        }
+    }
+    for k in [1i64, 2, 3, 7, 15] {
+        for ne in [
+            [16i64, 10, 10, 10],
+            [60, 10, 10, 10],
+            [1023, 2, 1, 3],
+            [1024, 2, 1, 3],
+            [1025, 2, 1, 3],
+            [16384, 1, 1, 1],
+            [2047, 2, 1, 3],
+            [2048, 2, 1, 3],
+            [2049, 2, 1, 3],
+        ] {
+            top_k(c, ne, k);
+        }
+    }
+    for (ne, k) in [
+        ([1024i64, 1, 1, 1], 1024i64),
+        ([2048, 2, 1, 1], 1024),
+        ([4096, 1, 1, 1], 2048),
+        ([8192, 2, 1, 1], 2051),
+        ([33024, 1, 1, 1], 2051),
+        ([33024, 4, 1, 1], 2051),
+    ] {
+        top_k(c, ne, k);
     }
 }
 
