@@ -12,6 +12,7 @@ pub(super) fn add(c: &mut Catalogue) {
     mul_mat(c);
     mul_mat_id(c);
     c.grid(mul_mat_id_ggml_grid);
+    c.grid(mul_mat_id_ggml_grid_later);
     perf(c);
 }
 
@@ -145,9 +146,18 @@ fn perf(c: &mut Catalogue) {
     }
 }
 
-/// Rows per expert in the grid: test-backend-ops uses 512, which costs our
-/// reference 27 s on this grid; 128 keeps every other parameter.
-const GRID_EXPERT_ROWS: i64 = 128;
+/// Rows per expert in the grids: test-backend-ops uses 512, which costs our
+/// reference 27 s on the first grid alone; 64 keeps every other parameter.
+const GRID_EXPERT_ROWS: i64 = 64;
+/// Rows per expert for the later grid's cases with hundreds of experts or
+/// 2,048-4,096-long rows (ggml: 128 to 4,096 rows, up to 268 M weights).
+const GRID_MANY_EXPERT_ROWS: i64 = 8;
+/// The later grid's rows of 2,048 and 4,096 (its many-expert and 1e5
+/// cases) are divided by this: quantizing 128 experts' k-quant weights
+/// dominates otherwise.
+const GRID_LONG_ROW_DIV: i64 = 4;
+/// Tokens of the later grid's 8,192-token cases.
+const GRID_MANY_TOKENS: i64 = 1024;
 
 /// test-backend-ops' MUL_MAT_ID loops: 512 (here [`GRID_EXPERT_ROWS`]) x
 /// 256 experts, 4 or 8 of them,
@@ -194,6 +204,110 @@ fn mul_mat_id_ggml_grid(c: &mut Catalogue) {
     }
 }
 
+/// The later test-backend-ops' MUL_MAT_ID loops (llama.cpp 0c1e5709): the
+/// base loop at 1, 4, 5, 17, 32 and 129 tokens over its 11 base types,
+/// token counts around the mat-mat tile (15-17, 31-33, 47-49) with every
+/// expert used, experts that get no rows, experts strided by more rows
+/// than they use, many tokens over 2 or 16 experts, 1-65-long rows, rows
+/// of 2,880, 512 and 1,024 experts, src1 magnitudes of 1e5 (past f16),
+/// each type at 3 blocks per row and the other types at 4 experts / 2
+/// used. Types backplane lacks have stand-ins (docs/conformance.md):
+/// Q1_0 -> Q5_0, Q2_0 -> Q5_1, MXFP4 -> BF16, NVFP4 -> Q2_K, IQ2_XXS ->
+/// Q6_K, IQ2_XS -> Q5_K, IQ3_S -> Q3_K, TQ1_0 -> Q2_K, and the IQ panel
+/// types -> the K-quants and Q4_0/Q5_0/Q8_0.
+fn mul_mat_id_ggml_grid_later(c: &mut Catalogue) {
+    let rows = GRID_EXPERT_ROWS;
+    let many = GRID_MANY_EXPERT_ROWS;
+    for ta in [DType::Q4_K, DType::Q5_K, DType::F16] {
+        for n in [1, 15, 16, 17, 31, 32, 33, 47, 48, 49] {
+            push_mm_id(c, ta, 4, 4, false, rows, n, 256);
+        }
+        push_mm_id(c, ta, 8, 1, false, rows, 1, 256);
+    }
+    push_mm_id_ext(c, DType::F32, 4, 2, false, 8, 1, 64, 1.0, 64);
+    push_mm_id_ext(c, DType::F16, 4, 2, false, 8, 16, 64, 1.0, 64);
+    for b_shared in [false, true] {
+        push_mm_id(c, DType::F16, 16, 16, b_shared, 32, 1024, 16);
+        push_mm_id(c, DType::F16, 2, 2, b_shared, 32, GRID_MANY_TOKENS, 64);
+        push_mm_id(c, DType::F16, 16, 16, b_shared, 50, 200, 64);
+        push_mm_id(c, DType::BF16, 16, 16, b_shared, 32, 1024, 16);
+        push_mm_id(c, DType::BF16, 16, 16, b_shared, 50, 200, 64);
+    }
+    push_mm_id(c, DType::Q6_K, 1, 1, false, 1, GRID_MANY_TOKENS, 4096);
+    for k in [1, 63, 65] {
+        push_mm_id(c, DType::F16, 1, 1, false, 8, 16, k);
+    }
+    push_mm_id(c, DType::BF16, 32, 2, false, rows, 32, 2880);
+    for n in [1, 5, 64, 300] {
+        push_mm_id(c, DType::Q3_K, 512, 10, false, many, n, 512);
+        push_mm_id(c, DType::Q4_0, 512, 10, false, many, n, 128);
+        push_mm_id(c, DType::Q3_K, 1024, 10, false, many, n, 512);
+        push_mm_id(c, DType::Q4_0, 1024, 10, false, many, n, 128);
+    }
+    push_mm_id(c, DType::Q4_0, 32, 2, false, rows, 32, 2880);
+    let div = GRID_LONG_ROW_DIV;
+    push_mm_id(c, DType::Q2_K, 28, 10, false, many, 1, 4096 / div);
+    push_mm_id(c, DType::Q2_K, 128, 8, false, many, 1, 2048 / div);
+    for ta in MATMUL_TYPES {
+        push_mm_id(c, ta, 4, 2, false, 64, 16, 3 * ta.block_size() as i64);
+    }
+    for ta in [
+        DType::Q2_K,
+        DType::Q3_K,
+        DType::Q4_K,
+        DType::Q5_K,
+        DType::Q6_K,
+        DType::Q4_0,
+        DType::Q5_0,
+        DType::Q8_0,
+    ] {
+        push_mm_id(c, ta, 4, 4, false, 16, 10, 256);
+    }
+    for n in [16, 32, 64] {
+        push_mm_id_ext(c, DType::Q4_K, 128, 4, false, many, n, 2048 / div, 1e5, 0);
+        push_mm_id_ext(c, DType::Q8_0, 8, 2, false, rows, n, 256, 1e5, 0);
+    }
+    let base = [
+        DType::F32,
+        DType::F16,
+        DType::Q8_0,
+        DType::Q5_0,
+        DType::Q5_1,
+        DType::Q4_0,
+        DType::Q4_1,
+        DType::Q4_K,
+        DType::BF16,
+        DType::Q2_K,
+        DType::Q6_K,
+    ];
+    for ta in base {
+        for n_mats in [4, 8] {
+            for n_used in [1, 2, 4] {
+                for b_shared in [false, true] {
+                    for n in [1, 4, 5, 17, 32, 129] {
+                        push_mm_id(c, ta, n_mats, n_used, b_shared, rows, n, 256);
+                    }
+                }
+            }
+        }
+    }
+    for ta in [
+        DType::Q4_1,
+        DType::Q5_0,
+        DType::Q5_1,
+        DType::Q8_0,
+        DType::Q2_K,
+        DType::Q3_K,
+        DType::Q5_K,
+        DType::Q6_K,
+        DType::BF16,
+    ] {
+        for n in [1, 32] {
+            push_mm_id(c, ta, 4, 2, false, rows, n, 256);
+        }
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn push_mm_id(
     c: &mut Catalogue,
@@ -205,8 +319,31 @@ fn push_mm_id(
     n: i64,
     k: i64,
 ) {
+    push_mm_id_ext(c, ta, n_mats, n_used, b_shared, m, n, k, 1.0, 0);
+}
+
+/// One test_mul_mat_id case: src1 uniform in [-amax, amax); for m_v > 0
+/// the experts are a view of a tensor with m_v rows per expert.
+#[allow(clippy::too_many_arguments)]
+fn push_mm_id_ext(
+    c: &mut Catalogue,
+    ta: DType,
+    n_mats: i64,
+    n_used: i64,
+    b_shared: bool,
+    m: i64,
+    n: i64,
+    k: i64,
+    amax: f32,
+    m_v: i64,
+) {
+    let extra = if amax != 1.0 || m_v != 0 {
+        format!(",amax={amax},m_v={m_v}")
+    } else {
+        String::new()
+    };
     let name = format!(
-        "MUL_MAT_ID(type_a={ta},type_b=f32,n_mats={n_mats},n_used={n_used},b={b_shared},m={m},n={n},k={k},ids=view)"
+        "MUL_MAT_ID(type_a={ta},type_b=f32,n_mats={n_mats},n_used={n_used},b={b_shared},m={m},n={n},k={k},ids=view{extra})"
     );
     let flops = 2.0 * (m * n_used * n * k) as f64;
     c.push_work(
@@ -215,14 +352,20 @@ fn push_mm_id(
         NMSE_MATMUL,
         Work::Flops(flops),
         move |b| {
-            let a = b.input(ta, &[k, m, n_mats])?;
+            let a = if m_v == 0 {
+                b.input(ta, &[k, m, n_mats])?
+            } else {
+                let a = b.input(ta, &[k, m_v, n_mats])?;
+                let nb = b.g.desc(a).nb;
+                b.g.view(a, &[k, m, n_mats], &[nb[1], nb[2]], 0)?
+            };
             let mut ids = b.input_with(DType::I32, &[n_mats, n], Fill::DistinctIndex(n_mats))?;
             if n_used != n_mats {
                 let nb = b.g.desc(ids).nb;
                 ids = b.g.view(ids, &[n_used, n], &[nb[1]], 0)?;
             }
             let e_b = if b_shared { 1 } else { n_used };
-            let x = b.input(DType::F32, &[k, e_b, n])?;
+            let x = b.input_with(DType::F32, &[k, e_b, n], Fill::Uniform(-amax, amax))?;
             b.g.mul_mat_id(a, x, ids)
         },
     );
