@@ -10,7 +10,8 @@
 //! `MUL_MAT_CPUTIME=1` prints GFLOPS by wall and by process CPU time
 //! instead of running criterion (for a machine shared with other jobs);
 //! `MUL_MAT_MICRO=1` times single kernel tiles on cache-resident rows;
-//! `MUL_MAT_M` / `MUL_MAT_THREADS` override the row count / thread count.
+//! `MUL_MAT_M` / `MUL_MAT_THREADS` override the row count / thread count,
+//! `MUL_MAT_N` the column count of the `_n512` cases.
 
 use std::hint::black_box;
 use std::time::Duration;
@@ -121,13 +122,15 @@ fn bench_case(c: &mut Criterion, cpu: &CpuBackend, ta: DType, n: i64) {
     group.finish();
 }
 
-/// Process CPU seconds (user + system) from /proc/self/stat, if readable.
+/// Process CPU seconds: the run times of all its threads from
+/// /proc/self/task/*/schedstat (nanoseconds, exact), if readable.
 fn cpu_seconds() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
-    Some(ticks / 100.0)
+    let mut ns = 0u64;
+    for t in std::fs::read_dir("/proc/self/task").ok()? {
+        let s = std::fs::read_to_string(t.ok()?.path().join("schedstat")).ok()?;
+        ns += s.split_whitespace().next()?.parse::<u64>().ok()?;
+    }
+    Some(ns as f64 * 1e-9)
 }
 
 /// With `MUL_MAT_CPUTIME` set: runs the case for about three seconds and
@@ -216,7 +219,98 @@ fn micro() {
                 512.0 / ns
             );
         }
+        if let Some(g) = kern.gemm {
+            micro_panel(ta, &g, k.min(g.kc));
+        }
     }
+}
+
+/// Times the packed GEMM's micro-kernel on one packed group of `g.mr`
+/// rows and `g.nr` columns, `kc` long (L1/L2-resident), and the packing.
+fn micro_panel(ta: DType, g: &backplane_cpu::simd::Gemm, kc: usize) {
+    let (ra, rb) = (
+        ta.row_size(kc).expect("blocks"),
+        g.vt.row_size(kc).expect("blocks"),
+    );
+    let mut a = vec![0u8; ra * g.mr];
+    for r in 0..g.mr {
+        quantize_row(ta, &values(r as u64, kc), &mut a[r * ra..][..ra]).expect("quantize");
+    }
+    let mut b = vec![0u8; rb * g.nr];
+    let mut s = vec![0.0f32; 2 * kc / g.vt.block_size() * g.nr];
+    let nblk = kc / g.vt.block_size();
+    for j in 0..g.nr {
+        quantize_row(g.vt, &values(j as u64 + 50, kc), &mut b[j * rb..][..rb]).expect("quantize");
+        if g.b_scales {
+            backplane_cpu::simd::block_scales(
+                &b[j * rb..][..rb],
+                &mut s[j * 2 * nblk..][..2 * nblk],
+            );
+        }
+    }
+    let mut packed = vec![0u64; (kc * g.group_bytes).div_ceil(8)];
+    let dst = packed.as_mut_ptr().cast::<u8>();
+    let time = |f: &mut dyn FnMut()| {
+        let mut iters = 0usize;
+        let (t0, c0) = (std::time::Instant::now(), thread_cpu_ns());
+        while t0.elapsed().as_secs_f64() < 0.3 {
+            for _ in 0..100 {
+                f();
+            }
+            iters += 100;
+        }
+        let spent = match (c0, thread_cpu_ns()) {
+            (Some(c0), Some(c1)) => (c1 - c0) as f64,
+            _ => t0.elapsed().as_nanos() as f64,
+        };
+        spent / iters as f64
+    };
+    // SAFETY: a holds g.mr rows of kc elements, dst one packed group.
+    let pack_ns = time(&mut || unsafe { (g.pack)(black_box(a.as_ptr()), ra, g.mr, 0, kc, dst) });
+    let mut out = vec![0.0f32; g.mr * g.nr];
+    let bp: Vec<*const u8> = (0..g.nr).map(|j| b[j * rb..].as_ptr()).collect();
+    let sp: Vec<*const f32> = (0..g.nr).map(|j| s[j * 2 * nblk..].as_ptr()).collect();
+    let cp: Vec<*mut f32> = (0..g.nr).map(|j| out[j * g.mr..].as_mut_ptr()).collect();
+    // SAFETY: the packed group holds kc elements of g.mr rows, every column
+    // kc elements (and their scale pairs), every output g.mr floats.
+    let ns = time(&mut || unsafe { (g.panel)(kc, black_box(dst), &bp, &sp, &cp, g.mr, false) });
+    let flops = (2 * g.mr * g.nr * kc) as f64;
+    // The same with the driver's block of `g.mc` rows (L2-resident groups).
+    let groups = g.mc / g.mr;
+    let mut block = vec![0u64; (groups * kc * g.group_bytes).div_ceil(8)];
+    let bl = block.as_mut_ptr().cast::<u8>();
+    for i in 0..groups {
+        // SAFETY: each group slot holds kc * group_bytes bytes.
+        unsafe { (g.pack)(a.as_ptr(), ra, g.mr, 0, kc, bl.add(i * kc * g.group_bytes)) };
+    }
+    let ns_l2 = time(&mut || {
+        for i in 0..groups {
+            // SAFETY: as below, for each group of the block.
+            unsafe {
+                (g.panel)(
+                    kc,
+                    black_box(bl.add(i * kc * g.group_bytes)),
+                    &bp,
+                    &sp,
+                    &cp,
+                    g.mr,
+                    false,
+                )
+            }
+        }
+    }) / groups as f64;
+    println!(
+        "{ta:>5} panel over a {}-row block: {:.1} GFLOPS",
+        g.mc,
+        flops / ns_l2
+    );
+    println!(
+        "{ta:>5} panel {}x{} kc={kc}: {:.1} GFLOPS; pack {:.2} ns per weight",
+        g.mr,
+        g.nr,
+        flops / ns,
+        pack_ns / (g.mr * kc) as f64
+    );
 }
 
 fn mul_mat(c: &mut Criterion) {
@@ -233,7 +327,12 @@ fn mul_mat(c: &mut Criterion) {
         n_threads: Some(threads),
     });
     let only = std::env::var("MUL_MAT_CASES").unwrap_or_default();
-    for n in [1, 512] {
+    // `MUL_MAT_N` replaces the 512-column case's column count.
+    let wide = std::env::var("MUL_MAT_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(512);
+    for n in [1, wide] {
         for ta in [
             DType::F32,
             DType::F16,
@@ -241,7 +340,7 @@ fn mul_mat(c: &mut Criterion) {
             DType::Q8_0,
             DType::Q4_K,
         ] {
-            let name = format!("{ta}_n{n}");
+            let name = format!("{ta}_n{}", if n == 1 { 1 } else { 512 });
             if only.is_empty() || only.split(',').any(|s| s == name) {
                 bench_case(c, &cpu, ta, n);
             }
