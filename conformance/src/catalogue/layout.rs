@@ -28,6 +28,88 @@ pub(super) fn add(c: &mut Catalogue) {
     c.grid(set_rows_ggml_grid);
     c.grid(concat_repeat_ggml_grid);
     c.grid(concat_cont_pad_ggml_grid_later);
+    c.grid(get_rows_ggml_grid_later);
+}
+
+/// The later GET_ROWS grid's 70,000-row gather keeps rows of 32 (ggml:
+/// 256, 41 M source elements) ...
+const GRID_GET_ROWS_LONG_N: i64 = 32;
+/// ... and its 700 x 100 batches are 70 x 10 (ggml: 90 M source elements).
+const GRID_GET_ROWS_BATCH_DIV: i64 = 10;
+
+/// The later test-backend-ops' GET_ROWS loops (llama.cpp 0c1e5709): rows
+/// of 76,800, 70,000 gathered rows (past 65,535), 2-D batches, and for
+/// every type one or 7 batches with the indices a view at an element
+/// offset and the source a view at an offset of 3 rows (and 3 columns).
+fn get_rows_ggml_grid_later(c: &mut Catalogue) {
+    #[allow(clippy::too_many_arguments)]
+    fn push(
+        c: &mut Catalogue,
+        t: DType,
+        n: i64,
+        m: i64,
+        r: i64,
+        be: [i64; 2],
+        v: bool,
+        vs0: bool,
+        offset_cols: i64,
+    ) {
+        let name = format!(
+            "GET_ROWS(type={t},n={n},m={m},r={r},be1={},be2={},v={},vs0={},offset_cols={offset_cols})",
+            be[0], be[1], v as i32, vs0 as i32
+        );
+        let fill = if t == DType::I32 {
+            Fill::Index(1 << 20)
+        } else {
+            Fill::Uniform(-1.0, 1.0)
+        };
+        c.push(Op::GetRows, name, 1e-7, move |b| {
+            let a = if vs0 {
+                let padded = [n + offset_cols, m + 3, be[0], be[1]];
+                let a = b.input_with(t, &padded, fill)?;
+                let nb = b.g.desc(a).nb;
+                let off = offset_cols as u64 * nb[0] + 3 * nb[1];
+                b.g.view(a, &[n, m, be[0], be[1]], &[nb[1], nb[2], nb[3]], off)?
+            } else {
+                b.input_with(t, &[n, m, be[0], be[1]], fill)?
+            };
+            let rows_ne = [if v { r + 1 } else { r }, be[0], be[1]];
+            let mut rows = b.input_with(DType::I32, &rows_ne, Fill::Index(m))?;
+            if v {
+                let nb = b.g.desc(rows).nb;
+                rows =
+                    b.g.view(rows, &[r / 2, be[0], be[1]], &[nb[1], nb[2]], nb[0])?;
+            }
+            b.g.get_rows(a, rows)
+        });
+    }
+    let div = GRID_GET_ROWS_BATCH_DIV;
+    for t in [DType::F32, DType::Q4_0] {
+        push(c, t, 300 * 256, 5, 4, [1, 2], false, false, 0);
+        push(
+            c,
+            t,
+            GRID_GET_ROWS_LONG_N,
+            80000,
+            70000,
+            [2, 1],
+            false,
+            false,
+            0,
+        );
+        push(c, t, 256, 5, 4, [700 / div, 100 / div], false, false, 0);
+    }
+    push(c, DType::F32, 1, 8, 2, [1, 1], false, false, 0);
+    for t in ALL_TYPES.into_iter().chain([DType::I32]) {
+        for be1 in [1, 7] {
+            for v in [false, true] {
+                for vs0 in [false, true] {
+                    push(c, t, 256, 5, 4, [be1, 1], v, vs0, 0);
+                }
+            }
+        }
+    }
+    push(c, DType::F32, 256, 8, 2, [1, 1], false, true, 3);
 }
 
 /// The later CONT grid's 64 x 64-plane shapes keep a quarter of their
