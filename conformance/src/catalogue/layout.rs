@@ -29,6 +29,139 @@ pub(super) fn add(c: &mut Catalogue) {
     c.grid(concat_repeat_ggml_grid);
     c.grid(concat_cont_pad_ggml_grid_later);
     c.grid(get_rows_ggml_grid_later);
+    c.grid(cpy_ggml_grid_later);
+}
+
+/// One test_cpy case of the later grid: src of `ne_src`, optionally
+/// permuted (ggml's permute) and transposed, copied into a dst of
+/// `ne_dst` (src's shape when `None`), itself optionally a view into a
+/// larger `dst_alloc` buffer.
+#[allow(clippy::too_many_arguments)]
+fn push_cpy_later(
+    c: &mut Catalogue,
+    src: DType,
+    dst: DType,
+    ne_src: [i64; 4],
+    ne_dst: Option<[i64; 4]>,
+    perm_src: Option<[usize; 4]>,
+    transpose: bool,
+    dst_alloc: Option<[i64; 4]>,
+) {
+    let mut name = format!(
+        "CPY(type_src={src},type_dst={dst},ne_src=[{}]",
+        dims(&ne_src)
+    );
+    if let Some(n) = ne_dst {
+        name += &format!(",ne_dst=[{}]", dims(&n));
+    }
+    if let Some(p) = perm_src {
+        name += &format!(",permute_src=[{}]", pdims(p));
+    }
+    name += &format!(",_src_transpose={}", transpose as i32);
+    if let Some(a) = dst_alloc {
+        name += &format!(",dst_alloc=[{}]", dims(&a));
+    }
+    name += ")";
+    let bound = if src == dst || dst.is_quantized() {
+        1e-7
+    } else {
+        bound_for(dst)
+    };
+    c.push(Op::Cpy, name, bound, move |b| {
+        let fill = Fill::Uniform(-150.0, 150.0);
+        let mut x = b.input_with(src, &ne_src, fill)?;
+        if let Some(p) = perm_src {
+            x = b.g.permute(x, p)?;
+        }
+        if transpose {
+            x = b.g.transpose(x)?;
+        }
+        let dne = ne_dst.unwrap_or(b.g.ne(x));
+        let y = match dst_alloc {
+            Some(a) => {
+                let buf = b.input_with(dst, &a, fill)?;
+                let nb = b.g.desc(buf).nb;
+                b.g.view(buf, &dne, &[nb[1], nb[2], nb[3]], 0)?
+            }
+            None => b.input_with(dst, &dne, fill)?,
+        };
+        b.g.cpy(x, y)
+    });
+}
+
+/// The later test-backend-ops' CPY cases beyond the first grid (llama.cpp
+/// 0c1e5709): q4_0 rows of 3 blocks, f32 <-> i32 (plain and transposed
+/// rows), transposed sources, a 3-cycle permutation of 1-row planes, 2 x
+/// 2 M and 2 x 2 x 524 K transposes, strided destinations, and copies
+/// that reshape: every permutation of [3, 5, 7, 32] into the sorted and
+/// the reversed shape (f32, f16; q4_0 where rows stay 32 long).
+fn cpy_ggml_grid_later(c: &mut Catalogue) {
+    let (f32t, f16t, i32t) = (DType::F32, DType::F16, DType::I32);
+    let t10 = Some([1, 0, 2, 3]);
+    push_cpy_later(c, f32t, DType::Q4_0, [96, 1, 1, 1], None, None, false, None);
+    push_cpy_later(c, DType::Q4_0, f32t, [96, 1, 1, 1], None, None, false, None);
+    push_cpy_later(c, f32t, i32t, [256, 2, 3, 4], None, None, false, None);
+    push_cpy_later(c, f32t, i32t, [256, 2, 3, 4], None, t10, false, None);
+    push_cpy_later(c, i32t, f32t, [256, 2, 3, 4], None, None, false, None);
+    push_cpy_later(c, i32t, f32t, [256, 2, 3, 4], None, t10, false, None);
+    for (t, ne) in [
+        (f16t, [256i64, 4, 3, 1]),
+        (f32t, [256, 4, 3, 1]),
+        (f32t, [256, 4, 3, 3]),
+        (DType::BF16, [256, 4, 3, 1]),
+        (f16t, [256, 4, 1, 1]),
+        (f32t, [256, 4, 1, 1]),
+        (DType::BF16, [256, 4, 1, 1]),
+        (i32t, [256, 4, 1, 1]),
+    ] {
+        push_cpy_later(c, t, t, ne, None, None, true, None);
+    }
+    for t in [i32t, f32t] {
+        push_cpy_later(
+            c,
+            t,
+            t,
+            [256, 1, 4, 1],
+            None,
+            Some([1, 2, 0, 3]),
+            false,
+            None,
+        );
+    }
+    push_cpy_later(c, f32t, f32t, [2, 2097121, 1, 1], None, t10, false, None);
+    push_cpy_later(c, f32t, f32t, [2, 2, 524281, 1], None, t10, false, None);
+    for t in [f32t, f16t] {
+        let ne = [128, 2, 3, 1];
+        push_cpy_later(c, t, t, ne, Some(ne), None, false, Some([128, 4, 3, 1]));
+    }
+    let canonical = [3i64, 5, 7, 32];
+    let reversed = [32i64, 7, 5, 3];
+    let mut perms = Vec::new();
+    for a in 0..4 {
+        for b in 0..4 {
+            for c in 0..4 {
+                for d in 0..4 {
+                    if a != b && a != c && a != d && b != c && b != d && c != d {
+                        perms.push([canonical[a], canonical[b], canonical[c], canonical[d]]);
+                    }
+                }
+            }
+        }
+    }
+    for t in [f32t, f16t] {
+        for &cur in &perms {
+            if cur != canonical {
+                push_cpy_later(c, t, t, cur, Some(canonical), None, false, None);
+            }
+            if cur != reversed {
+                push_cpy_later(c, t, t, cur, Some(reversed), None, false, None);
+            }
+            if cur[0] == 32 && t == f32t {
+                let q = DType::Q4_0;
+                push_cpy_later(c, q, q, cur, Some(reversed), None, false, None);
+            }
+        }
+    }
 }
 
 /// The later GET_ROWS grid's 70,000-row gather keeps rows of 32 (ggml:
