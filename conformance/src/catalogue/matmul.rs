@@ -13,7 +13,63 @@ pub(super) fn add(c: &mut Catalogue) {
     mul_mat_id(c);
     c.grid(mul_mat_id_ggml_grid);
     c.grid(mul_mat_id_ggml_grid_later);
+    c.grid(mul_mat_ggml_grid_later);
     perf(c);
+}
+
+/// Rows of the later MUL_MAT grid's multi-column Q4_K / Q5_K cases (ggml:
+/// 4,096 x 1,024 and 1,023 x 4,096 weights per case, 32 cases).
+const GRID_MULTICOL_ROWS: i64 = 32;
+
+/// Some of the later test-backend-ops' MUL_MAT loops (llama.cpp 0c1e5709):
+/// mat-vec rows 16 blocks long for every type, Q4_K / Q5_K at 1-8 columns
+/// ([`GRID_MULTICOL_ROWS`] rows), SYCL's row-pair boundary (6,271-6,273
+/// rows; k 256 here, ggml 1,024), m = 1 around the mat-vec batch limit,
+/// and k off multiples of 32. Its KV-cache view, 2,880-square and
+/// batched-permutation additions are not mirrored yet.
+fn mul_mat_ggml_grid_later(c: &mut Catalogue) {
+    let id = [0, 1, 2, 3];
+    let one = [1, 1];
+    for ta in MATMUL_TYPES {
+        for n in [1, 8] {
+            push_mm(c, ta, DType::F32, 16, n, 16 * 256, one, one, id);
+        }
+    }
+    for ta in [DType::Q4_K, DType::Q5_K] {
+        for n in 1..=8 {
+            push_mm(c, ta, DType::F32, GRID_MULTICOL_ROWS, n, 1024, one, one, id);
+            push_mm(
+                c,
+                ta,
+                DType::F32,
+                GRID_MULTICOL_ROWS - 1,
+                n,
+                4096,
+                one,
+                one,
+                id,
+            );
+        }
+    }
+    for m in [6271, 6272, 6273] {
+        push_mm(c, DType::Q4_K, DType::F32, m, 2, 256, one, one, id);
+    }
+    for n in [1, 7, 8, 9, 16, 127, 128, 511, 512] {
+        push_mm(c, DType::F32, DType::F32, 1, n, 2048, one, one, id);
+    }
+    push_mm(c, DType::F16, DType::F32, 1, 512, 2048, one, one, id);
+    push_mm(c, DType::F16, DType::F16, 1, 512, 2048, one, one, id);
+    push_mm(c, DType::F16, DType::F32, 1, 509, 2051, one, one, id);
+    push_mm(c, DType::F16, DType::F16, 1, 509, 2051, one, one, id);
+    push_mm(c, DType::F32, DType::F32, 31, 509, 2051, one, one, id);
+    push_mm(c, DType::F32, DType::F32, 32, 509, 2112, one, one, id);
+    push_mm(c, DType::Q8_0, DType::F32, 32, 509, 2112, one, one, id);
+    push_mm(c, DType::F16, DType::F16, 64, 32, 65, one, one, id);
+    push_mm(c, DType::F16, DType::F16, 64, 32, 80, one, one, id);
+    push_mm(c, DType::F16, DType::F32, 64, 32, 80, one, one, id);
+    push_mm(c, DType::F32, DType::F32, 64, 32, 80, one, one, id);
+    push_mm(c, DType::F16, DType::F16, 64, 32, 588, one, one, id);
+    push_mm(c, DType::F16, DType::F16, 64, 32, 80, [4, 1], one, id);
 }
 
 #[allow(clippy::too_many_arguments)]
