@@ -27,6 +27,10 @@ pub(super) fn add(c: &mut Catalogue) {
 /// The later grid's two 16 M-element binary cases ([1, 1, 65536, 1] x
 /// [256, 1, 1, 1] and [64, 262144, 1, 1]) keep an eighth of their rows.
 const GRID_BINARY_BIG_DIV: i64 = 8;
+/// Channel counts of the later grid's Stable Diffusion shapes (640 to
+/// 5,120, up to 2 M elements per case, 12 cases per shape) are divided by
+/// this.
+const GRID_BINARY_SD_DIV: i64 = 8;
 
 /// The later test-backend-ops' ADD / SUB / MUL / DIV loops (llama.cpp
 /// 0c1e5709): every broadcast factor over [10, 5, 4, 3] with src1 as is or
@@ -124,21 +128,22 @@ fn binary_ggml_grid_later(c: &mut Catalogue) {
                 push(c, op, dt, ne, one, false, true, None);
             }
         }
+        let sd = GRID_BINARY_SD_DIV;
         for (ne, nr) in [
             ([1i64, 1, 65536 / big, 1], [256, 1, 1, 1]),
-            ([1280, 1, 1, 1], one),
-            ([1280, 1, 1, 1], [1, 16, 16, 1]),
-            ([1280, 16, 16, 1], one),
-            ([1280, 1, 1, 1], [1, 256, 1, 1]),
-            ([1, 1, 1280, 1], [16, 16, 1, 1]),
-            ([16, 16, 1280, 1], one),
-            ([1, 1, 1920, 1], [16, 16, 1, 1]),
-            ([1, 1, 2560, 1], [16, 16, 1, 1]),
-            ([1, 1, 1280, 1], [32, 32, 1, 1]),
-            ([1, 1, 1920, 1], [32, 32, 1, 1]),
-            ([1, 1, 640, 1], [32, 32, 1, 1]),
-            ([5120, 1, 1, 1], [1, 256, 1, 1]),
-            ([640, 1, 1, 1], one),
+            ([1280 / sd, 1, 1, 1], one),
+            ([1280 / sd, 1, 1, 1], [1, 16, 16, 1]),
+            ([1280 / sd, 16, 16, 1], one),
+            ([1280 / sd, 1, 1, 1], [1, 256, 1, 1]),
+            ([1, 1, 1280 / sd, 1], [16, 16, 1, 1]),
+            ([16, 16, 1280 / sd, 1], one),
+            ([1, 1, 1920 / sd, 1], [16, 16, 1, 1]),
+            ([1, 1, 2560 / sd, 1], [16, 16, 1, 1]),
+            ([1, 1, 1280 / sd, 1], [32, 32, 1, 1]),
+            ([1, 1, 1920 / sd, 1], [32, 32, 1, 1]),
+            ([1, 1, 640 / sd, 1], [32, 32, 1, 1]),
+            ([5120 / sd, 1, 1, 1], [1, 256, 1, 1]),
+            ([640 / sd, 1, 1, 1], one),
             ([64, 262144 / big, 1, 1], one),
             ([128, 1, 8, 1], [1, 4, 1, 1]),
         ] {
@@ -415,10 +420,12 @@ fn wide_range(f: UnaryOp) -> Fill {
 }
 
 /// test-backend-ops' UNARY and GLU loops: [128, 2, 2, 2] and [5, 7, 11,
-/// 13], contiguous or a view of a 3x wider tensor, for every function.
+/// 13], contiguous or a view of a 3x wider tensor, for every function, in
+/// f16, f32 and (as the later version has it) bf16.
 fn unary_glu_ggml_grid(c: &mut Catalogue) {
     let uni = Fill::Uniform(-150.0, 150.0);
-    for dt in [DType::F16, DType::F32] {
+    // bf16 is the later test-backend-ops' (llama.cpp 0c1e5709) addition.
+    for dt in [DType::F16, DType::F32, DType::BF16] {
         for v in [false, true] {
             let grow = if v { [3, 1, 1, 1] } else { [1; 4] };
             let id = [0, 1, 2, 3];
@@ -580,11 +587,13 @@ fn reductions_ggml_grid_later(c: &mut Catalogue) {
             b.g.cumsum(x)
         });
     }
+    // ggml's [800, 600, 4, 4] and [2048, 512, 2, 2] fills are one plane
+    // here (7.7 M and 4.2 M elements there).
     for (v, ne) in [
         (0.0f32, [10i64, 10, 4, 3]),
         (2.0, [303, 207, 11, 3]),
-        (-152.0, [800, 600, 4, 4]),
-        (3.5, [2048, 512, 2, 2]),
+        (-152.0, [800, 600, 1, 1]),
+        (3.5, [2048, 512, 1, 1]),
     ] {
         let name = format!("FILL(type=f32,ne=[{}],c={v})", dims(&ne));
         c.push(Op::Fill, name, 1e-7, move |b| {

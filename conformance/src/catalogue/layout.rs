@@ -92,7 +92,7 @@ fn push_cpy_later(
 /// The later test-backend-ops' CPY cases beyond the first grid (llama.cpp
 /// 0c1e5709): q4_0 rows of 3 blocks, f32 <-> i32 (plain and transposed
 /// rows), transposed sources, a 3-cycle permutation of 1-row planes, 2 x
-/// 2 M and 2 x 2 x 524 K transposes, strided destinations, and copies
+/// 262 K and 2 x 2 x 65 K transposes (ggml: 2 M and 524 K), strided destinations, and copies
 /// that reshape: every permutation of [3, 5, 7, 32] into the sorted and
 /// the reversed shape (f32, f16; q4_0 where rows stay 32 long).
 fn cpy_ggml_grid_later(c: &mut Catalogue) {
@@ -128,8 +128,9 @@ fn cpy_ggml_grid_later(c: &mut Catalogue) {
             None,
         );
     }
-    push_cpy_later(c, f32t, f32t, [2, 2097121, 1, 1], None, t10, false, None);
-    push_cpy_later(c, f32t, f32t, [2, 2, 524281, 1], None, t10, false, None);
+    // ggml: [2, 2097121] and [2, 2, 524281] (past CUDA's grid limits).
+    push_cpy_later(c, f32t, f32t, [2, 262139, 1, 1], None, t10, false, None);
+    push_cpy_later(c, f32t, f32t, [2, 2, 65521, 1], None, t10, false, None);
     for t in [f32t, f16t] {
         let ne = [128, 2, 3, 1];
         push_cpy_later(c, t, t, ne, Some(ne), None, false, Some([128, 4, 3, 1]));
@@ -245,15 +246,20 @@ fn get_rows_ggml_grid_later(c: &mut Catalogue) {
     push(c, DType::F32, 256, 8, 2, [1, 1], false, true, 3);
 }
 
-/// The later CONT grid's 64 x 64-plane shapes keep a quarter of their
+/// ne3 of the later CONCAT grid's quantized-loop shape (ggml: [128, 12,
+/// 13, 14], 2.2 M elements behind its views).
+const GRID_CONCAT_NE3: i64 = 4;
+
+/// The later CONT grid's 64 x 64-plane shapes keep a sixteenth of their
 /// planes (ggml: up to 2304 x 64 x 64).
-const GRID_CONT_PLANE_DIV: i64 = 4;
+const GRID_CONT_PLANE_DIV: i64 = 16;
 
 /// The later test-backend-ops' CONCAT, CONT and PAD cases (llama.cpp
 /// 0c1e5709). CONCAT: views of a and b over their first three or last two
 /// dims, for f32, f16, bf16 and i32 (its i8, i16 and i64 are left out:
 /// backplane's CONCAT lacks them); its quantized loop (q4_0-q8_0, [128,
-/// 12, 13, 14], 256 more columns along dim 0) runs those four types, as
+/// 12, 13, 14] with ne3 4 here, 256 more columns along dim 0) runs those
+/// four types, as
 /// backplane's CONCAT takes no block types. CONT: transposes, one-row
 /// slices at an element offset and 0<->2 / 3-cycle / 1<->2 permutations.
 /// PAD: its zero pads incl. pad_ext over views and permutations; the
@@ -302,7 +308,7 @@ fn concat_cont_pad_ggml_grid_later(c: &mut Catalogue) {
                 concat(
                     c,
                     t,
-                    [128, 12, 13, 14],
+                    [128, 12, 13, GRID_CONCAT_NE3],
                     if dim == 0 { 256 } else { 7 },
                     dim,
                     v,

@@ -209,7 +209,7 @@ const GRID_EXPERT_ROWS: i64 = 64;
 /// 2,048-4,096-long rows (ggml: 128 to 4,096 rows, up to 268 M weights).
 const GRID_MANY_EXPERT_ROWS: i64 = 8;
 /// The later grid's rows of 2,048 and 4,096 (its many-expert and 1e5
-/// cases) are divided by this: quantizing 128 experts' k-quant weights
+/// cases) are divided by this (its 512-long Q3_K stand-in rows are 256): quantizing 128 experts' k-quant weights
 /// dominates otherwise.
 const GRID_LONG_ROW_DIV: i64 = 4;
 /// Tokens of the later grid's 8,192-token cases.
@@ -293,15 +293,15 @@ fn mul_mat_id_ggml_grid_later(c: &mut Catalogue) {
     for k in [1, 63, 65] {
         push_mm_id(c, DType::F16, 1, 1, false, 8, 16, k);
     }
-    push_mm_id(c, DType::BF16, 32, 2, false, rows, 32, 2880);
+    let div = GRID_LONG_ROW_DIV;
+    push_mm_id(c, DType::BF16, 32, 2, false, many, 32, 2880);
     for n in [1, 5, 64, 300] {
-        push_mm_id(c, DType::Q3_K, 512, 10, false, many, n, 512);
+        push_mm_id(c, DType::Q3_K, 512, 10, false, many, n, 256);
         push_mm_id(c, DType::Q4_0, 512, 10, false, many, n, 128);
-        push_mm_id(c, DType::Q3_K, 1024, 10, false, many, n, 512);
+        push_mm_id(c, DType::Q3_K, 1024, 10, false, many, n, 256);
         push_mm_id(c, DType::Q4_0, 1024, 10, false, many, n, 128);
     }
-    push_mm_id(c, DType::Q4_0, 32, 2, false, rows, 32, 2880);
-    let div = GRID_LONG_ROW_DIV;
+    push_mm_id(c, DType::Q4_0, 32, 2, false, many, 32, 2880);
     push_mm_id(c, DType::Q2_K, 28, 10, false, many, 1, 4096 / div);
     push_mm_id(c, DType::Q2_K, 128, 8, false, many, 1, 2048 / div);
     for ta in MATMUL_TYPES {

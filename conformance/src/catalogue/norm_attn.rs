@@ -336,7 +336,7 @@ fn rope_ggml_grid(c: &mut Catalogue) {
 const GRID_ROPE_2D_TOKENS: i64 = 61;
 /// Tokens of the later ROPE grid's 8,192-token rows when they are a view
 /// (v = 1) of a tensor 24 times larger (50 M elements to fill at 8,192).
-const GRID_ROPE_VIEW_TOKENS: i64 = 1024;
+const GRID_ROPE_VIEW_TOKENS: i64 = 256;
 
 /// The later test-backend-ops' ROPE loops (llama.cpp 0c1e5709), forward:
 /// the first grid plus 8,192-token rows (normal, neox, imrope), the
