@@ -25,8 +25,8 @@ pub(super) fn add(c: &mut Catalogue) {
 }
 
 /// The later grid's two 16 M-element binary cases ([1, 1, 65536, 1] x
-/// [256, 1, 1, 1] and [64, 262144, 1, 1]) keep an eighth of their rows.
-const GRID_BINARY_BIG_DIV: i64 = 8;
+/// [256, 1, 1, 1] and [64, 262144, 1, 1]) keep 1/32 of their rows.
+const GRID_BINARY_BIG_DIV: i64 = 32;
 /// Channel counts of the later grid's Stable Diffusion shapes (640 to
 /// 5,120, up to 2 M elements per case, 12 cases per shape) are divided by
 /// this.
