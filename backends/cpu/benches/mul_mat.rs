@@ -268,7 +268,21 @@ fn micro_panel(ta: DType, g: &backplane_cpu::simd::Gemm, kc: usize) {
     // SAFETY: a holds g.mr rows of kc elements, dst one packed group.
     let pack_ns = time(&mut || unsafe { (g.pack)(black_box(a.as_ptr()), ra, g.mr, 0, kc, dst) });
     let mut out = vec![0.0f32; g.mr * g.nr];
-    let bp: Vec<*const u8> = (0..g.nr).map(|j| b[j * rb..].as_ptr()).collect();
+    let mut b_pack = vec![0.0f32; kc * g.nr];
+    if g.b_packed {
+        let cols: Vec<*const f32> = (0..g.nr).map(|j| b[j * rb..].as_ptr().cast()).collect();
+        // SAFETY: every column holds kc f32 values, b_pack kc * nr floats.
+        unsafe { backplane_cpu::simd::pack_columns(&cols, 0, kc, b_pack.as_mut_ptr()) };
+    }
+    let bp: Vec<*const u8> = (0..g.nr)
+        .map(|j| {
+            if g.b_packed {
+                b_pack.as_ptr().cast()
+            } else {
+                b[j * rb..].as_ptr()
+            }
+        })
+        .collect();
     let sp: Vec<*const f32> = (0..g.nr).map(|j| s[j * 2 * nblk..].as_ptr()).collect();
     let cp: Vec<*mut f32> = (0..g.nr).map(|j| out[j * g.mr..].as_mut_ptr()).collect();
     // SAFETY: the packed group holds kc elements of g.mr rows, every column

@@ -507,6 +507,13 @@ fn packed_gemm_panels_match_scalar_reference_dots() {
                 simd::block_scales(&b[j * rb..][..rb], &mut scales[2 * nblk * j..][..2 * nblk]);
             }
         }
+        // Activations packed for kernels that want them so (f32 columns).
+        let mut b_pack = vec![0.0f32; k * n];
+        if g.b_packed {
+            let cols: Vec<*const f32> = (0..n).map(|j| b[j * rb..].as_ptr().cast()).collect();
+            // SAFETY: every column holds k f32 values, b_pack k * n floats.
+            unsafe { simd::pack_columns(&cols, 0, k, b_pack.as_mut_ptr()) };
+        }
         let groups = m.div_ceil(g.mr);
         let mut packed = vec![0u8; groups * k * g.group_bytes];
         let mut got = vec![0.0f32; m * n];
@@ -514,7 +521,15 @@ fn packed_gemm_panels_match_scalar_reference_dots() {
         unsafe { (g.pack)(a.as_ptr(), ra, m, 0, k, packed.as_mut_ptr()) };
         for gi in 0..groups {
             let rows = g.mr.min(m - gi * g.mr);
-            let bp: Vec<*const u8> = (0..n).map(|j| b[j * rb..].as_ptr()).collect();
+            let bp: Vec<*const u8> = (0..n)
+                .map(|j| {
+                    if g.b_packed {
+                        b_pack.as_ptr().cast()
+                    } else {
+                        b[j * rb..].as_ptr()
+                    }
+                })
+                .collect();
             let sp: Vec<*const f32> = (0..n).map(|j| scales[2 * nblk * j..].as_ptr()).collect();
             let cp: Vec<*mut f32> = (0..n)
                 .map(|j| got[j * m + gi * g.mr..].as_mut_ptr())

@@ -92,6 +92,10 @@ pub struct Gemm {
     /// Whether the kernel wants each q8_0 activation block's scale pair
     /// `(d, 8 * d * sum(q))` as f32 (see [`block_scales`]).
     pub b_scales: bool,
+    /// Whether the kernel reads f32 activations packed by
+    /// [`pack_columns`] (one sequential stream per call instead of one per
+    /// column): every `b[j]` then points at the group's packed panel.
+    pub b_packed: bool,
     /// Rows per packed group (and per micro-kernel call).
     pub mr: usize,
     /// Most columns per micro-kernel call.
@@ -106,6 +110,23 @@ pub struct Gemm {
     pub kc: usize,
     /// Fewest columns for which the driver uses this path.
     pub min_n: usize,
+}
+
+/// Packs values `k0..k0 + kc` of the f32 columns `cols` for a
+/// [`Gemm::b_packed`] kernel: value `k0 + k` of column `j` at float
+/// `k * cols.len() + j` of `dst`.
+///
+/// # Safety
+/// Every column must cover `k0 + kc` floats and `dst` must hold
+/// `kc * cols.len()` floats.
+pub unsafe fn pack_columns(cols: &[*const f32], k0: usize, kc: usize, dst: *mut f32) {
+    let nj = cols.len();
+    for (j, &c) in cols.iter().enumerate() {
+        for k in 0..kc {
+            // SAFETY: caller's contract.
+            unsafe { dst.add(k * nj + j).write(c.add(k0 + k).read_unaligned()) };
+        }
+    }
 }
 
 /// Writes the scale pair `(d, 8 * d * sum(q))` of every q8_0 block of

@@ -195,7 +195,9 @@ pub unsafe fn run_mul_mat(ctx: &NodeCtx<'_>) -> Result<(), CpuError> {
     let (vt, pack) = match &gemm {
         Some(g) => (
             g.vt,
-            packed::pack_bytes(g) * ctx.n_threads + packed::scale_bytes(g, &s.b),
+            packed::pack_bytes(g) * ctx.n_threads
+                + packed::scale_bytes(g, &s.b)
+                + packed::columns_bytes(g, &s.b),
         ),
         None => (vec_dot_type(s.ta), 0),
     };

@@ -29,8 +29,23 @@ pub fn scale_bytes(g: &simd::Gemm, b: &TensorDesc) -> usize {
     rows * b.ne[0] as usize / g.vt.block_size() * 8
 }
 
+/// Scratch bytes of the packed activations, if `g` wants them.
+pub fn columns_bytes(g: &simd::Gemm, b: &TensorDesc) -> usize {
+    if !g.b_packed {
+        return 0;
+    }
+    let rows = (b.ne[1] * b.ne[2] * b.ne[3]) as usize;
+    rows * b.ne[0] as usize * 4
+}
+
 /// Runs a MUL_MAT job whose activations are rows of `g.vt`, with `g`;
-/// `extra` holds [`pack_bytes`] per thread, then [`scale_bytes`].
+/// `extra` holds [`pack_bytes`] per thread, then [`scale_bytes`], then
+/// [`columns_bytes`].
+///
+/// Packed activations (`g.b_packed`) are laid out per batch of `n`
+/// columns, per K panel, per group of `nr` columns: the group at column
+/// `c` of the panel at `k0` (`kl` long) starts at float
+/// `batch * n * k + k0 * n + c * kl`, as [`simd::pack_columns`] writes it.
 ///
 /// # Safety
 /// The job's pointers cover their tensors, `job.rows` are rows of `g.vt`
@@ -63,6 +78,43 @@ pub unsafe fn run(ctx: &NodeCtx<'_>, job: &MulMat, g: &simd::Gemm, extra: Shared
             }
         });
     }
+    let nr = g.nr.min(MAX_NR);
+    let columns = raw(scales)
+        .wrapping_add(if g.b_scales {
+            n * b2 * b3 * nblk * 8
+        } else {
+            0
+        })
+        .cast::<f32>();
+    let columns = SharedPtr(columns.cast());
+    // Packed group of columns `c..` of batch `bi`, K panel `k0..k0 + kl`.
+    let column_group = |bi: usize, k0: usize, kl: usize, c: usize| {
+        raw(columns)
+            .cast::<f32>()
+            .wrapping_add(bi * n * k + k0 * n + c * kl)
+    };
+    if g.b_packed {
+        debug_assert!(g.nc.is_multiple_of(nr) && vt == backplane_abi::DType::F32);
+        let groups = n.div_ceil(nr);
+        parallel_for(ctx, groups * b2 * b3, |_, item| {
+            let (gi, bi) = (item % groups, item / groups);
+            let (i12, i13) = (bi % b2, bi / b2);
+            let (c, nj) = (gi * nr, nr.min(n - gi * nr));
+            let mut cols = [std::ptr::null::<f32>(); MAX_NR];
+            for (j, col) in cols.iter_mut().enumerate().take(nj) {
+                *col = job.rows.row(c + j, i12, i13).cast();
+            }
+            let mut k0 = 0;
+            while k0 < k {
+                let kl = g.kc.min(k - k0);
+                // SAFETY: the columns are f32 rows of k values; the group's
+                // kl * nj floats lie in the scratch and only this item
+                // writes them.
+                unsafe { simd::pack_columns(&cols[..nj], k0, kl, column_group(bi, k0, kl, c)) };
+                k0 += kl;
+            }
+        });
+    }
     let (r2, r3) = (b2 / a.ne[2] as usize, b3 / a.ne[3] as usize);
     let batches = b2 * b3;
     // Smaller row blocks when there are too few blocks to keep every
@@ -73,7 +125,6 @@ pub unsafe fn run(ctx: &NodeCtx<'_>, job: &MulMat, g: &simd::Gemm, extra: Shared
     }
     let mc = mc.next_multiple_of(g.mr);
     let (row_blocks, col_blocks) = (m.div_ceil(mc), n.div_ceil(g.nc));
-    let nr = g.nr.min(MAX_NR);
     parallel_for(ctx, row_blocks * col_blocks * batches, |thread, item| {
         let (rb, cb, batch) = (
             item % row_blocks,
@@ -97,46 +148,52 @@ pub unsafe fn run(ctx: &NodeCtx<'_>, job: &MulMat, g: &simd::Gemm, extra: Shared
             // SAFETY: the block's rows cover k elements; this thread owns
             // `buf`, which holds mc / mr groups of kc * group_bytes bytes.
             unsafe { (g.pack)(a_rows, a.nb[1] as usize, mrows, k0, kl, buf) };
-            let mut j0 = 0;
-            while j0 < ncols {
-                let nj = nr.min(ncols - j0);
+            // One micro-kernel call: packed rows r.. times columns j0...
+            let call = |r: usize, j0: usize| {
+                let (mm, nj) = (g.mr.min(mrows - r), nr.min(ncols - j0));
                 let mut bp = [std::ptr::null(); MAX_NR];
                 let mut sp = [std::ptr::null(); MAX_NR];
                 let mut cp = [std::ptr::null_mut(); MAX_NR];
                 let blk0 = k0 / vt.block_size();
+                let packed = column_group(batch, k0, kl, c0 + j0)
+                    .cast::<u8>()
+                    .cast_const();
                 for j in 0..nj {
                     let i1 = c0 + j0 + j;
-                    bp[j] = job
-                        .rows
-                        .row(i1, i12, i13)
-                        .wrapping_add(blk0 * vt.type_size());
-                    sp[j] = scale_row(i1, i12, i13).wrapping_add(2 * blk0).cast_const();
-                    cp[j] = out.wrapping_add(i1 * d.nb[1] as usize).cast::<f32>();
-                }
-                let mut r = 0;
-                while r < mrows {
-                    let mm = g.mr.min(mrows - r);
-                    let mut cr = [std::ptr::null_mut(); MAX_NR];
-                    for j in 0..nj {
-                        cr[j] = cp[j].wrapping_add(r);
-                    }
-                    // SAFETY: group r / mr of the packed block holds kl
-                    // elements; the columns (and their scale pairs) cover
-                    // k0 + kl elements and the outputs mm rows.
-                    unsafe {
-                        (g.panel)(
-                            kl,
-                            buf.wrapping_add(r / g.mr * kl * g.group_bytes),
-                            &bp[..nj],
-                            &sp[..nj],
-                            &cr[..nj],
-                            mm,
-                            k0 > 0,
-                        )
+                    bp[j] = if g.b_packed {
+                        packed
+                    } else {
+                        job.rows
+                            .row(i1, i12, i13)
+                            .wrapping_add(blk0 * vt.type_size())
                     };
-                    r += mm;
+                    sp[j] = scale_row(i1, i12, i13).wrapping_add(2 * blk0).cast_const();
+                    cp[j] = out
+                        .wrapping_add(i1 * d.nb[1] as usize)
+                        .cast::<f32>()
+                        .wrapping_add(r);
                 }
-                j0 += nj;
+                // SAFETY: group r / mr of the packed block holds kl
+                // elements; the columns (and their scale pairs) cover
+                // k0 + kl elements and the outputs mm rows.
+                unsafe {
+                    (g.panel)(
+                        kl,
+                        buf.wrapping_add(r / g.mr * kl * g.group_bytes),
+                        &bp[..nj],
+                        &sp[..nj],
+                        &cp[..nj],
+                        mm,
+                        k0 > 0,
+                    )
+                };
+            };
+            // Columns `nr` at a time (in L1), each met by every group of
+            // the block (in L2).
+            for j0 in (0..ncols).step_by(nr) {
+                for r in (0..mrows).step_by(g.mr) {
+                    call(r, j0);
+                }
             }
             k0 += kl;
         }

@@ -4,7 +4,11 @@
 //! per block as f32, K-major, [`MR`] rows per K step (weight row `r` in
 //! vector lane `r % 8`), so one micro-kernel step loads two vectors of 8
 //! rows and multiplies them with `NR` activation values broadcast from
-//! the unpacked f32 activation rows, into `2 x NR` accumulators that hold
+//! the activations packed once per node ([`crate::simd::pack_columns`]:
+//! one sequential stream per call, where the `NR` rows of the source would
+//! be `NR` short streams, each a fresh start for the hardware prefetchers
+//! and all on the same cache sets when rows are 4 KiB multiples apart),
+//! into `2 x NR` accumulators that hold
 //! 16 consecutive outputs of each column: no horizontal sums, and f16 /
 //! bf16 weights cost the same as f32 ones (converted once while packing).
 
@@ -55,7 +59,7 @@ pub(super) fn transpose8(r: &mut [__m256; 8]) {
 /// Every row must cover `k0 + kc` elements; `dst` must hold
 /// `rows.div_ceil(MR) * kc * MR` floats.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn pack<const T: u8>(
+unsafe fn pack<const T: u8, const H: bool>(
     a: *const u8,
     lda: usize,
     rows: usize,
@@ -68,6 +72,7 @@ unsafe fn pack<const T: u8>(
     let k8 = kc / 8 * 8;
     for g in 0..rows.div_ceil(MR) {
         let out = dst.wrapping_add(g * kc * MR);
+        let half_out = dst.cast::<u16>().wrapping_add(g * kc * MR);
         for half in 0..2 {
             let r0 = g * MR + half * 8;
             let row = |r: usize| a.wrapping_add((r0 + r) * lda + k0 * es);
@@ -81,8 +86,16 @@ unsafe fn pack<const T: u8>(
                 }
                 transpose8(&mut v);
                 for (i, vi) in v.iter().enumerate() {
-                    // SAFETY: (k + i) * MR + half * 8 + 8 <= kc * MR.
-                    unsafe { _mm256_storeu_ps(out.add((k + i) * MR + half * 8), *vi) };
+                    let at = (k + i) * MR + half * 8;
+                    // SAFETY: at + 8 <= kc * MR elements of the group.
+                    unsafe {
+                        if H {
+                            let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(*vi);
+                            _mm_storeu_si128(half_out.add(at).cast(), h);
+                        } else {
+                            _mm256_storeu_ps(out.add(at), *vi);
+                        }
+                    }
                 }
                 k += 8;
             }
@@ -91,7 +104,15 @@ unsafe fn pack<const T: u8>(
                     // SAFETY: as above, one element at a time.
                     unsafe {
                         let x = if r < live { load1::<T>(row(r), k) } else { 0.0 };
-                        out.add(k * MR + half * 8 + r).write_unaligned(x);
+                        let at = k * MR + half * 8 + r;
+                        if H {
+                            let h = _mm_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm_set_ss(x));
+                            half_out
+                                .add(at)
+                                .write_unaligned(_mm_extract_epi16::<0>(h) as u16);
+                        } else {
+                            out.add(at).write_unaligned(x);
+                        }
                     }
                 }
             }
@@ -105,7 +126,7 @@ unsafe fn pack<const T: u8>(
 /// As [`crate::simd::PackFn`]; the CPU must have AVX2, FMA and F16C.
 pub unsafe fn pack_f32(a: *const u8, lda: usize, rows: usize, k0: usize, kc: usize, d: *mut u8) {
     // SAFETY: forwarded contract.
-    unsafe { pack::<F32>(a, lda, rows, k0, kc, d) }
+    unsafe { pack::<F32, false>(a, lda, rows, k0, kc, d) }
 }
 
 /// [`crate::simd::PackFn`] for f16 weights.
@@ -114,7 +135,23 @@ pub unsafe fn pack_f32(a: *const u8, lda: usize, rows: usize, k0: usize, kc: usi
 /// As [`crate::simd::PackFn`]; the CPU must have AVX2, FMA and F16C.
 pub unsafe fn pack_f16(a: *const u8, lda: usize, rows: usize, k0: usize, kc: usize, d: *mut u8) {
     // SAFETY: forwarded contract.
-    unsafe { pack::<F16>(a, lda, rows, k0, kc, d) }
+    unsafe { pack::<F16, false>(a, lda, rows, k0, kc, d) }
+}
+
+/// [`crate::simd::PackFn`] for f16 weights kept in f16 ([`panel_f16`]).
+///
+/// # Safety
+/// As [`crate::simd::PackFn`]; the CPU must have AVX2, FMA and F16C.
+pub unsafe fn pack_f16_half(
+    a: *const u8,
+    lda: usize,
+    rows: usize,
+    k0: usize,
+    kc: usize,
+    d: *mut u8,
+) {
+    // SAFETY: forwarded contract.
+    unsafe { pack::<F16, true>(a, lda, rows, k0, kc, d) }
 }
 
 /// [`crate::simd::PackFn`] for bf16 weights.
@@ -123,35 +160,43 @@ pub unsafe fn pack_f16(a: *const u8, lda: usize, rows: usize, k0: usize, kc: usi
 /// As [`crate::simd::PackFn`]; the CPU must have AVX2, FMA and F16C.
 pub unsafe fn pack_bf16(a: *const u8, lda: usize, rows: usize, k0: usize, kc: usize, d: *mut u8) {
     // SAFETY: forwarded contract.
-    unsafe { pack::<BF16>(a, lda, rows, k0, kc, d) }
+    unsafe { pack::<BF16, false>(a, lda, rows, k0, kc, d) }
 }
 
-/// One `MR x N` micro-tile: `kc` steps of packed rows `a` times the f32
-/// columns `b`, written (or added) to the `mr` first outputs of each `c`.
+/// One `MR x N` micro-tile: `kc` steps of packed rows `a` times the
+/// packed f32 columns `b` ([`crate::simd::pack_columns`]), written (or
+/// added) to the `mr` first outputs of each `c`.
 ///
 /// # Safety
-/// As [`crate::simd::PanelFn`], with `b.len() == c.len() == N`.
+/// As [`crate::simd::PanelFn`], with `c.len() == N` and `b` holding
+/// `kc * N` floats.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn micro<const N: usize>(
+unsafe fn micro<const N: usize, const H: bool>(
     kc: usize,
-    a: *const f32,
-    b: &[*const u8],
+    a: *const u8,
+    b: *const f32,
     c: &[*mut f32],
     mr: usize,
     acc: bool,
 ) {
     // SAFETY: the caller passes N pointers.
-    let (bp, cp): ([*const u8; N], [*mut f32; N]) = unsafe { (first(b), first(c)) };
-    let bp = bp.map(|p| p.cast::<f32>());
+    let cp: [*mut f32; N] = unsafe { first(c) };
     let mut sum = [[_mm256_setzero_ps(); 2]; N];
     for k in 0..kc {
-        // SAFETY: the packed panel holds kc steps of MR floats and every
-        // column kc floats.
+        // SAFETY: the packed panels hold kc steps of MR rows and N columns.
         unsafe {
-            let a0 = _mm256_loadu_ps(a.add(k * MR));
-            let a1 = _mm256_loadu_ps(a.add(k * MR + 8));
+            let (a0, a1) = if H {
+                let a = a.cast::<u16>().add(k * MR);
+                (
+                    _mm256_cvtph_ps(_mm_loadu_si128(a.cast())),
+                    _mm256_cvtph_ps(_mm_loadu_si128(a.add(8).cast())),
+                )
+            } else {
+                let a = a.cast::<f32>().add(k * MR);
+                (_mm256_loadu_ps(a), _mm256_loadu_ps(a.add(8)))
+            };
             for j in 0..N {
-                let bv = _mm256_set1_ps(bp[j].add(k).read_unaligned());
+                let bv = _mm256_broadcast_ss(&*b.add(k * N + j));
                 sum[j][0] = _mm256_fmadd_ps(a0, bv, sum[j][0]);
                 sum[j][1] = _mm256_fmadd_ps(a1, bv, sum[j][1]);
             }
@@ -186,7 +231,39 @@ unsafe fn micro<const N: usize>(
     }
 }
 
-/// [`crate::simd::PanelFn`]: up to [`MR`] packed rows x [`NR`] columns.
+/// Dispatches a panel call to the micro-tile of its width.
+///
+/// # Safety
+/// As [`crate::simd::PanelFn`]; the CPU must have AVX2, FMA and F16C.
+#[inline(always)]
+unsafe fn panel_of<const H: bool>(
+    kc: usize,
+    a: *const u8,
+    b: &[*const u8],
+    c: &[*mut f32],
+    mr: usize,
+    acc: bool,
+) {
+    let Some(&bp) = b.first() else {
+        return;
+    };
+    let bp = bp.cast::<f32>();
+    // SAFETY: forwarded contract; features checked by the caller.
+    unsafe {
+        match b.len() {
+            6 => micro::<6, H>(kc, a, bp, c, mr, acc),
+            5 => micro::<5, H>(kc, a, bp, c, mr, acc),
+            4 => micro::<4, H>(kc, a, bp, c, mr, acc),
+            3 => micro::<3, H>(kc, a, bp, c, mr, acc),
+            2 => micro::<2, H>(kc, a, bp, c, mr, acc),
+            1 => micro::<1, H>(kc, a, bp, c, mr, acc),
+            _ => debug_assert!(false, "panel width outside the kernel's contract"),
+        }
+    }
+}
+
+/// [`crate::simd::PanelFn`]: up to [`MR`] rows packed as f32 x [`NR`]
+/// packed columns (`b[0]` at their panel, [`crate::simd::Gemm::b_packed`]).
 ///
 /// # Safety
 /// As [`crate::simd::PanelFn`]; the CPU must have AVX2, FMA and F16C.
@@ -199,17 +276,25 @@ pub unsafe fn panel(
     mr: usize,
     acc: bool,
 ) {
-    let a = a.cast::<f32>();
-    // SAFETY: forwarded contract; features checked by the caller.
-    unsafe {
-        match b.len() {
-            6 => micro::<6>(kc, a, b, c, mr, acc),
-            5 => micro::<5>(kc, a, b, c, mr, acc),
-            4 => micro::<4>(kc, a, b, c, mr, acc),
-            3 => micro::<3>(kc, a, b, c, mr, acc),
-            2 => micro::<2>(kc, a, b, c, mr, acc),
-            1 => micro::<1>(kc, a, b, c, mr, acc),
-            _ => debug_assert!(false, "panel width outside the kernel's contract"),
-        }
-    }
+    // SAFETY: forwarded contract.
+    unsafe { panel_of::<false>(kc, a, b, c, mr, acc) }
+}
+
+/// [`crate::simd::PanelFn`]: up to [`MR`] rows packed as f16
+/// ([`pack_f16_half`]: half the bytes to stream from L2, converted in
+/// the loop) x [`NR`] packed columns.
+///
+/// # Safety
+/// As [`crate::simd::PanelFn`]; the CPU must have AVX2, FMA and F16C.
+pub unsafe fn panel_f16(
+    kc: usize,
+    a: *const u8,
+    b: &[*const u8],
+    _s: &[*const f32],
+    c: &[*mut f32],
+    mr: usize,
+    acc: bool,
+) {
+    // SAFETY: forwarded contract.
+    unsafe { panel_of::<true>(kc, a, b, c, mr, acc) }
 }

@@ -53,19 +53,7 @@ pub fn kernel(dtype: DType) -> Option<MatKernel> {
         gemm: None,
     };
     let with_gemm = |kern: MatKernel, pack: PackFn| MatKernel {
-        gemm: Some(Gemm {
-            pack,
-            panel: gemm::panel,
-            vt: DType::F32,
-            b_scales: false,
-            mr: gemm::MR,
-            nr: gemm::NR,
-            group_bytes: 4 * gemm::MR,
-            mc: 128,
-            nc: 96,
-            kc: 256,
-            min_n: 16,
-        }),
+        gemm: Some(float_gemm(pack)),
         ..kern
     };
     let with_qgemm = |kern: MatKernel, pack: PackFn, panel, nr, group_bytes, mc| MatKernel {
@@ -74,6 +62,7 @@ pub fn kernel(dtype: DType) -> Option<MatKernel> {
             panel,
             vt: DType::Q8_0,
             b_scales: true,
+            b_packed: false,
             mr: qgemm::MR,
             nr,
             group_bytes,
@@ -86,7 +75,19 @@ pub fn kernel(dtype: DType) -> Option<MatKernel> {
     };
     Some(match dtype {
         DType::F32 => with_gemm(k(float::tile_f32, 4, 3, 512), gemm::pack_f32),
-        DType::F16 => with_gemm(k(float::tile_f16, 4, 3, 1024), gemm::pack_f16),
+        DType::F16 => MatKernel {
+            gemm: Some(Gemm {
+                pack: gemm::pack_f16_half,
+                panel: gemm::panel_f16,
+                group_bytes: 2 * gemm::MR,
+                // Longer calls (fewer output passes); the f16 block of
+                // 256 x 1024 weights fills L2 as 128 x 256 f32 ones do not.
+                mc: 256,
+                kc: 1024,
+                ..float_gemm(gemm::pack_f16)
+            }),
+            ..k(float::tile_f16, 4, 3, 1024)
+        },
         DType::BF16 => with_gemm(k(float::tile_bf16, 4, 3, 1024), gemm::pack_bf16),
         DType::Q4_0 => with_qgemm(
             MatKernel {
@@ -122,6 +123,7 @@ pub fn kernel(dtype: DType) -> Option<MatKernel> {
                 panel: kgemm::panel_q4_k,
                 vt: DType::Q8_K,
                 b_scales: false,
+                b_packed: false,
                 mr: kgemm::MR,
                 nr: 4,
                 group_bytes: kgemm::GROUP_BYTES,
@@ -136,6 +138,26 @@ pub fn kernel(dtype: DType) -> Option<MatKernel> {
         DType::Q6_K => k(kquants::tile_q6_k, 2, 4, 4096),
         _ => return None,
     })
+}
+
+/// The packed GEMM of float weights packed as f32 by `pack`: the whole
+/// of up to 1020 columns per block (the weights are packed once per row
+/// block and K panel, whatever the column count), activations packed.
+fn float_gemm(pack: PackFn) -> Gemm {
+    Gemm {
+        pack,
+        panel: gemm::panel,
+        vt: DType::F32,
+        b_scales: false,
+        b_packed: true,
+        mr: gemm::MR,
+        nr: gemm::NR,
+        group_bytes: 4 * gemm::MR,
+        mc: 128,
+        nc: 170 * gemm::NR,
+        kc: 256,
+        min_n: 16,
+    }
 }
 
 /// Dispatches a runtime `(mr, nr)` to a const-generic tile instantiation.
