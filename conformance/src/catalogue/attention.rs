@@ -11,6 +11,7 @@ pub(super) fn add(c: &mut Catalogue) {
     c.grid(flash_attn_ggml_grid);
     c.grid(flash_attn_ggml_grid_later);
     c.grid(flash_attn_mixed_kv);
+    c.grid(flash_attn_ggml_cases_0c1e);
 }
 
 /// KV lengths standing in for test-backend-ops' {512, 1024}: at those the
@@ -347,6 +348,149 @@ fn later_heads(c: &mut Catalogue, g: Grid) {
                 }
             }
         }
+    }
+}
+
+/// KV length of the llama.cpp 0c1e5709 cases below: ggml's 512-16,384
+/// keys (up to 26 GFLOP a case with its 512-row batches) are divided by
+/// 64, rounded up so 1,025 stays off the tiles; batches are capped at
+/// [`GRID_NB_0C1E`] rows.
+fn kv_0c1e(kv: i64) -> i64 {
+    if kv > 256 { (kv + 63) / 64 } else { kv }
+}
+
+/// Most query rows of the llama.cpp 0c1e5709 cases (ggml: up to 512).
+const GRID_NB_0C1E: i64 = 16;
+
+/// The explicit FLASH_ATTN_EXT cases test-backend-ops added after the
+/// 0054f928 grid (llama.cpp 0c1e5709), without its sparse-mask hint
+/// (n_kv_max) cases, which backplane's FLASH_ATTN_EXT has no parameter
+/// for, and its Q1_0 / Q2_0 ones: asymmetric and unaligned head sizes,
+/// q8_0 caches at decode and prefill, MLA V as a sub-view of K in several
+/// head shapes, dense (non-view) quantized K/V, non-power-of-two MMA heads
+/// and long f16 caches; kv by [`kv_0c1e`], batches capped at
+/// [`GRID_NB_0C1E`].
+fn flash_attn_ggml_cases_0c1e(c: &mut Catalogue) {
+    let (f16, q8) = (DType::F16, DType::Q8_0);
+    let (id, p21) = ([0usize, 1, 2, 3], [0usize, 2, 1, 3]);
+    // (hsk, hsv, nh, nr2, nr3, kv, nb, mask, sinks, max_bias, softcap, type_K, type_V, perm, kv_view, v_of_k)
+    type Case0c1e = (
+        i64,
+        i64,
+        i64,
+        i64,
+        i64,
+        i64,
+        i64,
+        bool,
+        bool,
+        f32,
+        f32,
+        DType,
+        DType,
+        [usize; 4],
+        bool,
+        bool,
+    );
+    #[rustfmt::skip]
+    let cases: &[Case0c1e] = &[
+        (72, 64, 4, 1, 1, 256, 2, true, false, 0.0, 0.0, f16, f16, id, true, false),
+        (64, 72, 4, 1, 1, 256, 2, true, false, 0.0, 0.0, f16, f16, id, true, false),
+        (65, 67, 4, 1, 1, 113, 75, true, true, 8.0, 0.0, f16, f16, id, true, false),
+        (65, 67, 4, 1, 1, 17, 75, false, false, 0.0, 1.0, f16, f16, id, true, false),
+        (65, 67, 4, 1, 1, 113, 75, false, false, 0.0, 1.0, f16, f16, id, true, false),
+        (256, 256, 2, 16, 1, 113, 1, true, false, 0.0, 0.0, q8, q8, id, true, false),
+        (256, 256, 2, 16, 1, 1024, 1, true, false, 0.0, 0.0, q8, q8, id, true, false),
+        (256, 256, 2, 16, 1, 1024, 1, true, false, 0.0, 0.0, q8, q8, p21, true, false),
+        (256, 256, 2, 16, 2, 1025, 1, true, true, 8.0, 30.0, q8, q8, id, true, false),
+        (256, 256, 2, 16, 1, 1025, 64, true, false, 0.0, 0.0, q8, q8, p21, true, false),
+        (256, 256, 2, 16, 1, 16384, 1, true, false, 0.0, 0.0, q8, q8, id, true, false),
+        (576, 512, 1, 8, 1, 113, 1, true, false, 0.0, 0.0, q8, q8, id, true, true),
+        (576, 512, 1, 8, 1, 1024, 1, true, false, 0.0, 0.0, q8, q8, id, true, true),
+        (576, 512, 1, 8, 1, 1024, 64, true, false, 0.0, 0.0, q8, q8, id, true, true),
+        (320, 256, 1, 32, 1, 512, 1, true, false, 0.0, 0.0, f16, f16, id, true, true),
+        (192, 128, 4, 8, 1, 512, 1, true, false, 0.0, 0.0, f16, f16, id, true, true),
+        (128, 128, 8, 4, 1, 512, 8, true, false, 0.0, 0.0, f16, f16, id, true, true),
+        (64, 64, 4, 1, 1, 512, 1, true, false, 0.0, 0.0, q8, q8, id, true, true),
+        (256, 256, 4, 6, 1, 4096, 512, true, false, 0.0, 0.0, f16, f16, id, true, false),
+        (128, 128, 8, 4, 1, 4096, 512, true, false, 0.0, 0.0, f16, f16, id, true, false),
+        (256, 256, 4, 6, 1, 16384, 512, true, false, 0.0, 0.0, f16, f16, id, true, false),
+        (128, 128, 8, 4, 1, 16384, 512, true, false, 0.0, 0.0, f16, f16, id, true, false),
+        (256, 256, 4, 6, 1, 512, 512, true, false, 0.0, 0.0, f16, f16, id, true, false),
+        (256, 256, 4, 6, 1, 4096, 64, true, false, 0.0, 0.0, f16, f16, id, true, false),
+        (256, 256, 4, 6, 1, 4096, 16, true, false, 0.0, 0.0, f16, f16, id, true, false),
+        (256, 256, 4, 2, 1, 4096, 512, true, false, 0.0, 0.0, f16, f16, id, true, false),
+        (256, 256, 4, 4, 1, 4096, 512, true, false, 0.0, 0.0, f16, f16, id, true, false),
+        (256, 256, 2, 12, 1, 4096, 512, true, false, 0.0, 0.0, f16, f16, id, true, false),
+        (64, 64, 4, 1, 1, 512, 75, true, false, 0.0, 0.0, q8, q8, p21, false, false),
+        (64, 64, 4, 4, 1, 512, 75, true, false, 0.0, 0.0, q8, q8, p21, false, false),
+        (64, 64, 4, 1, 1, 1024, 75, true, false, 0.0, 0.0, q8, q8, p21, false, false),
+        (64, 64, 4, 1, 1, 512, 75, true, false, 0.0, 0.0, q8, q8, id, false, false),
+        (192, 128, 8, 8, 1, 4096, 1, true, false, 0.0, 0.0, f16, f16, id, true, false),
+        (576, 512, 1, 20, 1, 512, 1, true, false, 0.0, 0.0, f16, f16, id, true, true),
+        (64, 64, 8, 8, 1, 4096, 4, true, false, 0.0, 0.0, f16, f16, id, true, false),
+        (128, 128, 8, 4, 1, 4096, 8, true, true, 0.0, 0.0, f16, f16, id, true, false),
+        (256, 256, 4, 2, 1, 1024, 32, true, false, 0.0, 0.0, f16, f16, id, true, false),
+        (512, 512, 4, 2, 1, 1024, 4, true, false, 0.0, 0.0, f16, f16, id, true, false),
+    ];
+    for &(
+        hsk,
+        hsv,
+        nh,
+        nr2,
+        nr3,
+        kv,
+        nb,
+        mask,
+        sinks,
+        max_bias,
+        softcap,
+        tk,
+        tv,
+        perm,
+        kv_view,
+        v_of_k,
+    ) in cases
+    {
+        let (kv, nb) = (kv_0c1e(kv), nb.min(GRID_NB_0C1E));
+        let name = format!(
+            "FLASH_ATTN_EXT(hsk={hsk},hsv={hsv},nh={nh},nr23=[{nr2},{nr3}],kv={kv},nb={nb},mask={mask},sinks={sinks},max_bias={max_bias},logit_softcap={softcap},type_K={tk},type_V={tv},permute=[{}],kv_view={kv_view},v_is_view_of_k={v_of_k})",
+            perm.map(|p| p.to_string()).join(",")
+        );
+        let flops = 2.0 * (nh * nr2 * nb * (hsk + hsv) * kv * nr3) as f64;
+        c.push_work(
+            Op::FlashAttnExt,
+            name,
+            NMSE_ATTN,
+            Work::Flops(flops),
+            move |b| {
+                let uni = Fill::Uniform(-1.0, 1.0);
+                let blk = tk.block_size().max(tv.block_size()) as i64;
+                let (hk, hv) = (pad(hsk, blk), pad(hsv, blk));
+                let q = b.strided(DType::F32, [hk, nb, nh * nr2, nr3], [1; 4], perm, uni)?;
+                let grow = if kv_view { [1, 2, 1, 1] } else { [1; 4] };
+                let k = b.strided(tk, [hk, kv, nh, nr3], grow, perm, uni)?;
+                let v = if v_of_k {
+                    let d = b.g.desc(k);
+                    let nb_k = d.nb;
+                    b.g.view(k, &[hv, kv, nh, nr3], &[nb_k[1], nb_k[2], nb_k[3]], 0)?
+                } else {
+                    b.strided(tv, [hv, kv, nh, nr3], grow, perm, uni)?
+                };
+                let m = if mask {
+                    Some(b.input_with(DType::F16, &[kv, pad(nb, 64), 1, nr3], Fill::Mask)?)
+                } else {
+                    None
+                };
+                let s = if sinks {
+                    Some(b.input_with(DType::F32, &[nh * nr2], Fill::Uniform(-10.0, 10.0))?)
+                } else {
+                    None
+                };
+                let scale = 1.0 / (hsk as f32).sqrt();
+                b.g.flash_attn_ext(q, k, v, m, s, scale, max_bias, softcap)
+            },
+        );
     }
 }
 
