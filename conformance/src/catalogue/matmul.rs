@@ -70,6 +70,152 @@ fn mul_mat_ggml_grid_later(c: &mut Catalogue) {
     push_mm(c, DType::F32, DType::F32, 64, 32, 80, one, one, id);
     push_mm(c, DType::F16, DType::F16, 64, 32, 588, one, one, id);
     push_mm(c, DType::F16, DType::F16, 64, 32, 80, [4, 1], one, id);
+
+    // Batched mat-vec around a tile boundary, a and b permuted or a row-
+    // strided view (ggml: m and k of 1,056 = 33 x 32; here 33).
+    let big = GRID_MM_BATCH_DIM;
+    for bs2 in [1, 3] {
+        for bs in [1, 2, 4, 8] {
+            for nr in [1, 4] {
+                for m in 0..2 {
+                    for k in 0..2 {
+                        for ta in [DType::F16, DType::BF16, DType::F32] {
+                            let mm = MmView {
+                                per: [0, 2, 1, 3],
+                                ..MmView::NONE
+                            };
+                            push_mm_view(c, ta, big + m, 1, 128 + k, [bs, bs2], [nr, 1], mm);
+                            let mm = MmView {
+                                k_v: 2 * big + k,
+                                ..MmView::NONE
+                            };
+                            push_mm_view(c, ta, 128 + m, 1, big + k, [bs, bs2], [nr, 1], mm);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let f32t = DType::F32;
+    let mm = MmView {
+        src_overlap: true,
+        ..MmView::NONE
+    };
+    push_mm_view(c, f32t, 32, 4, 96, [3, 2], one, mm);
+    let mm = MmView {
+        m_v: 5120,
+        ..MmView::NONE
+    };
+    push_mm_view(c, f32t, 8, 1, 64, [8, 1], one, mm);
+    push_mm_view(c, DType::F16, 8, 16, 64, [8, 1], one, mm);
+    let mm = MmView {
+        m_v: 16,
+        pad: 16,
+        ..MmView::NONE
+    };
+    push_mm_view(c, f32t, 8, 1, 64, [8, 1], one, mm);
+    push_mm_view(c, DType::F16, 8, 16, 64, [8, 1], one, mm);
+}
+
+/// m and k of the later batched mat-vec loop (ggml: 1,056, up to 3.2 M
+/// weights a case over 384 cases).
+const GRID_MM_BATCH_DIM: i64 = 33;
+
+/// test_mul_mat's layout parameters: both operands permuted by `per`
+/// (ggml's way, unlike `push_mm`'s per_b), rows `k_v` long in memory,
+/// a and b overlapping views of one tensor, a's batches `m_v` rows (plus
+/// `pad` bytes) apart.
+#[derive(Clone, Copy)]
+struct MmView {
+    per: [usize; 4],
+    k_v: i64,
+    src_overlap: bool,
+    m_v: i64,
+    pad: u64,
+}
+
+impl MmView {
+    const NONE: MmView = MmView {
+        per: [0, 1, 2, 3],
+        k_v: 0,
+        src_overlap: false,
+        m_v: 0,
+        pad: 0,
+    };
+}
+
+/// One test_mul_mat case with [`MmView`] layouts; b is f32.
+#[allow(clippy::too_many_arguments)]
+fn push_mm_view(
+    c: &mut Catalogue,
+    ta: DType,
+    m: i64,
+    n: i64,
+    k: i64,
+    bs: [i64; 2],
+    nr: [i64; 2],
+    v: MmView,
+) {
+    let name = format!(
+        "MUL_MAT(type_a={ta},type_b=f32,m={m},n={n},k={k},bs=[{}],nr=[{}],per=[{}],k_v={},o=1,src_overlap={},m_v={},pad={})",
+        dims(&bs),
+        dims(&nr),
+        dims(&v.per.map(|p| p as i64)),
+        v.k_v,
+        v.src_overlap as i32,
+        v.m_v,
+        v.pad
+    );
+    let flops = 2.0 * (m * n * k * bs[0] * nr[0] * bs[1] * nr[1]) as f64;
+    c.push_work(
+        Op::MulMat,
+        name,
+        NMSE_MATMUL,
+        Work::Flops(flops),
+        move |b| {
+            let uni = Fill::Uniform(-1.0, 1.0);
+            let tb = DType::F32;
+            let ne_a = [k, m, bs[0], bs[1]];
+            let ne_b = [k, n, bs[0] * nr[0], bs[1] * nr[1]];
+            if v.per != [0, 1, 2, 3] {
+                let p = v.per;
+                let a = b.input(ta, &[ne_a[p[0]], ne_a[p[1]], ne_a[p[2]], ne_a[p[3]]])?;
+                let x = b.input(tb, &[ne_b[p[0]], ne_b[p[1]], ne_b[p[2]], ne_b[p[3]]])?;
+                let a = b.g.permute(a, p)?;
+                let x = b.g.permute(x, p)?;
+                return b.g.mul_mat(a, x);
+            }
+            if v.src_overlap {
+                let base = b.input_with(ta, &[2 * k, m.max(n), ne_b[2], ne_b[3]], uni)?;
+                let nb = b.g.desc(base).nb;
+                let st = [nb[1], nb[2], nb[3]];
+                let a = b.g.view(base, &ne_a, &st, 0)?;
+                let x =
+                    b.g.view(base, &ne_b, &st, k as u64 * ta.type_size() as u64)?;
+                return b.g.mul_mat(a, x);
+            }
+            let k_phys = if v.k_v == 0 { k } else { v.k_v };
+            let m_phys = if v.m_v == 0 {
+                m
+            } else {
+                v.m_v + (v.pad != 0) as i64
+            };
+            let mut a = b.input(ta, &[k_phys, m_phys, bs[0], bs[1]])?;
+            let mut x = b.input(tb, &[k_phys, n, ne_b[2], ne_b[3]])?;
+            if v.k_v != 0 {
+                let nb = b.g.desc(a).nb;
+                a = b.g.view(a, &ne_a, &[nb[1], nb[2], nb[3]], 0)?;
+                let nb = b.g.desc(x).nb;
+                x = b.g.view(x, &ne_b, &[nb[1], nb[2], nb[3]], 0)?;
+            }
+            if v.m_v != 0 {
+                let nb = b.g.desc(a).nb;
+                a =
+                    b.g.view(a, &ne_a, &[nb[1], v.m_v as u64 * nb[1] + v.pad, nb[3]], 0)?;
+            }
+            b.g.mul_mat(a, x)
+        },
+    );
 }
 
 #[allow(clippy::too_many_arguments)]
