@@ -6,7 +6,10 @@
 //! K panel a thread packs its block's weight rows into its own part of the
 //! scratch buffer, then sweeps the columns `nr` at a time, running
 //! the micro-kernel over every packed group of `mr` rows: the `nr`
-//! columns' panel stays in L1 and the packed rows in L2.
+//! columns' panel stays in L1 and the packed rows in L2. Kernels with
+//! [`simd::Gemm::b_packed`] get the activations packed too, once per node
+//! before the blocks ([`simd::pack_columns`]), so that each call reads its
+//! columns as one sequential stream.
 
 use super::convert::raw;
 use super::drive::{MulMat, parallel_for};
