@@ -17,6 +17,8 @@ mod norm;
 mod reduce;
 mod rope;
 mod set_rows;
+#[cfg(test)]
+mod shader_check;
 mod softmax;
 mod unary;
 

@@ -1,48 +1,15 @@
-//! Shader checks that need no GPU: every MUL_MAT / GET_ROWS kernel variant
-//! is specialised, parsed and validated by naga (with the capabilities the
-//! variant asks for) and written as SPIR-V, the way wgpu's Vulkan backend
-//! would. This is the only check the cooperative-matrix kernel gets on a
-//! machine without cooperative matrices.
+//! Shader checks that need no GPU (see [`crate::ops::shader_check`]) for
+//! every MUL_MAT / GET_ROWS kernel variant.
 
 use backplane_shaders::{PipelineKey, specialise};
-use wgpu::naga;
+
+use crate::ops::shader_check::check;
 
 use super::{plan, quant_flag};
 use crate::ops::type_name;
 use backplane_abi::DType;
 
 const BLOCK_TYPES: [DType; 10] = DType::WEIGHT_BLOCKS;
-
-/// Specialises `key`, then parses, validates and writes SPIR-V.
-fn check(key: &PipelineKey) {
-    let shader = specialise(key).unwrap_or_else(|e| panic!("{key}: {e}"));
-    let module = naga::front::wgsl::parse_str(&shader.source).unwrap_or_else(|e| {
-        panic!(
-            "{key}: {}\n{}",
-            e.emit_to_string(&shader.source),
-            shader.source
-        )
-    });
-    let caps = naga::valid::Capabilities::SHADER_FLOAT16
-        | naga::valid::Capabilities::SUBGROUP
-        | naga::valid::Capabilities::SHADER_FLOAT16_IN_FLOAT32
-        | naga::valid::Capabilities::COOPERATIVE_MATRIX;
-    let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps)
-        .validate(&module)
-        .unwrap_or_else(|e| {
-            panic!(
-                "{key}: {}\n{}",
-                e.emit_to_string(&shader.source),
-                shader.source
-            )
-        });
-    let options = naga::back::spv::Options {
-        lang_version: (1, 5),
-        ..Default::default()
-    };
-    naga::back::spv::write_vec(&module, &info, &options, None)
-        .unwrap_or_else(|e| panic!("{key}: SPIR-V: {e}"));
-}
 
 /// A kernel key with the weight type and layout defines the encoder adds.
 fn weights(key: PipelineKey, t: DType, vec4: bool) -> PipelineKey {

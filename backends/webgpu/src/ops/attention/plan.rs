@@ -1,0 +1,523 @@
+//! How a FLASH_ATTN_EXT runs on a device: which kernel (the plain
+//! `flash_attn` or the cooperative-matrix `flash_attn_coopmat`), its block
+//! sizes, how the keys are split over workgroups, and the pipeline key.
+
+use backplane_abi::DType;
+use backplane_shaders::PipelineKey;
+
+use crate::facts::{Facts, human_bytes};
+use crate::ops::type_name;
+
+/// K/V types the kernel decodes.
+pub(super) const KV_TYPES: &[DType] = &[
+    DType::F32,
+    DType::F16,
+    DType::BF16,
+    DType::Q4_0,
+    DType::Q4_1,
+    DType::Q5_0,
+    DType::Q5_1,
+    DType::Q8_0,
+];
+
+/// Queries per workgroup, largest first.
+const QUERY_BLOCKS: [u32; 6] = [32, 16, 8, 4, 2, 1];
+
+/// (keys per tile, workgroup size), preferred first.
+const KEY_TILES: [(u32, u32); 7] = [
+    (32, 128),
+    (32, 64),
+    (16, 64),
+    (16, 32),
+    (8, 32),
+    (8, 16),
+    (8, 8),
+];
+
+/// How one FLASH_ATTN_EXT kernel is tiled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Plan {
+    /// Queries per workgroup.
+    bq: u32,
+    /// Keys per K/V tile.
+    bk: u32,
+    /// Workgroup size.
+    wg: u32,
+    /// Bytes per element of the Q and K/V tiles (4: f32, 2: half).
+    tile_elem: u32,
+    /// Score thread grid: `tqt` along queries x `tkt` along keys.
+    tqt: u32,
+    tkt: u32,
+    /// Output thread grid: `oqt` along queries x `odt` along vec4 columns.
+    oqt: u32,
+    odt: u32,
+}
+
+/// Workgroup memory of a tiling: padded Q and K/V tiles, the padded
+/// score tile and three per-row values.
+fn workgroup_bytes(bq: u32, bk: u32, dk: u32, dv: u32, tile_elem: u32) -> u64 {
+    let q_row = u64::from(dk / 4 + 1);
+    let kv_row = u64::from(dk.max(dv) / 4 + 1);
+    let tiles = (u64::from(bq) * q_row + u64::from(bk) * kv_row) * 4 * u64::from(tile_elem);
+    tiles + u64::from(bq * (bk + 1) + 3 * bq) * 4
+}
+
+/// The score grid with the fewest tile loads per score: `(tqt, tkt)`.
+fn score_grid(bq: u32, bk: u32, wg: u32) -> (u32, u32) {
+    (0..=wg.trailing_zeros())
+        .map(|s| 1u32 << s)
+        .filter(|&tkt| tkt <= bk && wg / tkt <= bq)
+        .map(|tkt| (wg / tkt, tkt))
+        .min_by_key(|&(tqt, tkt)| (bq / tqt + bk / tkt, u32::MAX - tkt))
+        .unwrap_or((1, wg))
+}
+
+/// The output grid with the fewest loads per useful multiply-add:
+/// `(oqt, odt)`, columns in vec4 units.
+fn output_grid(bq: u32, dv4: u32, wg: u32) -> (u32, u32) {
+    let cost = |oqt: u32, odt: u32| {
+        let (oq, od) = (u64::from(bq / oqt), u64::from(dv4.div_ceil(odt)));
+        // loads per vec4 multiply-add, times the padding waste.
+        ((oq + od) * od * u64::from(odt) * 1000) / (oq * od * u64::from(dv4))
+    };
+    (0..=wg.trailing_zeros())
+        .map(|s| 1u32 << s)
+        .filter(|&odt| wg / odt <= bq)
+        .map(|odt| (wg / odt, odt))
+        .min_by_key(|&(oqt, odt)| cost(oqt, odt))
+        .unwrap_or((1, wg))
+}
+
+/// Tiles for head sizes `dk`, `dv` and `n_q` queries on this device, or
+/// the refusal naming the workgroup memory the smallest tiling needs.
+fn plan(facts: &Facts, dk: u32, dv: u32, n_q: u32, kv_f32: bool) -> Result<Plan, String> {
+    let elems: &[u32] = match (kv_f32, facts.f16) {
+        (true, true) => &[4, 2],
+        (false, true) => &[2],
+        (_, false) => &[4],
+    };
+    let bq_cap = n_q.max(1).next_power_of_two().min(QUERY_BLOCKS[0]);
+    let limit = u64::from(facts.workgroup_storage_bytes);
+    let mut smallest = u64::MAX;
+    for &tile_elem in elems {
+        for bq in QUERY_BLOCKS.into_iter().filter(|&bq| bq <= bq_cap) {
+            for (bk, wg) in KEY_TILES {
+                if wg > facts.max_invocations || wg > bq * bk {
+                    continue;
+                }
+                let bytes = workgroup_bytes(bq, bk, dk, dv, tile_elem);
+                smallest = smallest.min(bytes);
+                if bytes > limit {
+                    continue;
+                }
+                let (tqt, tkt) = score_grid(bq, bk, wg);
+                let (oqt, odt) = output_grid(bq, dv / 4, wg);
+                return Ok(Plan {
+                    bq,
+                    bk,
+                    wg,
+                    tile_elem,
+                    tqt,
+                    tkt,
+                    oqt,
+                    odt,
+                });
+            }
+        }
+    }
+    if smallest == u64::MAX {
+        return Err(format!(
+            "device allows only {} invocations per workgroup",
+            facts.max_invocations
+        ));
+    }
+    Err(format!(
+        "head size {} needs {} of workgroup memory > device's {}",
+        dk.max(dv),
+        human_bytes(smallest),
+        human_bytes(limit)
+    ))
+}
+
+/// Below this many workgroups the keys are split over more workgroups
+/// (flash decoding) so that a large device has enough to run.
+const TARGET_WORKGROUPS: u64 = 1024;
+
+/// Fewest key tiles one split takes.
+const MIN_TILES_PER_SPLIT: u32 = 2;
+
+/// How many workgroups share the keys of one query block, and how many
+/// keys each takes: `(splits, chunk)`; `(1, n_kv)` when not split.
+pub(super) fn kv_splits(workgroups: u64, n_kv: u32, bk: u32) -> (u32, u32) {
+    let tiles = n_kv.div_ceil(bk);
+    let want = TARGET_WORKGROUPS
+        .div_ceil(workgroups.max(1))
+        .min(u64::from(u32::MAX)) as u32;
+    let splits = want.min(tiles / MIN_TILES_PER_SPLIT);
+    if splits <= 1 {
+        return (1, n_kv.max(1));
+    }
+    let chunk_tiles = tiles.div_ceil(splits);
+    (tiles.div_ceil(chunk_tiles), chunk_tiles * bk)
+}
+
+/// The pipeline key of the main kernel for plan `pl`.
+fn kernel_key(pl: &Plan, dk: u32, dv: u32, tk: DType, tv: DType) -> PipelineKey {
+    let (dk4, dv4) = (dk / 4, dv / 4);
+    let (q_row4, kv_row4, s_row) = (dk4 + 1, dk4.max(dv4) + 1, pl.bk + 1);
+    let (sq, sk) = (pl.bq / pl.tqt, pl.bk / pl.tkt);
+    let (oq, od) = (pl.bq / pl.oqt, dv4.div_ceil(pl.odt));
+    let mut key = PipelineKey::new("flash_attn", "")
+        .ty("K", type_name(tk))
+        .ty("V", type_name(tv))
+        .wg(pl.wg)
+        .define("TT", if pl.tile_elem == 2 { "f16" } else { "f32" });
+    for (name, value) in [
+        ("DK4", dk4),
+        ("DV4", dv4),
+        ("BQ", pl.bq),
+        ("BK", pl.bk),
+        ("TQT", pl.tqt),
+        ("TKT", pl.tkt),
+        ("SQ", sq),
+        ("SK", sk),
+        ("SQK", sq * sk),
+        ("OQT", pl.oqt),
+        ("ODT", pl.odt),
+        ("OQ", oq),
+        ("OD", od),
+        ("OQD", oq * od),
+        ("QROW4", q_row4),
+        ("KVROW4", kv_row4),
+        ("SROW", s_row),
+        ("Q_TILE_LEN", pl.bq * q_row4),
+        ("KV_TILE_LEN", pl.bk * kv_row4),
+        ("S_TILE_LEN", pl.bq * s_row),
+    ] {
+        key = key.define(name, value.to_string());
+    }
+    key
+}
+
+/// Queries per workgroup of the cooperative-matrix kernel.
+const COOP_QUERIES: u32 = 32;
+/// Keys per tile of the cooperative-matrix kernel.
+const COOP_KEYS: u32 = 32;
+/// Subgroups per workgroup of the cooperative-matrix kernel.
+const COOP_SUBGROUPS: u32 = 4;
+/// Workgroup size of the emulated cooperative-matrix kernel.
+const COOP_EMULATED_WG: u32 = 128;
+/// Largest head size the cooperative-matrix kernel takes (its half tiles
+/// of Q and K/V must fit the workgroup memory).
+const COOP_MAX_HEAD: u32 = 256;
+/// Fewest queries for which the cooperative-matrix kernel is chosen by
+/// default: below, most of its 32-row blocks would be padding and the
+/// plain kernel's smaller query blocks do less work.
+const COOP_MIN_QUERIES: u32 = 16;
+
+/// Defines of the cooperative-matrix kernel's output blocks 2 to 8 of a
+/// subgroup.
+const OUTPUT_BLOCK_FLAGS: [&str; 7] = ["O1", "O2", "O3", "O4", "O5", "O6", "O7"];
+
+/// Which kernel runs a FLASH_ATTN_EXT.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Kernel {
+    /// `flash_attn`, tiled by [`plan`].
+    Plain(Plan),
+    /// `flash_attn_coopmat` with `wg` invocations, or (`emulated`) the
+    /// same kernel with plain code in place of the matrix calls.
+    CoopMat { emulated: bool, wg: u32 },
+}
+
+impl Kernel {
+    /// Queries per workgroup.
+    pub(super) fn queries(&self) -> u32 {
+        match self {
+            Kernel::Plain(p) => p.bq,
+            Kernel::CoopMat { .. } => COOP_QUERIES,
+        }
+    }
+
+    /// Keys per tile.
+    pub(super) fn keys(&self) -> u32 {
+        match self {
+            Kernel::Plain(p) => p.bk,
+            Kernel::CoopMat { .. } => COOP_KEYS,
+        }
+    }
+
+    /// The pipeline key for head sizes `dk`, `dv` and K/V types `tk`, `tv`.
+    pub(super) fn key(&self, dk: u32, dv: u32, tk: DType, tv: DType) -> PipelineKey {
+        let Kernel::CoopMat { emulated, wg } = *self else {
+            let Kernel::Plain(pl) = self else {
+                unreachable!()
+            };
+            return kernel_key(pl, dk, dv, tk, tv);
+        };
+        let (dkp, dvp) = (dk.next_multiple_of(16), dv.next_multiple_of(16));
+        let mut key = PipelineKey::new("flash_attn_coopmat", "")
+            .ty("K", type_name(tk))
+            .ty("V", type_name(tv))
+            .wg(wg);
+        for (name, value) in [
+            ("DK4", dk / 4),
+            ("DV4", dv / 4),
+            ("DKP", dkp),
+            ("DVP", dvp),
+            ("QPITCH", dkp + 8),
+            ("KVPITCH", dkp.max(dvp) + 8),
+        ] {
+            key = key.define(name, value.to_string());
+        }
+        // Output blocks per subgroup beyond the first (named accumulators:
+        // arrays of cooperative matrices may not stay in registers).
+        for &flag in &OUTPUT_BLOCK_FLAGS[..(dvp / 16).div_ceil(2) as usize - 1] {
+            key = key.define(flag, "");
+        }
+        if emulated {
+            key.define("EMULATE_COOPMAT", "")
+        } else {
+            key.path = "coopmat";
+            key
+        }
+    }
+}
+
+/// Workgroup memory of the cooperative-matrix kernel: half Q and K/V
+/// tiles padded by 8, the f32 score and half probability tiles, three
+/// per-row values and one 16 x 16 f32 block per subgroup.
+fn coop_workgroup_bytes(dk: u32, dv: u32) -> u64 {
+    let (dkp, dvp) = (dk.next_multiple_of(16), dv.next_multiple_of(16));
+    let halves = COOP_QUERIES * (dkp + 8) + COOP_KEYS * (dkp.max(dvp) + 8);
+    let floats = COOP_QUERIES * (COOP_KEYS + 4) + 3 * COOP_QUERIES + COOP_SUBGROUPS * 256;
+    let p_halves = COOP_QUERIES * (COOP_KEYS + 8);
+    u64::from(halves + p_halves) * 2 + u64::from(floats) * 4
+}
+
+/// The kernel `BACKPLANE_WEBGPU_FLASH_ATTN` forces (benchmarks and tests;
+/// ignored where the device or shape cannot run it): `plain`, `coopmat`,
+/// or `coopmat-emulated` (plain code in place of the matrix calls, to test
+/// the kernel on any device with f16 and subgroups).
+fn forced() -> Option<&'static str> {
+    static FORCED: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    FORCED
+        .get_or_init(|| std::env::var("BACKPLANE_WEBGPU_FLASH_ATTN").ok())
+        .as_deref()
+}
+
+/// The kernel for head sizes `dk`, `dv`, `n_q` queries and K/V types
+/// `tk`, `tv` on this device, or why none fits.
+pub(super) fn choose(
+    facts: &Facts,
+    dk: u32,
+    dv: u32,
+    n_q: u32,
+    tk: DType,
+    tv: DType,
+) -> Result<Kernel, String> {
+    choose_with(facts, dk, dv, n_q, tk, tv, forced())
+}
+
+fn choose_with(
+    facts: &Facts,
+    dk: u32,
+    dv: u32,
+    n_q: u32,
+    tk: DType,
+    tv: DType,
+    forced: Option<&str>,
+) -> Result<Kernel, String> {
+    let (lo, hi) = facts.subgroup_size;
+    // The softmax uses shuffles among four neighbouring invocations, and
+    // bf16 K/V can exceed the half range of the tiles.
+    let coop_shape = facts.f16
+        && facts.subgroups
+        && lo == hi
+        && lo % 4 == 0
+        && lo > 0
+        && dk <= COOP_MAX_HEAD
+        && dv <= COOP_MAX_HEAD
+        && tk != DType::BF16
+        && tv != DType::BF16
+        && coop_workgroup_bytes(dk, dv) <= u64::from(facts.workgroup_storage_bytes);
+    let real_wg = COOP_SUBGROUPS * lo;
+    let real = coop_shape && facts.coopmat_f16_16 && real_wg <= facts.max_invocations;
+    let emulated_ok = coop_shape
+        && COOP_EMULATED_WG <= facts.max_invocations
+        && COOP_EMULATED_WG.is_multiple_of(lo);
+    let kv_f32 = tk == DType::F32 && tv == DType::F32;
+    match forced {
+        Some("coopmat") if real => {
+            return Ok(Kernel::CoopMat {
+                emulated: false,
+                wg: real_wg,
+            });
+        }
+        Some("coopmat-emulated") if emulated_ok => {
+            return Ok(Kernel::CoopMat {
+                emulated: true,
+                wg: COOP_EMULATED_WG,
+            });
+        }
+        Some("plain") => return plan(facts, dk, dv, n_q, kv_f32).map(Kernel::Plain),
+        _ => {}
+    }
+    if real && n_q >= COOP_MIN_QUERIES {
+        return Ok(Kernel::CoopMat {
+            emulated: false,
+            wg: real_wg,
+        });
+    }
+    plan(facts, dk, dv, n_q, kv_f32).map(Kernel::Plain)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(wg_bytes: u32, f16: bool) -> Facts {
+        Facts {
+            adapter: String::new(),
+            api: String::new(),
+            driver: String::new(),
+            vendor: 0,
+            is_cpu: true,
+            is_integrated: false,
+            max_binding_bytes: 1 << 30,
+            max_buffer_bytes: 1 << 30,
+            offset_alignment: 256,
+            max_groups_per_dim: 65535,
+            max_invocations: 1024,
+            workgroup_storage_bytes: wg_bytes,
+            max_storage_buffers: 8,
+            f16,
+            subgroups: false,
+            subgroup_size: (8, 8),
+            timestamps: false,
+            coopmat_f16_16: false,
+        }
+    }
+
+    #[test]
+    fn plans_fit_the_device_and_grids_cover_the_tiles() {
+        for (limit, f16) in [(32 << 10, true), (48 << 10, true), (16 << 10, false)] {
+            let f = facts(limit, f16);
+            for d in [40, 64, 128, 256, 576] {
+                for n_q in [1, 7, 512] {
+                    for kv_f32 in [true, false] {
+                        let Ok(p) = plan(&f, d, d, n_q, kv_f32) else {
+                            continue;
+                        };
+                        assert!(workgroup_bytes(p.bq, p.bk, d, d, p.tile_elem) <= u64::from(limit));
+                        assert_eq!(p.tqt * p.tkt, p.wg);
+                        assert_eq!(p.oqt * p.odt, p.wg);
+                        assert!(p.tqt <= p.bq && p.tkt <= p.bk && p.oqt <= p.bq);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn few_workgroups_split_the_keys() {
+        assert_eq!(kv_splits(16, 512, 32), (8, 64));
+        assert_eq!(kv_splits(128, 20000, 32), (8, 2528));
+        assert_eq!(kv_splits(2048, 20000, 32), (1, 20000));
+        assert_eq!(kv_splits(4, 113, 32), (2, 64));
+        assert_eq!(kv_splits(4, 63, 32), (1, 63));
+        let (splits, chunk) = kv_splits(1, 1000, 16);
+        assert!(splits * chunk >= 1000 && (splits - 1) * chunk < 1000);
+    }
+
+    #[test]
+    fn refusal_names_both_sizes() {
+        let e = plan(&facts(16 << 10, false), 576, 576, 512, true).unwrap_err();
+        assert!(
+            e.starts_with("head size 576 needs ") && e.ends_with("> device's 16 KiB"),
+            "{e}"
+        );
+        assert!(plan(&facts(32 << 10, true), 256, 256, 512, false).is_ok_and(|p| p.bq >= 16));
+    }
+
+    /// An H200-like device: 48 KiB of workgroup memory, subgroups of 32,
+    /// cooperative matrices.
+    fn gpu() -> Facts {
+        Facts {
+            subgroups: true,
+            subgroup_size: (32, 32),
+            coopmat_f16_16: true,
+            is_cpu: false,
+            ..facts(48 << 10, true)
+        }
+    }
+
+    #[test]
+    fn prefill_on_cooperative_matrices_decode_and_large_heads_plain() {
+        let g = gpu();
+        let coop = Kernel::CoopMat {
+            emulated: false,
+            wg: 128,
+        };
+        let pick = |d, n_q, t| choose_with(&g, d, d, n_q, t, t, None).unwrap();
+        assert_eq!(pick(256, 512, DType::F16), coop);
+        assert_eq!(pick(40, 16, DType::Q4_0), coop);
+        assert!(matches!(pick(256, 1, DType::F16), Kernel::Plain(_)));
+        assert!(matches!(pick(576, 512, DType::F16), Kernel::Plain(_)));
+        assert!(matches!(pick(128, 512, DType::BF16), Kernel::Plain(_)));
+        assert!(coop_workgroup_bytes(256, 256) <= 48 << 10);
+        // Forcing: emulation anywhere with f16 and subgroups, never
+        // without them.
+        let lavapipe = Facts {
+            subgroups: true,
+            ..facts(32 << 10, true)
+        };
+        let emulated = Kernel::CoopMat {
+            emulated: true,
+            wg: 128,
+        };
+        let forced = |f: &Facts, d| {
+            choose_with(f, d, d, 3, DType::F16, DType::F16, Some("coopmat-emulated"))
+        };
+        assert_eq!(forced(&lavapipe, 128).unwrap(), emulated);
+        assert!(matches!(forced(&lavapipe, 256).unwrap(), Kernel::Plain(_)));
+        assert!(matches!(
+            forced(&facts(32 << 10, true), 64).unwrap(),
+            Kernel::Plain(_)
+        ));
+        let plain = choose_with(&g, 256, 256, 512, DType::F16, DType::F16, Some("plain"));
+        assert!(matches!(plain.unwrap(), Kernel::Plain(_)));
+    }
+
+    #[test]
+    fn kernel_variants_validate() {
+        use crate::ops::shader_check::check;
+        let g = gpu();
+        let kernels = [
+            Kernel::CoopMat {
+                emulated: false,
+                wg: 128,
+            },
+            Kernel::CoopMat {
+                emulated: true,
+                wg: 128,
+            },
+            choose_with(&g, 128, 128, 512, DType::F16, DType::F16, Some("plain")).unwrap(),
+        ];
+        let flags: [&[&str]; 4] = [
+            &[],
+            &["HAS_MASK"],
+            &["HAS_MASK", "HAS_SINKS"],
+            &["SPLIT_KV", "HAS_MASK", "MASK_F32"],
+        ];
+        for kernel in kernels {
+            for (i, &t) in KV_TYPES.iter().enumerate() {
+                let (dk, dv) = [(64, 64), (40, 40), (256, 256), (192, 128)][i % 4];
+                let mut key = kernel.key(dk, dv, t, KV_TYPES[(i + 3) % KV_TYPES.len()]);
+                for f in flags[i % 4] {
+                    key = key.define(f, "");
+                }
+                check(&key);
+            }
+        }
+    }
+}

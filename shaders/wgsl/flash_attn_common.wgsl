@@ -1,0 +1,206 @@
+// Shared by flash_attn and flash_attn_coopmat: the parameter block, the
+// bindings (Q f32, K and V as u32 words, optional mask and sinks, dst or
+// the split-KV scratch), K/V decoding of every supported type, the mask
+// and the ALiBi slope. Needs the host defines K_<TYPE>, V_<TYPE>,
+// HAS_MASK, HAS_SINKS, MASK_F32.
+
+struct Params {
+    n_q: u32, n_kv: u32, n_head: u32, rk2: u32, rk3: u32,
+    q_off: u32, q_s0: u32, q_s1: u32, q_s2: u32, q_s3: u32,
+    k_off: u32, k_nb1: u32, k_nb2: u32, k_nb3: u32,
+    v_off: u32, v_nb1: u32, v_nb2: u32, v_nb3: u32,
+    m_off: u32, m_nb1: u32, m_nb2: u32, m_nb3: u32, m_ne2: u32, m_ne3: u32,
+    s_off: u32, s_s0: u32,
+    d_off: u32, d_s0: u32, d_s1: u32, d_s2: u32, d_s3: u32,
+    q_scale: f32, softcap: f32, max_bias: f32, m0: f32, m1: f32, n_head_log2: u32,
+    n_split: u32, chunk: u32, n_rows: u32, ml_off: u32,
+}
+
+#if defined(HAS_MASK) && defined(HAS_SINKS)
+#define B_MASK 3
+#define B_SINKS 4
+#define B_DST 5
+#define B_PARAMS 6
+#elif defined(HAS_MASK)
+#define B_MASK 3
+#define B_DST 4
+#define B_PARAMS 5
+#elif defined(HAS_SINKS)
+#define B_SINKS 3
+#define B_DST 4
+#define B_PARAMS 5
+#else
+#define B_DST 3
+#define B_PARAMS 4
+#endif
+
+@group(0) @binding(0) var<storage, read_write> qbuf: array<f32>;
+@group(0) @binding(1) var<storage, read_write> kbuf: array<u32>;
+@group(0) @binding(2) var<storage, read_write> vbuf: array<u32>;
+#ifdef HAS_MASK
+@group(0) @binding(B_MASK) var<storage, read_write> mbuf: array<u32>;
+#endif
+#ifdef HAS_SINKS
+@group(0) @binding(B_SINKS) var<storage, read_write> sbuf: array<f32>;
+#endif
+@group(0) @binding(B_DST) var<storage, read_write> dbuf: array<f32>;
+@group(0) @binding(B_PARAMS) var<uniform> p: Params;
+
+// Element kinds of K and V.
+const KIND_F32: u32 = 0u;
+const KIND_HALF: u32 = 1u;
+const KIND_BF16: u32 = 2u;
+const KIND_Q4_0: u32 = 3u;
+const KIND_Q4_1: u32 = 4u;
+const KIND_Q5_0: u32 = 5u;
+const KIND_Q5_1: u32 = 6u;
+const KIND_Q8_0: u32 = 7u;
+
+#if defined(K_F16)
+const K_KIND: u32 = KIND_HALF;
+#elif defined(K_BF16)
+const K_KIND: u32 = KIND_BF16;
+#elif defined(K_Q4_0)
+const K_KIND: u32 = KIND_Q4_0;
+#elif defined(K_Q4_1)
+const K_KIND: u32 = KIND_Q4_1;
+#elif defined(K_Q5_0)
+const K_KIND: u32 = KIND_Q5_0;
+#elif defined(K_Q5_1)
+const K_KIND: u32 = KIND_Q5_1;
+#elif defined(K_Q8_0)
+const K_KIND: u32 = KIND_Q8_0;
+#else
+const K_KIND: u32 = KIND_F32;
+#endif
+
+#if defined(V_F16)
+const V_KIND: u32 = KIND_HALF;
+#elif defined(V_BF16)
+const V_KIND: u32 = KIND_BF16;
+#elif defined(V_Q4_0)
+const V_KIND: u32 = KIND_Q4_0;
+#elif defined(V_Q4_1)
+const V_KIND: u32 = KIND_Q4_1;
+#elif defined(V_Q5_0)
+const V_KIND: u32 = KIND_Q5_0;
+#elif defined(V_Q5_1)
+const V_KIND: u32 = KIND_Q5_1;
+#elif defined(V_Q8_0)
+const V_KIND: u32 = KIND_Q8_0;
+#else
+const V_KIND: u32 = KIND_F32;
+#endif
+
+// Stands for -inf: a row whose maximum is still this has no key yet.
+const NEG_INF: f32 = -3.0e38;
+
+// Word `idx` of K (which = 0) or V (which = 1).
+fn kv_word(which: u32, idx: u32) -> u32 {
+    if (which == 0u) {
+        return kbuf[idx];
+    }
+    return vbuf[idx];
+}
+
+// The 16-bit value at 2-aligned byte `byte`.
+fn kv_u16(which: u32, byte: u32) -> u32 {
+    return (kv_word(which, byte >> 2u) >> ((byte & 2u) * 8u)) & 0xffffu;
+}
+
+// The 32 bits at 2-aligned byte `byte`.
+fn kv_u32(which: u32, byte: u32) -> u32 {
+    if ((byte & 3u) == 0u) {
+        return kv_word(which, byte >> 2u);
+    }
+    return kv_u16(which, byte) | (kv_u16(which, byte + 2u) << 16u);
+}
+
+fn half_bits(bits: u32) -> f32 {
+    return unpack2x16float(bits).x;
+}
+
+// Four 4-bit quants of a q4/q5 block: elements i..i+3 (i % 4 == 0) of the
+// block whose nibble bytes start at `qs`.
+fn nibbles4(which: u32, qs: u32, i: u32) -> vec4<u32> {
+    let w = kv_u32(which, qs + (i & 15u));
+    let n = (w >> select(0u, 4u, i >= 16u)) & 0x0f0f0f0fu;
+    return vec4<u32>(n & 0xffu, (n >> 8u) & 0xffu, (n >> 16u) & 0xffu, n >> 24u);
+}
+
+// Fifth bits of elements i..i+3 from the block's qh word at `qh`, as 16s.
+fn high4(which: u32, qh: u32, i: u32) -> vec4<u32> {
+    let h = kv_u32(which, qh) >> i;
+    return vec4<u32>(h & 1u, (h >> 1u) & 1u, (h >> 2u) & 1u, (h >> 3u) & 1u) << vec4<u32>(4u);
+}
+
+// Elements e..e+3 (e % 4 == 0) of the K or V row starting at byte `row`.
+fn load4(which: u32, kind: u32, row: u32, e: u32) -> vec4<f32> {
+    if (kind == KIND_F32) {
+        let w = (row >> 2u) + e;
+        return vec4<f32>(bitcast<f32>(kv_word(which, w)), bitcast<f32>(kv_word(which, w + 1u)),
+                         bitcast<f32>(kv_word(which, w + 2u)), bitcast<f32>(kv_word(which, w + 3u)));
+    }
+    if (kind == KIND_HALF) {
+        let b = row + e * 2u;
+        return vec4<f32>(unpack2x16float(kv_u32(which, b)), unpack2x16float(kv_u32(which, b + 4u)));
+    }
+    if (kind == KIND_BF16) {
+        let b = row + e * 2u;
+        let lo = kv_u32(which, b);
+        let hi = kv_u32(which, b + 4u);
+        return vec4<f32>(bitcast<f32>(lo << 16u), bitcast<f32>(lo & 0xffff0000u),
+                         bitcast<f32>(hi << 16u), bitcast<f32>(hi & 0xffff0000u));
+    }
+    let i = e & 31u;
+    if (kind == KIND_Q8_0) {
+        let blk = row + (e >> 5u) * 34u;
+        let w = bitcast<i32>(kv_u32(which, blk + 2u + i));
+        let q = vec4<i32>(extractBits(w, 0u, 8u), extractBits(w, 8u, 8u),
+                          extractBits(w, 16u, 8u), extractBits(w, 24u, 8u));
+        return vec4<f32>(q) * half_bits(kv_u16(which, blk));
+    }
+    if (kind == KIND_Q4_0) {
+        let blk = row + (e >> 5u) * 18u;
+        let q = nibbles4(which, blk + 2u, i);
+        return (vec4<f32>(q) - 8.0) * half_bits(kv_u16(which, blk));
+    }
+    if (kind == KIND_Q4_1) {
+        let blk = row + (e >> 5u) * 20u;
+        let q = nibbles4(which, blk + 4u, i);
+        return vec4<f32>(q) * half_bits(kv_u16(which, blk)) + half_bits(kv_u16(which, blk + 2u));
+    }
+    if (kind == KIND_Q5_0) {
+        let blk = row + (e >> 5u) * 22u;
+        let q = nibbles4(which, blk + 6u, i) | high4(which, blk + 2u, i);
+        return (vec4<f32>(q) - 16.0) * half_bits(kv_u16(which, blk));
+    }
+    // q5_1
+    let blk = row + (e >> 5u) * 24u;
+    let q = nibbles4(which, blk + 8u, i) | high4(which, blk + 4u, i);
+    return vec4<f32>(q) * half_bits(kv_u16(which, blk)) + half_bits(kv_u16(which, blk + 2u));
+}
+
+#ifdef HAS_MASK
+// Mask value of query iq, key j for head h, batch b.
+fn mask_at(iq: u32, j: u32, h: u32, b: u32) -> f32 {
+    let row = p.m_off + iq * p.m_nb1 + (h % p.m_ne2) * p.m_nb2 + (b % p.m_ne3) * p.m_nb3;
+#ifdef MASK_F32
+    return bitcast<f32>(mbuf[(row + j * 4u) >> 2u]);
+#else
+    let byte = row + j * 2u;
+    return half_bits((mbuf[byte >> 2u] >> ((byte & 2u) * 8u)) & 0xffffu);
+#endif
+}
+#endif
+
+// ALiBi slope of head h (1 when max_bias is 0), as ggml.
+fn alibi_slope(h: u32) -> f32 {
+    if (p.max_bias <= 0.0) {
+        return 1.0;
+    }
+    if (h < p.n_head_log2) {
+        return pow(p.m0, f32(h + 1u));
+    }
+    return pow(p.m1, f32(2u * (h - p.n_head_log2) + 1u));
+}

@@ -1,0 +1,579 @@
+// FLASH_ATTN_EXT on cooperative matrices (16x16x16, half inputs, f32
+// accumulation): same semantics, bindings and parameters as flash_attn
+// (mask, ALiBi, softcap, sinks, grouped-query K/V, every K/V type, split
+// KV), for head sizes up to 256.
+//
+// One workgroup of 4 subgroups per (block of BQ = 32 queries, head,
+// batch [x split]). Q is scaled and kept as half in workgroup memory; K
+// and V stream through one half tile of BK = 32 rows (decoded from any
+// type while loading), head dimensions zero-padded to DKP / DVP
+// (multiples of 16). Per tile:
+//   1. S = Q K^T: subgroup s computes the 16 x 16 block (queries
+//      16 * (s % 2), keys 16 * (s / 2)) and stores it to s_tile;
+//   2. softcap, mask, ALiBi and the online softmax, four invocations per
+//      query row (subgroup shuffles); P as half to p_tile; V replaces K;
+//   3. O += P V: subgroup s owns query block s % 2 and every other 16
+//      columns of DVP from s / 2, as accumulators kept in registers.
+// The accumulators cannot be scaled per row in place, so the running
+// maximum a row's exponentials use only moves when a tile's maximum
+// exceeds it by more than RESCALE_SLACK (or on the row's first key):
+// then the subgroups owning that row round-trip their accumulators
+// through o_scr to rescale them. Exponentials stay below e^RESCALE_SLACK,
+// well inside half range; O and the sum use the same maximum, so the
+// result is exact up to rounding. The end divides by the sum (and adds
+// the sink) through o_scr, or writes the unnormalised rows and their
+// (max, sum) for flash_attn_combine (SPLIT_KV).
+//
+// Bounds (built without runtime checks): every storage access is guarded
+// by the query, key and head-dimension bounds as in flash_attn; matrix
+// loads read only rows < BQ / BK and columns < DKP / DVP of tiles padded
+// past them; stores to dst go element by element under the same guards.
+//
+// Host defines: DK4, DV4 (head sizes / 4), DKP, DVP, QPITCH, KVPITCH,
+// WG_SIZE = 4 * subgroup size, O1 .. O7 for each further output block a
+// subgroup owns beyond the first (ceil(DVP / 32) in all), KV_RAW_F16 when
+// K and V are f16 with rows on 4-byte boundaries; flags as
+// flash_attn_common. EMULATE_COOPMAT replaces the matrix calls by plain
+// code with the same tile layouts (each invocation of a subgroup owning
+// fixed elements of a 16 x 16 block), so conformance checks the rest of
+// the kernel on any device with f16 and subgroups.
+
+#include "flash_attn_common"
+
+const BQ: u32 = 32u;
+const BK: u32 = 32u;
+// Subgroups per workgroup, and invocations per subgroup.
+const NSG: u32 = 4u;
+const SGS: u32 = WG_SIZE / NSG;
+// Row pitches of the score and probability tiles.
+const SPITCH: u32 = BK + 4u;
+const PPITCH: u32 = BK + 8u;
+// Output blocks of 16 columns per row block.
+const DV_BLOCKS: u32 = DVP / 16u;
+// How far a tile's maximum may exceed the one in use before it moves.
+const RESCALE_SLACK: f32 = 8.0;
+
+var<workgroup> q_tile: array<f16, BQ * QPITCH>;
+var<workgroup> kv_tile: array<f16, BK * KVPITCH>;
+var<workgroup> s_tile: array<f32, BQ * SPITCH>;
+var<workgroup> p_tile: array<f16, BQ * PPITCH>;
+// Per query row: the maximum the exponentials use, their sum, and this
+// tile's rescale factor (1 when the maximum stayed).
+var<workgroup> row_max: array<f32, BQ>;
+var<workgroup> row_sum: array<f32, BQ>;
+var<workgroup> row_alpha: array<f32, BQ>;
+// One 16 x 16 block per subgroup, row-major, for rescaling and output.
+var<workgroup> o_scr: array<f32, NSG * 256u>;
+
+// Position (row, column) in a 16 x 16 block of element u of invocation
+// `lane` when a block round-trips through o_scr (row-major there).
+fn block_pos(lane: u32, u: u32) -> vec2<u32> {
+    let idx = lane + SGS * u;
+#ifdef EMULATE_COOPMAT
+    // The emulated accumulators own elements column by column.
+    return vec2<u32>(idx % 16u, idx / 16u);
+#else
+    return vec2<u32>(idx / 16u, idx % 16u);
+#endif
+}
+
+#ifdef EMULATE_COOPMAT
+// Elements of a 16 x 16 block per invocation.
+const EPL: u32 = 256u / SGS;
+alias Acc = array<f32, EPL>;
+
+fn acc_zero() -> Acc {
+    return Acc();
+}
+
+// c + Q K^T for the block whose Q rows start at q_tile[a_at] and K rows
+// at kv_tile[b_at] (K-contiguous), 16 along the head dimension.
+fn qk_step(c_in: Acc, lane: u32, a_at: u32, b_at: u32) -> Acc {
+    var c = c_in;
+    for (var u = 0u; u < EPL; u++) {
+        let at = block_pos(lane, u);
+        var s = 0.0;
+        for (var k = 0u; k < 16u; k++) {
+            s += f32(q_tile[a_at + at.x * QPITCH + k]) * f32(kv_tile[b_at + at.y * KVPITCH + k]);
+        }
+        c[u] += s;
+    }
+    return c;
+}
+
+// c + P V for P rows at p_tile[a_at] and V rows (keys) at kv_tile[b_at].
+fn pv_step(c_in: Acc, lane: u32, a_at: u32, b_at: u32) -> Acc {
+    var c = c_in;
+    for (var u = 0u; u < EPL; u++) {
+        let at = block_pos(lane, u);
+        var s = 0.0;
+        for (var k = 0u; k < 16u; k++) {
+            s += f32(p_tile[a_at + at.x * PPITCH + k]) * f32(kv_tile[b_at + k * KVPITCH + at.y]);
+        }
+        c[u] += s;
+    }
+    return c;
+}
+
+// Stores a score block row-major at s_tile[at].
+fn store_scores(c: Acc, lane: u32, at: u32) {
+    for (var u = 0u; u < EPL; u++) {
+        let e = block_pos(lane, u);
+        s_tile[at + e.x * SPITCH + e.y] = c[u];
+    }
+}
+
+// Copies a block to this subgroup's o_scr block (each invocation its own
+// elements, so no barrier is needed).
+fn spill(c: Acc, lane: u32, sg: u32) {
+    for (var u = 0u; u < EPL; u++) {
+        let e = block_pos(lane, u);
+        o_scr[sg * 256u + e.x * 16u + e.y] = c[u];
+    }
+}
+
+fn unspill(lane: u32, sg: u32) -> Acc {
+    var c: Acc;
+    for (var u = 0u; u < EPL; u++) {
+        let e = block_pos(lane, u);
+        c[u] = o_scr[sg * 256u + e.x * 16u + e.y];
+    }
+    return c;
+}
+#else
+alias Acc = coop_mat16x16<f32, C>;
+
+fn acc_zero() -> Acc {
+    return coop_mat16x16<f32, C>();
+}
+
+fn qk_step(c: Acc, lane: u32, a_at: u32, b_at: u32) -> Acc {
+    let a = coopLoadT<coop_mat16x16<f16, A>>(&q_tile[a_at], QPITCH);
+    let b = coopLoad<coop_mat16x16<f16, B>>(&kv_tile[b_at], KVPITCH);
+    return coopMultiplyAdd(a, b, c);
+}
+
+fn pv_step(c: Acc, lane: u32, a_at: u32, b_at: u32) -> Acc {
+    let a = coopLoadT<coop_mat16x16<f16, A>>(&p_tile[a_at], PPITCH);
+    let b = coopLoadT<coop_mat16x16<f16, B>>(&kv_tile[b_at], KVPITCH);
+    return coopMultiplyAdd(a, b, c);
+}
+
+fn store_scores(c: Acc, lane: u32, at: u32) {
+    coopStoreT(c, &s_tile[at], SPITCH);
+}
+
+// Stores a block to this subgroup's o_scr block, visible to the whole
+// subgroup afterwards.
+fn spill(c: Acc, lane: u32, sg: u32) {
+    let at = sg * 256u;
+    coopStoreT(c, &o_scr[at], 16u);
+    subgroupBarrier();
+}
+
+fn unspill(lane: u32, sg: u32) -> Acc {
+    subgroupBarrier();
+    let at = sg * 256u;
+    return coopLoadT<coop_mat16x16<f32, C>>(&o_scr[at], 16u);
+}
+#endif
+
+// Accumulator block o (query block rb) times each row's factor in `f`.
+fn scale_rows(o: Acc, lane: u32, sg: u32, rb: u32) -> Acc {
+    spill(o, lane, sg);
+    for (var u = 0u; u < 256u / SGS; u++) {
+        let e = block_pos(lane, u);
+        o_scr[sg * 256u + e.x * 16u + e.y] *= row_alpha[rb * 16u + e.x];
+    }
+    return unspill(lane, sg);
+}
+
+// Column of output block f of subgroup sg (DVP or more: none).
+fn out_col(sg: u32, f: u32) -> u32 {
+    return 16u * (sg / 2u + 2u * f);
+}
+
+// o + P V for output block (rows rb, column col) over the tile's keys.
+fn pv_block(o: Acc, lane: u32, rb: u32, col: u32) -> Acc {
+    if (col >= DVP) {
+        return o;
+    }
+    var c = o;
+    for (var kk = 0u; kk < BK; kk += 16u) {
+        c = pv_step(c, lane, rb * 16u * PPITCH + kk, kk * KVPITCH + col);
+    }
+    return c;
+}
+
+// Writes output block (rows rb, column col), each row times its
+// row_alpha: to dst, or unnormalised to the split-KV scratch.
+fn write_block(o: Acc, lane: u32, sg: u32, rb: u32, col: u32, q0: u32, h: u32, b: u32, split: u32) {
+    if (col >= DVP) {
+        return;
+    }
+    spill(o, lane, sg);
+    for (var u = 0u; u < 256u / SGS; u++) {
+        let e = block_pos(lane, u);
+        let iq = q0 + rb * 16u + e.x;
+        let d = col + e.y;
+        if (iq >= p.n_q || d >= DV4 * 4u) {
+            continue;
+        }
+        let v = o_scr[sg * 256u + e.x * 16u + e.y] * row_alpha[rb * 16u + e.x];
+#ifdef SPLIT_KV
+        dbuf[(split * p.n_rows + (b * p.n_q + iq) * p.n_head + h) * (DV4 * 4u) + d] = v;
+#else
+        dbuf[p.d_off + h * p.d_s1 + iq * p.d_s2 + b * p.d_s3 + d * p.d_s0] = v;
+#endif
+    }
+    // o_scr is reused by the next block.
+#ifndef EMULATE_COOPMAT
+    subgroupBarrier();
+#endif
+}
+
+// Element runs of 4 one invocation moves per K or V tile.
+const KV_LOADS: u32 = (BK * (max(DKP, DVP) / 4u) + WG_SIZE - 1u) / WG_SIZE;
+
+#ifdef KV_RAW_F16
+// f16 K and V with 4-aligned rows: runs travel as their two raw words,
+// fetched without branches (out-of-range runs read word 0 and are
+// dropped), so an invocation's loads are all in flight at once and only
+// converted when stored.
+alias KvRun = vec2<u32>;
+
+fn fetch_kv(which: u32, i: u32, t: u32, kv0: u32, kv_end: u32, head: u32) -> KvRun {
+    let d4p = select(u32(DKP), u32(DVP), which == 1u) / 4u;
+    let d4 = select(u32(DK4), u32(DV4), which == 1u);
+    let nb1 = select(p.k_nb1, p.v_nb1, which == 1u);
+    let u = t + i * WG_SIZE;
+    let j = u / d4p;
+    let e4 = u % d4p;
+    let ok = j < BK && kv0 + j < kv_end && e4 < d4;
+    let w = select(0u, ((head + (kv0 + j) * nb1) >> 2u) + 2u * e4, ok);
+    var v: vec2<u32>;
+    if (which == 0u) {
+        v = vec2<u32>(kbuf[w], kbuf[w + 1u]);
+    } else {
+        v = vec2<u32>(vbuf[w], vbuf[w + 1u]);
+    }
+    return select(vec2<u32>(0u), v, ok);
+}
+
+fn run_half(v: KvRun) -> vec4<f16> {
+    return vec4<f16>(vec4<f32>(unpack2x16float(v.x), unpack2x16float(v.y)));
+}
+#else
+alias KvRun = vec4<f16>;
+
+// Run i of invocation t of the K (which = 0) or V tile starting at key
+// kv0 of the head at byte `head`, as half; zero past the keys and the
+// head size.
+fn fetch_kv(which: u32, i: u32, t: u32, kv0: u32, kv_end: u32, head: u32) -> KvRun {
+    let d4p = select(u32(DKP), u32(DVP), which == 1u) / 4u;
+    let d4 = select(u32(DK4), u32(DV4), which == 1u);
+    let u = t + i * WG_SIZE;
+    let j = u / d4p;
+    let e4 = u % d4p;
+    if (j < BK && kv0 + j < kv_end && e4 < d4) {
+        if (which == 0u) {
+            return vec4<f16>(load4(0u, K_KIND, head + (kv0 + j) * p.k_nb1, e4 * 4u));
+        }
+        return vec4<f16>(load4(1u, V_KIND, head + (kv0 + j) * p.v_nb1, e4 * 4u));
+    }
+    return vec4<f16>(0.0);
+}
+
+fn run_half(v: KvRun) -> vec4<f16> {
+    return v;
+}
+#endif
+
+// Stores run i of invocation t (from fetch_kv) to kv_tile.
+fn store_kv(which: u32, i: u32, t: u32, run: KvRun) {
+    let v = run_half(run);
+    let d4p = select(u32(DKP), u32(DVP), which == 1u) / 4u;
+    let u = t + i * WG_SIZE;
+    let j = u / d4p;
+    if (j < BK) {
+        let at = j * KVPITCH + (u % d4p) * 4u;
+        kv_tile[at] = v.x;
+        kv_tile[at + 1u] = v.y;
+        kv_tile[at + 2u] = v.z;
+        kv_tile[at + 3u] = v.w;
+    }
+}
+
+@compute @workgroup_size(WG_SIZE)
+fn main(@builtin(workgroup_id) wid: vec3<u32>,
+        @builtin(local_invocation_index) t: u32,
+        @builtin(subgroup_id) real_sg: u32,
+        @builtin(subgroup_invocation_id) real_lane: u32,
+        @builtin(subgroup_size) real_sgs: u32) {
+    let q0 = wid.x * BQ;
+    let h = wid.y;
+    let b = wid.z / p.n_split;
+    let split = wid.z % p.n_split;
+    let kv_begin = split * p.chunk;
+    let kv_end = min(p.n_kv, kv_begin + p.chunk);
+    let k_head = p.k_off + (h / p.rk2) * p.k_nb2 + (b / p.rk3) * p.k_nb3;
+    let v_head = p.v_off + (h / p.rk2) * p.v_nb2 + (b / p.rk3) * p.v_nb3;
+    let slope = alibi_slope(h);
+
+    // The (virtual, when emulated) subgroup doing the matrix work.
+#ifdef EMULATE_COOPMAT
+    let sg = t / SGS;
+    let lane = t % SGS;
+#else
+    let sg = real_sg;
+    let lane = real_lane;
+#endif
+    // Softmax: four neighbouring invocations of a real subgroup per row.
+    let st = real_sg * real_sgs + real_lane;
+    let r = st / 4u;
+    let part = st % 4u;
+
+    // Q tile, pre-scaled, zero past n_q and DK.
+    for (var u = t; u < BQ * (DKP / 4u); u += WG_SIZE) {
+        let i = u / (DKP / 4u);
+        let e = (u % (DKP / 4u)) * 4u;
+        let iq = q0 + i;
+        var v = vec4<f32>(0.0);
+        if (iq < p.n_q && e < DK4 * 4u) {
+            let at = p.q_off + e * p.q_s0 + iq * p.q_s1 + h * p.q_s2 + b * p.q_s3;
+            v = vec4<f32>(qbuf[at], qbuf[at + p.q_s0], qbuf[at + 2u * p.q_s0], qbuf[at + 3u * p.q_s0]);
+        }
+        let q = vec4<f16>(v * p.q_scale);
+        let at = i * QPITCH + e;
+        q_tile[at] = q.x;
+        q_tile[at + 1u] = q.y;
+        q_tile[at + 2u] = q.z;
+        q_tile[at + 3u] = q.w;
+    }
+    if (t < BQ) {
+        row_max[t] = NEG_INF;
+        row_sum[t] = 0.0;
+    }
+
+    // This subgroup's blocks: scores (rb_s, kb_s); outputs rows rb_o,
+    // columns 16 * (sg / 2 + 2 * f).
+    let rb_s = sg % 2u;
+    let kb_s = sg / 2u;
+    let rb_o = sg % 2u;
+    var o0 = acc_zero();
+#ifdef O1
+    var o1 = acc_zero();
+#endif
+#ifdef O2
+    var o2 = acc_zero();
+#endif
+#ifdef O3
+    var o3 = acc_zero();
+#endif
+#ifdef O4
+    var o4 = acc_zero();
+#endif
+#ifdef O5
+    var o5 = acc_zero();
+#endif
+#ifdef O6
+    var o6 = acc_zero();
+#endif
+#ifdef O7
+    var o7 = acc_zero();
+#endif
+
+    // K/V tiles are fetched into registers one phase ahead: the first K
+    // now; each tile's V during its scores, the next K during its softmax
+    // and P V. The mask values of a tile load during its scores too.
+    var kv_in: array<KvRun, KV_LOADS>;
+    for (var i = 0u; i < KV_LOADS; i++) {
+        kv_in[i] = fetch_kv(0u, i, t, kv_begin, kv_end, k_head);
+    }
+    for (var kv0 = kv_begin; kv0 < kv_end; kv0 += BK) {
+        // The previous tile's P V is done with kv_tile and p_tile.
+        workgroupBarrier();
+        for (var i = 0u; i < KV_LOADS; i++) {
+            store_kv(0u, i, t, kv_in[i]);
+        }
+        workgroupBarrier();
+        for (var i = 0u; i < KV_LOADS; i++) {
+            kv_in[i] = fetch_kv(1u, i, t, kv0, kv_end, v_head);
+        }
+        var x: array<f32, 8>;
+        for (var c = 0u; c < 8u; c++) {
+            let j = part + 4u * c;
+            x[c] = 0.0;
+            if (kv0 + j >= kv_end) {
+                x[c] = NEG_INF;
+            }
+#ifdef HAS_MASK
+            else if (q0 + r < p.n_q) {
+                x[c] = slope * mask_at(q0 + r, kv0 + j, h, b);
+            }
+#endif
+        }
+
+        // 1. Scores.
+        var s = acc_zero();
+        for (var e = 0u; e < DKP; e += 16u) {
+            s = qk_step(s, lane, rb_s * 16u * QPITCH + e, kb_s * 16u * KVPITCH + e);
+        }
+        store_scores(s, lane, rb_s * 16u * SPITCH + kb_s * 16u);
+        workgroupBarrier();
+
+        // V tile into the same memory (scores are read from s_tile now),
+        // then the next K into registers.
+        for (var i = 0u; i < KV_LOADS; i++) {
+            store_kv(1u, i, t, kv_in[i]);
+        }
+        if (kv0 + BK < kv_end) {
+            for (var i = 0u; i < KV_LOADS; i++) {
+                kv_in[i] = fetch_kv(0u, i, t, kv0 + BK, kv_end, k_head);
+            }
+        }
+
+        // 2. Online softmax: row r, keys part, part + 4, ...
+        var m_tile = NEG_INF;
+        for (var c = 0u; c < 8u; c++) {
+            var v = s_tile[r * SPITCH + part + 4u * c];
+            if (p.softcap != 0.0) {
+                v = p.softcap * tanh(clamp(v, -15.0, 15.0));
+            }
+            // x holds -inf past the keys, else the mask term.
+            v = select(v + x[c], NEG_INF, x[c] == NEG_INF);
+            x[c] = v;
+            m_tile = max(m_tile, v);
+        }
+        m_tile = max(m_tile, subgroupShuffleXor(m_tile, 1u));
+        m_tile = max(m_tile, subgroupShuffleXor(m_tile, 2u));
+        let m_old = row_max[r];
+        var m = m_old;
+        var alpha = 1.0;
+        if (m_tile > m_old + RESCALE_SLACK || (m_old == NEG_INF && m_tile > NEG_INF)) {
+            m = m_tile;
+            alpha = exp(m_old - m);
+        }
+        var sum = 0.0;
+        for (var c = 0u; c < 8u; c++) {
+            var pj = 0.0;
+            if (m > NEG_INF) {
+                pj = exp(x[c] - m);
+            }
+            let ph = f16(pj);
+            p_tile[r * PPITCH + part + 4u * c] = ph;
+            sum += f32(ph);
+        }
+        sum += subgroupShuffleXor(sum, 1u);
+        sum += subgroupShuffleXor(sum, 2u);
+        if (part == 0u) {
+            row_max[r] = m;
+            row_sum[r] = row_sum[r] * alpha + sum;
+            row_alpha[r] = alpha;
+        }
+        workgroupBarrier();
+
+        // 3. O = O * alpha + P V, the round trip only when a row moved.
+        var moved = false;
+        for (var i = 0u; i < 16u; i++) {
+            moved = moved || row_alpha[rb_o * 16u + i] != 1.0;
+        }
+        if (moved) {
+            o0 = scale_rows(o0, lane, sg, rb_o);
+#ifdef O1
+            o1 = scale_rows(o1, lane, sg, rb_o);
+#endif
+#ifdef O2
+            o2 = scale_rows(o2, lane, sg, rb_o);
+#endif
+#ifdef O3
+            o3 = scale_rows(o3, lane, sg, rb_o);
+#endif
+#ifdef O4
+            o4 = scale_rows(o4, lane, sg, rb_o);
+#endif
+#ifdef O5
+            o5 = scale_rows(o5, lane, sg, rb_o);
+#endif
+#ifdef O6
+            o6 = scale_rows(o6, lane, sg, rb_o);
+#endif
+#ifdef O7
+            o7 = scale_rows(o7, lane, sg, rb_o);
+#endif
+        }
+        o0 = pv_block(o0, lane, rb_o, out_col(sg, 0u));
+#ifdef O1
+        o1 = pv_block(o1, lane, rb_o, out_col(sg, 1u));
+#endif
+#ifdef O2
+        o2 = pv_block(o2, lane, rb_o, out_col(sg, 2u));
+#endif
+#ifdef O3
+        o3 = pv_block(o3, lane, rb_o, out_col(sg, 3u));
+#endif
+#ifdef O4
+        o4 = pv_block(o4, lane, rb_o, out_col(sg, 4u));
+#endif
+#ifdef O5
+        o5 = pv_block(o5, lane, rb_o, out_col(sg, 5u));
+#endif
+#ifdef O6
+        o6 = pv_block(o6, lane, rb_o, out_col(sg, 6u));
+#endif
+#ifdef O7
+        o7 = pv_block(o7, lane, rb_o, out_col(sg, 7u));
+#endif
+    }
+
+    workgroupBarrier();
+#ifdef SPLIT_KV
+    // Unnormalised rows and their (max, sum) for flash_attn_combine.
+    if (t < BQ && q0 + t < p.n_q) {
+        let ml = p.ml_off + (split * p.n_rows + (b * p.n_q + q0 + t) * p.n_head + h) * 2u;
+        dbuf[ml] = row_max[t];
+        dbuf[ml + 1u] = row_sum[t];
+    }
+    if (t < BQ) {
+        row_alpha[t] = 1.0;
+    }
+#else
+    // Sinks join the denominator; then 1 / sum (0 for an empty row).
+    if (t < BQ) {
+        let m = row_max[t];
+        var l = row_sum[t];
+        var alpha = 1.0;
+#ifdef HAS_SINKS
+        let sink = sbuf[p.s_off + h * p.s_s0];
+        let m_new = max(m, sink);
+        alpha = exp(m - m_new);
+        l = l * alpha + exp(sink - m_new);
+#endif
+        row_alpha[t] = select(0.0, alpha / l, l > 0.0);
+    }
+#endif
+    workgroupBarrier();
+
+    write_block(o0, lane, sg, rb_o, out_col(sg, 0u), q0, h, b, split);
+#ifdef O1
+    write_block(o1, lane, sg, rb_o, out_col(sg, 1u), q0, h, b, split);
+#endif
+#ifdef O2
+    write_block(o2, lane, sg, rb_o, out_col(sg, 2u), q0, h, b, split);
+#endif
+#ifdef O3
+    write_block(o3, lane, sg, rb_o, out_col(sg, 3u), q0, h, b, split);
+#endif
+#ifdef O4
+    write_block(o4, lane, sg, rb_o, out_col(sg, 4u), q0, h, b, split);
+#endif
+#ifdef O5
+    write_block(o5, lane, sg, rb_o, out_col(sg, 5u), q0, h, b, split);
+#endif
+#ifdef O6
+    write_block(o6, lane, sg, rb_o, out_col(sg, 6u), q0, h, b, split);
+#endif
+#ifdef O7
+    write_block(o7, lane, sg, rb_o, out_col(sg, 7u), q0, h, b, split);
+#endif
+}
