@@ -191,9 +191,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 #ifdef SPLIT_KV
     // Unnormalised rows and their (max, sum) for flash_attn_combine.
     if (t < BQ && q0 + t < p.n_q) {
-        let ml = p.ml_off + (split * p.n_rows + (b * p.n_q + q0 + t) * p.n_head + h) * 2u;
-        dbuf[ml] = row_max[t];
-        dbuf[ml + 1u] = row_sum[t];
+        store_row_stats(split, b, q0 + t, h, row_max[t], row_sum[t]);
     }
     for (var a = 0u; a < OQ; a++) {
         let iq = q0 + oq + a * OQT;
@@ -214,18 +212,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         }
     }
 #else
-    // Sinks join the denominator; then 1 / sum (0 for an empty row).
     if (t < BQ) {
-        let m = row_max[t];
-        var l = row_sum[t];
-        var alpha = 1.0;
-#ifdef HAS_SINKS
-        let sink = sbuf[p.s_off + h * p.s_s0];
-        let m_new = max(m, sink);
-        alpha = exp(m - m_new);
-        l = l * alpha + exp(sink - m_new);
-#endif
-        row_alpha[t] = select(0.0, alpha / l, l > 0.0);
+        row_alpha[t] = row_factor(row_max[t], row_sum[t], h);
     }
     workgroupBarrier();
 

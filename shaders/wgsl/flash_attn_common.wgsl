@@ -204,3 +204,27 @@ fn alibi_slope(h: u32) -> f32 {
     }
     return pow(p.m1, f32(2u * (h - p.n_head_log2) + 1u));
 }
+
+#ifdef SPLIT_KV
+// Stores the (max, sum) pair of query row iq, head h, batch b of this
+// split, for flash_attn_combine.
+fn store_row_stats(split: u32, b: u32, iq: u32, h: u32, m: f32, l: f32) {
+    let ml = p.ml_off + (split * p.n_rows + (b * p.n_q + iq) * p.n_head + h) * 2u;
+    dbuf[ml] = m;
+    dbuf[ml + 1u] = l;
+}
+#else
+// The factor a finished row (maximum m, sum l) of head h is multiplied
+// by: the sink joins the denominator, then 1 / sum (0 for an empty row).
+fn row_factor(m: f32, l_in: f32, h: u32) -> f32 {
+    var l = l_in;
+    var alpha = 1.0;
+#ifdef HAS_SINKS
+    let sink = sbuf[p.s_off + h * p.s_s0];
+    let m_new = max(m, sink);
+    alpha = exp(m - m_new);
+    l = l * alpha + exp(sink - m_new);
+#endif
+    return select(0.0, alpha / l, l > 0.0);
+}
+#endif
