@@ -12,6 +12,7 @@ mod attention;
 mod conv;
 mod elementwise;
 mod layout;
+mod layout_later;
 mod matmul;
 mod misc;
 mod norm_attn;
