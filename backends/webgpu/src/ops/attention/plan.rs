@@ -248,11 +248,9 @@ impl Kernel {
 
     /// The pipeline key for head sizes `dk`, `dv` and K/V types `tk`, `tv`.
     pub(super) fn key(&self, dk: u32, dv: u32, tk: DType, tv: DType) -> PipelineKey {
-        let Kernel::CoopMat { emulated, wg } = *self else {
-            let Kernel::Plain(pl) = self else {
-                unreachable!()
-            };
-            return kernel_key(pl, dk, dv, tk, tv);
+        let (emulated, wg) = match *self {
+            Kernel::Plain(pl) => return kernel_key(&pl, dk, dv, tk, tv),
+            Kernel::CoopMat { emulated, wg } => (emulated, wg),
         };
         let (dkp, dvp) = (dk.next_multiple_of(16), dv.next_multiple_of(16));
         let mut key = PipelineKey::new("flash_attn_coopmat", "")
