@@ -1,29 +1,34 @@
 // MUL_MAT on cooperative matrices (16x16x16, half inputs, f32
 // accumulation). x arrives as half rows (X_F16, converted by the host) or
-// f32. Each workgroup computes a 128 x 128 block of dst (rows m,
-// columns n) of one batch with 16 subgroups, each a 32 x 32 sub-block of
-// 2 x 2 matrices. Per step of 64 along K, the weights (dequantized or
-// converted while loading) and x are staged through
-// workgroup memory as half, K-contiguous, rows padded to 72 halves:
-// the weights read with coopLoadT (row-major A, m x k), x with coopLoad
-// (column-major B, k x n). The next step's tiles are fetched into
-// registers while the current one multiplies. The result goes straight to
-// dst with coopStore (column-major: dst rows are m-contiguous), only for
-// 16 x 16 blocks inside rows 0..m_full and columns 0..n_full (multiples of
-// 16); the host computes the rest with mul_mat_tiled.
+// f32. Each workgroup computes a 128 x 128 block of dst (rows m, columns
+// n) of one batch with 16 subgroups, each a 32 x 32 sub-block of 2 x 2
+// matrices in named accumulators (an array of cooperative matrices need
+// not stay in registers). (Measured on an H200 at 4096 x 512 x 14336:
+// 128 x 64 blocks, or 8 subgroups of 64 x 32, ran 1.4-2x slower.) Per
+// step of 64 along K, the
+// weights (dequantized or converted while loading) and x are staged
+// through workgroup memory as half, K-contiguous, in vec4 units (one
+// store per run of 4), rows padded to 72 halves: the weights read with
+// coopLoadT (row-major A, m x k), x with coopLoad (column-major B,
+// k x n); the matrix calls take offsets and strides in vec4s. The next
+// step's tiles are fetched into registers while the current one
+// multiplies. The result goes straight to dst with coopStore
+// (column-major: dst rows are m-contiguous), only for 16 x 16 blocks
+// inside rows 0..m_full and columns 0..n_full (multiples of 16); the
+// host computes the rest with mul_mat_tiled.
 //
 // Bounds (the host builds this kernel without runtime checks): every
 // storage read is guarded by m < M, n < N and k < K, which keeps it inside
 // the tensors (x rows hold K rounded up to 4 floats; weight runs never
 // cross their row); every dst store is a whole 16 x 16 block inside
 // m_full x n_full; workgroup indices are bounded by the tile shapes
-// (row < 128, k < 64, 16 * 7 + 16 <= 128).
+// (row < 128, vec4 < 16, 16 * 7 + 16 <= 128).
 //
 // Needs WG_SIZE = 16 subgroups (subgroup_id 0..15). EMULATE_COOPMAT
 // replaces the cooperative-matrix calls by plain code with the same
-// layouts (any WG_SIZE dividing 2048), so conformance can check the rest
-// of the kernel on devices without them. Layouts of x, dst and the
-// weights as in mul_mat_vec.
+// layouts (any WG_SIZE dividing 2048), so
+// conformance can check the rest of the kernel on devices without them.
+// Layouts of x, dst and the weights as in mul_mat_vec.
 
 #include "mul_mat_common"
 
@@ -51,14 +56,14 @@ struct Params {
 const BM: u32 = 128u;
 const BN: u32 = 128u;
 const BK: u32 = 64u;
-// Row pitch of the tiles in halves: BK plus 8 of padding.
-const PITCH: u32 = 72u;
+// Row pitch of the tiles in vec4s of halves: BK plus 8 halves of padding.
+const PITCH: u32 = 18u;
 const RUNS_PER_ROW: u32 = BK / 4u;
 // Runs of 4 of each tile per invocation (WG_SIZE divides 128 * 16).
 const RUNS_PER_THREAD: u32 = BM * RUNS_PER_ROW / WG_SIZE;
 
-var<workgroup> a_tile: array<f16, BM * PITCH>;
-var<workgroup> b_tile: array<f16, BN * PITCH>;
+var<workgroup> a_tile: array<vec4<f16>, BM * PITCH>;
+var<workgroup> b_tile: array<vec4<f16>, BN * PITCH>;
 
 // Weights k0 + 4 * (i % 16) .. +3 of tile row i / 16, zero outside M x K.
 fn fetch_a(w_base: u32, m0: u32, k0: u32, i: u32) -> vec4<f16> {
@@ -84,28 +89,19 @@ fn fetch_b(x_base: u32, n0: u32, k0: u32, i: u32) -> vec4<f16> {
     return vec4<f16>(0.0);
 }
 
-// Index in a tile of run i: row i / 16, k 4 * (i % 16).
+// Index in a tile of run i: row i / 16, vec4 i % 16.
 fn tile_at(i: u32) -> u32 {
-    return (i / RUNS_PER_ROW) * PITCH + 4u * (i % RUNS_PER_ROW);
+    return (i / RUNS_PER_ROW) * PITCH + i % RUNS_PER_ROW;
 }
 
 #ifdef EMULATE_COOPMAT
 // Plain-code stand-in for the cooperative-matrix calls, for devices
-// without them (tests): the same tile layout and the same base offsets,
-// read with the layouts the real calls use (coopLoadT row-major,
-// coopLoad and coopStore column-major). Invocation t owns the elements
-// t, t + WG_SIZE, ... of the 128 x 128 block (m fastest).
+// without them (tests): the same tile layout and the same 16 x 16 block
+// origins, read with the layouts the real calls use (coopLoadT
+// row-major, coopLoad and coopStore column-major). Invocation t owns the
+// elements t, t + WG_SIZE, ... of the BM x BN block (m fastest).
 const OUT_PER_THREAD: u32 = BM * BN / WG_SIZE;
 
-// Tile offsets of the A and B matrices and the dst offset of output
-// element (ml, nl) of the block: (a_base, b_base, i, j) as the subgroup
-// owning it passes them to coopLoadT / coopLoad.
-fn emulated_bases(ml: u32, nl: u32) -> vec4<u32> {
-    let sg = ml / 32u + 4u * (nl / 32u);
-    let sm = 32u * (sg % 4u) + 16u * ((ml % 32u) / 16u);
-    let sn = 32u * (sg / 4u) + 16u * ((nl % 32u) / 16u);
-    return vec4<u32>(sm * PITCH, sn * PITCH, ml % 16u, nl % 16u);
-}
 #endif
 
 @compute @workgroup_size(WG_SIZE)
@@ -125,7 +121,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 #ifdef EMULATE_COOPMAT
     var acc: array<f32, OUT_PER_THREAD>;
 #else
-    // This subgroup's 32 x 32 sub-block.
+    // This subgroup's 32 x 32 sub-block: matrices c<i><j> at rows
+    // sm + 16 i, columns sn + 16 j.
     let sm = 32u * (sg % 4u);
     let sn = 32u * (sg / 4u);
     var c00 = coop_mat16x16<f32, C>();
@@ -144,16 +141,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     for (var k0 = 0u; k0 < p.k; k0 += BK) {
         for (var r = 0u; r < RUNS_PER_THREAD; r++) {
             let at = tile_at(lid + r * WG_SIZE);
-            let a = a_next[r];
-            let b = b_next[r];
-            a_tile[at] = a.x;
-            a_tile[at + 1u] = a.y;
-            a_tile[at + 2u] = a.z;
-            a_tile[at + 3u] = a.w;
-            b_tile[at] = b.x;
-            b_tile[at + 1u] = b.y;
-            b_tile[at + 2u] = b.z;
-            b_tile[at + 3u] = b.w;
+            a_tile[at] = a_next[r];
+            b_tile[at] = b_next[r];
         }
         workgroupBarrier();
         let k1 = k0 + BK;
@@ -166,18 +155,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 #ifdef EMULATE_COOPMAT
         for (var o = 0u; o < OUT_PER_THREAD; o++) {
             let e = lid + o * WG_SIZE;
-            let at = emulated_bases(e % BM, e / BM);
+            let ml = e % BM;
+            let nl = e / BM;
             var sum = 0.0;
-            for (var kk = 0u; kk < BK; kk += 16u) {
-                for (var j = 0u; j < 16u; j++) {
-                    // A(i, j) row-major at a_base + kk; B(j, n) column-major at b_base + kk.
-                    sum += f32(a_tile[at.x + kk + at.z * PITCH + j]) * f32(b_tile[at.y + kk + at.w * PITCH + j]);
-                }
+            for (var j = 0u; j < RUNS_PER_ROW; j++) {
+                sum += dot(vec4<f32>(a_tile[ml * PITCH + j]), vec4<f32>(b_tile[nl * PITCH + j]));
             }
             acc[o] += sum;
         }
 #else
-        for (var kk = 0u; kk < BK; kk += 16u) {
+        for (var kk = 0u; kk < BK / 4u; kk += 4u) {
             let a0 = coopLoadT<coop_mat16x16<f16, A>>(&a_tile[sm * PITCH + kk], PITCH);
             let a1 = coopLoadT<coop_mat16x16<f16, A>>(&a_tile[(sm + 16u) * PITCH + kk], PITCH);
             let b0 = coopLoad<coop_mat16x16<f16, B>>(&b_tile[sn * PITCH + kk], PITCH);
@@ -192,16 +179,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     }
 
 #ifdef EMULATE_COOPMAT
-    // coopStore column-major: C(i, j) of the block at dst row m, column n
-    // goes to dst[d_base + n * d_s1 + m]; only whole blocks inside
-    // m_full x n_full are stored.
+    // coopStore column-major: C(i, j) of the 16 x 16 block at dst row m,
+    // column n goes to dst[d_base + (n + j) * d_s1 + m + i]; only whole
+    // blocks inside m_full x n_full are stored.
     for (var o = 0u; o < OUT_PER_THREAD; o++) {
         let e = lid + o * WG_SIZE;
-        let at = emulated_bases(e % BM, e / BM);
-        let m_blk = m0 + at.x / PITCH;
-        let n_blk = n0 + at.y / PITCH;
+        let ml = e % BM;
+        let nl = e / BM;
+        let m_blk = m0 + ml - ml % 16u;
+        let n_blk = n0 + nl - nl % 16u;
         if (m_blk + 16u <= p.m_full && n_blk + 16u <= p.n_full) {
-            dst[d_base + n_blk * p.d_s1 + m_blk + at.w * p.d_s1 + at.z] = acc[o];
+            dst[d_base + (n0 + nl) * p.d_s1 + m0 + ml] = acc[o];
         }
     }
 }
@@ -209,33 +197,28 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     // Arguments of coopStore go through `let`s: naga 30 does not emit
     // expressions built inside its argument list before the store.
     let stride = p.d_s1;
-    let m_a = m0 + sm;
-    let m_b = m_a + 16u;
     let n_a = n0 + sn;
     let n_b = n_a + 16u;
-    let rows_a = m_a + 16u <= p.m_full;
-    let rows_b = m_b + 16u <= p.m_full;
     let cols_a = n_a + 16u <= p.n_full;
     let cols_b = n_b + 16u <= p.n_full;
-    if (rows_a && cols_a) {
-        let c = c00;
-        let at = d_base + n_a * stride + m_a;
-        coopStore(c, &dst[at], stride);
+    store_pair(c00, c01, d_base, m0 + sm, n_a, n_b, cols_a, cols_b, stride);
+    store_pair(c10, c11, d_base, m0 + sm + 16u, n_a, n_b, cols_a, cols_b, stride);
+}
+
+// Stores the two 16 x 16 blocks of rows m.. (columns n_a.. and n_b..)
+// that lie inside m_full x n_full.
+fn store_pair(ca: coop_mat16x16<f32, C>, cb: coop_mat16x16<f32, C>, d_base: u32, m: u32,
+              n_a: u32, n_b: u32, cols_a: bool, cols_b: bool, stride: u32) {
+    if (m + 16u > p.m_full) {
+        return;
     }
-    if (rows_a && cols_b) {
-        let c = c01;
-        let at = d_base + n_b * stride + m_a;
-        coopStore(c, &dst[at], stride);
+    if (cols_a) {
+        let at = d_base + n_a * stride + m;
+        coopStore(ca, &dst[at], stride);
     }
-    if (rows_b && cols_a) {
-        let c = c10;
-        let at = d_base + n_a * stride + m_b;
-        coopStore(c, &dst[at], stride);
-    }
-    if (rows_b && cols_b) {
-        let c = c11;
-        let at = d_base + n_b * stride + m_b;
-        coopStore(c, &dst[at], stride);
+    if (cols_b) {
+        let at = d_base + n_b * stride + m;
+        coopStore(cb, &dst[at], stride);
     }
 }
 #endif

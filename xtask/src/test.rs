@@ -71,6 +71,27 @@ pub fn run() -> Result<(), String> {
         &args,
         &[("BACKPLANE_WEBGPU_FLASH_ATTN", "coopmat-emulated")],
     )?;
+    // Likewise the cooperative-matrix MUL_MAT kernel: its emulation, with
+    // the weights converted to half rows first (as on GPUs for wide
+    // products), over the sampled cases with at least 16 columns (192
+    // cases, about 15 s): every weight type, edges, batches, broadcasts.
+    eprintln!("xtask test: conformance, emulated cooperative-matrix MUL_MAT");
+    let args = [
+        "test",
+        "--backend",
+        "webgpu",
+        "--op",
+        "MUL_MAT",
+        "--tier",
+        "sampled",
+        "--case",
+        r"n=(1[6-9]|[2-9][0-9]|[1-9][0-9][0-9]+),",
+    ]
+    .map(String::from);
+    conformance(
+        &args,
+        &[("BACKPLANE_WEBGPU_MATMUL", "coopmat-emulated,dequant")],
+    )?;
     eprintln!("xtask test: all steps passed");
     Ok(())
 }

@@ -109,7 +109,8 @@ pub struct Encoder<'a> {
     batch: Vec<Recorded>,
     params: Vec<u8>,
     param_buf: Option<wgpu::Buffer>,
-    /// Index of the node being encoded (for error flags).
+    /// Index of the node being encoded (for error flags; set by
+    /// [`Encoder::begin_node`]).
     pub node: usize,
     error_flag_used: bool,
     kernels: u64,
@@ -180,7 +181,15 @@ impl<'a> Encoder<'a> {
         })
     }
 
-    /// Scratch memory of `bytes` bytes, valid for the rest of this graph.
+    /// Starts encoding node `i`: its kernels may reuse all scratch memory,
+    /// because every dispatch is ordered after the previous node's (each
+    /// binds its tensors read-write, so wgpu puts a barrier between them).
+    pub fn begin_node(&mut self, i: usize) {
+        self.node = i;
+        self.state.scratch_used = 0;
+    }
+
+    /// Scratch memory of `bytes` bytes, valid until the next node.
     pub fn scratch(&mut self, bytes: u64) -> Result<Binding, String> {
         let align = self.ctx.facts.offset_alignment.max(256);
         let size = bytes.max(4).next_multiple_of(4);

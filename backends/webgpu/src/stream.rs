@@ -72,7 +72,7 @@ impl WebGpuStream {
             if op == Op::None || op.is_view() {
                 continue;
             }
-            enc.node = i;
+            enc.begin_node(i);
             if let Err(e) = ops::encode(&mut enc, i) {
                 result = Err(PluginError::other(format!(
                     "{}: node {i} ({op}): {e}",

@@ -77,6 +77,49 @@ impl Weights {
         })
     }
 
+    /// The weights converted by `mul_mat_dequant` to dense half rows in
+    /// scratch memory (K % 4 == 0), read by the kernels as vec4s.
+    fn dequantized(e: &mut Encoder, index: usize) -> Result<Weights, String> {
+        let w = Weights::new(e, index)?;
+        let ne = ne_u32(e.tensor(index))?;
+        let k4 = ne[0] / 4;
+        let rows = ne[1..].iter().map(|&x| u64::from(x)).product::<u64>();
+        // Block weights go a unit of 16 per invocation (bytes read once,
+        // see the shader), others a run of 4.
+        let per_row = if w.ty.is_quantized() { k4 / 4 } else { k4 };
+        let total = u64::from(per_row) * rows;
+        let key = w
+            .key(PipelineKey::new("mul_mat_dequant", ""))
+            .wg(CONVERT_WG);
+        let p = Params::new()
+            .u32(per_row)
+            .u32(ne[1])
+            .u32(ne[2])
+            .u32(u32_of(total, "dequantized src0 units")?)
+            .u32(w.off)
+            .u32(w.strides[0])
+            .u32(w.strides[1])
+            .u32(w.strides[2]);
+        let scratch = e.scratch(u64::from(k4) * rows * 8)?;
+        // Trusted: invocation i < total reads one unit or run of its own
+        // row below K through the same reads as the GEMM kernels, and
+        // writes vec4s of that row's k4 inside a scratch range of k4 * rows.
+        e.dispatch_linear(
+            &key,
+            Checks::Trusted,
+            &[w.binding.clone(), scratch.clone()],
+            &p,
+            total.div_ceil(u64::from(CONVERT_WG)),
+        )?;
+        Ok(Weights {
+            binding: scratch,
+            ty: DType::F16,
+            layout: WeightLayout::Vec4,
+            off: 0,
+            strides: [k4, k4 * ne[1], k4 * ne[1] * ne[2]],
+        })
+    }
+
     /// Adds the weight type and layout to a kernel key.
     fn key(&self, key: PipelineKey) -> PipelineKey {
         let key = key.ty("SRC0", type_name(self.ty));
@@ -134,23 +177,29 @@ impl Activations {
         let ne = ne_u32(b)?;
         let k4 = ne[0].next_multiple_of(4);
         let total = u64::from(k4) * b.ne[1..].iter().map(|&x| x as u64).product::<u64>();
-        let key = PipelineKey::new("mul_mat_convert", "")
+        let mut key = PipelineKey::new("mul_mat_convert", "")
             .ty("SRC1", type_name(tb))
             .ty("DST", if half { "f16" } else { "f32" })
             .wg(CONVERT_WG);
+        // Rows of whole aligned vec4s are copied a vec4 per invocation.
+        let vec4 = plan::activations_vec4(&e.ctx().facts, b, tb);
+        let per = if vec4 { 4 } else { 1 };
+        if vec4 {
+            key = key.define("VEC4", "");
+        }
         let head = Params::new()
-            .u32(ne[0])
-            .u32(k4)
+            .u32(ne[0] / per)
+            .u32(k4 / per)
             .u32(ne[1])
             .u32(ne[2])
-            .u32(u32_of(total, "converted src1 elements")?);
+            .u32(u32_of(total / u64::from(per), "converted src1 elements")?);
         let mut x = Activations::rewritten(
             e,
             index,
             &key,
             head,
-            total * if half { 2 } else { 4 },
-            total,
+            (total * if half { 2 } else { 4 }, total / u64::from(per)),
+            u64::from(per),
             k4 / 4,
         )?;
         x.half = half;
@@ -181,34 +230,38 @@ impl Activations {
             index,
             &key,
             head,
-            total * Q8_RUN_BYTES,
-            8 * total,
+            (total * Q8_RUN_BYTES, 8 * total),
+            1,
             3 * runs,
         )?;
         x.q8 = true;
         Ok(x)
     }
 
-    /// Runs the kernel `key` with `invocations` invocations from src1
-    /// (graph index `index`) into `bytes` of scratch; its parameters are
-    /// `head`, then src1's offset and four strides in elements. The result
-    /// has rows of `row` vec4s.
+    /// Runs the kernel `key` from src1 (graph index `index`) into scratch
+    /// (`(bytes, invocations)`); its parameters are `head`, then src1's
+    /// offset and four strides in units of `per` elements. The result has
+    /// rows of `row` vec4s.
     fn rewritten(
         e: &mut Encoder,
         index: usize,
         key: &PipelineKey,
         head: Params,
-        bytes: u64,
-        invocations: u64,
+        (bytes, invocations): (u64, u64),
+        per: u64,
         row: u32,
     ) -> Result<Activations, String> {
         let b = e.tensor(index);
         let size = dtype(b)?.type_size() as u64;
         let ne = ne_u32(b)?;
-        let nb = nb_elems(b, size)?;
+        // In elements, then in units of `per` (dim 0 is dense when per > 1).
+        let mut nb = nb_elems(b, size)?;
+        for s in &mut nb[1..] {
+            *s /= per as u32;
+        }
         let binding = e.binding(index)?;
         let scratch = e.scratch(bytes)?;
-        let params = head.u32(binding.elem_offset(size)?).u32x4(nb);
+        let params = head.u32(binding.elem_offset(per * size)?).u32x4(nb);
         e.dispatch_linear(
             key,
             Checks::On,
@@ -294,6 +347,9 @@ pub(super) fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
     let path = plan::choose_path(&e.ctx().facts, w.ty, &s, dense, plan::forced_path());
     let w = match path {
         Path::MatVec { .. } => Weights::for_matvec(e, ia)?,
+        Path::CoopMat { .. } if plan::dequantize_first(&e.ctx().facts, w.ty, &s) => {
+            Weights::dequantized(e, ia)?
+        }
         _ => w,
     };
     // The cooperative-matrix kernel reads half activations, converted
@@ -305,13 +361,18 @@ pub(super) fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
     };
     if plan::trace() {
         eprintln!(
-            "backplane-webgpu: MUL_MAT {} m={} n={} k={} batches={} -> {}",
-            w.ty.name(),
+            "backplane-webgpu: MUL_MAT {} m={} n={} k={} batches={} -> {}{}",
+            dtype(&g[ia])?.name(),
             s.m,
             s.n,
             s.k,
             s.batches(),
-            path.name()
+            path.name(),
+            if w.ty == dtype(&g[ia])? {
+                ""
+            } else {
+                " (weights to half first)"
+            }
         );
     }
     match path {

@@ -43,6 +43,31 @@ pub const COOPMAT_SHARED_BYTES: u32 = 2 * 128 * 72 * 2;
 /// kernel wastes less of its tile).
 pub const COOPMAT_MIN: [u64; 3] = [128, 64, 64];
 
+/// Columns from which the cooperative-matrix path converts non-f16 weights
+/// to half rows in scratch memory first ([`dequantize_first`]).
+pub const DEQUANT_FIRST_MIN_N: u64 = 128;
+
+/// Whether the cooperative-matrix path first converts the weights
+/// (quantized or f32, `t`) to dense half rows in scratch memory, so the
+/// kernel stages plain halves: for at least [`DEQUANT_FIRST_MIN_N`]
+/// columns, where the one pass over the weights costs less than
+/// dequantizing them again in every column tile, and when the copy fits
+/// one binding. `BACKPLANE_WEBGPU_MATMUL=dequant` forces it for every
+/// size, `nodequant` turns it off.
+pub fn dequantize_first(facts: &Facts, t: DType, s: &Shape) -> bool {
+    if t == DType::F16 || t == DType::BF16 || forced_flag("nodequant") {
+        return false;
+    }
+    let fits = facts.fits_binding(dequantized_bytes(s));
+    fits && s.k.is_multiple_of(4) && (s.n >= DEQUANT_FIRST_MIN_N || forced_flag("dequant"))
+}
+
+/// Bytes of the weights as dense half rows: K x M per weight batch.
+pub fn dequantized_bytes(s: &Shape) -> u64 {
+    let batches = (s.ne12 / s.r2.max(1)) * (s.ne13 / s.r3.max(1));
+    s.k * s.m * batches * 2
+}
+
 /// A kernel family.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Path {
@@ -207,6 +232,18 @@ pub fn activations_direct(facts: &Facts, b: &TensorDesc, t: DType) -> bool {
         && b.ne[0] % 4 == 0
         && rem_bytes(facts, b).is_multiple_of(16)
         && b.nb[1..].iter().all(|&s| s.is_multiple_of(16))
+}
+
+/// Whether src1 (type `t`) is rows of whole aligned vec4s: rows dense,
+/// K % 4 == 0 and every offset and stride a multiple of 4 elements
+/// (`mul_mat_convert` then copies a vec4 per invocation).
+pub fn activations_vec4(facts: &Facts, b: &TensorDesc, t: DType) -> bool {
+    let size = t.type_size() as u64;
+    let vec = 4 * size;
+    b.nb[0] == size
+        && b.ne[0] % 4 == 0
+        && rem_bytes(facts, b).is_multiple_of(vec)
+        && b.nb[1..].iter().all(|&s| s.is_multiple_of(vec))
 }
 
 /// Bytes of converted activations: K rounded up to 4, f32.
@@ -490,6 +527,39 @@ mod tests {
             choose_path(&h200, DType::F16, &s512, true, Some("matvec")),
             Path::MatVec { cols: 8 }
         );
+    }
+
+    #[test]
+    fn weights_go_to_half_first_for_wide_products() {
+        let h200 = facts(true);
+        let wide = shape(4096, 512, 14336);
+        for t in [DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::F32] {
+            assert!(dequantize_first(&h200, t, &wide), "{t:?}");
+            assert!(
+                !dequantize_first(&h200, t, &shape(4096, 64, 14336)),
+                "{t:?}"
+            );
+        }
+        // Half weights are staged as they are; bf16 never goes to half.
+        assert!(!dequantize_first(&h200, DType::F16, &wide));
+        assert!(!dequantize_first(&h200, DType::BF16, &wide));
+        // f32 rows must be whole vec4s.
+        assert!(!dequantize_first(
+            &h200,
+            DType::F32,
+            &shape(4096, 512, 4098)
+        ));
+        // A half copy over the binding limit keeps the fused kernel.
+        let mut small = facts(true);
+        small.max_binding_bytes = 64 << 20;
+        assert_eq!(dequantized_bytes(&wide), 4096 * 14336 * 2);
+        assert!(!dequantize_first(&small, DType::Q4_0, &wide));
+        let batched = Shape {
+            ne12: 6,
+            r2: 3,
+            ..wide
+        };
+        assert_eq!(dequantized_bytes(&batched), 2 * 4096 * 14336 * 2);
     }
 
     #[test]

@@ -111,11 +111,22 @@ fn coopmat_variants_validate() {
 }
 
 #[test]
+fn weight_dequantizer_validates() {
+    for (t, vec4) in every_weight_layout() {
+        if t == DType::F16 || t == DType::BF16 {
+            continue;
+        }
+        check(&weights(PipelineKey::new("mul_mat_dequant", ""), t, vec4).wg(256));
+    }
+}
+
+#[test]
 fn convert_and_get_rows_validate() {
     for t in [DType::F32, DType::F16] {
         for d in ["f32", "f16"] {
             let key = PipelineKey::new("mul_mat_convert", "").ty("SRC1", type_name(t));
-            check(&key.ty("DST", d).wg(256));
+            check(&key.clone().ty("DST", d).wg(256));
+            check(&key.ty("DST", d).wg(256).define("VEC4", ""));
         }
     }
     for t in [DType::F32, DType::F16, DType::BF16, DType::I32]
