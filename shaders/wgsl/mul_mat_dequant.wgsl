@@ -5,9 +5,12 @@
 // (i2, i3) go to vec4 ((i3 * ne02 + i2) * M + m) * k4 + j, where K % 4
 // == 0 and k4 = K / 4. Offsets and strides in the layout's units.
 //
-// Invocation i converts item i % per_row of row i / per_row: with
-// W_QUANT, unit u of q_unit (16 weights whose bytes it reads once:
-// per_row = K / 16); otherwise run j (4 weights: per_row = k4).
+// Invocation i converts item i % per_row of row i / per_row: with UNITS
+// (k-quants), unit u of q_unit (16 weights whose scales it decodes once:
+// per_row = K / 16); otherwise run j (4 weights: per_row = k4), which
+// keeps neighbouring invocations' loads and stores adjacent. On an H200
+// (4096 x 14336): q4_K 130 us by runs of four per invocation, 82 us by
+// units; q8_0 78 us by runs, 137 by units.
 
 #include "mul_mat_common"
 #include "common/index"
@@ -35,7 +38,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     }
     let c = unravel(i, p.per_row, p.m, p.ne02);
     let row = p.w_off + c.w * p.w_s3 + c.z * p.w_s2 + c.y * p.w_s1;
-#ifdef W_QUANT
+#ifdef UNITS
     // Row r of the result starts at vec4 r * 4 * per_row.
     let blk = c.x / QUANT_UNITS;
     let u = c.x % QUANT_UNITS;
