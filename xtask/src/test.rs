@@ -48,50 +48,46 @@ pub fn run() -> Result<(), String> {
     eprintln!("xtask test: conformance");
     let args = ["test", "--vectors", "conformance/vectors/cpy-quant"].map(String::from);
     conformance(&args, TEST_ENV)?;
-    // The cooperative-matrix FLASH_ATTN_EXT kernel needs hardware CI lacks;
-    // its emulation (the same tiling, plain code for the matrix calls)
-    // runs a slice of the attention grid on lavapipe (17 cases, about 10 s;
-    // lavapipe takes some 40 s to compile each variant for head size 128):
-    // head sizes 40 and 64, partial and whole tiles, every flag, float and
-    // quantized K/V.
-    eprintln!("xtask test: conformance, emulated cooperative-matrix flash attention");
-    let args = [
-        "test",
-        "--backend",
-        "webgpu",
-        "--op",
+    // The cooperative-matrix kernels need hardware CI lacks; their
+    // emulations (the same tiling, plain code for the matrix calls) run on
+    // lavapipe.
+    // FLASH_ATTN_EXT: 17 cases, about 10 s (lavapipe takes some 40 s to
+    // compile each variant for head size 128): head sizes 40 and 64,
+    // partial and whole tiles, every flag, float and quantized K/V.
+    emulated(
+        "flash attention",
         "FLASH_ATTN_EXT",
-        "--tier",
-        "sampled",
-        "--case",
         r"hsk=(40|64),.*kv=(29|64),nb=(35|75),.*type_KV=(f16|q4_0|q8_0|f32)",
-    ]
-    .map(String::from);
-    conformance(
-        &args,
-        &[("BACKPLANE_WEBGPU_FLASH_ATTN", "coopmat-emulated")],
+        ("BACKPLANE_WEBGPU_FLASH_ATTN", "coopmat-emulated"),
     )?;
-    // Likewise the cooperative-matrix MUL_MAT kernel: its emulation, with
-    // the weights converted to half rows first (as on GPUs for wide
-    // products), over the sampled cases with at least 16 columns (192
+    // MUL_MAT, with the weights converted to half rows first (as on GPUs
+    // for wide products): the sampled cases with at least 16 columns (192
     // cases, about 15 s): every weight type, edges, batches, broadcasts.
-    eprintln!("xtask test: conformance, emulated cooperative-matrix MUL_MAT");
-    let args = [
-        "test",
-        "--backend",
-        "webgpu",
-        "--op",
+    emulated(
         "MUL_MAT",
-        "--tier",
-        "sampled",
-        "--case",
+        "MUL_MAT",
         r"n=(1[6-9]|[2-9][0-9]|[1-9][0-9][0-9]+),",
-    ]
-    .map(String::from);
-    conformance(
-        &args,
-        &[("BACKPLANE_WEBGPU_MATMUL", "coopmat-emulated,dequant")],
+        ("BACKPLANE_WEBGPU_MATMUL", "coopmat-emulated,dequant"),
     )?;
     eprintln!("xtask test: all steps passed");
     Ok(())
+}
+
+/// Runs the sampled WebGPU cases of `op` matching `cases` with `env` set
+/// (which forces an emulated cooperative-matrix kernel).
+fn emulated(what: &str, op: &str, cases: &str, env: (&str, &str)) -> Result<(), String> {
+    eprintln!("xtask test: conformance, emulated cooperative-matrix {what}");
+    let args = [
+        "test",
+        "--backend",
+        "webgpu",
+        "--op",
+        op,
+        "--tier",
+        "sampled",
+        "--case",
+        cases,
+    ]
+    .map(String::from);
+    conformance(&args, &[env])
 }
