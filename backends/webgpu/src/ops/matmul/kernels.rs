@@ -84,17 +84,13 @@ impl Weights {
         let ne = ne_u32(e.tensor(index))?;
         let k4 = ne[0] / 4;
         let rows = ne[1..].iter().map(|&x| u64::from(x)).product::<u64>();
-        // k-quant weights go a unit of 16 per invocation (scales decoded
-        // once), others a run of 4 (see the shader).
-        let units = plan::dequantize_by_units(w.ty);
-        let per_row = if units { k4 / 4 } else { k4 };
+        // Block weights go a unit of 16 per invocation, others a run of 4
+        // (see the shader).
+        let per_row = if w.ty.is_quantized() { k4 / 4 } else { k4 };
         let total = u64::from(per_row) * rows;
-        let mut key = w
+        let key = w
             .key(PipelineKey::new("mul_mat_dequant", ""))
             .wg(CONVERT_WG);
-        if units {
-            key = key.define("UNITS", "");
-        }
         let p = Params::new()
             .u32(per_row)
             .u32(ne[1])

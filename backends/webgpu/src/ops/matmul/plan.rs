@@ -62,13 +62,6 @@ pub fn dequantize_first(facts: &Facts, t: DType, s: &Shape) -> bool {
     fits && s.k.is_multiple_of(4) && (s.n >= DEQUANT_FIRST_MIN_N || forced_flag("dequant"))
 }
 
-/// Whether `mul_mat_dequant` converts weights of type `t` a unit of 16
-/// per invocation (k-quants, whose scales cost more to decode than the
-/// weights) rather than a run of 4.
-pub fn dequantize_by_units(t: DType) -> bool {
-    t.block_size() == 256
-}
-
 /// Bytes of the weights as dense half rows: K x M per weight batch.
 pub fn dequantized_bytes(s: &Shape) -> u64 {
     let batches = (s.ne12 / s.r2.max(1)) * (s.ne13 / s.r3.max(1));

@@ -116,11 +116,7 @@ fn weight_dequantizer_validates() {
         if t == DType::F16 || t == DType::BF16 {
             continue;
         }
-        let key = weights(PipelineKey::new("mul_mat_dequant", ""), t, vec4).wg(256);
-        if t.is_quantized() {
-            check(&key.clone().define("UNITS", ""));
-        }
-        check(&key);
+        check(&weights(PipelineKey::new("mul_mat_dequant", ""), t, vec4).wg(256));
     }
 }
 
