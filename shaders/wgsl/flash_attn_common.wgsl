@@ -1,8 +1,10 @@
 // Shared by flash_attn and flash_attn_coopmat: the parameter block, the
 // bindings (Q f32, K and V as u32 words, optional mask and sinks, dst or
 // the split-KV scratch), K/V decoding of every supported type, the mask
-// and the ALiBi slope. Needs the host defines K_<TYPE>, V_<TYPE>,
-// HAS_MASK, HAS_SINKS, MASK_F32.
+// and the ALiBi slope (common/alibi). Needs the host defines K_<TYPE>,
+// V_<TYPE>, HAS_MASK, HAS_SINKS, MASK_F32.
+
+#include "common/alibi"
 
 struct Params {
     n_q: u32, n_kv: u32, n_head: u32, rk2: u32, rk3: u32,
@@ -193,17 +195,6 @@ fn mask_at(iq: u32, j: u32, h: u32, b: u32) -> f32 {
 #endif
 }
 #endif
-
-// ALiBi slope of head h (1 when max_bias is 0), as ggml.
-fn alibi_slope(h: u32) -> f32 {
-    if (p.max_bias <= 0.0) {
-        return 1.0;
-    }
-    if (h < p.n_head_log2) {
-        return pow(p.m0, f32(h + 1u));
-    }
-    return pow(p.m1, f32(2u * (h - p.n_head_log2) + 1u));
-}
 
 #ifdef SPLIT_KV
 // Stores the (max, sum) pair of query row iq, head h, batch b of this

@@ -7,6 +7,7 @@
 
 #include "common/index"
 #include "common/row_reduce"
+#include "common/alibi"
 
 struct Params {
     ne0: u32, ne1: u32, ne2: u32, ne3: u32,
@@ -30,16 +31,6 @@ struct Params {
 @group(0) @binding(BINDING_DST) var<storage, read_write> dst: array<f32>;
 #endif
 @group(0) @binding(BINDING_PARAMS) var<uniform> p: Params;
-
-fn alibi_slope(h: u32) -> f32 {
-    if (p.max_bias <= 0.0) {
-        return 1.0;
-    }
-    if (h < p.n_head_log2) {
-        return pow(p.m0, f32(h + 1u));
-    }
-    return pow(p.m1, f32(2u * (h - p.n_head_log2) + 1u));
-}
 
 @compute @workgroup_size(WG_SIZE)
 fn main(@builtin(workgroup_id) wid: vec3<u32>,
