@@ -223,15 +223,11 @@ pub fn matvec_weight_layout(facts: &Facts, a: &TensorDesc, t: DType) -> WeightLa
     }
 }
 
-/// Whether the kernels can read the activations `b` in place: f32, rows
-/// dense, K % 4 == 0 and every offset and stride a multiple of 16 bytes.
-/// Otherwise they are converted to f32 rows of K rounded up to 4 first.
+/// Whether the kernels can read the activations `b` in place: f32 rows of
+/// whole aligned vec4s ([`activations_vec4`]). Otherwise they are
+/// converted to f32 rows of K rounded up to 4 first.
 pub fn activations_direct(facts: &Facts, b: &TensorDesc, t: DType) -> bool {
-    t == DType::F32
-        && b.nb[0] == 4
-        && b.ne[0] % 4 == 0
-        && rem_bytes(facts, b).is_multiple_of(16)
-        && b.nb[1..].iter().all(|&s| s.is_multiple_of(16))
+    t == DType::F32 && activations_vec4(facts, b, t)
 }
 
 /// Whether src1 (type `t`) is rows of whole aligned vec4s: rows dense,
