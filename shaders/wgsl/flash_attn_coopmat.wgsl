@@ -41,6 +41,7 @@
 #include "flash_attn_common"
 
 const BQ: u32 = 32u;
+// Keys per tile (pv_block takes its P as two 16-key blocks).
 const BK: u32 = 32u;
 // Subgroups per workgroup, and invocations per subgroup.
 const NSG: u32 = 4u;
@@ -101,8 +102,15 @@ fn qk_step(c_in: Acc, lane: u32, a_at: u32, b_at: u32) -> Acc {
     return c;
 }
 
-// c + P V for P rows at p_tile[a_at] and V rows (keys) at kv_tile[b_at].
-fn pv_step(c_in: Acc, lane: u32, a_at: u32, b_at: u32) -> Acc {
+// A 16 x 16 block of P: emulated, its offset in p_tile.
+alias PMat = u32;
+
+fn load_p(at: u32) -> PMat {
+    return at;
+}
+
+// c + P V for the P block `a_at` and V rows (keys) at kv_tile[b_at].
+fn pv_step(c_in: Acc, lane: u32, a_at: PMat, b_at: u32) -> Acc {
     var c = c_in;
     for (var u = 0u; u < EPL; u++) {
         let at = block_pos(lane, u);
@@ -153,8 +161,14 @@ fn qk_step(c: Acc, lane: u32, a_at: u32, b_at: u32) -> Acc {
     return coopMultiplyAdd(a, b, c);
 }
 
-fn pv_step(c: Acc, lane: u32, a_at: u32, b_at: u32) -> Acc {
-    let a = coopLoadT<coop_mat16x16<f16, A>>(&p_tile[a_at], PPITCH);
+// A 16 x 16 block of P, loaded once per tile for every output block.
+alias PMat = coop_mat16x16<f16, A>;
+
+fn load_p(at: u32) -> PMat {
+    return coopLoadT<coop_mat16x16<f16, A>>(&p_tile[at], PPITCH);
+}
+
+fn pv_step(c: Acc, lane: u32, a: PMat, b_at: u32) -> Acc {
     let b = coopLoadT<coop_mat16x16<f16, B>>(&kv_tile[b_at], KVPITCH);
     return coopMultiplyAdd(a, b, c);
 }
@@ -193,16 +207,14 @@ fn out_col(sg: u32, f: u32) -> u32 {
     return 16u * (sg / 2u + 2u * f);
 }
 
-// o + P V for output block (rows rb, column col) over the tile's keys.
-fn pv_block(o: Acc, lane: u32, rb: u32, col: u32) -> Acc {
+// o + P V for output block (column col) over the tile's keys, with the
+// row block's P as p0 (keys 0..15) and p1 (keys 16..31; BK is 32).
+fn pv_block(o: Acc, lane: u32, p0: PMat, p1: PMat, col: u32) -> Acc {
     if (col >= DVP) {
         return o;
     }
-    var c = o;
-    for (var kk = 0u; kk < BK; kk += 16u) {
-        c = pv_step(c, lane, rb * 16u * PPITCH + kk, kk * KVPITCH + col);
-    }
-    return c;
+    let c = pv_step(o, lane, p0, col);
+    return pv_step(c, lane, p1, 16u * KVPITCH + col);
 }
 
 // Writes output block (rows rb, column col), each row times its
@@ -502,27 +514,29 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
             o7 = scale_rows(o7, lane, sg, rb_o);
 #endif
         }
-        o0 = pv_block(o0, lane, rb_o, out_col(sg, 0u));
+        let p0 = load_p(rb_o * 16u * PPITCH);
+        let p1 = load_p(rb_o * 16u * PPITCH + 16u);
+        o0 = pv_block(o0, lane, p0, p1, out_col(sg, 0u));
 #ifdef O1
-        o1 = pv_block(o1, lane, rb_o, out_col(sg, 1u));
+        o1 = pv_block(o1, lane, p0, p1, out_col(sg, 1u));
 #endif
 #ifdef O2
-        o2 = pv_block(o2, lane, rb_o, out_col(sg, 2u));
+        o2 = pv_block(o2, lane, p0, p1, out_col(sg, 2u));
 #endif
 #ifdef O3
-        o3 = pv_block(o3, lane, rb_o, out_col(sg, 3u));
+        o3 = pv_block(o3, lane, p0, p1, out_col(sg, 3u));
 #endif
 #ifdef O4
-        o4 = pv_block(o4, lane, rb_o, out_col(sg, 4u));
+        o4 = pv_block(o4, lane, p0, p1, out_col(sg, 4u));
 #endif
 #ifdef O5
-        o5 = pv_block(o5, lane, rb_o, out_col(sg, 5u));
+        o5 = pv_block(o5, lane, p0, p1, out_col(sg, 5u));
 #endif
 #ifdef O6
-        o6 = pv_block(o6, lane, rb_o, out_col(sg, 6u));
+        o6 = pv_block(o6, lane, p0, p1, out_col(sg, 6u));
 #endif
 #ifdef O7
-        o7 = pv_block(o7, lane, rb_o, out_col(sg, 7u));
+        o7 = pv_block(o7, lane, p0, p1, out_col(sg, 7u));
 #endif
     }
 
