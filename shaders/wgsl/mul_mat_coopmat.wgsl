@@ -12,10 +12,10 @@
 // coopLoadT (row-major A, m x k), x with coopLoad (column-major B,
 // k x n); the matrix calls take offsets and strides in vec4s. The next
 // step's tiles are fetched into registers while the current one
-// multiplies (two steps ahead with PREFETCH2). The result goes straight to
-// dst with coopStore (column-major: dst rows are m-contiguous), only for
-// 16 x 16 blocks inside rows 0..m_full and columns 0..n_full (multiples
-// of 16); the host computes the rest with mul_mat_tiled.
+// multiplies. The result goes straight to dst with coopStore
+// (column-major: dst rows are m-contiguous), only for 16 x 16 blocks
+// inside rows 0..m_full and columns 0..n_full (multiples of 16); the
+// host computes the rest with mul_mat_tiled.
 //
 // Bounds (the host builds this kernel without runtime checks): every
 // storage read is guarded by m < M, n < N and k < K, which keeps it inside
@@ -94,29 +94,6 @@ fn tile_at(i: u32) -> u32 {
     return (i / RUNS_PER_ROW) * PITCH + i % RUNS_PER_ROW;
 }
 
-// One step's runs of both tiles held by an invocation.
-struct Runs {
-    a: array<vec4<f16>, RUNS_PER_THREAD>,
-    b: array<vec4<f16>, RUNS_PER_THREAD>,
-}
-
-// Fetches invocation lid's runs of the step at k0 into `regs`.
-fn fetch_runs(regs: ptr<function, Runs>, w_base: u32, x_base: u32, m0: u32, n0: u32, k0: u32, lid: u32) {
-    for (var r = 0u; r < RUNS_PER_THREAD; r++) {
-        (*regs).a[r] = fetch_a(w_base, m0, k0, lid + r * WG_SIZE);
-        (*regs).b[r] = fetch_b(x_base, n0, k0, lid + r * WG_SIZE);
-    }
-}
-
-// Stores invocation lid's runs from `regs` into the tiles.
-fn store_runs(regs: ptr<function, Runs>, lid: u32) {
-    for (var r = 0u; r < RUNS_PER_THREAD; r++) {
-        let at = tile_at(lid + r * WG_SIZE);
-        a_tile[at] = (*regs).a[r];
-        b_tile[at] = (*regs).b[r];
-    }
-}
-
 #ifdef EMULATE_COOPMAT
 // Plain-code stand-in for the cooperative-matrix calls, for devices
 // without them (tests): the same tile layout and the same 16 x 16 block
@@ -154,46 +131,27 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     var c11 = coop_mat16x16<f32, C>();
 #endif
 
-    // The next step's tiles wait in registers while this step multiplies;
-    // with PREFETCH2 the next two steps' tiles do, in two register sets
-    // used in turn (even and odd steps), so each fetch has two steps to
-    // arrive instead of one.
-    var regs0: Runs;
-    fetch_runs(&regs0, w_base, x_base, m0, n0, 0u, lid);
-#ifdef PREFETCH2
-    var regs1: Runs;
-    if (BK < p.k) {
-        fetch_runs(&regs1, w_base, x_base, m0, n0, BK, lid);
+    // The next step's tiles wait in registers while this step multiplies.
+    var a_next: array<vec4<f16>, RUNS_PER_THREAD>;
+    var b_next: array<vec4<f16>, RUNS_PER_THREAD>;
+    for (var r = 0u; r < RUNS_PER_THREAD; r++) {
+        a_next[r] = fetch_a(w_base, m0, 0u, lid + r * WG_SIZE);
+        b_next[r] = fetch_b(x_base, n0, 0u, lid + r * WG_SIZE);
     }
-    const AHEAD: u32 = 2u * BK;
-#else
-    const AHEAD: u32 = BK;
-#endif
     for (var k0 = 0u; k0 < p.k; k0 += BK) {
-#ifdef PREFETCH2
-        let odd = ((k0 / BK) & 1u) == 1u;
-        if (odd) {
-            store_runs(&regs1, lid);
-        } else {
-            store_runs(&regs0, lid);
+        for (var r = 0u; r < RUNS_PER_THREAD; r++) {
+            let at = tile_at(lid + r * WG_SIZE);
+            a_tile[at] = a_next[r];
+            b_tile[at] = b_next[r];
         }
         workgroupBarrier();
-        let k1 = k0 + AHEAD;
+        let k1 = k0 + BK;
         if (k1 < p.k) {
-            if (odd) {
-                fetch_runs(&regs1, w_base, x_base, m0, n0, k1, lid);
-            } else {
-                fetch_runs(&regs0, w_base, x_base, m0, n0, k1, lid);
+            for (var r = 0u; r < RUNS_PER_THREAD; r++) {
+                a_next[r] = fetch_a(w_base, m0, k1, lid + r * WG_SIZE);
+                b_next[r] = fetch_b(x_base, n0, k1, lid + r * WG_SIZE);
             }
         }
-#else
-        store_runs(&regs0, lid);
-        workgroupBarrier();
-        let k1 = k0 + AHEAD;
-        if (k1 < p.k) {
-            fetch_runs(&regs0, w_base, x_base, m0, n0, k1, lid);
-        }
-#endif
 #ifdef EMULATE_COOPMAT
         for (var o = 0u; o < OUT_PER_THREAD; o++) {
             let e = lid + o * WG_SIZE;

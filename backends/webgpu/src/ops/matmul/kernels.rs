@@ -583,9 +583,6 @@ fn coopmat(
     if x.half {
         key = key.define("X_F16", "");
     }
-    if plan::coopmat_prefetch2() {
-        key = key.define("PREFETCH2", "");
-    }
     let (mut key, checks) = if emulated {
         (
             key.wg(plan::TILED_WG).define("EMULATE_COOPMAT", ""),

@@ -68,13 +68,6 @@ pub fn dequantized_bytes(s: &Shape) -> u64 {
     s.k * s.m * batches * 2
 }
 
-/// Whether the cooperative-matrix kernel fetches its tiles two K steps
-/// ahead in two register sets (`PREFETCH2`) rather than one:
-/// `BACKPLANE_WEBGPU_MATMUL=pf2` asks for it.
-pub fn coopmat_prefetch2() -> bool {
-    forced_flag("pf2")
-}
-
 /// A kernel family.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Path {

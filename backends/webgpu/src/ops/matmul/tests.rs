@@ -120,10 +120,7 @@ fn coopmat_variants_validate() {
             let mut hardware = key.clone().wg(512);
             hardware.path = "coopmat";
             check(&hardware);
-            check(&hardware.clone().define("PREFETCH2", ""));
-            let emulated = key.wg(256).define("EMULATE_COOPMAT", "");
-            check(&emulated);
-            check(&emulated.define("PREFETCH2", ""));
+            check(&key.wg(256).define("EMULATE_COOPMAT", ""));
         }
     }
 }
