@@ -345,22 +345,6 @@ pub(super) fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
     let out = Dst::new(e, node)?;
     let dense = out.strides[0] == 1;
     let path = plan::choose_path(&e.ctx().facts, w.ty, &s, dense, plan::forced_path());
-    if let Path::MatVec { .. } = path
-        && let Some(fused) = plan::matvec_q8_fused(&e.ctx().facts, w.ty, &s)
-    {
-        let w = Weights::for_matvec(e, ia)?;
-        if plan::trace() {
-            eprintln!(
-                "backplane-webgpu: MUL_MAT {} m={} n={} k={} batches={} -> matvec-q8 (fused)",
-                w.ty.name(),
-                s.m,
-                s.n,
-                s.k,
-                s.batches()
-            );
-        }
-        return matvec_q8(e, &s, &w, ib, &out, fused);
-    }
     let w = match path {
         Path::MatVec { .. } => Weights::for_matvec(e, ia)?,
         Path::CoopMat { .. } if plan::dequantize_first(&e.ctx().facts, w.ty, &s) => {
@@ -464,56 +448,6 @@ fn matvec(
     // masked; conformance (guard regions around every output) passes with
     // and without runtime checks, which cost 2-4x on an H200.
     e.dispatch_linear(&key, Checks::Trusted, &bindings, &p, total)
-}
-
-/// Mat-vec of integer-dot weights that quantizes src1 (graph index `ib`)
-/// itself (`mul_mat_vec_q8`): workgroups over (row groups, columns,
-/// batches).
-fn matvec_q8(
-    e: &mut Encoder,
-    s: &Shape,
-    w: &Weights,
-    ib: usize,
-    d: &Dst,
-    f: plan::FusedQ8,
-) -> Result<(), String> {
-    let b = e.tensor(ib);
-    let tb = dtype(b)?;
-    let nb = nb_elems(b, tb.type_size() as u64)?;
-    let x = e.binding(ib)?;
-    let x_off = x.elem_offset(tb.type_size() as u64)?;
-    let key = w
-        .key(PipelineKey::new("mul_mat_vec_q8", ""))
-        .ty("SRC1", type_name(tb))
-        .wg(f.wg)
-        .define("ROWS_PER_SG", f.rows_per_sg.to_string())
-        .define("X_RUNS", f.x_runs.to_string());
-    let row_groups = s.m.div_ceil(u64::from(f.rows_per_wg));
-    let total = row_groups * s.n * s.batches();
-    let p = Params::new()
-        .u32(u32_of(s.m, "M")?)
-        .u32(u32_of(s.n, "N")?)
-        .u32(u32_of(s.ne12, "ne12")?)
-        .u32(s.r2 as u32)
-        .u32(s.r3 as u32)
-        .u32(u32_of(s.k / 32, "runs")?)
-        .u32(u32_of(s.k / plan::matvec_int8_unit(w.ty), "units")?)
-        .u32(u32_of(row_groups, "row groups")?)
-        .u32(u32_of(total, "workgroups")?)
-        .u32(w.off)
-        .u32x4([w.strides[0], w.strides[1], w.strides[2], x_off])
-        .u32x4(nb)
-        .u32(d.off)
-        .u32x4(d.strides);
-    // Trusted: see the bounds paragraph of mul_mat_vec_q8.wgsl; rows past M
-    // are clamped and never stored, x reads are guarded by the run count.
-    e.dispatch_linear(
-        &key,
-        Checks::Trusted,
-        &[w.binding.clone(), x, d.binding.clone()],
-        &p,
-        total,
-    )
 }
 
 /// Tiled GEMM over rows `m` and columns `n` (begin, end).

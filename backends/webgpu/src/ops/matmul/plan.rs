@@ -316,64 +316,6 @@ pub fn matvec_int8(t: DType) -> bool {
     ) && !forced_flag("xf32")
 }
 
-/// Invocations of the fused quantize-and-multiply mat-vec
-/// (`mul_mat_vec_q8`).
-pub const MATVEC_Q8_WG: u32 = 256;
-
-/// Rows of dst per subgroup of the fused mat-vec.
-pub const MATVEC_Q8_ROWS_PER_SG: u32 = 2;
-
-/// Bytes of workgroup memory per run of 32 quantized activations in the
-/// fused mat-vec: 32 quants, the scale and the scaled sum.
-pub const MATVEC_Q8_RUN_BYTES: u64 = 40;
-
-/// How the fused mat-vec runs (see [`matvec_q8_fused`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FusedQ8 {
-    /// Invocations per workgroup.
-    pub wg: u32,
-    /// Rows of dst per subgroup.
-    pub rows_per_sg: u32,
-    /// Runs of 32 the workgroup memory holds (K / 32 rounded up to a power
-    /// of two, so few pipelines serve many K).
-    pub x_runs: u32,
-    /// Rows of dst per workgroup.
-    pub rows_per_wg: u32,
-}
-
-/// Whether the integer mat-vec for weights `t` quantizes the activations
-/// inside the kernel (`mul_mat_vec_q8`, one dispatch) rather than in a
-/// `mul_mat_quantize` pass first: on devices with subgroups of one known
-/// size of at least 8, when the quantized column fits the workgroup
-/// memory. `BACKPLANE_WEBGPU_MATMUL=nofuse` keeps two kernels; `qwg=N` and
-/// `qrows=N` tune the workgroup size and rows per subgroup.
-pub fn matvec_q8_fused(facts: &Facts, t: DType, s: &Shape) -> Option<FusedQ8> {
-    let (lo, hi) = facts.subgroup_size;
-    if !matvec_int8(t) || !matvec_subgroups(facts) || lo != hi || lo < 8 || forced_flag("nofuse") {
-        return None;
-    }
-    let wg = forced_number("qwg")
-        .filter(|w| w.is_power_of_two() && (32..=1024).contains(w))
-        .unwrap_or(MATVEC_Q8_WG)
-        .min(facts.max_invocations);
-    let rows_per_sg = forced_number("qrows")
-        .filter(|r| (1..=8).contains(r))
-        .unwrap_or(MATVEC_Q8_ROWS_PER_SG);
-    if !s.k.is_multiple_of(matvec_int8_unit(t)) || wg % lo != 0 || wg < lo {
-        return None;
-    }
-    let x_runs = (s.k / 32).max(1).next_power_of_two();
-    if x_runs * MATVEC_Q8_RUN_BYTES > u64::from(facts.workgroup_storage_bytes) {
-        return None;
-    }
-    Some(FusedQ8 {
-        wg,
-        rows_per_sg,
-        x_runs: x_runs as u32,
-        rows_per_wg: rows_per_sg * (wg / lo),
-    })
-}
-
 /// Rows of dst per mat-vec workgroup ([`MATVEC_ROWS`] unless `rows=N`
 /// with N in 1..=16 is forced).
 pub fn matvec_rows() -> u32 {

@@ -78,21 +78,6 @@ fn activation_quantizer_validates() {
 }
 
 #[test]
-fn fused_quantizing_matvec_validates() {
-    for &t in BLOCK_TYPES.iter().filter(|&&t| plan::matvec_int8(t)) {
-        for src1 in ["f32", "f16"] {
-            check(
-                &weights(PipelineKey::new("mul_mat_vec_q8", ""), t, false)
-                    .ty("SRC1", src1)
-                    .wg(256)
-                    .define("ROWS_PER_SG", "2")
-                    .define("X_RUNS", "512"),
-            );
-        }
-    }
-}
-
-#[test]
 fn tiled_variants_validate() {
     for (t, vec4) in every_weight_layout() {
         for (side, tile_k) in [("4u", "32u"), ("8u", "16u")] {
