@@ -184,15 +184,33 @@ fn load4(which: u32, kind: u32, row: u32, e: u32) -> vec4<f32> {
 }
 
 #ifdef HAS_MASK
-// Mask value of query iq, key j for head h, batch b.
-fn mask_at(iq: u32, j: u32, h: u32, b: u32) -> f32 {
+// Byte of the mask value of query iq, key j for head h, batch b.
+fn mask_byte(iq: u32, j: u32, h: u32, b: u32) -> u32 {
     let row = p.m_off + iq * p.m_nb1 + (h % p.m_ne2) * p.m_nb2 + (b % p.m_ne3) * p.m_nb3;
 #ifdef MASK_F32
-    return bitcast<f32>(mbuf[(row + j * 4u) >> 2u]);
+    return row + j * 4u;
 #else
-    let byte = row + j * 2u;
-    return half_bits((mbuf[byte >> 2u] >> ((byte & 2u) * 8u)) & 0xffffu);
+    return row + j * 2u;
 #endif
+}
+
+// The mask word holding the value of query iq, key j (see mask_value).
+fn mask_word(iq: u32, j: u32, h: u32, b: u32) -> u32 {
+    return mbuf[mask_byte(iq, j, h, b) >> 2u];
+}
+
+// The mask value of query iq, key j from its word w.
+fn mask_value(w: u32, iq: u32, j: u32, h: u32, b: u32) -> f32 {
+#ifdef MASK_F32
+    return bitcast<f32>(w);
+#else
+    return half_bits((w >> ((mask_byte(iq, j, h, b) & 2u) * 8u)) & 0xffffu);
+#endif
+}
+
+// Mask value of query iq, key j for head h, batch b.
+fn mask_at(iq: u32, j: u32, h: u32, b: u32) -> f32 {
+    return mask_value(mask_word(iq, j, h, b), iq, j, h, b);
 }
 #endif
 

@@ -249,9 +249,10 @@ const KV_LOADS: u32 = (BK * (max(DKP, DVP) / 4u) + WG_SIZE - 1u) / WG_SIZE;
 
 #ifdef KV_RAW_F16
 // f16 K and V with 4-aligned rows: runs travel as their two raw words,
-// fetched without branches (out-of-range runs read word 0 and are
-// dropped), so an invocation's loads are all in flight at once and only
-// converted when stored.
+// fetched without branches (out-of-range runs read word 0) and left
+// untouched until store_kv zeroes the out-of-range ones and converts the
+// rest, so the loads stay in flight through the work in between (any use
+// at fetch time, even a select, would wait for them there).
 alias KvRun = vec2<u32>;
 
 fn fetch_kv(which: u32, i: u32, t: u32, kv0: u32, kv_end: u32, head: u32) -> KvRun {
@@ -263,13 +264,10 @@ fn fetch_kv(which: u32, i: u32, t: u32, kv0: u32, kv_end: u32, head: u32) -> KvR
     let e4 = u % d4p;
     let ok = j < BK && kv0 + j < kv_end && e4 < d4;
     let w = select(0u, ((head + (kv0 + j) * nb1) >> 2u) + 2u * e4, ok);
-    var v: vec2<u32>;
     if (which == 0u) {
-        v = vec2<u32>(kbuf[w], kbuf[w + 1u]);
-    } else {
-        v = vec2<u32>(vbuf[w], vbuf[w + 1u]);
+        return vec2<u32>(kbuf[w], kbuf[w + 1u]);
     }
-    return select(vec2<u32>(0u), v, ok);
+    return vec2<u32>(vbuf[w], vbuf[w + 1u]);
 }
 
 fn run_half(v: KvRun) -> vec4<f16> {
@@ -301,12 +299,15 @@ fn run_half(v: KvRun) -> vec4<f16> {
 }
 #endif
 
-// Stores run i of invocation t (from fetch_kv) to kv_tile.
-fn store_kv(which: u32, i: u32, t: u32, run: KvRun) {
-    let v = run_half(run);
+// Stores run i of invocation t (from fetch_kv for the tile at kv0) to
+// kv_tile, zero past the keys and the head size.
+fn store_kv(which: u32, i: u32, t: u32, run: KvRun, kv0: u32, kv_end: u32) {
     let d4p = select(u32(DKP), u32(DVP), which == 1u) / 4u;
+    let d4 = select(u32(DK4), u32(DV4), which == 1u);
     let u = t + i * WG_SIZE;
     let j = u / d4p;
+    let ok = kv0 + j < kv_end && u % d4p < d4;
+    let v = select(vec4<f16>(0.0), run_half(run), ok);
     if (j < BK) {
         let at = j * KVPITCH + (u % d4p) * 4u;
         kv_tile[at] = v.x;
@@ -315,6 +316,23 @@ fn store_kv(which: u32, i: u32, t: u32, run: KvRun) {
         kv_tile[at + 3u] = v.w;
     }
 }
+
+#ifdef HAS_MASK
+// The mask words of query row iq (0 past n_q) for keys j, j + 4, ...,
+// j + 28 (0 from kv_end on), left undecoded so the loads stay in flight
+// while the scores are computed (see mask_value).
+fn fetch_mask(iq: u32, j: u32, kv_end: u32, h: u32, b: u32) -> array<u32, 8> {
+    var w: array<u32, 8>;
+    for (var c = 0u; c < 8u; c++) {
+        let jc = j + 4u * c;
+        w[c] = 0u;
+        if (iq < p.n_q && jc < kv_end) {
+            w[c] = mask_word(iq, jc, h, b);
+        }
+    }
+    return w;
+}
+#endif
 
 @compute @workgroup_size(WG_SIZE)
 fn main(@builtin(workgroup_id) wid: vec3<u32>,
@@ -397,7 +415,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 
     // K/V tiles are fetched into registers one phase ahead: the first K
     // now; each tile's V during its scores, the next K during its softmax
-    // and P V. The mask values of a tile load during its scores too.
+    // and P V. The mask words of a tile load during its scores too. Each
+    // load's first use is where it is needed (store_kv, the softmax), so
+    // nothing waits for it earlier.
     var kv_in: array<KvRun, KV_LOADS>;
     for (var i = 0u; i < KV_LOADS; i++) {
         kv_in[i] = fetch_kv(0u, i, t, kv_begin, kv_end, k_head);
@@ -406,25 +426,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         // The previous tile's P V is done with kv_tile and p_tile.
         workgroupBarrier();
         for (var i = 0u; i < KV_LOADS; i++) {
-            store_kv(0u, i, t, kv_in[i]);
+            store_kv(0u, i, t, kv_in[i], kv0, kv_end);
         }
         workgroupBarrier();
         for (var i = 0u; i < KV_LOADS; i++) {
             kv_in[i] = fetch_kv(1u, i, t, kv0, kv_end, v_head);
         }
-        var x: array<f32, 8>;
-        for (var c = 0u; c < 8u; c++) {
-            let j = part + 4u * c;
-            x[c] = 0.0;
-            if (kv0 + j >= kv_end) {
-                x[c] = NEG_INF;
-            }
 #ifdef HAS_MASK
-            else if (q0 + r < p.n_q) {
-                x[c] = slope * mask_at(q0 + r, kv0 + j, h, b);
-            }
+        // Mask words now, decoded after the scores (see fetch_mask).
+        let m_raw = fetch_mask(q0 + r, kv0 + part, kv_end, h, b);
 #endif
-        }
 
         // 1. Scores.
         var s = acc_zero();
@@ -437,7 +448,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         // V tile into the same memory (scores are read from s_tile now),
         // then the next K into registers.
         for (var i = 0u; i < KV_LOADS; i++) {
-            store_kv(1u, i, t, kv_in[i]);
+            store_kv(1u, i, t, kv_in[i], kv0, kv_end);
         }
         if (kv0 + BK < kv_end) {
             for (var i = 0u; i < KV_LOADS; i++) {
@@ -445,7 +456,21 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
             }
         }
 
-        // 2. Online softmax: row r, keys part, part + 4, ...
+        // 2. Online softmax: row r, keys part, part + 4, ... x holds -inf
+        // past the keys, else the mask term.
+        var x: array<f32, 8>;
+        for (var c = 0u; c < 8u; c++) {
+            let j = part + 4u * c;
+            x[c] = 0.0;
+            if (kv0 + j >= kv_end) {
+                x[c] = NEG_INF;
+            }
+#ifdef HAS_MASK
+            else if (q0 + r < p.n_q) {
+                x[c] = slope * mask_value(m_raw[c], q0 + r, kv0 + j, h, b);
+            }
+#endif
+        }
         var m_tile = NEG_INF;
         for (var c = 0u; c < 8u; c++) {
             var v = s_tile[r * SPITCH + part + 4u * c];
