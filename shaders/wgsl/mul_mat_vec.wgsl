@@ -135,50 +135,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     }
 
     var acc: array<f32, NACC>;
-#ifdef UNROLL2
-    // Half rows, two units per iteration: every load of both is issued
-    // before any is used, so twice the bytes are in flight per invocation.
-    // A second unit past the row reads the first again and adds nothing.
-    for (var u = lid; u < p.n_units; u += 2u * WG_SIZE) {
-        let live2 = u + WG_SIZE < p.n_units;
-        let u2 = select(u, u + WG_SIZE, live2);
-        var wa: array<vec4<u32>, 2 * NROWS>;
-        var wb: array<vec4<u32>, 2 * NROWS>;
-        for (var r = 0u; r < NROWS; r++) {
-            wa[2u * r] = src0[rows[r] + 2u * u];
-            wa[2u * r + 1u] = src0[rows[r] + 2u * u + 1u];
-            wb[2u * r] = src0[rows[r] + 2u * u2];
-            wb[2u * r + 1u] = src0[rows[r] + 2u * u2 + 1u];
-        }
-        for (var c = 0u; c < NCOLS; c++) {
-            let xa = cols[c] + 4u * u;
-            let xb = cols[c] + 4u * u2;
-            let x0 = src1[xa];
-            let x1 = src1[xa + 1u];
-            let x2 = src1[xa + 2u];
-            let x3 = src1[xa + 3u];
-            let y0 = src1[xb];
-            let y1 = src1[xb + 1u];
-            let y2 = src1[xb + 2u];
-            let y3 = src1[xb + 3u];
-            for (var r = 0u; r < NROWS; r++) {
-                let a = wa[2u * r];
-                let b = wa[2u * r + 1u];
-                let sa = dot(vec4<f32>(unpack2x16float(a.x), unpack2x16float(a.y)), x0)
-                    + dot(vec4<f32>(unpack2x16float(a.z), unpack2x16float(a.w)), x1)
-                    + dot(vec4<f32>(unpack2x16float(b.x), unpack2x16float(b.y)), x2)
-                    + dot(vec4<f32>(unpack2x16float(b.z), unpack2x16float(b.w)), x3);
-                let e = wb[2u * r];
-                let f = wb[2u * r + 1u];
-                let sb = dot(vec4<f32>(unpack2x16float(e.x), unpack2x16float(e.y)), y0)
-                    + dot(vec4<f32>(unpack2x16float(e.z), unpack2x16float(e.w)), y1)
-                    + dot(vec4<f32>(unpack2x16float(f.x), unpack2x16float(f.y)), y2)
-                    + dot(vec4<f32>(unpack2x16float(f.z), unpack2x16float(f.w)), y3);
-                acc[r * NCOLS + c] += sa + select(0.0, sb, live2);
-            }
-        }
-    }
-#else
     for (var u = lid; u < p.n_units; u += WG_SIZE) {
 #ifdef X_Q8
         var wq: array<QUnit8, NROWS>;
@@ -251,7 +207,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         }
 #endif
     }
-#endif
 
 #ifdef PATH_SUBGROUP
     for (var i = 0u; i < NACC; i++) {

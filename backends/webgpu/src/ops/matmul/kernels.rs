@@ -406,9 +406,6 @@ fn matvec_key(e: &Encoder, w: &Weights, x: &Activations, cols: u32, id: bool) ->
     if x.q8 {
         key = key.define("X_Q8", "");
     }
-    if w.layout == WeightLayout::Half8 && plan::forced_flag("unroll") {
-        key = key.define("UNROLL2", "");
-    }
     if subgroups {
         key.path = "subgroup";
         let max_subgroups = wg / facts.subgroup_size.0.clamp(1, wg);

@@ -59,9 +59,7 @@ fn matvec_variants_validate() {
             if t == DType::F16 && !vec4 {
                 let mut half8 = key.clone();
                 half8.defines.retain(|(n, _)| *n != "W_VEC4");
-                let half8 = half8.define("W_HALF8", "");
-                check(&half8.clone().define("UNROLL2", ""));
-                check(&half8);
+                check(&half8.define("W_HALF8", ""));
             }
             check(&key);
         }
