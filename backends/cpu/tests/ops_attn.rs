@@ -8,16 +8,7 @@ mod common;
 use backplane::{DType, Graph};
 use common::*;
 
-const KV_TYPES: [DType; 8] = [
-    DType::F32,
-    DType::F16,
-    DType::BF16,
-    DType::Q4_0,
-    DType::Q4_1,
-    DType::Q5_0,
-    DType::Q5_1,
-    DType::Q8_0,
-];
+const KV_TYPES: [DType; 8] = DType::ATTENTION_KV_TYPES;
 
 #[allow(clippy::too_many_arguments)]
 fn attn_case(

@@ -227,16 +227,7 @@ impl Graph {
         let op = Op::FlashAttnExt;
         let (dq, dk, dv) = (self.d(q)?, self.d(k)?, self.d(v)?);
         expect_type(op, "q", &dq, &[DType::F32])?;
-        let kv_types = [
-            DType::F32,
-            DType::F16,
-            DType::BF16,
-            DType::Q4_0,
-            DType::Q4_1,
-            DType::Q5_0,
-            DType::Q5_1,
-            DType::Q8_0,
-        ];
+        let kv_types = DType::ATTENTION_KV_TYPES;
         expect_type(op, "k", &dk, &kv_types)?;
         expect_type(op, "v", &dv, &kv_types)?;
         need(

@@ -120,6 +120,20 @@ impl DType {
         DType::Q6_K,
     ];
 
+    /// Every type FLASH_ATTN_EXT's K and V come in (as in ggml's CPU
+    /// backend): the floats and the legacy block formats. Core validates
+    /// against it; a backend that decodes fewer says which in supports_op.
+    pub const ATTENTION_KV_TYPES: [DType; 8] = [
+        DType::F32,
+        DType::F16,
+        DType::BF16,
+        DType::Q4_0,
+        DType::Q4_1,
+        DType::Q5_0,
+        DType::Q5_1,
+        DType::Q8_0,
+    ];
+
     /// The type the library quantizes to when a caller does not choose one.
     pub const DEFAULT_QUANT: DType = DType::Q8_0;
 

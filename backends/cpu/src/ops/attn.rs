@@ -13,16 +13,8 @@ use super::tensor::{Tensor, dot, expect_type, par_range, src_type};
 use crate::error::CpuError;
 use crate::exec::NodeCtx;
 
-const KV_TYPES: &[DType] = &[
-    DType::F32,
-    DType::F16,
-    DType::BF16,
-    DType::Q4_0,
-    DType::Q4_1,
-    DType::Q5_0,
-    DType::Q5_1,
-    DType::Q8_0,
-];
+/// K/V types the kernel decodes: all of FLASH_ATTN_EXT's.
+const KV_TYPES: &[DType] = &DType::ATTENTION_KV_TYPES;
 
 /// Queries per work item.
 const Q_BLOCK: usize = 32;

@@ -8,17 +8,8 @@ use backplane_shaders::PipelineKey;
 use crate::facts::{Facts, human_bytes};
 use crate::ops::type_name;
 
-/// K/V types the kernel decodes.
-pub(super) const KV_TYPES: &[DType] = &[
-    DType::F32,
-    DType::F16,
-    DType::BF16,
-    DType::Q4_0,
-    DType::Q4_1,
-    DType::Q5_0,
-    DType::Q5_1,
-    DType::Q8_0,
-];
+/// K/V types the kernels decode: all of FLASH_ATTN_EXT's.
+pub(super) const KV_TYPES: &[DType] = &DType::ATTENTION_KV_TYPES;
 
 /// Queries per workgroup, largest first.
 const QUERY_BLOCKS: [u32; 6] = [32, 16, 8, 4, 2, 1];
