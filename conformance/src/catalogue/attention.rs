@@ -532,16 +532,7 @@ fn flash_attn_mixed_kv(c: &mut Catalogue) {
 }
 
 fn flash_attn(c: &mut Catalogue) {
-    let kv_types = [
-        DType::F32,
-        DType::F16,
-        DType::BF16,
-        DType::Q4_0,
-        DType::Q4_1,
-        DType::Q5_0,
-        DType::Q5_1,
-        DType::Q8_0,
-    ];
+    let kv_types = DType::ATTENTION_KV_TYPES;
     let shapes = [
         (64i64, 113i64, 1i64, 4i64, 1i64),
         (128, 512, 7, 4, 4),
