@@ -51,9 +51,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         let blk = c.x / QUANT_UNITS;
         let u = c.x % QUANT_UNITS;
         let w = q_unit(row + blk * QUANT_BLOCK_BYTES, u);
-        // This unit's vec4s, relative to the workgroup's first: the row's
-        // start, then the block's, then the runs' places in the block.
-        let at = (i - c.x - first) * 4u + blk * (QUANT_BLOCK_K / 4u);
+        // The block's first vec4 relative to the workgroup's: invocation
+        // lid - u holds its unit 0 (blocks are QUANT_UNITS units of 4
+        // vec4s, and the workgroup starts on a block); then the runs'
+        // places in the block.
+        let at = 4u * (lid - u);
         for (var r = 0u; r < 4u; r++) {
             staged[at + q_unit_k(u, r) / 4u] = vec4<f16>(w[r]);
         }
