@@ -184,33 +184,33 @@ fn load4(which: u32, kind: u32, row: u32, e: u32) -> vec4<f32> {
 }
 
 #ifdef HAS_MASK
+#ifdef MASK_F32
+// Bytes per mask value.
+const MASK_SIZE: u32 = 4u;
+#else
+const MASK_SIZE: u32 = 2u;
+#endif
+
 // Byte of the mask value of query iq, key j for head h, batch b.
 fn mask_byte(iq: u32, j: u32, h: u32, b: u32) -> u32 {
     let row = p.m_off + iq * p.m_nb1 + (h % p.m_ne2) * p.m_nb2 + (b % p.m_ne3) * p.m_nb3;
-#ifdef MASK_F32
-    return row + j * 4u;
-#else
-    return row + j * 2u;
-#endif
+    return row + j * MASK_SIZE;
 }
 
-// The mask word holding the value of query iq, key j (see mask_value).
-fn mask_word(iq: u32, j: u32, h: u32, b: u32) -> u32 {
-    return mbuf[mask_byte(iq, j, h, b) >> 2u];
-}
-
-// The mask value of query iq, key j from its word w.
-fn mask_value(w: u32, iq: u32, j: u32, h: u32, b: u32) -> f32 {
+// The mask value at byte `byte` (from mask_byte), given the word holding
+// it (only the byte's position in its word matters).
+fn mask_value(w: u32, byte: u32) -> f32 {
 #ifdef MASK_F32
     return bitcast<f32>(w);
 #else
-    return half_bits((w >> ((mask_byte(iq, j, h, b) & 2u) * 8u)) & 0xffffu);
+    return half_bits((w >> ((byte & 2u) * 8u)) & 0xffffu);
 #endif
 }
 
 // Mask value of query iq, key j for head h, batch b.
 fn mask_at(iq: u32, j: u32, h: u32, b: u32) -> f32 {
-    return mask_value(mask_word(iq, j, h, b), iq, j, h, b);
+    let byte = mask_byte(iq, j, h, b);
+    return mask_value(mbuf[byte >> 2u], byte);
 }
 #endif
 

@@ -318,19 +318,26 @@ fn store_kv(which: u32, i: u32, t: u32, run: KvRun, kv0: u32, kv_end: u32) {
 }
 
 #ifdef HAS_MASK
-// The mask words of query row iq (0 past n_q) for keys j, j + 4, ...,
-// j + 28 (0 from kv_end on), left undecoded so the loads stay in flight
-// while the scores are computed (see mask_value).
-fn fetch_mask(iq: u32, j: u32, kv_end: u32, h: u32, b: u32) -> array<u32, 8> {
-    var w: array<u32, 8>;
+// The mask words of query row iq for keys j, j + 4, ..., j + 28, and the
+// byte of key j's value. Key j + 4c lies 4c values further, at the same
+// place in its word, so mask_value(w[c], byte) decodes each.
+struct MaskWords {
+    w: array<u32, 8>,
+    byte: u32,
+}
+
+// The words (0 past n_q and from kv_end on), left undecoded so the loads
+// stay in flight while the scores are computed.
+fn fetch_mask(iq: u32, j: u32, kv_end: u32, h: u32, b: u32) -> MaskWords {
+    var m: MaskWords;
+    m.byte = mask_byte(iq, j, h, b);
     for (var c = 0u; c < 8u; c++) {
-        let jc = j + 4u * c;
-        w[c] = 0u;
-        if (iq < p.n_q && jc < kv_end) {
-            w[c] = mask_word(iq, jc, h, b);
+        m.w[c] = 0u;
+        if (iq < p.n_q && j + 4u * c < kv_end) {
+            m.w[c] = mbuf[(m.byte + 4u * c * MASK_SIZE) >> 2u];
         }
     }
-    return w;
+    return m;
 }
 #endif
 
@@ -467,7 +474,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
             }
 #ifdef HAS_MASK
             else if (q0 + r < p.n_q) {
-                x[c] = slope * mask_value(m_raw[c], q0 + r, kv0 + j, h, b);
+                x[c] = slope * mask_value(m_raw.w[c], m_raw.byte);
             }
 #endif
         }
