@@ -2,7 +2,9 @@
 // mul_mat_coopmat). The includer declares the weights binding `src0` and
 // the host picks one layout:
 // - W_QUANT: block-quantized rows read as u32 words; row offsets in bytes
-//   (with one QUANT_<TYPE> flag, see common/quant);
+//   (with one QUANT_<TYPE> flag, see common/quant); with QUANT_BUF_VEC4
+//   too (mat-vec, q4_K with 16-byte aligned rows) `src0` is an
+//   array<vec4<u32>>, offsets still in bytes;
 // - W_VEC4: f32/half rows whose offset and strides are multiples of 4
 //   elements and K % 4 == 0; `src0` is an array of vec4, offsets in vec4s;
 // - W_HALF8 (mat-vec): half rows with K % 16 == 0 and 16-byte aligned

@@ -39,7 +39,7 @@ struct Params {
     ids_off: u32, ids_s0: u32, ids_s1: u32, n_used: u32, n_experts: u32, node1: u32,
 }
 
-#ifdef W_HALF8
+#if defined(W_HALF8) || defined(QUANT_BUF_VEC4)
 @group(0) @binding(0) var<storage, read_write> src0: array<vec4<u32>>;
 #elif defined(W_VEC4)
 @group(0) @binding(0) var<storage, read_write> src0: array<vec4<SRC0_TYPE>>;

@@ -3,7 +3,9 @@
 // 18 bytes, q6_K 210).
 //
 // The includer defines, before `#include "common/quant"`:
-// - QUANT_BUF: the name of the `array<u32>` binding to read;
+// - QUANT_BUF: the name of the `array<u32>` binding to read, or of an
+//   `array<vec4<u32>>` one when QUANT_BUF_VEC4 is defined too (the host
+//   then guarantees 16-byte aligned blocks; see quant_dot's q4_K);
 // - exactly one type flag: QUANT_Q4_0, QUANT_Q4_1, QUANT_Q5_0, QUANT_Q5_1,
 //   QUANT_Q8_0, QUANT_Q2_K, QUANT_Q3_K, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K.
 //
@@ -20,28 +22,37 @@
 
 // ---- byte-addressed reads ------------------------------------------------
 
+// Word `w` of the binding.
+fn q_word(w: u32) -> u32 {
+#ifdef QUANT_BUF_VEC4
+    return QUANT_BUF[w >> 2u][w & 3u];
+#else
+    return QUANT_BUF[w];
+#endif
+}
+
 // 4 bytes at `byte` (any alignment; reads the second word only when the
 // bytes straddle two).
 fn qbuf_u32(byte: u32) -> u32 {
     let w = byte >> 2u;
     let s = (byte & 3u) * 8u;
-    let lo = QUANT_BUF[w];
+    let lo = q_word(w);
     if (s == 0u) {
         return lo;
     }
-    return (lo >> s) | (QUANT_BUF[w + 1u] << (32u - s));
+    return (lo >> s) | (q_word(w + 1u) << (32u - s));
 }
 
 // 8 bytes at `byte` (any alignment).
 fn qbuf_u32x2(byte: u32) -> vec2<u32> {
     let w = byte >> 2u;
     let s = (byte & 3u) * 8u;
-    let a = QUANT_BUF[w];
-    let b = QUANT_BUF[w + 1u];
+    let a = q_word(w);
+    let b = q_word(w + 1u);
     if (s == 0u) {
         return vec2<u32>(a, b);
     }
-    let c = QUANT_BUF[w + 2u];
+    let c = q_word(w + 2u);
     return vec2<u32>((a >> s) | (b << (32u - s)), (b >> s) | (c << (32u - s)));
 }
 
@@ -49,26 +60,26 @@ fn qbuf_u32x2(byte: u32) -> vec2<u32> {
 fn qbuf_u32x4(byte: u32) -> vec4<u32> {
     let w = byte >> 2u;
     let s = (byte & 3u) * 8u;
-    let a = QUANT_BUF[w];
-    let b = QUANT_BUF[w + 1u];
-    let c = QUANT_BUF[w + 2u];
-    let d = QUANT_BUF[w + 3u];
+    let a = q_word(w);
+    let b = q_word(w + 1u);
+    let c = q_word(w + 2u);
+    let d = q_word(w + 3u);
     if (s == 0u) {
         return vec4<u32>(a, b, c, d);
     }
-    let e = QUANT_BUF[w + 4u];
+    let e = q_word(w + 4u);
     let t = 32u - s;
     return vec4<u32>((a >> s) | (b << t), (b >> s) | (c << t), (c >> s) | (d << t), (d >> s) | (e << t));
 }
 
 // The byte at `byte`.
 fn qbuf_u8(byte: u32) -> u32 {
-    return (QUANT_BUF[byte >> 2u] >> ((byte & 3u) * 8u)) & 0xFFu;
+    return (q_word(byte >> 2u) >> ((byte & 3u) * 8u)) & 0xFFu;
 }
 
 // The IEEE half at `byte` (even), as f32.
 fn qbuf_half(byte: u32) -> f32 {
-    return unpack2x16float(QUANT_BUF[byte >> 2u] >> ((byte & 2u) * 8u)).x;
+    return unpack2x16float(q_word(byte >> 2u) >> ((byte & 2u) * 8u)).x;
 }
 
 // ---- bit helpers -----------------------------------------------------------
@@ -111,13 +122,16 @@ fn q_scales12(byte: u32) -> vec3<u32> {
 
 // q4_K / q5_K: 6-bit scale (x) and min (y) of group `j` (0..7)
 // (ggml get_scale_min_k4).
+// Without a branch, so invocations with groups on either side of 4 do not
+// diverge: b0, b4, b8 are bytes j % 4, + 4, + 8.
 fn q_scale_min_k4(s: vec3<u32>, j: u32) -> vec2<f32> {
-    if (j < 4u) {
-        return vec2<f32>(f32(q_scale_byte(s, j) & 63u), f32(q_scale_byte(s, j + 4u) & 63u));
-    }
-    let sc = (q_scale_byte(s, j + 4u) & 0xFu) | ((q_scale_byte(s, j - 4u) >> 6u) << 4u);
-    let m = (q_scale_byte(s, j + 4u) >> 4u) | ((q_scale_byte(s, j) >> 6u) << 4u);
-    return vec2<f32>(f32(sc), f32(m));
+    let i = j & 3u;
+    let b0 = q_scale_byte(s, i);
+    let b4 = q_scale_byte(s, i + 4u);
+    let b8 = q_scale_byte(s, i + 8u);
+    let low = vec2<u32>(b0, b4) & vec2<u32>(63u);
+    let high = vec2<u32>(b8 & 0xFu, b8 >> 4u) | ((vec2<u32>(b0, b4) >> vec2<u32>(6u)) << vec2<u32>(4u));
+    return vec2<f32>(select(high, low, j < 4u));
 }
 
 // q3_K: signed 6-bit scale of group `j` (0..15), minus 32.

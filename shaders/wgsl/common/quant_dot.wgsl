@@ -60,11 +60,25 @@ fn q_load8(row: u32, u: u32) -> QUnit8 {
     // Sub-blocks 2c (low nibbles) and 2c + 1 (high nibbles) share qs
     // bytes 32c..32c+31.
     let c = u % Q8_UNITS_PER_BLOCK;
+#ifdef QUANT_BUF_VEC4
+    // 16-byte aligned blocks: d, dmin and the 12 scale bytes are the
+    // block's first vec4, the unit's 32 quant bytes the next two from
+    // 16 + 32c (three loads instead of a dozen words).
+    let v = block >> 4u;
+    let head = QUANT_BUF[v];
+    let a = QUANT_BUF[v + 1u + 2u * c];
+    let b = QUANT_BUF[v + 2u + 2u * c];
+    let dm = unpack2x16float(head.x);
+    let d = dm.x;
+    let dmin = dm.y;
+    let scales = head.yzw;
+#else
     let d = qbuf_half(block);
     let dmin = qbuf_half(block + 2u);
     let scales = q_scales12(block + 4u);
     let a = qbuf_u32x4(block + 16u + 32u * c);
     let b = qbuf_u32x4(block + 32u + 32u * c);
+#endif
     w.q[0] = a & Q_NIBBLES;
     w.q[1] = b & Q_NIBBLES;
     w.q[2] = (a >> vec4<u32>(4u)) & Q_NIBBLES;
@@ -79,7 +93,7 @@ fn q_load8(row: u32, u: u32) -> QUnit8 {
     var a: array<u32, Q_WINDOW>;
     let first = block >> 2u;
     for (var i = 0u; i < Q_WINDOW; i++) {
-        a[i] = QUANT_BUF[first + i];
+        a[i] = q_word(first + i);
     }
     let odd = (block & 2u) != 0u;
     w.d[0] = unpack2x16float(select(a[0], a[0] >> 16u, odd)).x;

@@ -63,7 +63,7 @@ impl Weights {
         let ty = dtype(a)?;
         let binding = e.binding(index)?;
         let unit = match layout {
-            WeightLayout::Quant => 1,
+            WeightLayout::Quant | WeightLayout::Quant16 => 1,
             WeightLayout::Vec4 => 4 * ty.type_size() as u64,
             WeightLayout::Half8 => 16,
             WeightLayout::Scalar => ty.type_size() as u64,
@@ -129,6 +129,10 @@ impl Weights {
                 .define(quant_flag(self.ty).expect("block type"), ""),
             WeightLayout::Vec4 => key.define("W_VEC4", ""),
             WeightLayout::Half8 => key.define("W_HALF8", ""),
+            WeightLayout::Quant16 => key
+                .define("W_QUANT", "")
+                .define(quant_flag(self.ty).expect("block type"), "")
+                .define("QUANT_BUF_VEC4", ""),
             WeightLayout::Scalar => key,
         }
     }
@@ -361,13 +365,14 @@ pub(super) fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
     };
     if plan::trace() {
         eprintln!(
-            "backplane-webgpu: MUL_MAT {} m={} n={} k={} batches={} -> {}{}",
+            "backplane-webgpu: MUL_MAT {} m={} n={} k={} batches={} -> {} (weights {:?}){}",
             dtype(&g[ia])?.name(),
             s.m,
             s.n,
             s.k,
             s.batches(),
             path.name(),
+            w.layout,
             if w.ty == dtype(&g[ia])? {
                 ""
             } else {

@@ -22,8 +22,8 @@
 //! (`matvec`, `matvec-wg`, `tiled`, `tiled8`, `coopmat`, `coopmat-emulated`;
 //! see [`plan::forced_path`]) and `f32x` makes the cooperative-matrix kernel
 //! read f32 activations in place (tuning words `rows=N`, `wg=N`, `xf32`,
-//! `nohalf8`: see [`plan`]); `BACKPLANE_WEBGPU_MATMUL_TRACE=1` prints the
-//! path of every MUL_MAT.
+//! `nohalf8`, `noquant16`: see [`plan`]); `BACKPLANE_WEBGPU_MATMUL_TRACE=1` prints the
+//! path and weight layout of every MUL_MAT.
 
 mod kernels;
 pub(crate) mod plan;

@@ -111,6 +111,10 @@ pub enum WeightLayout {
     /// K % 16 == 0, offsets and strides multiples of 16 bytes), offsets in
     /// units of 8 halves.
     Half8,
+    /// Block-quantized rows read as `vec4<u32>` (integer mat-vec of q4_K,
+    /// whose 144-byte blocks stay 16-byte aligned when the offset and
+    /// strides are), offsets in bytes.
+    Quant16,
 }
 
 /// The shape of a MUL_MAT: `dst[M, N, ne12, ne13] = a[K, M, ne02, ne03]^T b`.
@@ -209,15 +213,15 @@ pub fn weight_layout(facts: &Facts, a: &TensorDesc, t: DType) -> WeightLayout {
 }
 
 /// The mat-vec kernel's layout for weights `a` of type `t`: [`WeightLayout::Half8`]
-/// for f16 rows that allow 16-byte loads, else [`weight_layout`].
+/// for f16 rows that allow 16-byte loads, [`WeightLayout::Quant16`] for
+/// such q4_K rows under the integer kernel, else [`weight_layout`].
 pub fn matvec_weight_layout(facts: &Facts, a: &TensorDesc, t: DType) -> WeightLayout {
-    let half8 = t == DType::F16
-        && a.ne[0] % 16 == 0
-        && rem_bytes(facts, a).is_multiple_of(16)
-        && a.nb[1..].iter().all(|&s| s.is_multiple_of(16))
-        && !forced_flag("nohalf8");
-    if half8 {
+    let aligned16 =
+        rem_bytes(facts, a).is_multiple_of(16) && a.nb[1..].iter().all(|&s| s.is_multiple_of(16));
+    if t == DType::F16 && a.ne[0] % 16 == 0 && aligned16 && !forced_flag("nohalf8") {
         WeightLayout::Half8
+    } else if t == DType::Q4_K && matvec_int8(t) && aligned16 && !forced_flag("noquant16") {
+        WeightLayout::Quant16
     } else {
         weight_layout(facts, a, t)
     }

@@ -55,6 +55,10 @@ fn matvec_variants_validate() {
             }
             if plan::matvec_int8(t) {
                 check(&key.clone().define("X_Q8", ""));
+                if t == DType::Q4_K {
+                    check(&key.clone().define("X_Q8", "").define("QUANT_BUF_VEC4", ""));
+                    check(&key.clone().define("QUANT_BUF_VEC4", ""));
+                }
             }
             if t == DType::F16 && !vec4 {
                 let mut half8 = key.clone();
