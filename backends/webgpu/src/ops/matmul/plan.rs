@@ -393,12 +393,14 @@ pub fn matvec_subgroups(facts: &Facts) -> bool {
 }
 
 /// Workgroup size of the mat-vec kernel for weights of type `t`: with
-/// subgroup reductions 128, or 64 for f32 weights (measured 10% faster on
-/// an H200, where f32 rows are long enough to keep 64 invocations busy);
-/// 64 with the workgroup-memory tree. `wg=N` in `BACKPLANE_WEBGPU_MATMUL`
-/// overrides it.
+/// subgroup reductions 128, or 64 for f32 and q4_K weights; 64 with the
+/// workgroup-memory tree. On an H200 at K = 14336, 64 measured 10% faster
+/// for f32 (rows long enough to keep 64 invocations busy) and for q4_K
+/// (20.0-20.8 against 22.5-23.1 us: its 224 units of 64 weights per row
+/// leave a quarter of 128 invocations idle on their second pass).
+/// `wg=N` in `BACKPLANE_WEBGPU_MATMUL` overrides it.
 pub fn matvec_wg(facts: &Facts, subgroups: bool, t: DType) -> u32 {
-    let default: u32 = if subgroups && t != DType::F32 {
+    let default: u32 = if subgroups && !matches!(t, DType::F32 | DType::Q4_K) {
         128
     } else {
         64
