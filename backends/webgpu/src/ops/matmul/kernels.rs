@@ -124,15 +124,18 @@ impl Weights {
     fn key(&self, key: PipelineKey) -> PipelineKey {
         let key = key.ty("SRC0", type_name(self.ty));
         match self.layout {
-            WeightLayout::Quant => key
-                .define("W_QUANT", "")
-                .define(quant_flag(self.ty).expect("block type"), ""),
+            WeightLayout::Quant | WeightLayout::Quant16 => {
+                let key = key
+                    .define("W_QUANT", "")
+                    .define(quant_flag(self.ty).expect("block type"), "");
+                if self.layout == WeightLayout::Quant16 {
+                    key.define("QUANT_BUF_VEC4", "")
+                } else {
+                    key
+                }
+            }
             WeightLayout::Vec4 => key.define("W_VEC4", ""),
             WeightLayout::Half8 => key.define("W_HALF8", ""),
-            WeightLayout::Quant16 => key
-                .define("W_QUANT", "")
-                .define(quant_flag(self.ty).expect("block type"), "")
-                .define("QUANT_BUF_VEC4", ""),
             WeightLayout::Scalar => key,
         }
     }
