@@ -217,3 +217,85 @@ fn without_an_adapter_the_plugin_loads_with_zero_devices_and_a_reason() {
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("1 passed"));
 }
+
+/// `W x` for `w` of `m` rows of `k` and `x` of `n` columns of `k`, as ggml
+/// lays MUL_MAT out (dst[j][i] = row i of w . column j of x).
+fn mul_mat_ref(w: &[f32], x: &[f32], k: usize, m: usize, n: usize) -> Vec<f32> {
+    let mut out = vec![0.0f32; m * n];
+    for j in 0..n {
+        for i in 0..m {
+            let dot: f64 = (0..k)
+                .map(|t| f64::from(w[i * k + t]) * f64::from(x[j * k + t]))
+                .sum();
+            out[j * m + i] = dot as f32;
+        }
+    }
+    out
+}
+
+/// MUL_MATs that share src1 convert it once (the copy is kept for the
+/// later nodes of the graph); a node that overwrites src1's bytes in
+/// between makes the next MUL_MAT convert it again. K = 62 is not a
+/// multiple of 4, so those MUL_MATs convert their activations, for the
+/// mat-vec (n = 1) and the tiled kernel (n = 20); 128 x 64 x 64 takes the
+/// cooperative-matrix kernel where the device has one, which converts
+/// them to half (elsewhere the tiled kernel reads them in place).
+#[test]
+fn shared_activations_are_converted_once_and_again_after_a_write() {
+    let reg = webgpu();
+    let Some(d) = device(&reg) else { return };
+    for (k, m1, m2, n) in [
+        (62usize, 5usize, 3usize, 1usize),
+        (62, 5, 3, 20),
+        (64, 128, 144, 64),
+    ] {
+        let mut g = Graph::new();
+        let w1 = g.input("w1", DType::F32, &[k as i64, m1 as i64]).unwrap();
+        let w2 = g.input("w2", DType::F32, &[k as i64, m2 as i64]).unwrap();
+        let x = g.input("x", DType::F32, &[k as i64, n as i64]).unwrap();
+        let y1 = g.mul_mat(w1, x).unwrap();
+        let y2 = g.mul_mat(w2, x).unwrap();
+        let doubled = g.scale(x, 2.0).unwrap();
+        let y3 = g.mul_mat(w1, x).unwrap();
+        for t in [y1, y2, doubled, y3] {
+            g.mark_output(t).unwrap();
+            let v = d.supports_op(g.tensors(), t.index());
+            assert!(v.is_supported(), "{:?}", v.reason());
+        }
+        let (mut descs, buf) = place(&g, &d.buffer_type());
+        // SCALE writes over x in place, after y1 and y2 have read it and
+        // before y3 does.
+        descs[doubled.index()].offset = descs[x.index()].offset;
+        let w1v: Vec<f32> = (0..k * m1).map(|i| ((i * 7) % 11) as f32 - 5.0).collect();
+        let w2v: Vec<f32> = (0..k * m2).map(|i| ((i * 3) % 13) as f32 * 0.5).collect();
+        let xv: Vec<f32> = (0..k * n).map(|i| ((i * 5) % 9) as f32 - 4.0).collect();
+        for (t, v) in [(w1, &w1v), (w2, &w2v), (x, &xv)] {
+            buf.set_tensor(&descs[t.index()], 0, &f32_bytes(v)).unwrap();
+        }
+        let s = d.init_backend("").unwrap();
+        s.graph_compute(&descs).unwrap();
+        let read = |t: backplane::TensorId| {
+            let mut out = vec![0u8; descs[t.index()].nbytes() as usize];
+            buf.get_tensor(&descs[t.index()], 0, &mut out).unwrap();
+            bytes_f32(&out)
+        };
+        let x2: Vec<f32> = xv.iter().map(|v| v * 2.0).collect();
+        for (t, want, what) in [
+            (y1, mul_mat_ref(&w1v, &xv, k, m1, n), "y1 = w1 x"),
+            (y2, mul_mat_ref(&w2v, &xv, k, m2, n), "y2 = w2 x (x reused)"),
+            (
+                y3,
+                mul_mat_ref(&w1v, &x2, k, m1, n),
+                "y3 = w1 (2x) after SCALE",
+            ),
+        ] {
+            let got = read(t);
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    (g - w).abs() <= 1e-3 * w.abs().max(1.0),
+                    "k = {k}, n = {n}, {what}: element {i} is {g}, want {w}"
+                );
+            }
+        }
+    }
+}

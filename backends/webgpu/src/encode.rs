@@ -11,6 +11,7 @@ use backplane_abi::TensorDesc;
 use backplane_shaders::PipelineKey;
 
 use crate::context::{Ctx, KERNELS_PER_SUBMIT, PARAM_SLOT_BYTES};
+use crate::kept::{ByteRange, CopyOrigin, Kept};
 use crate::pipelines::{Checks, Pipeline};
 use crate::stream::StreamState;
 
@@ -114,6 +115,8 @@ pub struct Encoder<'a> {
     pub node: usize,
     error_flag_used: bool,
     kernels: u64,
+    /// A converted tensor later nodes may reuse (see [`crate::kept`]).
+    kept: Kept<Binding>,
 }
 
 impl<'a> Encoder<'a> {
@@ -131,6 +134,7 @@ impl<'a> Encoder<'a> {
             node: 0,
             error_flag_used: false,
             kernels: 0,
+            kept: Kept::default(),
         }
     }
 
@@ -181,12 +185,35 @@ impl<'a> Encoder<'a> {
         })
     }
 
-    /// Starts encoding node `i`: its kernels may reuse all scratch memory,
-    /// because every dispatch is ordered after the previous node's (each
-    /// binds its tensors read-write, so wgpu puts a barrier between them).
+    /// Starts encoding node `i`: its kernels may reuse all scratch memory
+    /// but a kept copy, because every dispatch is ordered after the
+    /// previous node's (each binds its tensors read-write, so wgpu puts a
+    /// barrier between them). A kept copy whose source node `i` writes is
+    /// dropped.
     pub fn begin_node(&mut self, i: usize) {
         self.node = i;
-        self.state.scratch_used = 0;
+        self.kept.forget_if_written(&ByteRange::of(&self.graph[i]));
+        self.state.scratch_used = self.kept.scratch_end();
+    }
+
+    /// The kept copy `origin` made, if it is still valid.
+    pub fn kept_copy(&self, origin: &CopyOrigin) -> Option<Binding> {
+        self.kept.find(origin).cloned()
+    }
+
+    /// Drops the kept copy before a new one is made; a node that has not
+    /// taken scratch memory yet then starts again at its beginning.
+    pub fn forget_kept_copy(&mut self) {
+        if self.state.scratch_used == self.kept.scratch_end() {
+            self.state.scratch_used = 0;
+        }
+        self.kept.forget();
+    }
+
+    /// Keeps `copy` (scratch memory) for later nodes of this graph.
+    pub fn keep_copy(&mut self, origin: CopyOrigin, copy: Binding) {
+        let end = copy.offset + copy.size;
+        self.kept.keep(origin, copy, end);
     }
 
     /// Scratch memory of `bytes` bytes, valid until the next node.
@@ -205,12 +232,15 @@ impl<'a> Encoder<'a> {
         let start = if fits {
             start
         } else {
-            let cap = (size + align)
+            // Room for what this node already took as well, so the next
+            // graph that asks the same finds it all in one buffer.
+            let cap = (start + size)
                 .max(self.state.scratch.as_ref().map_or(0, |b| b.size() * 2))
                 .max(1 << 20);
             let cap = cap.min(self.ctx.facts.max_buffer_bytes).max(size);
             // Cached bind groups would keep the old scratch buffer alive.
             self.ctx.bind_groups.clear();
+            self.kept.forget();
             self.state.scratch = Some(Arc::new(self.ctx.device.create_buffer(
                 &wgpu::BufferDescriptor {
                     label: Some("backplane scratch"),

@@ -13,6 +13,7 @@ pub mod context;
 pub mod device;
 pub mod encode;
 pub mod facts;
+pub mod kept;
 pub mod memory;
 mod ops;
 pub mod pipelines;

@@ -7,6 +7,7 @@ use backplane_shaders::PipelineKey;
 use super::plan::{self, Path, Shape, WeightLayout};
 use super::quant_flag;
 use crate::encode::{Binding, Encoder, Params};
+use crate::kept::{ByteRange, CopyOrigin};
 use crate::ops::{dtype, nb_elems, ne_u32, src_index, type_name};
 use crate::pipelines::Checks;
 
@@ -163,6 +164,8 @@ struct Activations {
     /// Offset and strides of dims 1..3 in vec4s.
     off: u32,
     strides: [u32; 3],
+    /// The copy an earlier node of the graph made (see [`crate::kept`]).
+    reused: bool,
 }
 
 impl Activations {
@@ -176,6 +179,7 @@ impl Activations {
             return Ok(Activations {
                 half,
                 q8: false,
+                reused: false,
                 off: u32_of(binding.rem_bytes / 16, "src1 offset")?,
                 strides: outer_strides(b, 16)?,
                 binding,
@@ -267,19 +271,37 @@ impl Activations {
             *s /= per as u32;
         }
         let binding = e.binding(index)?;
-        let scratch = e.scratch(bytes)?;
         let params = head.u32(binding.elem_offset(per * size)?).u32x4(nb);
-        e.dispatch_linear(
-            key,
-            Checks::On,
-            &[binding, scratch.clone()],
-            &params,
-            invocations.div_ceil(u64::from(CONVERT_WG)),
-        )?;
+        // A node before this one in the graph may have converted the same
+        // src1 the same way (Q, K and V projections share it).
+        let origin = CopyOrigin {
+            source: index,
+            range: ByteRange::of(b),
+            key: key.clone(),
+            params: params.words().to_vec(),
+        };
+        let reused = e.kept_copy(&origin);
+        let scratch = match reused.clone() {
+            Some(copy) => copy,
+            None => {
+                e.forget_kept_copy();
+                let scratch = e.scratch(bytes)?;
+                e.dispatch_linear(
+                    key,
+                    Checks::On,
+                    &[binding, scratch.clone()],
+                    &params,
+                    invocations.div_ceil(u64::from(CONVERT_WG)),
+                )?;
+                e.keep_copy(origin, scratch.clone());
+                scratch
+            }
+        };
         Ok(Activations {
             binding: scratch,
             half: false,
             q8: false,
+            reused: reused.is_some(),
             off: 0,
             strides: [row, row * ne[1], row * ne[1] * ne[2]],
         })
@@ -352,6 +374,15 @@ pub(super) fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
     let out = Dst::new(e, node)?;
     let dense = out.strides[0] == 1;
     let path = plan::choose_path(&e.ctx().facts, w.ty, &s, dense, plan::forced_path());
+    // The cooperative-matrix kernel reads half activations, converted
+    // first unless `f32x` asks it to convert f32 ones while staging. They
+    // take scratch memory before the weights do, so a copy kept for the
+    // next nodes (see `crate::kept`) sits at its start.
+    let half = matches!(path, Path::CoopMat { .. }) && !plan::forced_flag("f32x");
+    let x = match path {
+        Path::MatVec { .. } => Activations::for_matvec(e, ib, w.ty)?,
+        _ => Activations::new(e, ib, half)?,
+    };
     let w = match path {
         Path::MatVec { .. } => Weights::for_matvec(e, ia)?,
         Path::CoopMat { .. } if plan::dequantize_first(&e.ctx().facts, w.ty, &s) => {
@@ -359,16 +390,9 @@ pub(super) fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
         }
         _ => w,
     };
-    // The cooperative-matrix kernel reads half activations, converted
-    // first unless `f32x` asks it to convert f32 ones while staging.
-    let half = matches!(path, Path::CoopMat { .. }) && !plan::forced_flag("f32x");
-    let x = match path {
-        Path::MatVec { .. } => Activations::for_matvec(e, ib, w.ty)?,
-        _ => Activations::new(e, ib, half)?,
-    };
     if plan::trace() {
         eprintln!(
-            "backplane-webgpu: MUL_MAT {} m={} n={} k={} batches={} -> {} (weights {:?}){}",
+            "backplane-webgpu: MUL_MAT {} m={} n={} k={} batches={} -> {} (weights {:?}){}{}",
             dtype(&g[ia])?.name(),
             s.m,
             s.n,
@@ -380,6 +404,11 @@ pub(super) fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
                 ""
             } else {
                 " (weights to half first)"
+            },
+            if x.reused {
+                " (src1 as converted by an earlier node)"
+            } else {
+                ""
             }
         );
     }
