@@ -63,11 +63,16 @@ pub fn run() -> Result<(), String> {
     // MUL_MAT, with the weights converted to half rows first (as on GPUs
     // for wide products): the sampled cases with at least 16 columns (192
     // cases, about 15 s): every weight type, edges, batches, broadcasts.
+    // K split in 3 where K > 64 (K = 96, 256, 512; K = 64 stays whole), so
+    // both the split kernel with its partial sums and the whole one run.
     emulated(
         "MUL_MAT",
         "MUL_MAT",
         r"n=(1[6-9]|[2-9][0-9]|[1-9][0-9][0-9]+),",
-        ("BACKPLANE_WEBGPU_MATMUL", "coopmat-emulated,dequant"),
+        (
+            "BACKPLANE_WEBGPU_MATMUL",
+            "coopmat-emulated,dequant,splitk=3",
+        ),
     )?;
     eprintln!("xtask test: all steps passed");
     Ok(())

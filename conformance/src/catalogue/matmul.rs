@@ -324,7 +324,9 @@ fn mul_mat_id(c: &mut Catalogue) {
     }
 }
 
-/// The benchmark shapes of the core issue: src0 4096 x 14336, n = 1 and 512.
+/// The benchmark shapes of the core issue: src0 4096 x 14336, n = 1 and 512,
+/// and n = 128 and 256 (prompt chunks too narrow to fill a large GPU with
+/// 128 x 128 output tiles).
 fn perf(c: &mut Catalogue) {
     for ta in [
         DType::F32,
@@ -333,7 +335,7 @@ fn perf(c: &mut Catalogue) {
         DType::Q8_0,
         DType::Q4_K,
     ] {
-        for n in [1i64, 512] {
+        for n in [1i64, 128, 256, 512] {
             let (m, k) = (4096i64, 14336i64);
             let name = format!(
                 "MUL_MAT(type_a={ta},type_b=f32,m={m},n={n},k={k},bs=[1,1],nr=[1,1],per_b=[0,1,2,3])"
