@@ -124,7 +124,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     let split = wid.z / p.batches;
     let batch = wid.z % p.batches;
     let k_begin = split * p.k_chunk;
-    let k_end = min(p.k, k_begin + p.k_chunk);
+    // Past K in the last split: those tiles load zeros.
+    let k_end = k_begin + p.k_chunk;
     let d_split = split * p.split_plane;
 #else
     // Loop bounds of the whole K, as plain as they can be: the same kernel
@@ -162,7 +163,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         a_next[r] = fetch_a(w_base, m0, k_begin, lid + r * WG_SIZE);
         b_next[r] = fetch_b(x_base, n0, k_begin, lid + r * WG_SIZE);
     }
-    for (var k0 = k_begin; k0 < k_end; k0 += BK) {
+#ifdef SPLIT_K
+    for (var step = 0u; step < p.k_chunk / BK; step++) {
+        let k0 = k_begin + step * BK;
+#else
+    for (var k0 = 0u; k0 < p.k; k0 += BK) {
+#endif
         for (var r = 0u; r < RUNS_PER_THREAD; r++) {
             let at = tile_at(lid + r * WG_SIZE);
             a_tile[at] = a_next[r];
