@@ -10,8 +10,10 @@
 //! - `mul_mat_tiled`: 64 x 64 register-tiled f32 GEMM, weights dequantized
 //!   while staged in workgroup memory;
 //! - `mul_mat_coopmat`: 128 x 128 cooperative-matrix GEMM (16x16x16 half
-//!   inputs, f32 accumulation) for large shapes of non-f32 weights on
-//!   devices with it; `mul_mat_tiled` fills the edges.
+//!   inputs, f32 accumulation) for large shapes on devices with it;
+//!   `mul_mat_tiled` fills the edges; K is split over more workgroups
+//!   (partial sums added by `mul_mat_split_sum`) when the tiles are too
+//!   few to fill the GPU ([`plan::coopmat_split`]).
 //!
 //! Activations the kernels cannot read as aligned f32 vec4 rows (f16,
 //! transposed or permuted views, odd K) are first copied to scratch memory
@@ -22,7 +24,7 @@
 //! (`matvec`, `matvec-wg`, `tiled`, `tiled8`, `coopmat`, `coopmat-emulated`;
 //! see [`plan::forced_path`]) and `f32x` makes the cooperative-matrix kernel
 //! read f32 activations in place (tuning words `rows=N`, `wg=N`, `xf32`,
-//! `nohalf8`, `noquant16`: see [`plan`]); `BACKPLANE_WEBGPU_MATMUL_TRACE=1` prints the
+//! `nohalf8`, `noquant16`, `splitk=N`: see [`plan`]); `BACKPLANE_WEBGPU_MATMUL_TRACE=1` prints the
 //! path and weight layout of every MUL_MAT.
 
 mod kernels;
