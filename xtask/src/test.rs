@@ -51,9 +51,11 @@ pub fn run() -> Result<(), String> {
     // The cooperative-matrix kernels need hardware CI lacks; their
     // emulations (the same tiling, plain code for the matrix calls) run on
     // lavapipe.
-    // FLASH_ATTN_EXT: 17 cases, about 10 s (lavapipe takes some 40 s to
-    // compile each variant for head size 128): head sizes 40 and 64,
-    // partial and whole tiles, every flag, float and quantized K/V.
+    // FLASH_ATTN_EXT: 17 cases: head sizes 40 and 64, partial and whole
+    // tiles, every flag, float and quantized K/V. Lavapipe's LLVM takes
+    // most of the time compiling the variants: 5.5 minutes on a fresh
+    // machine (Mesa's shader cache empty, as in CI), 4 s once it is warm;
+    // head size 128 would take some 40 s more per variant.
     emulated(
         "flash attention",
         "FLASH_ATTN_EXT",
