@@ -584,45 +584,43 @@ fn coopmat(
         m_full.div_ceil(plan::COOPMAT_TILE),
         n_full.div_ceil(plan::COOPMAT_TILE),
     ];
-    let (splits, k_chunk) = plan::coopmat_split(tiles[0] * tiles[1] * batches, s.k);
     let plane = m_full * n_full * batches;
-    let split = splits > 1 && e.ctx().facts.fits_binding(4 * plane * splits);
-    let (splits, k_chunk) = if split { (splits, k_chunk) } else { (1, s.k) };
-    if split {
+    let (splits, k_chunk) = match plan::coopmat_split(tiles[0] * tiles[1] * batches, s.k) {
+        (n, chunk) if n > 1 && e.ctx().facts.fits_binding(4 * plane * n) => (n, chunk),
+        _ => (1, s.k),
+    };
+    // A split stores a dense m_full x n_full x batches plane of partial
+    // sums in scratch memory; mul_mat_split_sum then adds them into dst.
+    let part = if splits > 1 {
         key = key.define("SPLIT_K", "");
-    }
+        Some(Dst {
+            binding: e.scratch(4 * plane * splits)?,
+            off: 0,
+            strides: [
+                1,
+                m_full as u32,
+                (m_full * n_full) as u32,
+                (m_full * n_full * s.ne12) as u32,
+            ],
+        })
+    } else {
+        None
+    };
+    let out = part.as_ref().unwrap_or(d);
     let groups = [
         u32_of(tiles[0], "row tiles")?,
         u32_of(tiles[1], "column tiles")?,
         u32_of(batches * splits, "batches x K splits")?,
     ];
-    let tail = |p: Params| {
-        Ok::<Params, String>(
-            p.u32(u32_of(batches, "batches")?)
-                .u32(u32_of(k_chunk, "K split")?)
-                .u32(u32_of(plane, "split plane")?),
-        )
-    };
-    if !split {
-        let p = tail(layout_params(p, w, x, d, true))?;
-        let bindings = [w.binding.clone(), x.binding.clone(), d.binding.clone()];
-        return e.dispatch(&key, checks, &bindings, &p, groups);
-    }
-    // Each split stores a dense m_full x n_full x batches plane of partial
-    // sums in scratch memory; mul_mat_split_sum adds them into dst.
-    let part = Dst {
-        binding: e.scratch(4 * plane * splits)?,
-        off: 0,
-        strides: [
-            1,
-            m_full as u32,
-            (m_full * n_full) as u32,
-            (m_full * n_full * s.ne12) as u32,
-        ],
-    };
-    let p = tail(layout_params(p, w, x, &part, true))?;
-    let bindings = [w.binding.clone(), x.binding.clone(), part.binding.clone()];
+    let p = layout_params(p, w, x, out, true)
+        .u32(u32_of(batches, "batches")?)
+        .u32(u32_of(k_chunk, "K split")?)
+        .u32(u32_of(plane, "split plane")?);
+    let bindings = [w.binding.clone(), x.binding.clone(), out.binding.clone()];
     e.dispatch(&key, checks, &bindings, &p, groups)?;
+    let Some(part) = part else {
+        return Ok(());
+    };
     let sum_key = PipelineKey::new("mul_mat_split_sum", "").wg(CONVERT_WG);
     let p = Params::new()
         .u32(m_full as u32)
