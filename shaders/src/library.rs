@@ -11,7 +11,10 @@
 //! - `enable f16;` (and the cooperative-matrix extension for the
 //!   `coopmat` path) is prepended when any slot is f16 or the key asks.
 
+use std::collections::HashMap;
 use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
 
 use crate::preprocess::{PreprocessError, Preprocessor};
 use crate::sources;
@@ -134,12 +137,74 @@ pub fn storage_type(type_name: &str) -> &'static str {
     }
 }
 
-/// Looks up an embedded shader file by name (relative to `wgsl/`, no extension).
+/// Environment variable naming a directory whose `<name>.wgsl` files
+/// replace the embedded ones of the same name (to try a shader change
+/// without rebuilding the plugin); files it lacks stay embedded.
+pub const SHADER_DIR_ENV: &str = "BACKPLANE_SHADER_DIR";
+
+/// Looks up a shader file by name (relative to `wgsl/`, no extension): from
+/// the [`SHADER_DIR_ENV`] directory when it is set and holds the file,
+/// else the embedded copy.
 pub fn file(name: &str) -> Option<&'static str> {
+    if let Some(text) = overridden(name) {
+        return Some(text);
+    }
+    embedded(name)
+}
+
+/// The embedded shader file `name`.
+pub fn embedded(name: &str) -> Option<&'static str> {
     sources::SOURCES
         .iter()
         .find(|(n, _)| *n == name)
         .map(|(_, t)| *t)
+}
+
+/// The [`SHADER_DIR_ENV`] replacement of `name`, read once per process
+/// (pipelines are cached, so a file read later would not apply anyway).
+fn overridden(name: &str) -> Option<&'static str> {
+    static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
+    static READ: OnceLock<Mutex<HashMap<String, Option<&'static str>>>> = OnceLock::new();
+    let dir = DIR
+        .get_or_init(|| {
+            let dir = std::env::var_os(SHADER_DIR_ENV).map(PathBuf::from)?;
+            eprintln!(
+                "backplane-shaders: {SHADER_DIR_ENV}={}: its .wgsl files replace the built-in ones of the same name",
+                dir.display()
+            );
+            Some(dir)
+        })
+        .as_ref()?;
+    let mut read = READ
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    *read
+        .entry(name.to_string())
+        .or_insert_with(|| read_override(dir, name).map(|t| &*Box::leak(t.into_boxed_str())))
+}
+
+/// `dir/<name>.wgsl` when it exists and is readable. Names are the
+/// library's own (no `..`), so the path stays inside `dir`.
+fn read_override(dir: &Path, name: &str) -> Option<String> {
+    if name.split('/').any(|part| part == ".." || part.is_empty()) {
+        return None;
+    }
+    let path = dir.join(format!("{name}.wgsl"));
+    match std::fs::read_to_string(&path) {
+        Ok(text) => {
+            eprintln!("backplane-shaders: {name} from {}", path.display());
+            Some(text)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => {
+            eprintln!(
+                "backplane-shaders: {} unreadable ({e}); using the built-in {name}",
+                path.display()
+            );
+            None
+        }
+    }
 }
 
 /// Whether WGSL code (outside `//` comments) names the `f16` type, as a
@@ -203,6 +268,25 @@ pub fn specialise(key: &PipelineKey) -> Result<Shader, PreprocessError> {
 mod tests {
     use super::*;
     use crate::preprocess::Preprocessor;
+
+    #[test]
+    fn a_shader_dir_file_replaces_only_its_own_name() {
+        let dir = std::env::temp_dir().join(format!("backplane-shader-dir-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        std::fs::write(dir.join("binary.wgsl"), "// replaced\n").unwrap();
+        std::fs::write(dir.join("sub/x.wgsl"), "// nested\n").unwrap();
+        assert_eq!(
+            read_override(&dir, "binary").as_deref(),
+            Some("// replaced\n")
+        );
+        assert_eq!(read_override(&dir, "sub/x").as_deref(), Some("// nested\n"));
+        // A name the directory lacks falls back to the embedded file.
+        assert_eq!(read_override(&dir, "unary"), None);
+        assert!(embedded("unary").is_some());
+        // Names cannot climb out of the directory.
+        assert_eq!(read_override(&dir.join("sub"), "../binary"), None);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn every_shader_file_preprocesses() {
