@@ -21,9 +21,10 @@
 // mul_mat_split_sum adds the planes into dst.
 //
 // Bounds (the host builds this kernel without runtime checks): every
-// storage read is guarded by m < M, n < N and k < K, which keeps it inside
-// the tensors (x rows hold K rounded up to 4 floats; weight runs never
-// cross their row); every dst store is a whole 16 x 16 block inside
+// storage read has m < M and n < N (clamped) and k < K (every step inside
+// K, or tested with K_TAIL), which keeps it inside the tensors (x rows
+// hold K rounded up to 4 floats; weight runs never cross their row);
+// every dst store is a whole 16 x 16 block inside
 // m_full x n_full (of a split's plane: the host sizes the scratch for
 // every split); K steps stay inside the split's chunk, a multiple of BK;
 // workgroup indices are bounded by the tile shapes (row < 128, vec4 < 16,
@@ -74,28 +75,38 @@ const RUNS_PER_THREAD: u32 = BM * RUNS_PER_ROW / WG_SIZE;
 var<workgroup> a_tile: array<vec4<f16>, BM * PITCH>;
 var<workgroup> b_tile: array<vec4<f16>, BN * PITCH>;
 
-// Weights k0 + 4 * (i % 16) .. +3 of tile row i / 16, zero outside M x K.
+// Tile rows past M (columns past N) repeat the last row (column): they
+// only feed dst rows (columns) that are never stored, and a clamp keeps
+// the loads free of branches (bounds tested per load cost 22% on an
+// H200). Runs at or past K are zero: tested only with K_TAIL, which the
+// host defines unless every K step lies inside K.
+
+// Weights k0 + 4 * (i % 16) .. +3 of tile row i / 16 (clamped to M).
 fn fetch_a(w_base: u32, m0: u32, k0: u32, i: u32) -> vec4<f16> {
-    let m = m0 + i / RUNS_PER_ROW;
+    let m = min(m0 + i / RUNS_PER_ROW, p.m - 1u);
     let k = k0 + 4u * (i % RUNS_PER_ROW);
-    if (m < p.m && k < p.k) {
-#if defined(W_VEC4) && defined(SRC0_F16)
-        return src0[w_base + m * p.w_s1 + (k >> 2u)];
-#else
-        return vec4<f16>(w_run(w_base + m * p.w_s1, k, p.k));
-#endif
+#ifdef K_TAIL
+    if (k >= p.k) {
+        return vec4<f16>(0.0);
     }
-    return vec4<f16>(0.0);
+#endif
+#if defined(W_VEC4) && defined(SRC0_F16)
+    return src0[w_base + m * p.w_s1 + (k >> 2u)];
+#else
+    return vec4<f16>(w_run(w_base + m * p.w_s1, k, p.k));
+#endif
 }
 
-// x k0 + 4 * (i % 16) .. +3 of tile column i / 16, zero outside N x K.
+// x k0 + 4 * (i % 16) .. +3 of tile column i / 16 (clamped to N).
 fn fetch_b(x_base: u32, n0: u32, k0: u32, i: u32) -> vec4<f16> {
-    let n = n0 + i / RUNS_PER_ROW;
+    let n = min(n0 + i / RUNS_PER_ROW, p.n - 1u);
     let k = k0 + 4u * (i % RUNS_PER_ROW);
-    if (n < p.n && k < p.k) {
-        return vec4<f16>(src1[x_base + n * p.x_s1 + (k >> 2u)]);
+#ifdef K_TAIL
+    if (k >= p.k) {
+        return vec4<f16>(0.0);
     }
-    return vec4<f16>(0.0);
+#endif
+    return vec4<f16>(src1[x_base + n * p.x_s1 + (k >> 2u)]);
 }
 
 // Index in a tile of run i: row i / 16, vec4 i % 16.

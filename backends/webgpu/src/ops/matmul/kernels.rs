@@ -606,6 +606,12 @@ fn coopmat(
     } else {
         None
     };
+    // Loads at or past K are tested (and zero) only when some K step
+    // reaches past K: K not a multiple of the step, or the last split's
+    // chunk running over.
+    if !s.k.is_multiple_of(plan::COOPMAT_BK) || splits * k_chunk != s.k {
+        key = key.define("K_TAIL", "");
+    }
     let out = part.as_ref().unwrap_or(d);
     let groups = [
         u32_of(tiles[0], "row tiles")?,

@@ -109,8 +109,15 @@ fn coopmat_variants_validate() {
             let mut hardware = key.clone().wg(512);
             hardware.path = "coopmat";
             check(&hardware.clone().define("SPLIT_K", ""));
+            check(&hardware.clone().define("K_TAIL", ""));
             check(&hardware);
             check(&key.clone().wg(256).define("EMULATE_COOPMAT", ""));
+            check(
+                &key.clone()
+                    .wg(256)
+                    .define("EMULATE_COOPMAT", "")
+                    .define("K_TAIL", ""),
+            );
             check(
                 &key.wg(256)
                     .define("EMULATE_COOPMAT", "")
