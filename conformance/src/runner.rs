@@ -245,9 +245,13 @@ pub const REPEAT_TARGET: Duration = Duration::from_millis(20);
 /// Most copies of a node in one timed perf graph.
 pub const MAX_REPEATS: usize = 256;
 
-/// Runs one case in `perf` mode: one warm-up, one run to size the repeats,
-/// then graphs holding the op's nodes `reps` times until `min_time` has
-/// passed (at least 3), reporting the median time per repeat.
+/// Wall time of warm-up runs before a perf case is timed.
+pub const WARM_UP: Duration = Duration::from_millis(200);
+
+/// Runs one case in `perf` mode: warm-up runs for [`WARM_UP`], one run to
+/// size the repeats, then graphs holding the op's nodes `reps` times until
+/// `min_time` has passed (at least 3), reporting the median time per
+/// repeat.
 pub fn perf_case(case: &Case, target: &mut dyn Target, min_time: Duration) -> PerfResult {
     let mut result = PerfResult {
         backend: target.name(),
@@ -271,12 +275,23 @@ pub fn perf_case(case: &Case, target: &mut dyn Target, min_time: Duration) -> Pe
         return result;
     }
     let leaves = built.leaf_data(case.seed());
-    if let Err(e) = target
-        .load(&built.graph, &leaves)
-        .and_then(|_| target.compute())
-    {
+    if let Err(e) = target.load(&built.graph, &leaves) {
         result.reason = Some(e);
         return result;
+    }
+    // Warm up for WARM_UP of work, not one run: building the leaves (say,
+    // quantizing q4_K weights on the host) can take seconds, and a GPU left
+    // idle that long drops its clocks and takes a while to raise them (an
+    // H200 timed some q4_K products 2-5x slower after one warm-up run).
+    let warm = Instant::now();
+    loop {
+        if let Err(e) = target.compute() {
+            result.reason = Some(e);
+            return result;
+        }
+        if warm.elapsed() >= WARM_UP {
+            break;
+        }
     }
     // One run's time decides how many copies of the op go into each timed
     // graph: enough for about REPEAT_TARGET per graph, at most MAX_REPEATS.
