@@ -24,9 +24,9 @@
 // storage read has m < M and n < N (clamped) and k < K (every step inside
 // K, or tested with K_TAIL), which keeps it inside the tensors (x rows
 // hold K rounded up to 4 floats; weight runs never cross their row);
-// every dst store is a whole 16 x 16 block inside
-// m_full x n_full (of a split's plane: the host sizes the scratch for
-// every split); K steps stay inside the split's chunk, a multiple of BK;
+// every dst store is a whole 16 x 16 block inside m_full x n_full (of a
+// split's plane: the host sizes the scratch for every split); K steps
+// stay inside the split's chunk, a multiple of BK;
 // workgroup indices are bounded by the tile shapes (row < 128, vec4 < 16,
 // 16 * 7 + 16 <= 128).
 //
