@@ -7,6 +7,12 @@
 // cooperative-matrix path leaves its edges to this kernel). Layouts of x,
 // dst and the weights as in mul_mat_vec; with X_F16, x holds halves
 // (converted for the cooperative-matrix kernel).
+//
+// Bounds (built without runtime checks): tile rows past m_end (columns
+// past n_end) repeat the last one, which only feeds outputs that are never
+// stored, so the loads carry no row or column test; runs at or past K are
+// zero, tested only with K_TAIL, which the host defines unless K is a
+// multiple of TILE_K. Stores test m < m_end and n < n_end.
 
 #include "mul_mat_common"
 
@@ -65,12 +71,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         for (var i = lid; i < BM * RUNS_PER_ROW; i += 256u) {
             let row = i / RUNS_PER_ROW;
             let kq = 4u * (i % RUNS_PER_ROW);
-            let m = m0 + row;
+            let m = min(m0 + row, p.m_end - 1u);
             let k = k0 + kq;
+#ifdef K_TAIL
             var v = vec4<f32>(0.0);
-            if (m < p.m_end && k < p.k) {
+            if (k < p.k) {
                 v = w_run(w_base + m * p.w_s1, k, p.k);
             }
+#else
+            let v = w_run(w_base + m * p.w_s1, k, p.k);
+#endif
             let at = kq * PITCH + row / 4u;
             let lane = row % 4u;
             a_tile[at][lane] = v.x;
@@ -81,12 +91,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         for (var i = lid; i < BN * RUNS_PER_ROW; i += 256u) {
             let col = i / RUNS_PER_ROW;
             let kq = 4u * (i % RUNS_PER_ROW);
-            let n = n0 + col;
+            let n = min(n0 + col, p.n_end - 1u);
             let k = k0 + kq;
+#ifdef K_TAIL
             var v = vec4<f32>(0.0);
-            if (n < p.n_end && k < p.k) {
+            if (k < p.k) {
                 v = vec4<f32>(src1[x_base + n * p.x_s1 + (k >> 2u)]);
             }
+#else
+            let v = vec4<f32>(src1[x_base + n * p.x_s1 + (k >> 2u)]);
+#endif
             let at = kq * PITCH + col / 4u;
             let lane = col % 4u;
             b_tile[at][lane] = v.x;

@@ -512,6 +512,9 @@ fn tiled(
     if x.half {
         key = key.define("X_F16", "");
     }
+    if !s.k.is_multiple_of(u64::from(tile_k)) {
+        key = key.define("K_TAIL", "");
+    }
     let p = Params::new()
         .u32(u32_of(s.k, "K")?)
         .u32(u32_of(m[1], "M")?)
@@ -529,7 +532,8 @@ fn tiled(
         u32_of(s.batches(), "batches")?,
     ];
     let bindings = [w.binding.clone(), x.binding.clone(), d.binding.clone()];
-    // Trusted: tile loads are guarded by M, N and K and stores by M and N;
+    // Trusted: tile loads clamp rows and columns to the last one and test
+    // K where a step runs past it (K_TAIL); stores are guarded by M and N;
     // conformance with guard regions passes with and without runtime
     // checks, which cost 3x on an H200.
     e.dispatch(&key, Checks::Trusted, &bindings, &p, groups)

@@ -90,6 +90,7 @@ fn tiled_variants_validate() {
                 .define("THREAD_TILE", side)
                 .define("TILE_K", tile_k);
             check(&key.clone().define("X_F16", ""));
+            check(&key.clone().define("K_TAIL", ""));
             check(&key);
         }
     }
