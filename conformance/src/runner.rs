@@ -247,9 +247,15 @@ pub const MAX_REPEATS: usize = 256;
 
 /// Wall time of warm-up runs before a perf case is timed.
 pub const WARM_UP: Duration = Duration::from_millis(200);
+/// Most wall time of the timed-size warm-up graphs that follow.
+pub const WARM_UP_MAX: Duration = Duration::from_millis(2000);
+/// Warm-up ends with a timed-size graph no more than this much faster
+/// than the one before (0.05: 5%).
+pub const WARM_UP_SPREAD: f64 = 0.05;
 
 /// Runs one case in `perf` mode: warm-up runs for [`WARM_UP`], one run to
-/// size the repeats, then graphs holding the op's nodes `reps` times until
+/// size the repeats, graphs holding the op's nodes `reps` times until
+/// their times stop falling, then such graphs until
 /// `min_time` has passed (at least 3), reporting the median time per
 /// repeat.
 pub fn perf_case(case: &Case, target: &mut dyn Target, min_time: Duration) -> PerfResult {
@@ -307,6 +313,25 @@ pub fn perf_case(case: &Case, target: &mut dyn Target, min_time: Duration) -> Pe
         (REPEAT_TARGET.as_secs_f64() / once.as_secs_f64().max(1e-7)).ceil() as usize
     }
     .clamp(1, MAX_REPEATS);
+    // Then the timed graphs themselves until one is no more than
+    // WARM_UP_SPREAD faster than the one before (at most WARM_UP_MAX):
+    // single-node runs are mostly host overhead for a small op and need
+    // not raise the clocks (after them an H200 timed a q4_K mat-vec at
+    // 43.7 us in two rounds of three, 15.2 in the third).
+    let settle = Instant::now();
+    let mut previous = f64::INFINITY;
+    loop {
+        let t = Instant::now();
+        if let Err(e) = target.compute_repeated(reps) {
+            result.reason = Some(e);
+            return result;
+        }
+        let took = t.elapsed().as_secs_f64();
+        if took >= previous * (1.0 - WARM_UP_SPREAD) || settle.elapsed() >= WARM_UP_MAX {
+            break;
+        }
+        previous = took;
+    }
     let mut times = Vec::new();
     let start = Instant::now();
     while times.len() < 3 || (start.elapsed() < min_time && times.len() < 10_000) {
