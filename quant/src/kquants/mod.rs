@@ -59,6 +59,16 @@ pub fn get_scale_min_k4(j: usize, q: &[u8; 12]) -> (u8, u8) {
     }
 }
 
+/// The scales and mins of groups `2 g` and `2 g + 1` of a q4_K / q5_K
+/// super-block, times its `d` and `dmin`, as the dequantizers use them.
+#[inline]
+fn pair_scales(d: f32, dmin: f32, scales: &[u8; 12], g: usize) -> [(f32, f32); 2] {
+    [2 * g, 2 * g + 1].map(|j| {
+        let (sc, m) = get_scale_min_k4(j, scales);
+        (d * sc as f32, dmin * m as f32)
+    })
+}
+
 /// Packs eight 6-bit scales and mins the way [`get_scale_min_k4`] reads them.
 #[inline]
 fn set_scale_min_k4(scales: &mut [u8; 12], j: usize, ls: u8, lm: u8) {
@@ -427,10 +437,7 @@ pub fn dequantize_row_q4_k(src: &[BlockQ4K], dst: &mut [f32]) {
                 .zip(y.chunks_exact_mut(64))
                 .enumerate()
         {
-            let (sc, m) = get_scale_min_k4(2 * g, &x.scales);
-            let (d1, m1) = (d * sc as f32, min * m as f32);
-            let (sc, m) = get_scale_min_k4(2 * g + 1, &x.scales);
-            let (d2, m2) = (d * sc as f32, min * m as f32);
+            let [(d1, m1), (d2, m2)] = pair_scales(d, min, &x.scales, g);
             let (lo, hi) = out.split_at_mut(32);
             for i in 0..32 {
                 lo[i] = d1 * (q[i] & 0xF) as f32 - m1;
@@ -496,10 +503,7 @@ pub fn dequantize_row_q5_k(src: &[BlockQ5K], dst: &mut [f32]) {
                 .zip(y.chunks_exact_mut(64))
                 .enumerate()
         {
-            let (sc, m) = get_scale_min_k4(2 * g, &x.scales);
-            let (d1, m1) = (d * sc as f32, min * m as f32);
-            let (sc, m) = get_scale_min_k4(2 * g + 1, &x.scales);
-            let (d2, m2) = (d * sc as f32, min * m as f32);
+            let [(d1, m1), (d2, m2)] = pair_scales(d, min, &x.scales, g);
             let (lo, hi) = out.split_at_mut(32);
             for i in 0..32 {
                 let h1 = if x.qh[i] & u1 != 0 { 16 } else { 0 };
