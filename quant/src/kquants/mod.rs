@@ -41,6 +41,21 @@ pub fn nearest_int(x: f32) -> i32 {
     (val.to_bits() & 0x007f_ffff) as i32 - 0x0040_0000
 }
 
+/// The value of largest magnitude in `x` (the first of equals) and that
+/// magnitude; `(0.0, 0.0)` when every value is zero (or `x` is empty).
+#[inline]
+fn signed_absmax(x: &[f32]) -> (f32, f32) {
+    let mut max = 0.0f32;
+    let mut amax = 0.0f32;
+    for &v in x {
+        if v.abs() > amax {
+            amax = v.abs();
+            max = v;
+        }
+    }
+    (max, amax)
+}
+
 /// ggml's `get_scale_min_k4`: unpacks the 6-bit scale and min of group `j`
 /// (0..8) from the 12-byte `scales` array of q4_K / q5_K.
 ///
@@ -631,14 +646,7 @@ pub fn dequantize_row_q6_k(src: &[BlockQ6K], dst: &mut [f32]) {
 pub fn quantize_row_q8_k(src: &[f32], dst: &mut [BlockQ8K]) {
     check_len(src.len(), dst.len(), QK_K);
     for (x, y) in src.chunks_exact(QK_K).zip(dst.iter_mut()) {
-        let mut max = 0.0f32;
-        let mut amax = 0.0f32;
-        for &v in x {
-            if v.abs() > amax {
-                amax = v.abs();
-                max = v;
-            }
-        }
+        let (max, amax) = signed_absmax(x);
         if amax == 0.0 {
             *y = BlockQ8K::default();
             continue;

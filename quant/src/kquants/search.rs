@@ -2,7 +2,7 @@
 //! `make_qx_quants`, `make_q3_quants` and `make_qkx2_quants`
 //! (ggml-quants.c), with the same floating-point order.
 
-use super::{GROUP_MAX_EPS, nearest_int};
+use super::{GROUP_MAX_EPS, nearest_int, signed_absmax};
 
 /// ggml's `make_qx_quants`: symmetric quantization of `x` to the signed range
 /// `-nmax..nmax`, stored in `l` offset by `nmax`, returning the scale.
@@ -18,14 +18,7 @@ pub(super) fn make_qx_quants(
     mut rmse_type: i32,
     qw: Option<&[f32]>,
 ) -> f32 {
-    let mut max = 0.0f32;
-    let mut amax = 0.0f32;
-    for &v in x {
-        if v.abs() > amax {
-            amax = v.abs();
-            max = v;
-        }
-    }
+    let (max, amax) = signed_absmax(x);
     if amax < GROUP_MAX_EPS {
         l.fill(0);
         return 0.0;
@@ -102,14 +95,7 @@ pub(super) fn make_qx_quants(
 /// time (up to 5 passes) to minimise the x²-weighted squared error, and the
 /// least-squares scale is returned.
 pub(super) fn make_q3_quants(nmax: i32, x: &[f32], l: &mut [i8], do_rmse: bool) -> f32 {
-    let mut max = 0.0f32;
-    let mut amax = 0.0f32;
-    for &v in x {
-        if v.abs() > amax {
-            amax = v.abs();
-            max = v;
-        }
-    }
+    let (max, amax) = signed_absmax(x);
     if amax < GROUP_MAX_EPS {
         l.fill(0);
         return 0.0;
