@@ -16,7 +16,9 @@
 //   staged units (q8_0 took 137 with each unit's 32 bytes stored straight
 //   from its invocation).
 // - otherwise run j (4 weights; per_row = k4): neighbouring invocations'
-//   loads and stores are adjacent.
+//   loads and stores are adjacent. With W_DENSE (W_VEC4 rows stored
+//   contiguously, which the host checks) run i of the result is simply
+//   run w_off + i of the weights.
 
 #include "mul_mat_common"
 #include "common/index"
@@ -72,8 +74,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     if (i >= p.total) {
         return;
     }
+#ifdef W_DENSE
+    dst[i] = vec4<f16>(src0[p.w_off + i]);
+#else
     let c = unravel(i, p.per_row, p.m, p.ne02);
     let row = p.w_off + c.w * p.w_s3 + c.z * p.w_s2 + c.y * p.w_s1;
     dst[i] = vec4<f16>(w_run(row, 4u * c.x, 4u * p.per_row));
+#endif
 #endif
 }

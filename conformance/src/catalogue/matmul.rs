@@ -14,6 +14,7 @@ pub(super) fn add(c: &mut Catalogue) {
     c.grid(mul_mat_id_ggml_grid);
     c.grid(mul_mat_id_ggml_grid_later);
     c.grid(mul_mat_ggml_grid_later);
+    mul_mat_strided_gemm(c);
     perf(c);
 }
 
@@ -115,6 +116,26 @@ fn mul_mat_ggml_grid_later(c: &mut Catalogue) {
     };
     push_mm_view(c, f32t, 8, 1, 64, [8, 1], one, mm);
     push_mm_view(c, DType::F16, 8, 16, 64, [8, 1], one, mm);
+}
+
+/// Strided weights big enough for matrix-matrix kernels (ours, not
+/// ggml's): rows longer in memory than K, and batches further apart than
+/// their rows, at sizes where a GPU backend may first rewrite the weights
+/// into dense rows (WebGPU: m >= 128, n >= 128, k >= 64).
+fn mul_mat_strided_gemm(c: &mut Catalogue) {
+    let one = [1, 1];
+    for ta in [DType::F32, DType::F16, DType::Q8_0] {
+        let k_v = MmView {
+            k_v: 160,
+            ..MmView::NONE
+        };
+        push_mm_view(c, ta, 128, 128, 128, [2, 1], one, k_v);
+        let m_v = MmView {
+            m_v: 136,
+            ..MmView::NONE
+        };
+        push_mm_view(c, ta, 128, 128, 64, [2, 1], one, m_v);
+    }
 }
 
 /// m and k of the later batched mat-vec loop (ggml: 1,056, up to 3.2 M

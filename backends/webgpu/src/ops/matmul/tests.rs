@@ -134,7 +134,11 @@ fn weight_dequantizer_validates() {
         if t == DType::F16 || t == DType::BF16 {
             continue;
         }
-        check(&weights(PipelineKey::new("mul_mat_dequant", ""), t, vec4).wg(256));
+        let key = weights(PipelineKey::new("mul_mat_dequant", ""), t, vec4).wg(256);
+        if vec4 {
+            check(&key.clone().define("W_DENSE", ""));
+        }
+        check(&key);
     }
 }
 
