@@ -75,7 +75,21 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         return;
     }
 #ifdef W_DENSE
-    dst[i] = vec4<f16>(src0[p.w_off + i]);
+    // DENSE_RUNS runs per invocation, n = total / DENSE_RUNS (rounded up)
+    // apart, so each load and store stays coalesced.
+    let n = (p.total + DENSE_RUNS - 1u) / DENSE_RUNS;
+    if (i >= n) {
+        return;
+    }
+    var v: array<vec4<f16>, DENSE_RUNS>;
+    for (var r = 0u; r < DENSE_RUNS; r++) {
+        v[r] = vec4<f16>(src0[p.w_off + min(i + r * n, p.total - 1u)]);
+    }
+    for (var r = 0u; r < DENSE_RUNS; r++) {
+        if (i + r * n < p.total) {
+            dst[i + r * n] = v[r];
+        }
+    }
 #else
     let c = unravel(i, p.per_row, p.m, p.ne02);
     let row = p.w_off + c.w * p.w_s3 + c.z * p.w_s2 + c.y * p.w_s1;

@@ -63,7 +63,7 @@ pub fn run() -> Result<(), String> {
         ("BACKPLANE_WEBGPU_FLASH_ATTN", "coopmat-emulated"),
     )?;
     // MUL_MAT, with the weights converted to half rows first (as on GPUs
-    // for wide products): the sampled cases with at least 16 columns (198
+    // for wide products): the sampled cases with at least 16 columns (200
     // cases, about 15 s): every weight type, edges, batches, broadcasts.
     // K split in 3 where K > 64 (K = 96, 256, 512; K = 64 stays whole), so
     // both the split kernel with its partial sums and the whole one run.

@@ -118,12 +118,16 @@ fn mul_mat_ggml_grid_later(c: &mut Catalogue) {
     push_mm_view(c, DType::F16, 8, 16, 64, [8, 1], one, mm);
 }
 
-/// Strided weights big enough for matrix-matrix kernels (ours, not
-/// ggml's): rows longer in memory than K, and batches further apart than
-/// their rows, at sizes where a GPU backend may first rewrite the weights
-/// into dense rows (WebGPU: m >= 128, n >= 128, k >= 64).
+/// Weights big enough for matrix-matrix kernels (ours, not ggml's): rows
+/// longer in memory than K, batches further apart than their rows, and an
+/// odd number of 4-weight runs (129 rows of 132), at sizes where a GPU
+/// backend may first rewrite the weights into dense rows (WebGPU: m >= 128,
+/// n >= 128, k >= 64).
 fn mul_mat_strided_gemm(c: &mut Catalogue) {
     let one = [1, 1];
+    for ta in [DType::F32, DType::F16] {
+        push_mm(c, ta, DType::F32, 129, 128, 132, one, one, [0, 1, 2, 3]);
+    }
     for ta in [DType::F32, DType::F16, DType::Q8_0] {
         let k_v = MmView {
             k_v: 160,

@@ -136,7 +136,9 @@ fn weight_dequantizer_validates() {
         }
         let key = weights(PipelineKey::new("mul_mat_dequant", ""), t, vec4).wg(256);
         if vec4 {
-            check(&key.clone().define("W_DENSE", ""));
+            for runs in ["1u", "4u"] {
+                check(&key.clone().define("W_DENSE", "").define("DENSE_RUNS", runs));
+            }
         }
         check(&key);
     }
