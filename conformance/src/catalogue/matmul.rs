@@ -128,17 +128,27 @@ fn mul_mat_strided_gemm(c: &mut Catalogue) {
     for ta in [DType::F32, DType::F16] {
         push_mm(c, ta, DType::F32, 129, 128, 132, one, one, [0, 1, 2, 3]);
     }
+    // (k, layout): rows 160 long in memory; batches 136 rows apart.
+    let views = [
+        (
+            128,
+            MmView {
+                k_v: 160,
+                ..MmView::NONE
+            },
+        ),
+        (
+            64,
+            MmView {
+                m_v: 136,
+                ..MmView::NONE
+            },
+        ),
+    ];
     for ta in [DType::F32, DType::F16, DType::Q8_0] {
-        let k_v = MmView {
-            k_v: 160,
-            ..MmView::NONE
-        };
-        push_mm_view(c, ta, 128, 128, 128, [2, 1], one, k_v);
-        let m_v = MmView {
-            m_v: 136,
-            ..MmView::NONE
-        };
-        push_mm_view(c, ta, 128, 128, 64, [2, 1], one, m_v);
+        for (k, v) in views {
+            push_mm_view(c, ta, 128, 128, k, [2, 1], one, v);
+        }
     }
 }
 
