@@ -124,7 +124,9 @@ impl Weights {
         let scratch = e.scratch(u64::from(k4) * rows * 8)?;
         // Trusted: invocation i < total reads one unit or run of its own
         // row below K through the same reads as the GEMM kernels, and
-        // writes vec4s of that row's k4 inside a scratch range of k4 * rows.
+        // writes vec4s of that row's k4 inside a scratch range of k4 * rows;
+        // with W_DENSE it reads and writes runs below total (loads clamped,
+        // stores tested), the weights being total contiguous runs.
         e.dispatch_linear(
             &key,
             Checks::Trusted,
@@ -162,8 +164,8 @@ impl Weights {
     }
 
     /// Units per row the mat-vec kernel loops over: integer units (see
-    /// [`plan::matvec_int8_unit`]) with quantized activations, else runs
-    /// of 16 weights.
+    /// [`plan::matvec_int8_unit`]) with quantized activations, 8 halves
+    /// for [`WeightLayout::Half8`], else runs of 16 weights.
     fn units(&self, k: u64, x: &Activations) -> u64 {
         if x.q8 {
             k / plan::matvec_int8_unit(self.ty)
