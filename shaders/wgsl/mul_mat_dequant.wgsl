@@ -14,7 +14,9 @@
 //   a time, neighbours side by side. On an H200, 4096 x 14336, us per
 //   call: q4_0 83 / 52, q8_0 78 / 55, q4_K 130 / 76 by runs of 4 / by
 //   staged units (q8_0 took 137 with each unit's 32 bytes stored straight
-//   from its invocation).
+//   from its invocation). With W_DENSE (rows stored contiguously, which
+//   the host checks) unit i is unit i % QUANT_UNITS of block
+//   i / QUANT_UNITS of the whole tensor.
 // - otherwise run j (4 weights; per_row = k4): neighbouring invocations'
 //   loads and stores are adjacent. With W_DENSE (W_VEC4 rows stored
 //   contiguously, which the host checks) run i of the result is simply
@@ -48,11 +50,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 #ifdef W_QUANT
     let first = i - lid;
     if (i < p.total) {
+#ifdef W_DENSE
+        // Contiguous rows: unit i lies in block i / QUANT_UNITS of the
+        // whole tensor.
+        let block = p.w_off + (i / QUANT_UNITS) * QUANT_BLOCK_BYTES;
+        let u = i % QUANT_UNITS;
+#else
         let c = unravel(i, p.per_row, p.m, p.ne02);
         let row = p.w_off + c.w * p.w_s3 + c.z * p.w_s2 + c.y * p.w_s1;
-        let blk = c.x / QUANT_UNITS;
+        let block = row + (c.x / QUANT_UNITS) * QUANT_BLOCK_BYTES;
         let u = c.x % QUANT_UNITS;
-        let w = q_unit(row + blk * QUANT_BLOCK_BYTES, u);
+#endif
+        let w = q_unit(block, u);
         // The block's first vec4 relative to the workgroup's: invocation
         // lid - u holds its unit 0 (blocks are QUANT_UNITS units of 4
         // vec4s, and the workgroup starts on a block); then the runs'

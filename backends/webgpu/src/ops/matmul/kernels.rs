@@ -96,14 +96,29 @@ impl Weights {
         let mut key = w
             .key(PipelineKey::new("mul_mat_dequant", ""))
             .wg(CONVERT_WG);
-        // Contiguous f32/half rows: run i of the result is run i of the
-        // weights, with no index split per invocation, and each invocation
-        // converts DENSE_RUNS runs total / DENSE_RUNS apart (H200, 4096 x
-        // 14336 f32, us per call: 91.6 split, 86.8 dense; 83.8, 84.1, 85.2
-        // with 2, 4, 8 runs).
-        let contiguous = (0..3).all(|d| ne[d + 1] == 1 || w.strides[d] == dense[d]);
+        // Whether dims 1..3 follow each other with no gap, for rows of
+        // `row` layout units. Contiguous weights (W_DENSE) skip the split
+        // of each invocation's index into row and column.
+        let contiguous = |row: u64| {
+            let mut step = row;
+            (0..3).all(|d| {
+                let ok = ne[d + 1] == 1 || u64::from(w.strides[d]) == step;
+                step *= u64::from(ne[d + 1]);
+                ok
+            })
+        };
         let mut invocations = total;
-        if w.layout == WeightLayout::Vec4 && contiguous {
+        if w.layout == WeightLayout::Quant {
+            // Rows of whole blocks, strides in bytes.
+            let row = u64::from(ne[0]) / w.ty.block_size() as u64 * w.ty.type_size() as u64;
+            if contiguous(row) {
+                key = key.define("W_DENSE", "");
+            }
+        } else if w.layout == WeightLayout::Vec4 && contiguous(u64::from(k4)) {
+            // Run i of the result is run i of the weights, and each
+            // invocation converts DENSE_RUNS runs total / DENSE_RUNS apart
+            // (H200, 4096 x 14336 f32, us per call: 91.6 split, 86.8 dense;
+            // 83.8, 84.1, 85.2 with 2, 4, 8 runs).
             let runs = plan::forced_number("dqruns")
                 .filter(|n| [1, 2, 4, 8].contains(n))
                 .unwrap_or(DENSE_RUNS);

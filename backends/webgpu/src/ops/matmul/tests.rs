@@ -139,6 +139,8 @@ fn weight_dequantizer_validates() {
             for runs in ["1u", "4u"] {
                 check(&key.clone().define("W_DENSE", "").define("DENSE_RUNS", runs));
             }
+        } else if t.is_quantized() {
+            check(&key.clone().define("W_DENSE", ""));
         }
         check(&key);
     }
