@@ -96,25 +96,13 @@ impl Weights {
         let mut key = w
             .key(PipelineKey::new("mul_mat_dequant", ""))
             .wg(CONVERT_WG);
-        // Whether dims 1..3 follow each other with no gap, for rows of
-        // `row` layout units. Contiguous weights (W_DENSE) skip the split
-        // of each invocation's index into row and column.
-        let contiguous = |row: u64| {
-            let mut step = row;
-            (0..3).all(|d| {
-                let ok = ne[d + 1] == 1 || u64::from(w.strides[d]) == step;
-                step *= u64::from(ne[d + 1]);
-                ok
-            })
-        };
+        // Contiguous weights (W_DENSE) skip the split of each invocation's
+        // index into row and column.
+        let contiguous = e.tensor(index).is_contiguous();
         let mut invocations = total;
-        if w.layout == WeightLayout::Quant {
-            // Rows of whole blocks, strides in bytes.
-            let row = u64::from(ne[0]) / w.ty.block_size() as u64 * w.ty.type_size() as u64;
-            if contiguous(row) {
-                key = key.define("W_DENSE", "");
-            }
-        } else if w.layout == WeightLayout::Vec4 && contiguous(u64::from(k4)) {
+        if w.layout == WeightLayout::Quant && contiguous {
+            key = key.define("W_DENSE", "");
+        } else if w.layout == WeightLayout::Vec4 && contiguous {
             // Run i of the result is run i of the weights, and each
             // invocation converts DENSE_RUNS runs total / DENSE_RUNS apart
             // (H200, 4096 x 14336 f32, us per call: 91.6 split, 86.8 dense;
