@@ -4,7 +4,8 @@
 // KV), for head sizes up to 256.
 //
 // One workgroup of 4 subgroups per (block of BQ = 32 queries, head,
-// batch [x split]). Q is scaled and kept as half in workgroup memory; K
+// batch [x split]). Q is scaled, staged as half through the K/V tile
+// and held by each subgroup as matrices for its 16 query rows; K
 // and V stream through one half tile of BK = 32 rows (decoded from any
 // type while loading), head dimensions zero-padded to DKP / DVP
 // (multiples of 16). Per tile:
@@ -18,10 +19,11 @@
 // maximum a row's exponentials use only moves when a tile's maximum
 // exceeds it by more than RESCALE_SLACK (or on the row's first key):
 // then the subgroups owning that row round-trip their accumulators
-// through o_scr to rescale them. Exponentials stay below e^RESCALE_SLACK,
-// well inside half range; O and the sum use the same maximum, so the
+// through their scratch block (in s_tile, whose scores are read by then)
+// to rescale them. Exponentials stay below e^RESCALE_SLACK, well inside
+// half range; O and the sum use the same maximum, so the
 // result is exact up to rounding. The end divides by the sum (and adds
-// the sink) through o_scr, or writes the unnormalised rows and their
+// the sink) through that block, or writes the unnormalised rows and their
 // (max, sum) for flash_attn_combine (SPLIT_KV).
 //
 // Bounds (built without runtime checks): every storage access is guarded
@@ -31,7 +33,8 @@
 //
 // Host defines: DK4, DV4 (head sizes / 4), DKP, DVP, QPITCH, KVPITCH,
 // WG_SIZE = 4 * subgroup size, O1 .. O7 for each further output block a
-// subgroup owns beyond the first (ceil(DVP / 32) in all), KV_RAW_F16 when
+// subgroup owns beyond the first (ceil(DVP / 32) in all), Q1 .. Q15 for
+// each further 16 columns of Q (DKP / 16 in all), KV_RAW_F16 when
 // K and V are f16 with rows on 4-byte boundaries; flags as
 // flash_attn_common. EMULATE_COOPMAT replaces the matrix calls by plain
 // code with the same tile layouts (each invocation of a subgroup owning
@@ -54,20 +57,30 @@ const DV_BLOCKS: u32 = DVP / 16u;
 // How far a tile's maximum may exceed the one in use before it moves.
 const RESCALE_SLACK: f32 = 8.0;
 
+#ifdef EMULATE_COOPMAT
+// Emulated, Q stays here; the real kernel keeps it in matrix registers
+// (staged through kv_tile once), which keeps its workgroup memory small
+// enough for two workgroups per multiprocessor on an H200 (see the host).
 var<workgroup> q_tile: array<f16, BQ * QPITCH>;
+const Q_PITCH: u32 = QPITCH;
+#else
+const Q_PITCH: u32 = KVPITCH;
+#endif
 var<workgroup> kv_tile: array<f16, BK * KVPITCH>;
+// The scores; after the softmax has read them, one 16 x 16 f32 block per
+// subgroup (row-major at 256 * subgroup) for rescaling and output.
 var<workgroup> s_tile: array<f32, BQ * SPITCH>;
+const_assert BQ * SPITCH >= NSG * 256u;
 var<workgroup> p_tile: array<f16, BQ * PPITCH>;
 // Per query row: the maximum the exponentials use, their sum, and this
 // tile's rescale factor (1 when the maximum stayed).
 var<workgroup> row_max: array<f32, BQ>;
 var<workgroup> row_sum: array<f32, BQ>;
 var<workgroup> row_alpha: array<f32, BQ>;
-// One 16 x 16 block per subgroup, row-major, for rescaling and output.
-var<workgroup> o_scr: array<f32, NSG * 256u>;
 
 // Position (row, column) in a 16 x 16 block of element u of invocation
-// `lane` when a block round-trips through o_scr (row-major there).
+// `lane` when a block round-trips through its scratch block (row-major
+// there).
 fn block_pos(lane: u32, u: u32) -> vec2<u32> {
     let idx = lane + SGS * u;
 #ifdef EMULATE_COOPMAT
@@ -131,12 +144,12 @@ fn store_scores(c: Acc, lane: u32, at: u32) {
     }
 }
 
-// Copies a block to this subgroup's o_scr block (each invocation its own
+// Copies a block to this subgroup's scratch block (each invocation its own
 // elements, so no barrier is needed).
 fn spill(c: Acc, lane: u32, sg: u32) {
     for (var u = 0u; u < EPL; u++) {
         let e = block_pos(lane, u);
-        o_scr[sg * 256u + e.x * 16u + e.y] = c[u];
+        s_tile[sg * 256u + e.x * 16u + e.y] = c[u];
     }
 }
 
@@ -144,7 +157,7 @@ fn unspill(lane: u32, sg: u32) -> Acc {
     var c: Acc;
     for (var u = 0u; u < EPL; u++) {
         let e = block_pos(lane, u);
-        c[u] = o_scr[sg * 256u + e.x * 16u + e.y];
+        c[u] = s_tile[sg * 256u + e.x * 16u + e.y];
     }
     return c;
 }
@@ -155,8 +168,14 @@ fn acc_zero() -> Acc {
     return coop_mat16x16<f32, C>();
 }
 
-fn qk_step(c: Acc, lane: u32, a_at: u32, b_at: u32) -> Acc {
-    let a = coopLoadT<coop_mat16x16<f16, A>>(&q_tile[a_at], QPITCH);
+// A 16 x 16 block of Q, loaded once from where the kernel staged Q.
+alias QMat = coop_mat16x16<f16, A>;
+
+fn load_q(at: u32) -> QMat {
+    return coopLoadT<coop_mat16x16<f16, A>>(&kv_tile[at], KVPITCH);
+}
+
+fn qk_step(c: Acc, lane: u32, a: QMat, b_at: u32) -> Acc {
     let b = coopLoad<coop_mat16x16<f16, B>>(&kv_tile[b_at], KVPITCH);
     return coopMultiplyAdd(a, b, c);
 }
@@ -177,18 +196,18 @@ fn store_scores(c: Acc, lane: u32, at: u32) {
     coopStoreT(c, &s_tile[at], SPITCH);
 }
 
-// Stores a block to this subgroup's o_scr block, visible to the whole
+// Stores a block to this subgroup's scratch block, visible to the whole
 // subgroup afterwards.
 fn spill(c: Acc, lane: u32, sg: u32) {
     let at = sg * 256u;
-    coopStoreT(c, &o_scr[at], 16u);
+    coopStoreT(c, &s_tile[at], 16u);
     subgroupBarrier();
 }
 
 fn unspill(lane: u32, sg: u32) -> Acc {
     subgroupBarrier();
     let at = sg * 256u;
-    return coopLoadT<coop_mat16x16<f32, C>>(&o_scr[at], 16u);
+    return coopLoadT<coop_mat16x16<f32, C>>(&s_tile[at], 16u);
 }
 #endif
 
@@ -197,7 +216,7 @@ fn scale_rows(o: Acc, lane: u32, sg: u32, rb: u32) -> Acc {
     spill(o, lane, sg);
     for (var u = 0u; u < 256u / SGS; u++) {
         let e = block_pos(lane, u);
-        o_scr[sg * 256u + e.x * 16u + e.y] *= row_alpha[rb * 16u + e.x];
+        s_tile[sg * 256u + e.x * 16u + e.y] *= row_alpha[rb * 16u + e.x];
     }
     return unspill(lane, sg);
 }
@@ -231,14 +250,14 @@ fn write_block(o: Acc, lane: u32, sg: u32, rb: u32, col: u32, q0: u32, h: u32, b
         if (iq >= p.n_q || d >= DV4 * 4u) {
             continue;
         }
-        let v = o_scr[sg * 256u + e.x * 16u + e.y] * row_alpha[rb * 16u + e.x];
+        let v = s_tile[sg * 256u + e.x * 16u + e.y] * row_alpha[rb * 16u + e.x];
 #ifdef SPLIT_KV
         dbuf[(split * p.n_rows + (b * p.n_q + iq) * p.n_head + h) * (DV4 * 4u) + d] = v;
 #else
         dbuf[p.d_off + h * p.d_s1 + iq * p.d_s2 + b * p.d_s3 + d * p.d_s0] = v;
 #endif
     }
-    // o_scr is reused by the next block.
+    // The scratch block is reused by the next block.
 #ifndef EMULATE_COOPMAT
     subgroupBarrier();
 #endif
@@ -382,11 +401,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
             v = vec4<f32>(qbuf[at], qbuf[at + p.q_s0], qbuf[at + 2u * p.q_s0], qbuf[at + 3u * p.q_s0]);
         }
         let q = vec4<f16>(v * p.q_scale);
-        let at = i * QPITCH + e;
+        let at = i * Q_PITCH + e;
+#ifdef EMULATE_COOPMAT
         q_tile[at] = q.x;
         q_tile[at + 1u] = q.y;
         q_tile[at + 2u] = q.z;
         q_tile[at + 3u] = q.w;
+#else
+        kv_tile[at] = q.x;
+        kv_tile[at + 1u] = q.y;
+        kv_tile[at + 2u] = q.z;
+        kv_tile[at + 3u] = q.w;
+#endif
     }
     if (t < BQ) {
         row_max[t] = NEG_INF;
@@ -398,6 +424,61 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     let rb_s = sg % 2u;
     let kb_s = sg / 2u;
     let rb_o = sg % 2u;
+    // This subgroup's Q blocks, 16 columns each (Q1 .. Q15: those past the
+    // first that DKP has), held for the whole kernel; the loop's first
+    // barrier keeps the K tile from overwriting Q before all are loaded.
+    // (Emulated, the scores read Q from q_tile in a loop: LLVM on lavapipe
+    // takes minutes longer to compile the blocks written out.)
+    let q_at = rb_s * 16u * Q_PITCH;
+#ifndef EMULATE_COOPMAT
+    workgroupBarrier();
+    let qb0 = load_q(q_at);
+#ifdef Q1
+    let qb1 = load_q(q_at + 16u);
+#endif
+#ifdef Q2
+    let qb2 = load_q(q_at + 32u);
+#endif
+#ifdef Q3
+    let qb3 = load_q(q_at + 48u);
+#endif
+#ifdef Q4
+    let qb4 = load_q(q_at + 64u);
+#endif
+#ifdef Q5
+    let qb5 = load_q(q_at + 80u);
+#endif
+#ifdef Q6
+    let qb6 = load_q(q_at + 96u);
+#endif
+#ifdef Q7
+    let qb7 = load_q(q_at + 112u);
+#endif
+#ifdef Q8
+    let qb8 = load_q(q_at + 128u);
+#endif
+#ifdef Q9
+    let qb9 = load_q(q_at + 144u);
+#endif
+#ifdef Q10
+    let qb10 = load_q(q_at + 160u);
+#endif
+#ifdef Q11
+    let qb11 = load_q(q_at + 176u);
+#endif
+#ifdef Q12
+    let qb12 = load_q(q_at + 192u);
+#endif
+#ifdef Q13
+    let qb13 = load_q(q_at + 208u);
+#endif
+#ifdef Q14
+    let qb14 = load_q(q_at + 224u);
+#endif
+#ifdef Q15
+    let qb15 = load_q(q_at + 240u);
+#endif
+#endif
     var o0 = acc_zero();
 #ifdef O1
     var o1 = acc_zero();
@@ -446,10 +527,60 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 #endif
 
         // 1. Scores.
+        let k_at = kb_s * 16u * KVPITCH;
+#ifdef EMULATE_COOPMAT
         var s = acc_zero();
         for (var e = 0u; e < DKP; e += 16u) {
-            s = qk_step(s, lane, rb_s * 16u * QPITCH + e, kb_s * 16u * KVPITCH + e);
+            s = qk_step(s, lane, q_at + e, k_at + e);
         }
+#else
+        var s = qk_step(acc_zero(), lane, qb0, k_at);
+#ifdef Q1
+        s = qk_step(s, lane, qb1, k_at + 16u);
+#endif
+#ifdef Q2
+        s = qk_step(s, lane, qb2, k_at + 32u);
+#endif
+#ifdef Q3
+        s = qk_step(s, lane, qb3, k_at + 48u);
+#endif
+#ifdef Q4
+        s = qk_step(s, lane, qb4, k_at + 64u);
+#endif
+#ifdef Q5
+        s = qk_step(s, lane, qb5, k_at + 80u);
+#endif
+#ifdef Q6
+        s = qk_step(s, lane, qb6, k_at + 96u);
+#endif
+#ifdef Q7
+        s = qk_step(s, lane, qb7, k_at + 112u);
+#endif
+#ifdef Q8
+        s = qk_step(s, lane, qb8, k_at + 128u);
+#endif
+#ifdef Q9
+        s = qk_step(s, lane, qb9, k_at + 144u);
+#endif
+#ifdef Q10
+        s = qk_step(s, lane, qb10, k_at + 160u);
+#endif
+#ifdef Q11
+        s = qk_step(s, lane, qb11, k_at + 176u);
+#endif
+#ifdef Q12
+        s = qk_step(s, lane, qb12, k_at + 192u);
+#endif
+#ifdef Q13
+        s = qk_step(s, lane, qb13, k_at + 208u);
+#endif
+#ifdef Q14
+        s = qk_step(s, lane, qb14, k_at + 224u);
+#endif
+#ifdef Q15
+        s = qk_step(s, lane, qb15, k_at + 240u);
+#endif
+#endif
         store_scores(s, lane, rb_s * 16u * SPITCH + kb_s * 16u);
         workgroupBarrier();
 

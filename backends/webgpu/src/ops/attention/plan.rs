@@ -210,6 +210,12 @@ const COOP_MIN_QUERIES: u32 = 16;
 /// subgroup.
 const OUTPUT_BLOCK_FLAGS: [&str; 7] = ["O1", "O2", "O3", "O4", "O5", "O6", "O7"];
 
+/// Defines of the cooperative-matrix kernel's Q blocks 2 to 16 (16 head
+/// dimensions each) of a subgroup.
+const Q_BLOCK_FLAGS: [&str; 15] = [
+    "Q1", "Q2", "Q3", "Q4", "Q5", "Q6", "Q7", "Q8", "Q9", "Q10", "Q11", "Q12", "Q13", "Q14", "Q15",
+];
+
 /// Which kernel runs a FLASH_ATTN_EXT.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Kernel {
@@ -263,6 +269,9 @@ impl Kernel {
         for &flag in &OUTPUT_BLOCK_FLAGS[..(dvp / 16).div_ceil(2) as usize - 1] {
             key = key.define(flag, "");
         }
+        for &flag in &Q_BLOCK_FLAGS[..(dkp / 16) as usize - 1] {
+            key = key.define(flag, "");
+        }
         if emulated {
             key.define("EMULATE_COOPMAT", "")
         } else {
@@ -272,13 +281,23 @@ impl Kernel {
     }
 }
 
-/// Workgroup memory of the cooperative-matrix kernel: half Q and K/V
-/// tiles padded by 8, the f32 score and half probability tiles, three
-/// per-row values and one 16 x 16 f32 block per subgroup.
-fn coop_workgroup_bytes(dk: u32, dv: u32) -> u64 {
+/// Workgroup memory of the cooperative-matrix kernel: the half K/V tile
+/// padded by 8 (and, `emulated`, a Q tile; the real kernel keeps Q in
+/// matrix registers), the f32 score tile (which also holds each
+/// subgroup's 16 x 16 block for rescaling), the half probability tile and
+/// three per-row values. At head size 256 that is 24.4 KB, 45.4 KB with
+/// the Q tile: on an H200 a workgroup of 45.4 KB had a multiprocessor to
+/// itself, while two of 24.4 KB share one (head size 256, 20,000 keys:
+/// 2,100-2,123 -> 1,277-1,283 us).
+fn coop_workgroup_bytes(dk: u32, dv: u32, emulated: bool) -> u64 {
     let (dkp, dvp) = (dk.next_multiple_of(16), dv.next_multiple_of(16));
-    let halves = COOP_QUERIES * (dkp + 8) + COOP_KEYS * (dkp.max(dvp) + 8);
-    let floats = COOP_QUERIES * (COOP_KEYS + 4) + 3 * COOP_QUERIES + COOP_SUBGROUPS * 256;
+    let q_halves = if emulated {
+        COOP_QUERIES * (dkp + 8)
+    } else {
+        0
+    };
+    let halves = q_halves + COOP_KEYS * (dkp.max(dvp) + 8);
+    let floats = COOP_QUERIES * (COOP_KEYS + 4) + 3 * COOP_QUERIES;
     let p_halves = COOP_QUERIES * (COOP_KEYS + 8);
     u64::from(halves + p_halves) * 2 + u64::from(floats) * 4
 }
@@ -327,11 +346,15 @@ fn choose_with(
         && dk <= COOP_MAX_HEAD
         && dv <= COOP_MAX_HEAD
         && tk != DType::BF16
-        && tv != DType::BF16
-        && coop_workgroup_bytes(dk, dv) <= u64::from(facts.workgroup_storage_bytes);
+        && tv != DType::BF16;
+    let fits = |emulated| {
+        coop_workgroup_bytes(dk, dv, emulated) <= u64::from(facts.workgroup_storage_bytes)
+    };
     let real_wg = COOP_SUBGROUPS * lo;
-    let real = coop_shape && facts.coopmat_f16_16 && real_wg <= facts.max_invocations;
+    let real =
+        coop_shape && fits(false) && facts.coopmat_f16_16 && real_wg <= facts.max_invocations;
     let emulated_ok = coop_shape
+        && fits(true)
         && COOP_EMULATED_WG <= facts.max_invocations
         && COOP_EMULATED_WG.is_multiple_of(lo);
     let kv_f32 = tk == DType::F32 && tv == DType::F32;
@@ -453,7 +476,8 @@ mod tests {
         assert!(matches!(pick(256, 1, DType::F16), Kernel::Plain(_)));
         assert!(matches!(pick(576, 512, DType::F16), Kernel::Plain(_)));
         assert!(matches!(pick(128, 512, DType::BF16), Kernel::Plain(_)));
-        assert!(coop_workgroup_bytes(256, 256) <= 48 << 10);
+        assert!(coop_workgroup_bytes(256, 256, true) <= 48 << 10);
+        assert!(coop_workgroup_bytes(256, 256, false) <= 25 << 10);
         // Forcing: emulation anywhere with f16 and subgroups, never
         // without them.
         let lavapipe = Facts {
