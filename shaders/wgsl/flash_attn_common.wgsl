@@ -37,8 +37,15 @@ struct Params {
 #endif
 
 @group(0) @binding(0) var<storage, read_write> qbuf: array<f32>;
+// f16 K/V on 16-byte rows (KV_RAW_F16_X8, flash_attn_coopmat) are read
+// 16 bytes at a time.
+#ifdef KV_RAW_F16_X8
+@group(0) @binding(1) var<storage, read_write> kbuf: array<vec4<u32>>;
+@group(0) @binding(2) var<storage, read_write> vbuf: array<vec4<u32>>;
+#else
 @group(0) @binding(1) var<storage, read_write> kbuf: array<u32>;
 @group(0) @binding(2) var<storage, read_write> vbuf: array<u32>;
+#endif
 #ifdef HAS_MASK
 @group(0) @binding(B_MASK) var<storage, read_write> mbuf: array<u32>;
 #endif
@@ -99,10 +106,17 @@ const NEG_INF: f32 = -3.0e38;
 
 // Word `idx` of K (which = 0) or V (which = 1).
 fn kv_word(which: u32, idx: u32) -> u32 {
+#ifdef KV_RAW_F16_X8
+    if (which == 0u) {
+        return kbuf[idx >> 2u][idx & 3u];
+    }
+    return vbuf[idx >> 2u][idx & 3u];
+#else
     if (which == 0u) {
         return kbuf[idx];
     }
     return vbuf[idx];
+#endif
 }
 
 // The 16-bit value at 2-aligned byte `byte`.

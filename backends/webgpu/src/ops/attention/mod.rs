@@ -180,13 +180,21 @@ pub fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
     let [k_nb1, k_nb2, k_nb3] = kv_strides("k", k)?;
     let [v_nb1, v_nb2, v_nb3] = kv_strides("v", v)?;
     // f16 K and V whose rows start on words: the cooperative-matrix kernel
-    // fetches raw words without branches.
-    let words = [bk_.rem_bytes, bv_.rem_bytes]
-        .into_iter()
-        .chain([k_nb1, k_nb2, k_nb3, v_nb1, v_nb2, v_nb3].map(u64::from))
-        .all(|b| b % 4 == 0);
-    if matches!(kernel, Kernel::CoopMat { .. }) && tk == DType::F16 && tv == DType::F16 && words {
-        key = key.define("KV_RAW_F16", "");
+    // fetches raw words without branches; on 16-byte boundaries (and head
+    // sizes multiples of 8), 16 bytes at a time.
+    let aligned = |to: u64| {
+        [bk_.rem_bytes, bv_.rem_bytes]
+            .into_iter()
+            .chain([k_nb1, k_nb2, k_nb3, v_nb1, v_nb2, v_nb3].map(u64::from))
+            .all(|b| b % to == 0)
+    };
+    if matches!(kernel, Kernel::CoopMat { .. }) && tk == DType::F16 && tv == DType::F16 {
+        if aligned(4) {
+            key = key.define("KV_RAW_F16", "");
+        }
+        if aligned(16) && dk % 8 == 0 && dv % 8 == 0 {
+            key = key.define("KV_RAW_F16_X8", "");
+        }
     }
     let mut bindings = vec![bq_.clone(), bk_.clone(), bv_.clone()];
     let mut mask_words = [0u32; 6];

@@ -531,6 +531,20 @@ mod tests {
                 }
                 check(&key);
             }
+            // f16 K/V read as raw words (mod.rs defines it for aligned rows).
+            if matches!(kernel, Kernel::CoopMat { .. }) {
+                for flags in [
+                    &["KV_RAW_F16", "HAS_MASK"][..],
+                    &["KV_RAW_F16", "KV_RAW_F16_X8", "HAS_MASK"],
+                    &["KV_RAW_F16", "KV_RAW_F16_X8", "SPLIT_KV"],
+                ] {
+                    let mut key = kernel.key(256, 256, DType::F16, DType::F16);
+                    for f in flags {
+                        key = key.define(f, "");
+                    }
+                    check(&key);
+                }
+            }
         }
     }
 }
