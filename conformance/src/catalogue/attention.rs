@@ -588,17 +588,21 @@ fn flash_attn(c: &mut Catalogue) {
             }
         }
     }
-    // Prefill at the size the WebGPU issue benchmarks: perf only.
-    let (d, n_kv, n_q, h) = (256i64, 20000i64, 512i64, 8i64);
-    let name = format!(
-        "FLASH_ATTN_EXT(hsk={d},hsv={d},nh={h},nr=1,kv={n_kv},nb={n_q},mask=true,type_KV=f16)"
-    );
-    let flops = 2.0 * (n_q * n_kv * h * 2 * d) as f64;
-    c.push_perf(Op::FlashAttnExt, name, Work::Flops(flops), move |b| {
-        let q = b.input(DType::F32, &[d, n_q, h, 1])?;
-        let k = b.input(DType::F16, &[d, n_kv, h, 1])?;
-        let v = b.input(DType::F16, &[d, n_kv, h, 1])?;
-        let m = b.input_with(DType::F16, &[n_kv, n_q, 1, 1], Fill::Mask)?;
-        b.g.flash_attn_ext(q, k, v, Some(m), None, 1.0 / 16.0, 0.0, 0.0)
-    });
+    // Prefill at the size the WebGPU issue benchmarks (head size 256), and
+    // at the head size of most current models (128): perf only.
+    for d in [256i64, 128] {
+        let (n_kv, n_q, h) = (20000i64, 512i64, 8i64);
+        let name = format!(
+            "FLASH_ATTN_EXT(hsk={d},hsv={d},nh={h},nr=1,kv={n_kv},nb={n_q},mask=true,type_KV=f16)"
+        );
+        let flops = 2.0 * (n_q * n_kv * h * 2 * d) as f64;
+        c.push_perf(Op::FlashAttnExt, name, Work::Flops(flops), move |b| {
+            let q = b.input(DType::F32, &[d, n_q, h, 1])?;
+            let k = b.input(DType::F16, &[d, n_kv, h, 1])?;
+            let v = b.input(DType::F16, &[d, n_kv, h, 1])?;
+            let m = b.input_with(DType::F16, &[n_kv, n_q, 1, 1], Fill::Mask)?;
+            let scale = 1.0 / (d as f32).sqrt();
+            b.g.flash_attn_ext(q, k, v, Some(m), None, scale, 0.0, 0.0)
+        });
+    }
 }

@@ -196,8 +196,10 @@ const COOP_QUERIES: u32 = 32;
 const COOP_KEYS: u32 = 32;
 /// Subgroups per workgroup of the cooperative-matrix kernel.
 const COOP_SUBGROUPS: u32 = 4;
-/// Workgroup size of the emulated cooperative-matrix kernel.
-const COOP_EMULATED_WG: u32 = 128;
+/// Workgroup size of the cooperative-matrix kernel: its softmax gives each
+/// query row four neighbouring invocations, so the real kernel's
+/// subgroups must make exactly this many (subgroups of 32).
+const COOP_WG: u32 = 4 * COOP_QUERIES;
 /// Largest head size the cooperative-matrix kernel takes (its half tiles
 /// of Q and K/V must fit the workgroup memory).
 const COOP_MAX_HEAD: u32 = 256;
@@ -350,25 +352,25 @@ fn choose_with(
     let fits = |emulated| {
         coop_workgroup_bytes(dk, dv, emulated) <= u64::from(facts.workgroup_storage_bytes)
     };
-    let real_wg = COOP_SUBGROUPS * lo;
-    let real =
-        coop_shape && fits(false) && facts.coopmat_f16_16 && real_wg <= facts.max_invocations;
-    let emulated_ok = coop_shape
-        && fits(true)
-        && COOP_EMULATED_WG <= facts.max_invocations
-        && COOP_EMULATED_WG.is_multiple_of(lo);
+    let wg_ok = COOP_WG <= facts.max_invocations;
+    let real = coop_shape
+        && fits(false)
+        && facts.coopmat_f16_16
+        && wg_ok
+        && COOP_SUBGROUPS * lo == COOP_WG;
+    let emulated_ok = coop_shape && fits(true) && wg_ok && COOP_WG.is_multiple_of(lo);
     let kv_f32 = tk == DType::F32 && tv == DType::F32;
     match forced {
         Some("coopmat") if real => {
             return Ok(Kernel::CoopMat {
                 emulated: false,
-                wg: real_wg,
+                wg: COOP_WG,
             });
         }
         Some("coopmat-emulated") if emulated_ok => {
             return Ok(Kernel::CoopMat {
                 emulated: true,
-                wg: COOP_EMULATED_WG,
+                wg: COOP_WG,
             });
         }
         Some("plain") => return plan(facts, dk, dv, n_q, kv_f32).map(Kernel::Plain),
@@ -377,7 +379,7 @@ fn choose_with(
     if real && n_q >= COOP_MIN_QUERIES {
         return Ok(Kernel::CoopMat {
             emulated: false,
-            wg: real_wg,
+            wg: COOP_WG,
         });
     }
     plan(facts, dk, dv, n_q, kv_f32).map(Kernel::Plain)
@@ -471,6 +473,8 @@ mod tests {
             wg: 128,
         };
         let pick = |d, n_q, t| choose_with(&g, d, d, n_q, t, t, None).unwrap();
+        let pick_on =
+            |f: &Facts, d| choose_with(f, d, d, 512, DType::F16, DType::F16, None).unwrap();
         assert_eq!(pick(256, 512, DType::F16), coop);
         assert_eq!(pick(40, 16, DType::Q4_0), coop);
         assert!(matches!(pick(256, 1, DType::F16), Kernel::Plain(_)));
@@ -499,6 +503,21 @@ mod tests {
         ));
         let plain = choose_with(&g, 256, 256, 512, DType::F16, DType::F16, Some("plain"));
         assert!(matches!(plain.unwrap(), Kernel::Plain(_)));
+        // Subgroups of another fixed size would give the softmax too few
+        // or too many invocations per row: the real kernel is not chosen,
+        // the emulated one still can be.
+        for size in [16, 64] {
+            let other = Facts {
+                subgroup_size: (size, size),
+                ..g.clone()
+            };
+            assert!(matches!(pick_on(&other, 256), Kernel::Plain(_)), "{size}");
+        }
+        let sixteen = Facts {
+            subgroup_size: (16, 16),
+            ..g.clone()
+        };
+        assert_eq!(forced(&sixteen, 128).unwrap(), emulated);
     }
 
     #[test]
