@@ -3,8 +3,9 @@
 // (mask, ALiBi, softcap, sinks, grouped-query K/V, every K/V type, split
 // KV), for head sizes up to 256.
 //
-// One workgroup of 4 subgroups per (block of BQ = 32 queries, head,
-// batch [x split]). Q is scaled, staged as half through the K/V tile
+// One workgroup of 4 subgroups per (block of BQ = 32 query rows, head,
+// batch [x split]); with few queries, the rows may hold QROWS queries of
+// each of BQ / QROWS heads that share a K/V head (row_query, row_head). Q is scaled, staged as half through the K/V tile
 // and held by each subgroup as matrices for its 16 query rows; K
 // and V stream through one half tile of BK = 32 rows (decoded from any
 // type while loading), head dimensions zero-padded to DKP / DVP
@@ -31,7 +32,7 @@
 // loads read only rows < BQ / BK and columns < DKP / DVP of tiles padded
 // past them; stores to dst go element by element under the same guards.
 //
-// Host defines: DK4, DV4 (head sizes / 4), DKP, DVP, QPITCH, KVPITCH,
+// Host defines: DK4, DV4 (head sizes / 4), DKP, DVP, QPITCH, KVPITCH, QROWS,
 // WG_SIZE = 4 * subgroup size, O1 .. O7 for each further output block a
 // subgroup owns beyond the first (ceil(DVP / 32) in all), Q1 .. Q15 for
 // each further 16 columns of Q (DKP / 16 in all), KV_RAW_F16 when
@@ -57,6 +58,18 @@ const PPITCH: u32 = BK + 8u;
 const DV_BLOCKS: u32 = DVP / 16u;
 // How far a tile's maximum may exceed the one in use before it moves.
 const RESCALE_SLACK: f32 = 8.0;
+
+// Row i of the workgroup's BQ rows is query q0 + i % QROWS of head
+// h0 + i / QROWS: QROWS = BQ (one head) unless the host packs the query
+// heads that share a K/V head into one workgroup (decode with grouped
+// query attention reads each K/V tile once for all of them).
+fn row_query(q0: u32, i: u32) -> u32 {
+    return q0 + i % QROWS;
+}
+
+fn row_head(h0: u32, i: u32) -> u32 {
+    return h0 + i / QROWS;
+}
 
 #ifdef EMULATE_COOPMAT
 // Emulated, Q stays here; the real kernel keeps it in matrix registers
@@ -239,14 +252,15 @@ fn pv_block(o: Acc, lane: u32, p0: PMat, p1: PMat, col: u32) -> Acc {
 
 // Writes output block (rows rb, column col), each row times its
 // row_alpha: to dst, or unnormalised to the split-KV scratch.
-fn write_block(o: Acc, lane: u32, sg: u32, rb: u32, col: u32, q0: u32, h: u32, b: u32, split: u32) {
+fn write_block(o: Acc, lane: u32, sg: u32, rb: u32, col: u32, q0: u32, h0: u32, b: u32, split: u32) {
     if (col >= DVP) {
         return;
     }
     spill(o, lane, sg);
     for (var u = 0u; u < 256u / SGS; u++) {
         let e = block_pos(lane, u);
-        let iq = q0 + rb * 16u + e.x;
+        let iq = row_query(q0, rb * 16u + e.x);
+        let h = row_head(h0, rb * 16u + e.x);
         let d = col + e.y;
         if (iq >= p.n_q || d >= DV4 * 4u) {
             continue;
@@ -403,15 +417,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         @builtin(subgroup_id) real_sg: u32,
         @builtin(subgroup_invocation_id) real_lane: u32,
         @builtin(subgroup_size) real_sgs: u32) {
-    let q0 = wid.x * BQ;
-    let h = wid.y;
+    let q0 = wid.x * QROWS;
+    let h0 = wid.y * (BQ / QROWS);
     let b = wid.z / p.n_split;
     let split = wid.z % p.n_split;
     let kv_begin = split * p.chunk;
     let kv_end = min(p.n_kv, kv_begin + p.chunk);
-    let k_head = p.k_off + (h / p.rk2) * p.k_nb2 + (b / p.rk3) * p.k_nb3;
-    let v_head = p.v_off + (h / p.rk2) * p.v_nb2 + (b / p.rk3) * p.v_nb3;
-    let slope = alibi_slope(h);
+    let k_head = p.k_off + (h0 / p.rk2) * p.k_nb2 + (b / p.rk3) * p.k_nb3;
+    let v_head = p.v_off + (h0 / p.rk2) * p.v_nb2 + (b / p.rk3) * p.v_nb3;
 
     // The (virtual, when emulated) subgroup doing the matrix work.
 #ifdef EMULATE_COOPMAT
@@ -425,15 +438,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     let st = real_sg * real_sgs + real_lane;
     let r = st / 4u;
     let part = st % 4u;
+    let slope = alibi_slope(row_head(h0, r));
 
     // Q tile, pre-scaled, zero past n_q and DK.
     for (var u = t; u < BQ * (DKP / 4u); u += WG_SIZE) {
         let i = u / (DKP / 4u);
         let e = (u % (DKP / 4u)) * 4u;
-        let iq = q0 + i;
+        let iq = row_query(q0, i);
         var v = vec4<f32>(0.0);
         if (iq < p.n_q && e < DK4 * 4u) {
-            let at = p.q_off + e * p.q_s0 + iq * p.q_s1 + h * p.q_s2 + b * p.q_s3;
+            let at = p.q_off + e * p.q_s0 + iq * p.q_s1 + row_head(h0, i) * p.q_s2 + b * p.q_s3;
             v = vec4<f32>(qbuf[at], qbuf[at + p.q_s0], qbuf[at + 2u * p.q_s0], qbuf[at + 3u * p.q_s0]);
         }
         let q = vec4<f16>(v * p.q_scale);
@@ -559,7 +573,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         }
 #ifdef HAS_MASK
         // Mask words now, decoded after the scores (see fetch_mask).
-        let m_raw = fetch_mask(q0 + r, kv0 + part, kv_end, h, b);
+        let m_raw = fetch_mask(row_query(q0, r), kv0 + part, kv_end, row_head(h0, r), b);
 #endif
 
         // 1. Scores.
@@ -646,7 +660,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
                 x[c] = NEG_INF;
             }
 #ifdef HAS_MASK
-            else if (q0 + r < p.n_q) {
+            else if (row_query(q0, r) < p.n_q) {
                 x[c] = slope * mask_value(m_raw.w[c], m_raw.byte);
             }
 #endif
@@ -758,39 +772,39 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     workgroupBarrier();
 #ifdef SPLIT_KV
     // Unnormalised rows and their (max, sum) for flash_attn_combine.
-    if (t < BQ && q0 + t < p.n_q) {
-        store_row_stats(split, b, q0 + t, h, row_max[t], row_sum[t]);
+    if (t < BQ && row_query(q0, t) < p.n_q) {
+        store_row_stats(split, b, row_query(q0, t), row_head(h0, t), row_max[t], row_sum[t]);
     }
     if (t < BQ) {
         row_alpha[t] = 1.0;
     }
 #else
     if (t < BQ) {
-        row_alpha[t] = row_factor(row_max[t], row_sum[t], h);
+        row_alpha[t] = row_factor(row_max[t], row_sum[t], row_head(h0, t));
     }
 #endif
     workgroupBarrier();
 
-    write_block(o0, lane, sg, rb_o, out_col(sg, 0u), q0, h, b, split);
+    write_block(o0, lane, sg, rb_o, out_col(sg, 0u), q0, h0, b, split);
 #ifdef O1
-    write_block(o1, lane, sg, rb_o, out_col(sg, 1u), q0, h, b, split);
+    write_block(o1, lane, sg, rb_o, out_col(sg, 1u), q0, h0, b, split);
 #endif
 #ifdef O2
-    write_block(o2, lane, sg, rb_o, out_col(sg, 2u), q0, h, b, split);
+    write_block(o2, lane, sg, rb_o, out_col(sg, 2u), q0, h0, b, split);
 #endif
 #ifdef O3
-    write_block(o3, lane, sg, rb_o, out_col(sg, 3u), q0, h, b, split);
+    write_block(o3, lane, sg, rb_o, out_col(sg, 3u), q0, h0, b, split);
 #endif
 #ifdef O4
-    write_block(o4, lane, sg, rb_o, out_col(sg, 4u), q0, h, b, split);
+    write_block(o4, lane, sg, rb_o, out_col(sg, 4u), q0, h0, b, split);
 #endif
 #ifdef O5
-    write_block(o5, lane, sg, rb_o, out_col(sg, 5u), q0, h, b, split);
+    write_block(o5, lane, sg, rb_o, out_col(sg, 5u), q0, h0, b, split);
 #endif
 #ifdef O6
-    write_block(o6, lane, sg, rb_o, out_col(sg, 6u), q0, h, b, split);
+    write_block(o6, lane, sg, rb_o, out_col(sg, 6u), q0, h0, b, split);
 #endif
 #ifdef O7
-    write_block(o7, lane, sg, rb_o, out_col(sg, 7u), q0, h, b, split);
+    write_block(o7, lane, sg, rb_o, out_col(sg, 7u), q0, h0, b, split);
 #endif
 }

@@ -55,11 +55,23 @@ pub fn run() -> Result<(), String> {
     // tiles, every flag, float and quantized K/V. Lavapipe's LLVM takes
     // most of the time compiling the variants: 5.5 minutes on a fresh
     // machine (Mesa's shader cache empty, as in CI), 4 s once it is warm;
-    // head size 128 would take some 40 s more per variant.
+    // head size 128 would take some 40 s more per variant. Then 8 cases
+    // of one or three queries with 4 query heads per K/V head, which the
+    // kernel packs into one workgroup (mask, sinks, ALiBi's per-head
+    // slopes; f32 and q8_0 K/V): about 1 minute more.
     emulated(
         "flash attention",
         "FLASH_ATTN_EXT",
         r"hsk=(40|64),.*kv=(29|64),nb=(35|75),.*type_KV=(f16|q4_0|q8_0|f32)",
+        ("BACKPLANE_WEBGPU_FLASH_ATTN", "coopmat-emulated"),
+    )?;
+    emulated(
+        "flash attention, packed query heads",
+        "FLASH_ATTN_EXT",
+        concat!(
+            r"hsk=64,hsv=64,nh=4,nr23=\[4,[13]\],kv=32,nb=(1|3),mask=true,sinks=(true|false),",
+            r"max_bias=(0|8),logit_softcap=0,type_KV=(q8_0|f32),permute=\[0,1,2,3\]"
+        ),
         ("BACKPLANE_WEBGPU_FLASH_ATTN", "coopmat-emulated"),
     )?;
     // MUL_MAT, with the weights converted to half rows first (as on GPUs

@@ -605,4 +605,21 @@ fn flash_attn(c: &mut Catalogue) {
             b.g.flash_attn_ext(q, k, v, Some(m), None, scale, 0.0, 0.0)
         });
     }
+    // Decode (one query) over a 16,384-key cache, head size 128, 32 query
+    // heads sharing 8 K/V heads: bandwidth-bound, reported as GB/s of the
+    // tensors read and written (K and V are 67 MB of the 67.2).
+    for kv in [DType::F16, DType::Q8_0] {
+        let (d, n_kv, h, gqa) = (128i64, 16384i64, 8i64, 4i64);
+        let name = format!(
+            "FLASH_ATTN_EXT(hsk={d},hsv={d},nh={h},nr={gqa},kv={n_kv},nb=1,mask=true,type_KV={kv},decode)"
+        );
+        c.push_perf(Op::FlashAttnExt, name, Work::Bytes, move |b| {
+            let q = b.input(DType::F32, &[d, 1, h * gqa, 1])?;
+            let k = b.input(kv, &[d, n_kv, h, 1])?;
+            let v = b.input(kv, &[d, n_kv, h, 1])?;
+            let m = b.input_with(DType::F16, &[n_kv, 1, 1, 1], Fill::Mask)?;
+            let scale = 1.0 / (d as f32).sqrt();
+            b.g.flash_attn_ext(q, k, v, Some(m), None, scale, 0.0, 0.0)
+        });
+    }
 }

@@ -120,8 +120,13 @@ pub fn supports(facts: &Facts, graph: &[TensorDesc], node: usize) -> Result<(), 
         nb_elems(s, 4).map_err(|e| format!("sinks: {e}"))?;
     }
     let [_, n_q, heads, batch] = ne_u32(q)?;
-    let kernel = choose(facts, dk as u32, dv as u32, n_q, tk, tv)?;
-    let groups = [n_q.div_ceil(kernel.queries()), heads, batch];
+    let gqa = heads / (k.ne[2] as u32).max(1);
+    let kernel = choose(facts, (dk as u32, dv as u32), n_q, gqa, tk, tv)?;
+    let groups = [
+        n_q.div_ceil(kernel.queries()),
+        heads / kernel.heads(),
+        batch,
+    ];
     if groups.iter().any(|&g| g > facts.max_groups_per_dim) {
         return Err(format!(
             "{groups:?} workgroups exceed {} per dimension",
@@ -148,11 +153,12 @@ pub fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
     let [dk, n_q, heads, batch] = ne_u32(q)?;
     let [dv, n_kv, heads_kv, batch_kv] = ne_u32(v)?;
     let facts = &e.ctx().facts;
-    let kernel = choose(facts, dk, dv, n_q, tk, tv)?;
+    let kernel = choose(facts, (dk, dv), n_q, heads / heads_kv, tk, tv)?;
     let q_blocks = n_q.div_ceil(kernel.queries());
+    let head_blocks = heads / kernel.heads();
     let n_rows = u64::from(n_q) * u64::from(heads) * u64::from(batch);
     let (mut splits, mut chunk) = kv_splits(
-        u64::from(q_blocks) * u64::from(heads) * u64::from(batch),
+        u64::from(q_blocks) * u64::from(head_blocks) * u64::from(batch),
         n_kv,
         kernel.keys(),
     );
@@ -295,7 +301,7 @@ pub fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
         Checks::Trusted,
         &bindings,
         &params,
-        [q_blocks, heads, batch * splits],
+        [q_blocks, head_blocks, batch * splits],
     )?;
 
     let Some(part) = part else { return Ok(()) };

@@ -204,9 +204,11 @@ const COOP_WG: u32 = 4 * COOP_QUERIES;
 /// of Q and K/V must fit the workgroup memory).
 const COOP_MAX_HEAD: u32 = 256;
 /// Fewest queries for which the cooperative-matrix kernel is chosen by
-/// default: below, most of its 32-row blocks would be padding and the
-/// plain kernel's smaller query blocks do less work.
-const COOP_MIN_QUERIES: u32 = 16;
+/// default: any. Even at one query, where 31 of its 32 rows would be
+/// padding without packed heads, it ran a decode (head size 128, 16,384
+/// keys, f16 K/V, 32 query heads on 8 K/V heads) in 154-159 us on an H200
+/// against the plain kernel's 1,886-1,897.
+const COOP_MIN_QUERIES: u32 = 1;
 
 /// Defines of the cooperative-matrix kernel's output blocks 2 to 8 of a
 /// subgroup.
@@ -223,9 +225,10 @@ const Q_BLOCK_FLAGS: [&str; 15] = [
 pub(super) enum Kernel {
     /// `flash_attn`, tiled by [`plan`].
     Plain(Plan),
-    /// `flash_attn_coopmat` with `wg` invocations, or (`emulated`) the
+    /// `flash_attn_coopmat` with `wg` invocations and `rows` queries per
+    /// head in its 32 rows (see [`coop_query_rows`]), or (`emulated`) the
     /// same kernel with plain code in place of the matrix calls.
-    CoopMat { emulated: bool, wg: u32 },
+    CoopMat { emulated: bool, wg: u32, rows: u32 },
 }
 
 impl Kernel {
@@ -233,7 +236,15 @@ impl Kernel {
     pub(super) fn queries(&self) -> u32 {
         match self {
             Kernel::Plain(p) => p.bq,
-            Kernel::CoopMat { .. } => COOP_QUERIES,
+            Kernel::CoopMat { rows, .. } => *rows,
+        }
+    }
+
+    /// Query heads per workgroup (packed heads share one K/V head).
+    pub(super) fn heads(&self) -> u32 {
+        match self {
+            Kernel::Plain(_) => 1,
+            Kernel::CoopMat { rows, .. } => COOP_QUERIES / rows,
         }
     }
 
@@ -247,9 +258,9 @@ impl Kernel {
 
     /// The pipeline key for head sizes `dk`, `dv` and K/V types `tk`, `tv`.
     pub(super) fn key(&self, dk: u32, dv: u32, tk: DType, tv: DType) -> PipelineKey {
-        let (emulated, wg) = match *self {
+        let (emulated, wg, rows) = match *self {
             Kernel::Plain(pl) => return kernel_key(&pl, dk, dv, tk, tv),
-            Kernel::CoopMat { emulated, wg } => (emulated, wg),
+            Kernel::CoopMat { emulated, wg, rows } => (emulated, wg, rows),
         };
         let (dkp, dvp) = (dk.next_multiple_of(16), dv.next_multiple_of(16));
         let mut key = PipelineKey::new("flash_attn_coopmat", "")
@@ -263,6 +274,7 @@ impl Kernel {
             ("DVP", dvp),
             ("QPITCH", dkp + 8),
             ("KVPITCH", dkp.max(dvp) + 8),
+            ("QROWS", rows),
         ] {
             key = key.define(name, value.to_string());
         }
@@ -315,17 +327,49 @@ fn forced() -> Option<&'static str> {
         .as_deref()
 }
 
-/// The kernel for head sizes `dk`, `dv`, `n_q` queries and K/V types
-/// `tk`, `tv` on this device, or why none fits.
+/// The kernel for head sizes `dk`, `dv`, `n_q` queries, `gqa` query heads
+/// per K/V head and K/V types `tk`, `tv` on this device, or why none fits.
 pub(super) fn choose(
     facts: &Facts,
-    dk: u32,
-    dv: u32,
+    (dk, dv): (u32, u32),
     n_q: u32,
+    gqa: u32,
     tk: DType,
     tv: DType,
 ) -> Result<Kernel, String> {
-    choose_with(facts, dk, dv, n_q, tk, tv, forced())
+    let kernel = choose_with(facts, dk, dv, n_q, tk, tv, forced())?;
+    Ok(match kernel {
+        Kernel::CoopMat { emulated, wg, .. } if packing() => Kernel::CoopMat {
+            emulated,
+            wg,
+            rows: coop_query_rows(n_q, gqa),
+        },
+        other => other,
+    })
+}
+
+/// Queries per head in the cooperative-matrix kernel's 32 rows: 32, or,
+/// when fewer queries leave room, 32 / g for the largest power of two g
+/// that divides `gqa` (query heads per K/V head) with g times `n_q`
+/// (rounded up to a power of two) at most 32. The g heads then share the
+/// workgroup's K/V tiles: a decode with 4 query heads per K/V head reads
+/// each tile once instead of four times.
+pub(super) fn coop_query_rows(n_q: u32, gqa: u32) -> u32 {
+    let q = n_q.max(1).next_power_of_two().min(COOP_QUERIES);
+    let mut g = 1;
+    while q * g * 2 <= COOP_QUERIES && gqa.is_multiple_of(g * 2) {
+        g *= 2;
+    }
+    COOP_QUERIES / g
+}
+
+/// Whether query heads may be packed (`BACKPLANE_WEBGPU_FLASH_ATTN_PACK=0`
+/// turns it off, for measuring).
+fn packing() -> bool {
+    static PACK: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *PACK.get_or_init(|| {
+        std::env::var("BACKPLANE_WEBGPU_FLASH_ATTN_PACK").map_or(true, |v| v != "0")
+    })
 }
 
 fn choose_with(
@@ -365,12 +409,14 @@ fn choose_with(
             return Ok(Kernel::CoopMat {
                 emulated: false,
                 wg: COOP_WG,
+                rows: COOP_QUERIES,
             });
         }
         Some("coopmat-emulated") if emulated_ok => {
             return Ok(Kernel::CoopMat {
                 emulated: true,
                 wg: COOP_WG,
+                rows: COOP_QUERIES,
             });
         }
         Some("plain") => return plan(facts, dk, dv, n_q, kv_f32).map(Kernel::Plain),
@@ -380,6 +426,7 @@ fn choose_with(
         return Ok(Kernel::CoopMat {
             emulated: false,
             wg: COOP_WG,
+            rows: COOP_QUERIES,
         });
     }
     plan(facts, dk, dv, n_q, kv_f32).map(Kernel::Plain)
@@ -466,18 +513,18 @@ mod tests {
     }
 
     #[test]
-    fn prefill_on_cooperative_matrices_decode_and_large_heads_plain() {
+    fn cooperative_matrices_where_offered_large_heads_plain() {
         let g = gpu();
         let coop = Kernel::CoopMat {
             emulated: false,
             wg: 128,
+            rows: 32,
         };
         let pick = |d, n_q, t| choose_with(&g, d, d, n_q, t, t, None).unwrap();
         let pick_on =
             |f: &Facts, d| choose_with(f, d, d, 512, DType::F16, DType::F16, None).unwrap();
         assert_eq!(pick(256, 512, DType::F16), coop);
         assert_eq!(pick(40, 16, DType::Q4_0), coop);
-        assert!(matches!(pick(256, 1, DType::F16), Kernel::Plain(_)));
         assert!(matches!(pick(576, 512, DType::F16), Kernel::Plain(_)));
         assert!(matches!(pick(128, 512, DType::BF16), Kernel::Plain(_)));
         assert!(coop_workgroup_bytes(256, 256, true) <= 48 << 10);
@@ -491,6 +538,7 @@ mod tests {
         let emulated = Kernel::CoopMat {
             emulated: true,
             wg: 128,
+            rows: 32,
         };
         let forced = |f: &Facts, d| {
             choose_with(f, d, d, 3, DType::F16, DType::F16, Some("coopmat-emulated"))
@@ -518,6 +566,33 @@ mod tests {
             ..g.clone()
         };
         assert_eq!(forced(&sixteen, 128).unwrap(), emulated);
+        // One query: the cooperative-matrix kernel all the same.
+        assert_eq!(pick(128, 1, DType::F16), coop);
+        assert_eq!(pick(256, 1, DType::F16), coop);
+    }
+
+    #[test]
+    fn query_heads_sharing_kv_are_packed_when_queries_leave_room() {
+        // (queries, query heads per K/V head) -> rows per head.
+        for ((n_q, gqa), rows) in [
+            ((1, 1), 32),
+            ((1, 4), 8),
+            ((1, 6), 16),
+            ((1, 64), 1),
+            ((3, 4), 8),
+            ((5, 4), 8),
+            ((9, 4), 16),
+            ((16, 8), 16),
+            ((17, 8), 32),
+            ((512, 8), 32),
+        ] {
+            assert_eq!(coop_query_rows(n_q, gqa), rows, "{n_q} queries, {gqa}");
+        }
+        let g = gpu();
+        let k = choose(&g, (128, 128), 1, 4, DType::F16, DType::F16).unwrap();
+        assert_eq!((k.queries(), k.heads()), (8, 4));
+        let k = choose(&g, (128, 128), 1, 4, DType::BF16, DType::BF16).unwrap();
+        assert_eq!((k.queries(), k.heads()), (1, 1));
     }
 
     #[test]
@@ -528,10 +603,22 @@ mod tests {
             Kernel::CoopMat {
                 emulated: false,
                 wg: 128,
+                rows: 32,
             },
             Kernel::CoopMat {
                 emulated: true,
                 wg: 128,
+                rows: 32,
+            },
+            Kernel::CoopMat {
+                emulated: false,
+                wg: 128,
+                rows: 8,
+            },
+            Kernel::CoopMat {
+                emulated: true,
+                wg: 128,
+                rows: 4,
             },
             choose_with(&g, 128, 128, 512, DType::F16, DType::F16, Some("plain")).unwrap(),
         ];
