@@ -5,7 +5,8 @@
 //
 // One workgroup of 4 subgroups per (block of BQ = 32 query rows, head,
 // batch [x split]); with few queries, the rows may hold QROWS queries of
-// each of BQ / QROWS heads that share a K/V head (row_query, row_head). Q is scaled, staged as half through the K/V tile
+// each of BQ / QROWS heads that share a K/V head (row_query, row_head).
+// Q is scaled, staged as half through the K/V tile
 // and held by each subgroup as matrices for its 16 query rows; K
 // and V stream through one half tile of BK = 32 rows (decoded from any
 // type while loading), head dimensions zero-padded to DKP / DVP
@@ -32,8 +33,8 @@
 // loads read only rows < BQ / BK and columns < DKP / DVP of tiles padded
 // past them; stores to dst go element by element under the same guards.
 //
-// Host defines: DK4, DV4 (head sizes / 4), DKP, DVP, QPITCH, KVPITCH, QROWS,
-// WG_SIZE = 4 * subgroup size, O1 .. O7 for each further output block a
+// Host defines: DK4, DV4 (head sizes / 4), DKP, DVP, QPITCH, KVPITCH,
+// QROWS, WG_SIZE = 4 * 32, O1 .. O7 for each further output block a
 // subgroup owns beyond the first (ceil(DVP / 32) in all), Q1 .. Q15 for
 // each further 16 columns of Q (DKP / 16 in all), KV_RAW_F16 when
 // K and V are f16 with rows on 4-byte boundaries, and KV_RAW_F16_X8 as
