@@ -225,10 +225,10 @@ const Q_BLOCK_FLAGS: [&str; 15] = [
 pub(super) enum Kernel {
     /// `flash_attn`, tiled by [`plan`].
     Plain(Plan),
-    /// `flash_attn_coopmat` with `wg` invocations and `rows` queries per
-    /// head in its 32 rows (see [`coop_query_rows`]), or (`emulated`) the
-    /// same kernel with plain code in place of the matrix calls.
-    CoopMat { emulated: bool, wg: u32, rows: u32 },
+    /// `flash_attn_coopmat` ([`COOP_WG`] invocations) with `rows` queries
+    /// per head in its 32 rows (see [`coop_query_rows`]), or (`emulated`)
+    /// the same kernel with plain code in place of the matrix calls.
+    CoopMat { emulated: bool, rows: u32 },
 }
 
 impl Kernel {
@@ -258,15 +258,15 @@ impl Kernel {
 
     /// The pipeline key for head sizes `dk`, `dv` and K/V types `tk`, `tv`.
     pub(super) fn key(&self, dk: u32, dv: u32, tk: DType, tv: DType) -> PipelineKey {
-        let (emulated, wg, rows) = match *self {
+        let (emulated, rows) = match *self {
             Kernel::Plain(pl) => return kernel_key(&pl, dk, dv, tk, tv),
-            Kernel::CoopMat { emulated, wg, rows } => (emulated, wg, rows),
+            Kernel::CoopMat { emulated, rows } => (emulated, rows),
         };
         let (dkp, dvp) = (dk.next_multiple_of(16), dv.next_multiple_of(16));
         let mut key = PipelineKey::new("flash_attn_coopmat", "")
             .ty("K", type_name(tk))
             .ty("V", type_name(tv))
-            .wg(wg);
+            .wg(COOP_WG);
         for (name, value) in [
             ("DK4", dk / 4),
             ("DV4", dv / 4),
@@ -339,9 +339,8 @@ pub(super) fn choose(
 ) -> Result<Kernel, String> {
     let kernel = choose_with(facts, dk, dv, n_q, tk, tv, forced())?;
     Ok(match kernel {
-        Kernel::CoopMat { emulated, wg, .. } if packing() => Kernel::CoopMat {
+        Kernel::CoopMat { emulated, .. } if packing() => Kernel::CoopMat {
             emulated,
-            wg,
             rows: coop_query_rows(n_q, gqa),
         },
         other => other,
@@ -408,14 +407,12 @@ fn choose_with(
         Some("coopmat") if real => {
             return Ok(Kernel::CoopMat {
                 emulated: false,
-                wg: COOP_WG,
                 rows: COOP_QUERIES,
             });
         }
         Some("coopmat-emulated") if emulated_ok => {
             return Ok(Kernel::CoopMat {
                 emulated: true,
-                wg: COOP_WG,
                 rows: COOP_QUERIES,
             });
         }
@@ -425,7 +422,6 @@ fn choose_with(
     if real && n_q >= COOP_MIN_QUERIES {
         return Ok(Kernel::CoopMat {
             emulated: false,
-            wg: COOP_WG,
             rows: COOP_QUERIES,
         });
     }
@@ -517,7 +513,6 @@ mod tests {
         let g = gpu();
         let coop = Kernel::CoopMat {
             emulated: false,
-            wg: 128,
             rows: 32,
         };
         let pick = |d, n_q, t| choose_with(&g, d, d, n_q, t, t, None).unwrap();
@@ -537,7 +532,6 @@ mod tests {
         };
         let emulated = Kernel::CoopMat {
             emulated: true,
-            wg: 128,
             rows: 32,
         };
         let forced = |f: &Facts, d| {
@@ -602,22 +596,18 @@ mod tests {
         let kernels = [
             Kernel::CoopMat {
                 emulated: false,
-                wg: 128,
                 rows: 32,
             },
             Kernel::CoopMat {
                 emulated: true,
-                wg: 128,
                 rows: 32,
             },
             Kernel::CoopMat {
                 emulated: false,
-                wg: 128,
                 rows: 8,
             },
             Kernel::CoopMat {
                 emulated: true,
-                wg: 128,
                 rows: 4,
             },
             choose_with(&g, 128, 128, 512, DType::F16, DType::F16, Some("plain")).unwrap(),
