@@ -14,6 +14,7 @@ pub mod vectors;
 pub use case::{Case, Fill, Work};
 pub use catalogue::Catalogue;
 pub use runner::{
-    CaseResult, PerfResult, Prepared, Status, compare, perf_case, test_case, test_prepared,
+    CaseResult, PerfOptions, PerfResult, Prepared, Status, compare, perf_case, test_case,
+    test_prepared,
 };
 pub use target::{CpuTarget, Target};

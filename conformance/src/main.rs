@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use backplane_conformance::report::{self, Summary};
 use backplane_conformance::{
-    Case, CaseResult, Catalogue, PerfResult, Prepared, Status, Target, perf_case, test_prepared,
+    Case, CaseResult, Catalogue, PerfOptions, PerfResult, Prepared, Status, Target, perf_case,
+    test_prepared,
 };
 use clap::{Parser, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -68,6 +69,10 @@ struct Args {
     /// perf: minimum timing per case in milliseconds.
     #[arg(long, default_value_t = 1000)]
     min_time_ms: u64,
+    /// perf: copies of the op in each timed graph (default: sized so a
+    /// graph takes about 20 ms, at most 256).
+    #[arg(long)]
+    repeats: Option<usize>,
     /// support: where to write the matrix.
     #[arg(long, default_value = "docs/ops.md")]
     ops_md: PathBuf,
@@ -256,12 +261,15 @@ fn run_perf(
     targets: &mut [Box<dyn Target>],
 ) -> Result<ExitCode, String> {
     let mut results: Vec<PerfResult> = Vec::new();
-    let min_time = Duration::from_millis(args.min_time_ms);
+    let opts = PerfOptions {
+        min_time: Duration::from_millis(args.min_time_ms),
+        repeats: args.repeats,
+    };
     for target in targets.iter_mut() {
         let bar = progress(cases.len(), &target.name());
         for case in cases {
             bar.set_message(case.op.name());
-            let r = perf_case(case, target.as_mut(), min_time);
+            let r = perf_case(case, target.as_mut(), opts);
             say(&bar, report::perf_line(&r));
             results.push(r);
             bar.inc(1);

@@ -120,12 +120,12 @@ pub fn write_csv(path: &Path, results: &[CaseResult]) -> Result<(), String> {
 pub fn perf_line(r: &PerfResult) -> String {
     match (r.median_us, r.gflops, r.gbps) {
         (Some(us), Some(g), _) => format!(
-            "  {:<100} {us:>12.1} us {g:>10.2} GFLOPS ({} runs)",
-            r.case, r.runs
+            "  {:<100} {us:>12.1} us {g:>10.2} GFLOPS ({} runs x {})",
+            r.case, r.runs, r.repeats
         ),
         (Some(us), _, Some(b)) => format!(
-            "  {:<100} {us:>12.1} us {b:>10.2} GB/s ({} runs)",
-            r.case, r.runs
+            "  {:<100} {us:>12.1} us {b:>10.2} GB/s ({} runs x {})",
+            r.case, r.runs, r.repeats
         ),
         _ => format!(
             "  {:<100} not run: {}",
@@ -144,17 +144,18 @@ pub fn write_perf_json(path: &Path, results: &[PerfResult]) -> Result<(), String
 
 /// Writes perf results as CSV.
 pub fn write_perf_csv(path: &Path, results: &[PerfResult]) -> Result<(), String> {
-    let mut out = String::from("backend,op,case,median_us,runs,gflops,gbps,reason\n");
+    let mut out = String::from("backend,op,case,median_us,runs,repeats,gflops,gbps,reason\n");
     let num = |v: Option<f64>| v.map(|x| format!("{x:.3}")).unwrap_or_default();
     for r in results {
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{}",
             csv_field(&r.backend),
             r.op,
             csv_field(&r.case),
             num(r.median_us),
             r.runs,
+            r.repeats,
             num(r.gflops),
             num(r.gbps),
             csv_field(r.reason.as_deref().unwrap_or(""))

@@ -57,6 +57,8 @@ pub struct PerfResult {
     pub median_us: Option<f64>,
     /// Runs timed.
     pub runs: usize,
+    /// Copies of the op's nodes in each timed graph.
+    pub repeats: usize,
     /// GFLOPS for compute-bound cases.
     pub gflops: Option<f64>,
     /// GB/s for memory-bound cases.
@@ -242,8 +244,9 @@ pub fn test_prepared(prepared: &Prepared<'_>, target: &mut dyn Target) -> CaseRe
 
 /// Wall time one timed perf graph should take at least.
 pub const REPEAT_TARGET: Duration = Duration::from_millis(20);
-/// Most copies of a node in one timed perf graph.
-pub const MAX_REPEATS: usize = 256;
+/// Most copies of a node in one timed perf graph (test-backend-ops puts
+/// up to 8,192 in its graph, 852 for a 4096 x 14336 mat-vec).
+pub const MAX_REPEATS: usize = 1024;
 
 /// Wall time of warm-up runs before a perf case is timed.
 pub const WARM_UP: Duration = Duration::from_millis(200);
@@ -253,18 +256,30 @@ pub const WARM_UP_MAX: Duration = Duration::from_millis(2000);
 /// than the one before (0.05: 5%).
 pub const WARM_UP_SPREAD: f64 = 0.05;
 
+/// How `perf` times a case.
+#[derive(Clone, Copy, Debug)]
+pub struct PerfOptions {
+    /// Time the timed graphs for at least this long (and at least 3 runs).
+    pub min_time: Duration,
+    /// Copies of the op's nodes in each timed graph; `None` sizes them
+    /// from the first timed graph (about [`REPEAT_TARGET`], at most
+    /// [`MAX_REPEATS`]).
+    pub repeats: Option<usize>,
+}
+
 /// Runs one case in `perf` mode: warm-up runs for [`WARM_UP`], one run to
-/// size the repeats, graphs holding the op's nodes `reps` times until
-/// their times stop falling, then such graphs until
-/// `min_time` has passed (at least 3), reporting the median time per
-/// repeat.
-pub fn perf_case(case: &Case, target: &mut dyn Target, min_time: Duration) -> PerfResult {
+/// size the repeats (unless `opts` fixes them), graphs holding the op's
+/// nodes `reps` times until their times stop falling, then such graphs
+/// until `opts.min_time` has passed (at least 3), reporting the median
+/// time per repeat.
+pub fn perf_case(case: &Case, target: &mut dyn Target, opts: PerfOptions) -> PerfResult {
     let mut result = PerfResult {
         backend: target.name(),
         op: case.op.name().to_string(),
         case: case.name.clone(),
         median_us: None,
         runs: 0,
+        repeats: 0,
         gflops: None,
         gbps: None,
         reason: None,
@@ -299,25 +314,30 @@ pub fn perf_case(case: &Case, target: &mut dyn Target, min_time: Duration) -> Pe
             break;
         }
     }
-    // One run's time decides how many copies of the op go into each timed
-    // graph: enough for about REPEAT_TARGET per graph, at most MAX_REPEATS.
+    // One run's time gives a first count of copies per timed graph
+    // (enough for about REPEAT_TARGET, at most MAX_REPEATS). A one-node
+    // graph is mostly submission and wait for a small op, so the first
+    // timed graph's time per copy sizes the count again: on an H200 a
+    // q4_0 mat-vec sized from one run got about 190 copies and read 13.3
+    // us, with 1,024 copies 11.9 us (test-backend-ops puts 852 in its
+    // graph for this case).
     let t = Instant::now();
     if let Err(e) = target.compute() {
         result.reason = Some(e);
         return result;
     }
-    let once = t.elapsed();
-    let reps = if once >= REPEAT_TARGET {
-        1
-    } else {
-        (REPEAT_TARGET.as_secs_f64() / once.as_secs_f64().max(1e-7)).ceil() as usize
-    }
-    .clamp(1, MAX_REPEATS);
+    let fill = |per_copy: f64| {
+        ((REPEAT_TARGET.as_secs_f64() / per_copy.max(1e-9)).ceil() as usize).clamp(1, MAX_REPEATS)
+    };
+    let mut reps = opts
+        .repeats
+        .map_or_else(|| fill(t.elapsed().as_secs_f64()), |r| r.max(1));
+    let mut resized = opts.repeats.is_some();
     // Then the timed graphs themselves until one is no more than
-    // WARM_UP_SPREAD faster than the one before (at most WARM_UP_MAX):
-    // single-node runs are mostly host overhead for a small op and need
-    // not raise the clocks (after them an H200 timed a q4_K mat-vec at
-    // 43.7 us in two rounds of three, 15.2 in the third).
+    // WARM_UP_SPREAD faster per copy than the one before (at most
+    // WARM_UP_MAX): single-node runs are mostly host overhead for a small
+    // op and need not raise the clocks (after them an H200 timed a q4_K
+    // mat-vec at 43.7 us in two rounds of three, 15.2 in the third).
     let settle = Instant::now();
     let mut previous = f64::INFINITY;
     loop {
@@ -326,15 +346,21 @@ pub fn perf_case(case: &Case, target: &mut dyn Target, min_time: Duration) -> Pe
             result.reason = Some(e);
             return result;
         }
-        let took = t.elapsed().as_secs_f64();
-        if took >= previous * (1.0 - WARM_UP_SPREAD) || settle.elapsed() >= WARM_UP_MAX {
+        let per_copy = t.elapsed().as_secs_f64() / reps as f64;
+        if !resized {
+            resized = true;
+            reps = fill(per_copy).max(reps);
+            continue;
+        }
+        if per_copy >= previous * (1.0 - WARM_UP_SPREAD) || settle.elapsed() >= WARM_UP_MAX {
             break;
         }
-        previous = took;
+        previous = per_copy;
     }
+    result.repeats = reps;
     let mut times = Vec::new();
     let start = Instant::now();
-    while times.len() < 3 || (start.elapsed() < min_time && times.len() < 10_000) {
+    while times.len() < 3 || (start.elapsed() < opts.min_time && times.len() < 10_000) {
         let t = Instant::now();
         if let Err(e) = target.compute_repeated(reps) {
             result.reason = Some(e);

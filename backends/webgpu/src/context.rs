@@ -20,8 +20,22 @@ pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// uniform offsets on every API we target).
 pub const PARAM_SLOT_BYTES: u64 = 256;
 
-/// Kernels per submission.
+/// Most kernels per submission.
 pub const KERNELS_PER_SUBMIT: usize = 32;
+
+/// Kernels in a graph's first submission; each later one holds twice as
+/// many as the one before, up to [`KERNELS_PER_SUBMIT`], so the GPU starts
+/// on the first kernel while the host still encodes the rest.
+/// `BACKPLANE_WEBGPU_FIRST_SUBMIT=N` sets it (32: every submission full).
+pub fn first_submit_kernels() -> usize {
+    static V: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *V.get_or_init(|| {
+        std::env::var("BACKPLANE_WEBGPU_FIRST_SUBMIT")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map_or(4, |n: usize| n.clamp(1, KERNELS_PER_SUBMIT))
+    })
+}
 
 /// Shared state of one opened device.
 pub struct Ctx {

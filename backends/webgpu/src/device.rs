@@ -129,6 +129,7 @@ fn read_facts(adapter: &wgpu::Adapter, features: wgpu::Features) -> Facts {
         subgroup_size: (info.subgroup_min_size, info.subgroup_max_size),
         timestamps: features.contains(wgpu::Features::TIMESTAMP_QUERY),
         coopmat_f16_16,
+        compute_units: crate::compute_units::query(adapter),
     }
 }
 
@@ -191,6 +192,9 @@ impl Device for WebGpuDevice {
         }
         if f.timestamps {
             extras.push("timestamps".to_string());
+        }
+        if let Some(n) = f.compute_units {
+            extras.push(format!("{n} multiprocessors"));
         }
         format!(
             "{} ({}, {}; max binding {}, workgroup storage {}; {})",

@@ -1,8 +1,9 @@
 //! Command encoding for one `graph_compute`: ops call [`Encoder::dispatch`]
 //! with a pipeline key, their tensors' bindings and parameters; kernels are
-//! recorded and submitted 32 at a time, each batch with one uniform buffer
-//! (256 bytes per kernel) from the device's pool, returned to the pool when
-//! that submission completes.
+//! recorded and submitted in batches of 1, 2, 4, ... up to 32 (so the GPU
+//! starts early), each batch with one uniform buffer (256 bytes per kernel)
+//! from the device's pool, returned to the pool when that submission
+//! completes.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -10,7 +11,7 @@ use std::time::Instant;
 use backplane_abi::TensorDesc;
 use backplane_shaders::PipelineKey;
 
-use crate::context::{Ctx, KERNELS_PER_SUBMIT, PARAM_SLOT_BYTES};
+use crate::context::{Ctx, KERNELS_PER_SUBMIT, PARAM_SLOT_BYTES, first_submit_kernels};
 use crate::kept::{ByteRange, CopyOrigin, Kept};
 use crate::pipelines::{Checks, Pipeline};
 use crate::stream::StreamState;
@@ -108,6 +109,8 @@ pub struct Encoder<'a> {
     pub graph: &'a [TensorDesc],
     state: &'a mut StreamState,
     batch: Vec<Recorded>,
+    /// Kernels after which the batch is submitted (doubles per submission).
+    submit_at: usize,
     params: Vec<u8>,
     param_buf: Option<wgpu::Buffer>,
     /// Index of the node being encoded (for error flags; set by
@@ -129,6 +132,7 @@ impl<'a> Encoder<'a> {
             graph,
             state,
             batch: Vec::with_capacity(KERNELS_PER_SUBMIT),
+            submit_at: first_submit_kernels(),
             params: vec![0; (PARAM_SLOT_BYTES as usize) * KERNELS_PER_SUBMIT],
             param_buf: None,
             node: 0,
@@ -343,7 +347,8 @@ impl<'a> Encoder<'a> {
             groups,
             encode_ns: t0.elapsed().as_nanos() as u64,
         });
-        if self.batch.len() == KERNELS_PER_SUBMIT {
+        if self.batch.len() >= self.submit_at {
+            self.submit_at = (self.submit_at * 2).min(KERNELS_PER_SUBMIT);
             self.flush();
         }
         Ok(())

@@ -42,6 +42,9 @@ pub struct Facts {
     /// EXPERIMENTAL_COOPERATIVE_MATRIX was granted with 16x16x16 f16 inputs
     /// and f32 accumulation.
     pub coopmat_f16_16: bool,
+    /// Multiprocessors (NVIDIA SMs, AMD compute units) when the driver
+    /// reports them (see [`crate::compute_units`]).
+    pub compute_units: Option<u32>,
 }
 
 impl Facts {

@@ -9,6 +9,7 @@
 
 pub mod bind_cache;
 pub mod buffer;
+pub mod compute_units;
 pub mod context;
 pub mod device;
 pub mod encode;

@@ -19,7 +19,7 @@ use crate::encode::{Encoder, Params};
 use crate::facts::Facts;
 use crate::ops::{dtype, nb_elems, ne_u32, src, src_index, want_type};
 use crate::pipelines::Checks;
-use plan::{KV_TYPES, Kernel, choose, kv_splits};
+use plan::{KV_TYPES, Kernel, choose, kv_splits, split_target};
 
 /// Byte alignment K/V rows of type `t` need (f32 words, else 16-bit units).
 fn kv_alignment(t: DType) -> u64 {
@@ -161,6 +161,7 @@ pub fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
         u64::from(q_blocks) * u64::from(head_blocks) * u64::from(batch),
         n_kv,
         kernel.keys(),
+        split_target(facts, &kernel, dk, dv),
     );
     let part_floats = |splits: u32| u64::from(splits) * n_rows * (u64::from(dv) + 2);
     if u64::from(batch) * u64::from(splits) > u64::from(facts.max_groups_per_dim)

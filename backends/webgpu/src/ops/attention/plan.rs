@@ -130,26 +130,70 @@ fn plan(facts: &Facts, dk: u32, dv: u32, n_q: u32, kv_f32: bool) -> Result<Plan,
     ))
 }
 
-/// Below this many workgroups the keys are split over more workgroups
-/// (flash decoding) so that a large device has enough to run.
+/// Workgroups the keys are split to fill when the device does not say how
+/// many it runs at once (flash decoding: few queries still occupy a large
+/// device).
 const TARGET_WORKGROUPS: u64 = 1024;
 
 /// Fewest key tiles one split takes.
 const MIN_TILES_PER_SPLIT: u32 = 2;
 
+/// Cooperative-matrix attention workgroups one multiprocessor runs at once,
+/// for head sizes above 128 and up to 128. Measured on an H200 (132 SMs)
+/// by the wave steps of the split sweep: prefill (128 workgroups before
+/// splitting) at head 256 ran 942-957 us with 256 workgroups, 1,183-1,191
+/// with 384; at head 128 561-564 us with 384, 696-697 with 256.
+const COOP_PER_UNIT: (u64, u64) = (2, 3);
+
 /// How many workgroups share the keys of one query block, and how many
-/// keys each takes: `(splits, chunk)`; `(1, n_kv)` when not split.
-pub(super) fn kv_splits(workgroups: u64, n_kv: u32, bk: u32) -> (u32, u32) {
+/// keys each takes: `(splits, chunk)`; `(1, n_kv)` when not split. The
+/// grid of `workgroups` (before splitting) grows to at most `at_most`.
+/// `BACKPLANE_WEBGPU_FLASH_ATTN_SPLITS=N` forces N splits (1: none).
+pub(super) fn kv_splits(workgroups: u64, n_kv: u32, bk: u32, at_most: u64) -> (u32, u32) {
     let tiles = n_kv.div_ceil(bk);
-    let want = TARGET_WORKGROUPS
-        .div_ceil(workgroups.max(1))
-        .min(u64::from(u32::MAX)) as u32;
-    let splits = want.min(tiles / MIN_TILES_PER_SPLIT);
+    let want = forced_splits().unwrap_or_else(|| {
+        let want = (at_most / workgroups.max(1)).min(u64::from(u32::MAX)) as u32;
+        want.min(tiles / MIN_TILES_PER_SPLIT)
+    });
+    let splits = want.min(tiles);
     if splits <= 1 {
         return (1, n_kv.max(1));
     }
     let chunk_tiles = tiles.div_ceil(splits);
     (tiles.div_ceil(chunk_tiles), chunk_tiles * bk)
+}
+
+/// Most workgroups `kernel` (head sizes `dk`, `dv`) should be split into:
+/// for the cooperative-matrix kernel on a device that reports its
+/// multiprocessors, as many as run at once (one wave: a second, partly
+/// filled wave costs a whole kernel's time, and each split adds fixed work
+/// per workgroup and to the combine pass), otherwise
+/// [`TARGET_WORKGROUPS`]. A decode on an H200 (head 128, 16,384 keys, 8 K/V
+/// heads: 8 workgroups before splitting) took 126.5 us as 1,024
+/// workgroups, 65.4 as 256, 66.6-67.2 as 384 (f16 K/V; q8_0 K/V 196 / 167
+/// / 128-130 us).
+pub(super) fn split_target(facts: &Facts, kernel: &Kernel, dk: u32, dv: u32) -> u64 {
+    match (kernel, facts.compute_units) {
+        (Kernel::CoopMat { .. }, Some(units)) => {
+            let per_unit = if dk.max(dv) > 128 {
+                COOP_PER_UNIT.0
+            } else {
+                COOP_PER_UNIT.1
+            };
+            u64::from(units) * per_unit
+        }
+        _ => TARGET_WORKGROUPS,
+    }
+}
+
+/// The split count `BACKPLANE_WEBGPU_FLASH_ATTN_SPLITS` forces (measuring).
+fn forced_splits() -> Option<u32> {
+    static SPLITS: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    *SPLITS.get_or_init(|| {
+        std::env::var("BACKPLANE_WEBGPU_FLASH_ATTN_SPLITS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+    })
 }
 
 /// The pipeline key of the main kernel for plan `pl`.
@@ -452,6 +496,7 @@ mod tests {
             subgroup_size: (8, 8),
             timestamps: false,
             coopmat_f16_16: false,
+            compute_units: None,
         }
     }
 
@@ -477,13 +522,20 @@ mod tests {
 
     #[test]
     fn few_workgroups_split_the_keys() {
-        assert_eq!(kv_splits(16, 512, 32), (8, 64));
-        assert_eq!(kv_splits(128, 20000, 32), (8, 2528));
-        assert_eq!(kv_splits(2048, 20000, 32), (1, 20000));
-        assert_eq!(kv_splits(4, 113, 32), (2, 64));
-        assert_eq!(kv_splits(4, 63, 32), (1, 63));
-        let (splits, chunk) = kv_splits(1, 1000, 16);
+        let t = TARGET_WORKGROUPS;
+        assert_eq!(kv_splits(16, 512, 32, t), (8, 64));
+        assert_eq!(kv_splits(128, 20000, 32, t), (8, 2528));
+        assert_eq!(kv_splits(2048, 20000, 32, t), (1, 20000));
+        assert_eq!(kv_splits(4, 113, 32, t), (2, 64));
+        assert_eq!(kv_splits(4, 63, 32, t), (1, 63));
+        let (splits, chunk) = kv_splits(1, 1000, 16, t);
         assert!(splits * chunk >= 1000 && (splits - 1) * chunk < 1000);
+        // One wave and no more: 128 workgroups on 264 slots split in 2,
+        // not 3 (384 would leave a second wave nearly empty).
+        assert_eq!(kv_splits(128, 20000, 32, 264), (2, 10016));
+        assert_eq!(kv_splits(300, 20000, 32, 264), (1, 20000));
+        // A decode's 8 workgroups on 396 slots: 47 splits of 11 tiles.
+        assert_eq!(kv_splits(8, 16384, 32, 396), (47, 352));
     }
 
     #[test]

@@ -483,6 +483,7 @@ mod tests {
             subgroup_size: (32, 32),
             timestamps: false,
             coopmat_f16_16: coopmat,
+            compute_units: None,
         }
     }
 
