@@ -616,7 +616,8 @@ fn coopmat(
         n_full.div_ceil(plan::COOPMAT_TILE),
     ];
     let plane = m_full * n_full * batches;
-    let (splits, k_chunk) = match plan::coopmat_split(tiles[0] * tiles[1] * batches, s.k) {
+    let target = plan::coopmat_groups_target(&e.ctx().facts);
+    let (splits, k_chunk) = match plan::coopmat_split(tiles[0] * tiles[1] * batches, s.k, target) {
         (n, chunk) if n > 1 && e.ctx().facts.fits_binding(4 * plane * n) => (n, chunk),
         _ => (1, s.k),
     };

@@ -43,11 +43,20 @@ pub const COOPMAT_SHARED_BYTES: u32 = 2 * 128 * 72 * 2;
 /// multiple of it.
 pub const COOPMAT_BK: u64 = 64;
 
-/// Workgroups the cooperative-matrix kernel aims for before it splits K:
-/// on an H200 (132 multiprocessors) one workgroup takes a multiprocessor,
-/// and a 4096 x N x 14336 product took 327-331 us for N = 128, 256 and 512
-/// alike (32, 64 and 128 workgroups), 642-650 us for N = 1024.
+/// Workgroups the cooperative-matrix kernel aims for before it splits K,
+/// on a device that does not report its multiprocessors (see
+/// [`coopmat_groups_target`]).
 pub const COOPMAT_GROUPS_TARGET: u64 = 128;
+
+/// Workgroups the cooperative-matrix kernel aims for before it splits K:
+/// one per multiprocessor where the device reports them, else
+/// [`COOPMAT_GROUPS_TARGET`]. On an H200 (132 multiprocessors) one
+/// workgroup takes a multiprocessor, and a 4096 x N x 14336 product took
+/// 327-331 us for N = 128, 256 and 512 alike (32, 64 and 128 workgroups),
+/// 642-650 us for N = 1024.
+pub fn coopmat_groups_target(facts: &Facts) -> u64 {
+    facts.compute_units.map_or(COOPMAT_GROUPS_TARGET, u64::from)
+}
 
 /// Least K per split of the cooperative-matrix kernel.
 pub const COOPMAT_SPLIT_MIN_K: u64 = 1024;
@@ -57,14 +66,14 @@ pub const COOPMAT_MAX_SPLITS: u64 = 8;
 
 /// How the cooperative-matrix kernel splits K for `tiles` output tiles
 /// (all batches): `(splits, k_chunk)`, k_chunk a multiple of
-/// [`COOPMAT_BK`]. Too few tiles to fill [`COOPMAT_GROUPS_TARGET`]
-/// workgroups are split so they do, keeping at least
+/// [`COOPMAT_BK`]. Too few tiles to fill `target` workgroups
+/// ([`coopmat_groups_target`]) are split so they do, keeping at least
 /// [`COOPMAT_SPLIT_MIN_K`] per split; each split then writes partial sums
 /// that `mul_mat_split_sum` adds into dst. `splitk=N` forces N.
-pub fn coopmat_split(tiles: u64, k: u64) -> (u64, u64) {
+pub fn coopmat_split(tiles: u64, k: u64, target: u64) -> (u64, u64) {
     let splits = match forced_number("splitk") {
         Some(n) => u64::from(n).clamp(1, COOPMAT_MAX_SPLITS),
-        None => (COOPMAT_GROUPS_TARGET / tiles.max(1))
+        None => (target / tiles.max(1))
             .min(k / COOPMAT_SPLIT_MIN_K)
             .clamp(1, COOPMAT_MAX_SPLITS),
     };
