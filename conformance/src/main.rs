@@ -267,6 +267,8 @@ fn run_perf(
     };
     for target in targets.iter_mut() {
         let bar = progress(cases.len(), &target.name());
+        // Which device the figures below come from.
+        say(&bar, format!("{}: {}", target.name(), target.description()));
         for case in cases {
             bar.set_message(case.op.name());
             let r = perf_case(case, target.as_mut(), opts);
