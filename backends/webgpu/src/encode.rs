@@ -14,6 +14,7 @@ use backplane_shaders::PipelineKey;
 use crate::context::{Ctx, KERNELS_PER_SUBMIT, PARAM_SLOT_BYTES, first_submit_kernels};
 use crate::kept::{ByteRange, CopyOrigin, Kept};
 use crate::pipelines::{Checks, Pipeline};
+use crate::profile::GraphTimes;
 use crate::stream::StreamState;
 
 /// A storage binding of a tensor (or scratch memory): the buffer range
@@ -120,6 +121,9 @@ pub struct Encoder<'a> {
     kernels: u64,
     /// A converted tensor later nodes may reuse (see [`crate::kept`]).
     kept: Kept<Binding>,
+    /// Host time spent in dispatch, pass recording and submission, when
+    /// `BACKPLANE_WEBGPU_PROFILE=graph` asks for it.
+    times: Option<GraphTimes>,
 }
 
 impl<'a> Encoder<'a> {
@@ -139,6 +143,7 @@ impl<'a> Encoder<'a> {
             error_flag_used: false,
             kernels: 0,
             kept: Kept::default(),
+            times: crate::profile::graph_timing().then(GraphTimes::default),
         }
     }
 
@@ -347,6 +352,9 @@ impl<'a> Encoder<'a> {
             groups,
             encode_ns: t0.elapsed().as_nanos() as u64,
         });
+        if let Some(t) = &mut self.times {
+            t.dispatch += t0.elapsed().as_nanos() as u64;
+        }
         if self.batch.len() >= self.submit_at {
             self.submit_at = (self.submit_at * 2).min(KERNELS_PER_SUBMIT);
             self.flush();
@@ -371,11 +379,18 @@ impl<'a> Encoder<'a> {
         self.dispatch(key, checks, bindings, params, groups)
     }
 
+    /// Host time spent in dispatch, pass recording and submission so far
+    /// (zero unless `BACKPLANE_WEBGPU_PROFILE=graph`).
+    pub fn times(&self) -> GraphTimes {
+        self.times.unwrap_or_default()
+    }
+
     /// Submits the recorded kernels.
     pub fn flush(&mut self) {
         if self.batch.is_empty() {
             return;
         }
+        let t0 = Instant::now();
         let param_buf = self
             .param_buf
             .take()
@@ -417,7 +432,13 @@ impl<'a> Encoder<'a> {
                         pass.dispatch_workgroups(r.groups[0], r.groups[1], r.groups[2]);
                     }
                 }
-                self.ctx.queue.submit([enc.finish()]);
+                let commands = enc.finish();
+                let t1 = Instant::now();
+                self.ctx.queue.submit([commands]);
+                if let Some(t) = &mut self.times {
+                    t.passes += (t1 - t0).as_nanos() as u64;
+                    t.submit += t1.elapsed().as_nanos() as u64;
+                }
             }
         }
         self.ctx.recycle_after_submission(vec![param_buf]);

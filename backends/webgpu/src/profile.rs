@@ -63,9 +63,36 @@ fn print_table(device: &str, t: &BTreeMap<String, Totals>) {
     }
 }
 
-/// Totals of `BACKPLANE_WEBGPU_PROFILE=graph`: graphs, kernels, encode
-/// and wait nanoseconds.
-static GRAPH_TOTALS: Mutex<[u64; 4]> = Mutex::new([0; 4]);
+/// Where a graph's host time went (`BACKPLANE_WEBGPU_PROFILE=graph`), in
+/// nanoseconds.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GraphTimes {
+    /// Encoding and submitting, in all.
+    pub encode: u64,
+    /// Of that, in `Encoder::dispatch` (pipeline and bind-group lookups,
+    /// recording the kernel).
+    pub dispatch: u64,
+    /// Of that, writing the parameters and recording the compute passes
+    /// (wgpu's validation and tracking, the driver's commands).
+    pub passes: u64,
+    /// Of that, `queue.submit`.
+    pub submit: u64,
+    /// Waiting for the GPU afterwards.
+    pub wait: u64,
+}
+
+/// Totals of `BACKPLANE_WEBGPU_PROFILE=graph`: graphs, kernels, times.
+static GRAPH_TOTALS: Mutex<(u64, u64, GraphTimes)> = Mutex::new((
+    0,
+    0,
+    GraphTimes {
+        encode: 0,
+        dispatch: 0,
+        passes: 0,
+        submit: 0,
+        wait: 0,
+    },
+));
 
 fn profile_env() -> &'static str {
     static V: std::sync::OnceLock<String> = std::sync::OnceLock::new();
@@ -77,27 +104,36 @@ pub fn graph_timing() -> bool {
     profile_env() == "graph"
 }
 
-/// Adds one graph of `kernels` kernels: `encode_ns` spent encoding and
-/// submitting it, `wait_ns` waiting for the GPU afterwards.
-pub fn record_graph(kernels: u64, encode_ns: u64, wait_ns: u64) {
+/// Adds one graph of `kernels` kernels that took `t`.
+pub fn record_graph(kernels: u64, t: GraphTimes) {
     static HOOK: Once = Once::new();
     HOOK.call_once(|| {
         // SAFETY: registering a plain extern "C" function with the C runtime.
         unsafe { atexit(report_graphs) };
     });
-    let mut t = lock(&GRAPH_TOTALS);
-    for (x, v) in t.iter_mut().zip([1, kernels, encode_ns, wait_ns]) {
-        *x += v;
-    }
+    let mut totals = lock(&GRAPH_TOTALS);
+    totals.0 += 1;
+    totals.1 += kernels;
+    let sum = &mut totals.2;
+    sum.encode += t.encode;
+    sum.dispatch += t.dispatch;
+    sum.passes += t.passes;
+    sum.submit += t.submit;
+    sum.wait += t.wait;
 }
 
 extern "C" fn report_graphs() {
-    let [graphs, kernels, enc, wait] = *lock(&GRAPH_TOTALS);
+    let (graphs, kernels, t) = *lock(&GRAPH_TOTALS);
     let per = |ns: u64| ns as f64 / 1e3 / kernels.max(1) as f64;
+    let planning = t.encode.saturating_sub(t.dispatch + t.passes + t.submit);
     eprintln!(
-        "backplane-webgpu graph timing: {graphs} graphs, {kernels} kernels; per kernel {:.2} us encoding and submitting, {:.2} us waiting for the GPU",
-        per(enc),
-        per(wait)
+        "backplane-webgpu graph timing: {graphs} graphs, {kernels} kernels; per kernel {:.2} us encoding and submitting ({:.2} planning the ops, {:.2} in dispatch, {:.2} recording passes, {:.2} submitting), {:.2} us waiting for the GPU",
+        per(t.encode),
+        per(planning),
+        per(t.dispatch),
+        per(t.passes),
+        per(t.submit),
+        per(t.wait)
     );
 }
 

@@ -84,12 +84,18 @@ impl WebGpuStream {
         enc.flush();
         let used_flag = enc.error_flag_used();
         let kernels = enc.kernels();
+        let times = enc.times();
         drop(enc);
         let t1 = std::time::Instant::now();
         self.ctx.wait_idle().map_err(PluginError::other)?;
         if profile::graph_timing() {
             let ns = |d: std::time::Duration| d.as_nanos() as u64;
-            profile::record_graph(kernels, ns(t1 - t0), ns(t1.elapsed()));
+            let t = profile::GraphTimes {
+                encode: ns(t1 - t0),
+                wait: ns(t1.elapsed()),
+                ..times
+            };
+            profile::record_graph(kernels, t);
         }
         result?;
         if used_flag {
