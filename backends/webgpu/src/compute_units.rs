@@ -18,32 +18,26 @@ pub fn query(adapter: &wgpu::Adapter) -> Option<u32> {
 #[cfg(any(target_os = "linux", target_os = "windows", target_os = "android"))]
 fn vulkan(adapter: &wgpu::Adapter) -> Option<u32> {
     use ash::vk;
-    // SAFETY: the hal adapter is only read (physical-device queries) while
-    // the guard lives; nothing is destroyed.
-    let hal = unsafe { adapter.as_hal::<wgpu::hal::api::Vulkan>() }?;
-    let instance = hal.shared_instance().raw_instance();
-    let pd = hal.raw_physical_device();
-    // SAFETY: valid instance and physical device handles from wgpu-hal.
-    let exts = unsafe { instance.enumerate_device_extension_properties(pd) }.ok()?;
-    let has = |name: &std::ffi::CStr| exts.iter().any(|e| e.extension_name_as_c_str() == Ok(name));
-    if has(ash::nv::shader_sm_builtins::NAME) {
-        let mut sm = vk::PhysicalDeviceShaderSMBuiltinsPropertiesNV::default();
-        let mut props = vk::PhysicalDeviceProperties2::default().push_next(&mut sm);
-        // SAFETY: valid handles; the chained struct is allowed because the
-        // physical device supports the extension (checked above).
-        unsafe { instance.get_physical_device_properties2(pd, &mut props) };
-        return (sm.shader_sm_count > 0).then_some(sm.shader_sm_count);
-    }
-    if has(ash::amd::shader_core_properties::NAME) {
-        let mut core = vk::PhysicalDeviceShaderCorePropertiesAMD::default();
-        let mut props = vk::PhysicalDeviceProperties2::default().push_next(&mut core);
-        // SAFETY: as above.
-        unsafe { instance.get_physical_device_properties2(pd, &mut props) };
-        let units = core
-            .shader_engine_count
-            .saturating_mul(core.shader_arrays_per_engine_count)
-            .saturating_mul(core.compute_units_per_shader_array);
-        return (units > 0).then_some(units);
-    }
-    None
+    crate::vulkan::query_physical_device(adapter, |instance, pd, exts| {
+        if exts.has(ash::nv::shader_sm_builtins::NAME) {
+            let mut sm = vk::PhysicalDeviceShaderSMBuiltinsPropertiesNV::default();
+            let mut props = vk::PhysicalDeviceProperties2::default().push_next(&mut sm);
+            // SAFETY: valid handles; the chained struct is allowed because
+            // the physical device supports the extension (checked above).
+            unsafe { instance.get_physical_device_properties2(pd, &mut props) };
+            return (sm.shader_sm_count > 0).then_some(sm.shader_sm_count);
+        }
+        if exts.has(ash::amd::shader_core_properties::NAME) {
+            let mut core = vk::PhysicalDeviceShaderCorePropertiesAMD::default();
+            let mut props = vk::PhysicalDeviceProperties2::default().push_next(&mut core);
+            // SAFETY: as above.
+            unsafe { instance.get_physical_device_properties2(pd, &mut props) };
+            let units = core
+                .shader_engine_count
+                .saturating_mul(core.shader_arrays_per_engine_count)
+                .saturating_mul(core.compute_units_per_shader_array);
+            return (units > 0).then_some(units);
+        }
+        None
+    })
 }

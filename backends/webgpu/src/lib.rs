@@ -20,6 +20,8 @@ mod ops;
 pub mod pipelines;
 pub mod profile;
 pub mod stream;
+#[cfg(any(target_os = "linux", target_os = "windows", target_os = "android"))]
+pub mod vulkan;
 
 backplane_abi::export_plugin! {
     reg: device::WebGpuReg::new(),

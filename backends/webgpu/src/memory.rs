@@ -25,29 +25,34 @@ pub fn estimate(max_buffer: u64) -> Memory {
     }
 }
 
-/// Device-local heaps summed: budget - usage as free, heap size as total.
+/// The device-local heaps' budget and size, through `VK_EXT_memory_budget`
+/// where the device has it.
 #[cfg(any(target_os = "linux", target_os = "windows", target_os = "android"))]
 fn vulkan_budget(adapter: &wgpu::Adapter) -> Option<Memory> {
     use ash::vk;
-    // SAFETY: the hal adapter is only read (physical-device queries) while
-    // the guard lives; nothing is destroyed.
-    let hal = unsafe { adapter.as_hal::<wgpu::hal::api::Vulkan>() }?;
-    let instance = hal.shared_instance().raw_instance();
-    let pd = hal.raw_physical_device();
-    // SAFETY: valid instance and physical device handles from wgpu-hal.
-    let exts = unsafe { instance.enumerate_device_extension_properties(pd) }.ok()?;
-    let has_budget = exts
-        .iter()
-        .any(|e| e.extension_name_as_c_str() == Ok(ash::ext::memory_budget::NAME));
-    let mut budget = vk::PhysicalDeviceMemoryBudgetPropertiesEXT::default();
-    let mut props = vk::PhysicalDeviceMemoryProperties2::default();
-    if has_budget {
-        props = props.push_next(&mut budget);
-    }
-    // SAFETY: valid handles; the chained struct is allowed because the
-    // physical device supports VK_EXT_memory_budget (checked above).
-    unsafe { instance.get_physical_device_memory_properties2(pd, &mut props) };
-    let mp = props.memory_properties;
+    crate::vulkan::query_physical_device(adapter, |instance, pd, exts| {
+        let has_budget = exts.has(ash::ext::memory_budget::NAME);
+        let mut budget = vk::PhysicalDeviceMemoryBudgetPropertiesEXT::default();
+        let mut props = vk::PhysicalDeviceMemoryProperties2::default();
+        if has_budget {
+            props = props.push_next(&mut budget);
+        }
+        // SAFETY: valid handles; the chained struct is allowed because the
+        // physical device supports VK_EXT_memory_budget (checked above).
+        unsafe { instance.get_physical_device_memory_properties2(pd, &mut props) };
+        let mp = props.memory_properties;
+        device_local(&mp, has_budget.then_some(&budget))
+    })
+}
+
+/// Device-local heaps of `mp` summed: total size, and free memory as
+/// budget - usage where `budget` is known, else the heap size.
+#[cfg(any(target_os = "linux", target_os = "windows", target_os = "android"))]
+fn device_local(
+    mp: &ash::vk::PhysicalDeviceMemoryProperties,
+    budget: Option<&ash::vk::PhysicalDeviceMemoryBudgetPropertiesEXT>,
+) -> Option<Memory> {
+    use ash::vk;
     let mut total = 0u64;
     let mut free = 0u64;
     for (i, heap) in mp.memory_heaps[..mp.memory_heap_count as usize]
@@ -56,11 +61,9 @@ fn vulkan_budget(adapter: &wgpu::Adapter) -> Option<Memory> {
     {
         if heap.flags.contains(vk::MemoryHeapFlags::DEVICE_LOCAL) {
             total += heap.size;
-            free += if has_budget {
-                budget.heap_budget[i].saturating_sub(budget.heap_usage[i])
-            } else {
-                heap.size
-            };
+            free += budget.map_or(heap.size, |b| {
+                b.heap_budget[i].saturating_sub(b.heap_usage[i])
+            });
         }
     }
     (total > 0).then_some(Memory {
