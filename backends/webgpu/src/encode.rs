@@ -1,9 +1,9 @@
 //! Command encoding for one `graph_compute`: ops call [`Encoder::dispatch`]
 //! with a pipeline key, their tensors' bindings and parameters; kernels are
-//! recorded and submitted in batches of 1, 2, 4, ... up to 32 (so the GPU
-//! starts early), each batch with one uniform buffer (256 bytes per kernel)
-//! from the device's pool, returned to the pool when that submission
-//! completes.
+//! recorded and submitted in batches of 4, 8, 16, then 32 (so the GPU
+//! starts early; see [`first_submit_kernels`]), each batch with one
+//! uniform buffer (256 bytes per kernel) from the device's pool, returned
+//! to the pool when that submission completes.
 
 use std::sync::Arc;
 use std::time::Instant;

@@ -220,43 +220,21 @@ fn split_sum_validates() {
 
 #[test]
 fn k_is_split_only_when_too_few_tiles_fill_the_gpu() {
+    // On a device that does not report its multiprocessors.
+    let split = |tiles, k| plan::coopmat_split(tiles, k, plan::COOPMAT_GROUPS_TARGET);
     // 4096 x 512 x 14336: 128 tiles, whole.
-    assert_eq!(
-        plan::coopmat_split(128, 14336, plan::COOPMAT_GROUPS_TARGET),
-        (1, 14336)
-    );
+    assert_eq!(split(128, 14336), (1, 14336));
     // N = 256 and 128: 64 and 32 tiles, K in 2 and 4 chunks of whole steps.
-    assert_eq!(
-        plan::coopmat_split(64, 14336, plan::COOPMAT_GROUPS_TARGET),
-        (2, 7168)
-    );
-    assert_eq!(
-        plan::coopmat_split(32, 14336, plan::COOPMAT_GROUPS_TARGET),
-        (4, 3584)
-    );
+    assert_eq!(split(64, 14336), (2, 7168));
+    assert_eq!(split(32, 14336), (4, 3584));
     // Uneven K: the chunks are multiples of the 64-deep K step, the last
     // one shorter.
-    assert_eq!(
-        plan::coopmat_split(64, 4000, plan::COOPMAT_GROUPS_TARGET),
-        (2, 2048)
-    );
+    assert_eq!(split(64, 4000), (2, 2048));
     // Never below 1,024 of K per split, never more than 8 splits.
-    assert_eq!(
-        plan::coopmat_split(1, 2048, plan::COOPMAT_GROUPS_TARGET),
-        (2, 1024)
-    );
-    assert_eq!(
-        plan::coopmat_split(1, 1 << 20, plan::COOPMAT_GROUPS_TARGET),
-        (8, 1 << 17)
-    );
-    assert_eq!(
-        plan::coopmat_split(100, 14336, plan::COOPMAT_GROUPS_TARGET),
-        (1, 14336)
-    );
-    assert_eq!(
-        plan::coopmat_split(16, 1000, plan::COOPMAT_GROUPS_TARGET),
-        (1, 1024)
-    );
+    assert_eq!(split(1, 2048), (2, 1024));
+    assert_eq!(split(1, 1 << 20), (8, 1 << 17));
+    assert_eq!(split(100, 14336), (1, 14336));
+    assert_eq!(split(16, 1000), (1, 1024));
     // A device that reports 46 multiprocessors: 32 tiles already fill it
     // (splitting in 4 would make nearly three waves).
     assert_eq!(plan::coopmat_split(32, 14336, 46), (1, 14336));
