@@ -70,7 +70,7 @@ struct Args {
     #[arg(long, default_value_t = 1000)]
     min_time_ms: u64,
     /// perf: copies of the op in each timed graph (default: sized so a
-    /// graph takes about 20 ms, at most 256).
+    /// graph takes about 20 ms, at most 1,024).
     #[arg(long)]
     repeats: Option<usize>,
     /// support: where to write the matrix.

@@ -81,18 +81,28 @@ pub struct GraphTimes {
     pub wait: u64,
 }
 
-/// Totals of `BACKPLANE_WEBGPU_PROFILE=graph`: graphs, kernels, times.
-static GRAPH_TOTALS: Mutex<(u64, u64, GraphTimes)> = Mutex::new((
-    0,
-    0,
-    GraphTimes {
+impl GraphTimes {
+    /// Nothing yet.
+    const ZERO: GraphTimes = GraphTimes {
         encode: 0,
         dispatch: 0,
         passes: 0,
         submit: 0,
         wait: 0,
-    },
-));
+    };
+
+    /// Adds `t` to these totals.
+    fn add(&mut self, t: &GraphTimes) {
+        self.encode += t.encode;
+        self.dispatch += t.dispatch;
+        self.passes += t.passes;
+        self.submit += t.submit;
+        self.wait += t.wait;
+    }
+}
+
+/// Totals of `BACKPLANE_WEBGPU_PROFILE=graph`: graphs, kernels, times.
+static GRAPH_TOTALS: Mutex<(u64, u64, GraphTimes)> = Mutex::new((0, 0, GraphTimes::ZERO));
 
 fn profile_env() -> &'static str {
     static V: std::sync::OnceLock<String> = std::sync::OnceLock::new();
@@ -114,12 +124,7 @@ pub fn record_graph(kernels: u64, t: GraphTimes) {
     let mut totals = lock(&GRAPH_TOTALS);
     totals.0 += 1;
     totals.1 += kernels;
-    let sum = &mut totals.2;
-    sum.encode += t.encode;
-    sum.dispatch += t.dispatch;
-    sum.passes += t.passes;
-    sum.submit += t.submit;
-    sum.wait += t.wait;
+    totals.2.add(&t);
 }
 
 extern "C" fn report_graphs() {
