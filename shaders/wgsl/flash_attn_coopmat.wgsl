@@ -38,7 +38,8 @@
 // subgroup owns beyond the first (ceil(DVP / 32) in all), Q1 .. Q15 for
 // each further 16 columns of Q (DKP / 16 in all), KV_RAW_F16 when
 // K and V are f16 with rows on 4-byte boundaries, and KV_RAW_F16_X8 as
-// well when on 16-byte boundaries with head sizes multiples of 8; flags as
+// well when on 16-byte boundaries with head sizes multiples of 8,
+// KV_RAW_Q8_0 / KV_RAW_Q4_0 when both are q8_0 / q4_0; flags as
 // flash_attn_common. EMULATE_COOPMAT replaces the matrix calls by plain
 // code with the same tile layouts (each invocation of a subgroup owning
 // fixed elements of a 16 x 16 block), so conformance checks the rest of
@@ -280,8 +281,9 @@ fn write_block(o: Acc, lane: u32, sg: u32, rb: u32, col: u32, q0: u32, h0: u32, 
 }
 
 // Elements per run one invocation moves of a K or V tile: 8 halves (one
-// 16-byte load) for f16 K/V on 16-byte rows, else 4.
-#ifdef KV_RAW_F16_X8
+// 16-byte load) for f16 K/V on 16-byte rows, 8 quants for raw q8_0 and
+// q4_0, else 4.
+#if defined(KV_RAW_F16_X8) || defined(KV_RAW_Q8_0) || defined(KV_RAW_Q4_0)
 const KV_RUN: u32 = 8u;
 #else
 const KV_RUN: u32 = 4u;
@@ -343,6 +345,66 @@ fn fetch_kv(which: u32, i: u32, t: u32, kv0: u32, kv_end: u32, head: u32) -> KvR
 fn halves(lo: u32, hi: u32) -> vec4<f16> {
     return vec4<f16>(vec4<f32>(unpack2x16float(lo), unpack2x16float(hi)));
 }
+#elif defined(KV_RAW_Q8_0) || defined(KV_RAW_Q4_0)
+// q8_0 or q4_0 K and V (blocks of a half scale, then 32 signed bytes or
+// 16 bytes of nibbles: elements i and i + 16 share byte i): a run of 8
+// quants travels as the three words that can hold its 8 bytes and the
+// word holding its block's scale, fetched without branches (the
+// addresses follow the block's alignment, never loaded data) and decoded
+// by store_kv, as for the raw f16 runs above.
+alias KvRun = vec4<u32>;
+
+#ifdef KV_RAW_Q8_0
+const RAW_BLOCK_BYTES: u32 = 34u;
+#else
+const RAW_BLOCK_BYTES: u32 = 18u;
+#endif
+
+// Byte of the block holding element e of key row j (from the tile at
+// kv0) of the head at byte `head`.
+fn raw_block(which: u32, head: u32, kv0: u32, j: u32, e: u32) -> u32 {
+    let nb1 = select(p.k_nb1, p.v_nb1, which == 1u);
+    return head + (kv0 + j) * nb1 + (e >> 5u) * RAW_BLOCK_BYTES;
+}
+
+// Byte of the run's first quant in the block at `blk` (e % 8 == 0).
+fn raw_quants(blk: u32, e: u32) -> u32 {
+#ifdef KV_RAW_Q8_0
+    return blk + 2u + (e & 31u);
+#else
+    return blk + 2u + (e & 15u);
+#endif
+}
+
+fn fetch_kv(which: u32, i: u32, t: u32, kv0: u32, kv_end: u32, head: u32) -> KvRun {
+    let r = run_pos(which, i, t);
+    let ok = r.in_tile && r.in_head && kv0 + r.j < kv_end;
+    let blk = raw_block(which, head, kv0, r.j, r.e);
+    // The run's 8 bytes start 2 bytes past the block's alignment (both
+    // block sizes are 2 mod 4): two whole words when the block is 2 bytes
+    // into a word, else the upper half of one word, one word and the
+    // lower half of a third. Out-of-range runs read words 0 to 2 (a
+    // binding of either type holds at least 20 bytes).
+    let q = raw_quants(blk, r.e);
+    let w = select(0u, q >> 2u, ok);
+    let last = w + select(1u, 2u, (q & 2u) != 0u);
+    return vec4<u32>(kv_word(which, w), kv_word(which, w + 1u), kv_word(which, last),
+                     kv_word(which, select(0u, blk >> 2u, ok)));
+}
+
+// Four quants of a run (bytes of `word`, signed for q8_0, low nibbles
+// less 8 for q4_0) as half, times the block's scale d.
+fn raw_quarter(word: u32, d: f32) -> vec4<f16> {
+#ifdef KV_RAW_Q8_0
+    let w = bitcast<i32>(word);
+    let q = vec4<f32>(vec4<i32>(extractBits(w, 0u, 8u), extractBits(w, 8u, 8u),
+                                extractBits(w, 16u, 8u), extractBits(w, 24u, 8u)));
+#else
+    let n = word & 0x0f0f0f0fu;
+    let q = vec4<f32>(vec4<u32>(n & 0xffu, (n >> 8u) & 0xffu, (n >> 16u) & 0xffu, n >> 24u)) - 8.0;
+#endif
+    return vec4<f16>(q * d);
+}
 #else
 alias KvRun = vec4<f16>;
 
@@ -368,9 +430,9 @@ fn put4(at: u32, v: vec4<f16>) {
     kv_tile[at + 3u] = v.w;
 }
 
-// Stores run i of invocation t (from fetch_kv for the tile at kv0) to
-// kv_tile, zero past the keys and the head size.
-fn store_kv(which: u32, i: u32, t: u32, run: KvRun, kv0: u32, kv_end: u32) {
+// Stores run i of invocation t (from fetch_kv for the tile at kv0 of the
+// head at byte `head`) to kv_tile, zero past the keys and the head size.
+fn store_kv(which: u32, i: u32, t: u32, run: KvRun, kv0: u32, kv_end: u32, head: u32) {
     let r = run_pos(which, i, t);
     let ok = r.in_head && kv0 + r.j < kv_end;
     let zero = vec4<f16>(0.0);
@@ -381,6 +443,23 @@ fn store_kv(which: u32, i: u32, t: u32, run: KvRun, kv0: u32, kv_end: u32) {
         put4(at + 4u, select(zero, halves(run.z, run.w), ok));
 #elif defined(KV_RAW_F16)
         put4(at, select(zero, halves(run.x, run.y), ok));
+#elif defined(KV_RAW_Q8_0) || defined(KV_RAW_Q4_0)
+        // Blocks are 2 mod 4 bytes long: a block on a word boundary has
+        // its scale in the low half of its first word and its quants
+        // starting 2 bytes into a word.
+        let blk = raw_block(which, head, kv0, r.j, r.e);
+        let split = (blk & 2u) == 0u;
+        var lo = select(run.x, (run.x >> 16u) | (run.y << 16u), split);
+        var hi = select(run.y, (run.y >> 16u) | (run.z << 16u), split);
+#ifdef KV_RAW_Q4_0
+        // Elements 16..31 of a block are the high nibbles.
+        let shift = select(0u, 4u, (r.e & 31u) >= 16u);
+        lo >>= shift;
+        hi >>= shift;
+#endif
+        let d = unpack2x16float(select(run.w >> 16u, run.w, split)).x;
+        put4(at, select(zero, raw_quarter(lo, d), ok));
+        put4(at + 4u, select(zero, raw_quarter(hi, d), ok));
 #else
         put4(at, select(zero, run, ok));
 #endif
@@ -566,7 +645,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         // The previous tile's P V is done with kv_tile and p_tile.
         workgroupBarrier();
         for (var i = 0u; i < KV_LOADS; i++) {
-            store_kv(0u, i, t, kv_in[i], kv0, kv_end);
+            store_kv(0u, i, t, kv_in[i], kv0, kv_end, k_head);
         }
         workgroupBarrier();
         for (var i = 0u; i < KV_LOADS; i++) {
@@ -643,7 +722,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         // V tile into the same memory (scores are read from s_tile now),
         // then the next K into registers.
         for (var i = 0u; i < KV_LOADS; i++) {
-            store_kv(1u, i, t, kv_in[i], kv0, kv_end);
+            store_kv(1u, i, t, kv_in[i], kv0, kv_end, v_head);
         }
         if (kv0 + BK < kv_end) {
             for (var i = 0u; i < KV_LOADS; i++) {

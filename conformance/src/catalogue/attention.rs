@@ -608,7 +608,7 @@ fn flash_attn(c: &mut Catalogue) {
     // Decode (one query) over a 16,384-key cache, head size 128, 32 query
     // heads sharing 8 K/V heads: bandwidth-bound, reported as GB/s of the
     // tensors read and written (f16 K and V are 67.1 MB of the 67.2).
-    for kv in [DType::F16, DType::Q8_0] {
+    for kv in [DType::F16, DType::Q8_0, DType::Q4_0] {
         let (d, n_kv, h, gqa) = (128i64, 16384i64, 8i64, 4i64);
         let name = format!(
             "FLASH_ATTN_EXT(hsk={d},hsv={d},nh={h},nr={gqa},kv={n_kv},nb=1,mask=true,type_KV={kv},decode)"

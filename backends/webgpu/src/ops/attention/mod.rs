@@ -203,6 +203,15 @@ pub fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
             key = key.define("KV_RAW_F16_X8", "");
         }
     }
+    // q8_0 and q4_0 K and V likewise travel as raw words, decoded as they
+    // are stored (blocks at any 2-byte boundary).
+    if matches!(kernel, Kernel::CoopMat { .. }) && tk == tv {
+        match tk {
+            DType::Q8_0 => key = key.define("KV_RAW_Q8_0", ""),
+            DType::Q4_0 => key = key.define("KV_RAW_Q4_0", ""),
+            _ => {}
+        }
+    }
     let mut bindings = vec![bq_.clone(), bk_.clone(), bv_.clone()];
     let mut mask_words = [0u32; 6];
     if let Some(im) = mask {

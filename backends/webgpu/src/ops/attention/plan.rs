@@ -679,7 +679,8 @@ mod tests {
                 }
                 check(&key);
             }
-            // f16 K/V read as raw words (mod.rs defines it for aligned rows).
+            // f16 K/V read as raw words (mod.rs defines it for aligned rows),
+            // and q8_0 and q4_0.
             if matches!(kernel, Kernel::CoopMat { .. }) {
                 for flags in [
                     &["KV_RAW_F16", "HAS_MASK"][..],
@@ -691,6 +692,13 @@ mod tests {
                         key = key.define(f, "");
                     }
                     check(&key);
+                }
+                // q8_0 and q4_0 K/V read as raw words.
+                for (t, raw) in [(DType::Q8_0, "KV_RAW_Q8_0"), (DType::Q4_0, "KV_RAW_Q4_0")] {
+                    for (d, flag) in [(128, "HAS_MASK"), (64, "SPLIT_KV")] {
+                        let key = kernel.key(d, d, t, t).define(raw, "").define(flag, "");
+                        check(&key);
+                    }
                 }
             }
         }
