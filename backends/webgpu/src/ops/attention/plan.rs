@@ -539,6 +539,28 @@ mod tests {
     }
 
     #[test]
+    fn splits_fill_one_wave_of_the_reported_multiprocessors() {
+        let coop = Kernel::CoopMat {
+            emulated: false,
+            rows: 32,
+        };
+        let h200 = Facts {
+            compute_units: Some(132),
+            ..gpu()
+        };
+        assert_eq!(split_target(&h200, &coop, 256, 256), 264);
+        assert_eq!(split_target(&h200, &coop, 128, 128), 396);
+        assert_eq!(split_target(&h200, &coop, 128, 256), 264);
+        // Not reported, or the plain kernel: the fixed target.
+        assert_eq!(split_target(&gpu(), &coop, 128, 128), TARGET_WORKGROUPS);
+        let plain = choose_with(&h200, 128, 128, 1, DType::F16, DType::F16, Some("plain"));
+        assert_eq!(
+            split_target(&h200, &plain.unwrap(), 128, 128),
+            TARGET_WORKGROUPS
+        );
+    }
+
+    #[test]
     fn refusal_names_both_sizes() {
         let e = plan(&facts(16 << 10, false), 576, 576, 512, true).unwrap_err();
         assert!(
