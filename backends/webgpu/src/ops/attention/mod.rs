@@ -41,6 +41,26 @@ fn kv_strides(what: &str, t: &TensorDesc) -> Result<[u32; 3], String> {
     Ok(out)
 }
 
+/// The kernel for a node with Q `q`, V `v` (head counts as K's) and K/V
+/// types `tk`, `tv`, with its grid's query blocks and head blocks:
+/// `supports` checks that grid and `encode` dispatches it.
+fn kernel_grid(
+    facts: &Facts,
+    q: &TensorDesc,
+    v: &TensorDesc,
+    tk: DType,
+    tv: DType,
+) -> Result<(Kernel, u32, u32), String> {
+    let [dk, n_q, heads, _] = ne_u32(q)?;
+    let [dv, _, heads_kv, _] = ne_u32(v)?;
+    let kernel = choose(facts, (dk, dv), n_q, heads / heads_kv.max(1), tk, tv)?;
+    Ok((
+        kernel,
+        n_q.div_ceil(kernel.queries()),
+        heads / kernel.heads(),
+    ))
+}
+
 /// Whether the kernel runs this node on this device; Err names the type,
 /// shape or limit that stops it.
 pub fn supports(facts: &Facts, graph: &[TensorDesc], node: usize) -> Result<(), String> {
@@ -119,14 +139,8 @@ pub fn supports(facts: &Facts, graph: &[TensorDesc], node: usize) -> Result<(), 
         }
         nb_elems(s, 4).map_err(|e| format!("sinks: {e}"))?;
     }
-    let [_, n_q, heads, batch] = ne_u32(q)?;
-    let gqa = heads / (k.ne[2] as u32).max(1);
-    let kernel = choose(facts, (dk as u32, dv as u32), n_q, gqa, tk, tv)?;
-    let groups = [
-        n_q.div_ceil(kernel.queries()),
-        heads / kernel.heads(),
-        batch,
-    ];
+    let (_, q_blocks, head_blocks) = kernel_grid(facts, q, v, tk, tv)?;
+    let groups = [q_blocks, head_blocks, ne_u32(q)?[3]];
     if groups.iter().any(|&g| g > facts.max_groups_per_dim) {
         return Err(format!(
             "{groups:?} workgroups exceed {} per dimension",
@@ -153,9 +167,7 @@ pub fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
     let [dk, n_q, heads, batch] = ne_u32(q)?;
     let [dv, n_kv, heads_kv, batch_kv] = ne_u32(v)?;
     let facts = &e.ctx().facts;
-    let kernel = choose(facts, (dk, dv), n_q, heads / heads_kv, tk, tv)?;
-    let q_blocks = n_q.div_ceil(kernel.queries());
-    let head_blocks = heads / kernel.heads();
+    let (kernel, q_blocks, head_blocks) = kernel_grid(facts, q, v, tk, tv)?;
     let n_rows = u64::from(n_q) * u64::from(heads) * u64::from(batch);
     let (mut splits, mut chunk) = kv_splits(
         u64::from(q_blocks) * u64::from(head_blocks) * u64::from(batch),
