@@ -308,6 +308,11 @@ fn run_pos(which: u32, i: u32, t: u32) -> RunPos {
     return RunPos(j, e, j < BK, e < d);
 }
 
+// Byte of key row `row` of the K (which = 0) or V head at byte `head`.
+fn kv_row(which: u32, head: u32, row: u32) -> u32 {
+    return head + row * select(p.k_nb1, p.v_nb1, which == 1u);
+}
+
 #ifdef KV_RAW_F16
 // f16 K and V with 4-aligned rows (16-aligned: KV_RAW_F16_X8): runs travel
 // as raw words, fetched without branches (out-of-range runs read the
@@ -324,9 +329,8 @@ alias KvRun = vec2<u32>;
 
 fn fetch_kv(which: u32, i: u32, t: u32, kv0: u32, kv_end: u32, head: u32) -> KvRun {
     let r = run_pos(which, i, t);
-    let nb1 = select(p.k_nb1, p.v_nb1, which == 1u);
     let ok = r.in_tile && r.in_head && kv0 + r.j < kv_end;
-    let byte = head + (kv0 + r.j) * nb1 + 2u * r.e;
+    let byte = kv_row(which, head, kv0 + r.j) + 2u * r.e;
 #ifdef KV_RAW_F16_X8
     let w = select(0u, byte >> 4u, ok);
     if (which == 0u) {
@@ -363,8 +367,7 @@ const RAW_BLOCK_BYTES: u32 = 18u;
 // Byte of the block holding element e of key row j (from the tile at
 // kv0) of the head at byte `head`.
 fn raw_block(which: u32, head: u32, kv0: u32, j: u32, e: u32) -> u32 {
-    let nb1 = select(p.k_nb1, p.v_nb1, which == 1u);
-    return head + (kv0 + j) * nb1 + (e >> 5u) * RAW_BLOCK_BYTES;
+    return kv_row(which, head, kv0 + j) + (e >> 5u) * RAW_BLOCK_BYTES;
 }
 
 // Byte of the run's first quant in the block at `blk` (e % 8 == 0).
@@ -415,9 +418,9 @@ fn fetch_kv(which: u32, i: u32, t: u32, kv0: u32, kv_end: u32, head: u32) -> KvR
     let r = run_pos(which, i, t);
     if (r.in_tile && r.in_head && kv0 + r.j < kv_end) {
         if (which == 0u) {
-            return vec4<f16>(load4(0u, K_KIND, head + (kv0 + r.j) * p.k_nb1, r.e));
+            return vec4<f16>(load4(0u, K_KIND, kv_row(0u, head, kv0 + r.j), r.e));
         }
-        return vec4<f16>(load4(1u, V_KIND, head + (kv0 + r.j) * p.v_nb1, r.e));
+        return vec4<f16>(load4(1u, V_KIND, kv_row(1u, head, kv0 + r.j), r.e));
     }
     return vec4<f16>(0.0);
 }
