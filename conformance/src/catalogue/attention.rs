@@ -1,10 +1,10 @@
 //! FLASH_ATTN_EXT: a sweep of head sizes, K/V types and op params on odd
 //! shapes, then test-backend-ops' own grid (kv lengths scaled down).
 
-use backplane::{DType, Op};
+use backplane::{DType, GraphError, Op, TensorId};
 
 use super::{Catalogue, NMSE_ATTN};
-use crate::case::{Fill, Work};
+use crate::case::{CaseBuilder, Fill, Work};
 
 pub(super) fn add(c: &mut Catalogue) {
     flash_attn(c);
@@ -597,12 +597,7 @@ fn flash_attn(c: &mut Catalogue) {
         );
         let flops = 2.0 * (n_q * n_kv * h * 2 * d) as f64;
         c.push_perf(Op::FlashAttnExt, name, Work::Flops(flops), move |b| {
-            let q = b.input(DType::F32, &[d, n_q, h, 1])?;
-            let k = b.input(DType::F16, &[d, n_kv, h, 1])?;
-            let v = b.input(DType::F16, &[d, n_kv, h, 1])?;
-            let m = b.input_with(DType::F16, &[n_kv, n_q, 1, 1], Fill::Mask)?;
-            let scale = 1.0 / (d as f32).sqrt();
-            b.g.flash_attn_ext(q, k, v, Some(m), None, scale, 0.0, 0.0)
+            masked_attention(b, [d, n_q, h, 1, n_kv], DType::F16)
         });
     }
     // Decode (one query) over a 16,384-key cache, head size 128, 32 query
@@ -614,12 +609,23 @@ fn flash_attn(c: &mut Catalogue) {
             "FLASH_ATTN_EXT(hsk={d},hsv={d},nh={h},nr={gqa},kv={n_kv},nb=1,mask=true,type_KV={kv},decode)"
         );
         c.push_perf(Op::FlashAttnExt, name, Work::Bytes, move |b| {
-            let q = b.input(DType::F32, &[d, 1, h * gqa, 1])?;
-            let k = b.input(kv, &[d, n_kv, h, 1])?;
-            let v = b.input(kv, &[d, n_kv, h, 1])?;
-            let m = b.input_with(DType::F16, &[n_kv, 1, 1, 1], Fill::Mask)?;
-            let scale = 1.0 / (d as f32).sqrt();
-            b.g.flash_attn_ext(q, k, v, Some(m), None, scale, 0.0, 0.0)
+            masked_attention(b, [d, 1, h, gqa, n_kv], kv)
         });
     }
+}
+
+/// A perf case's attention: `[d, n_q, h, gqa, n_kv]` is head size d, n_q
+/// queries of h * gqa f32 heads over n_kv keys of h K/V heads of type
+/// `kv`, an f16 mask, scale 1 / sqrt(d).
+fn masked_attention(
+    b: &mut CaseBuilder,
+    [d, n_q, h, gqa, n_kv]: [i64; 5],
+    kv: DType,
+) -> Result<TensorId, GraphError> {
+    let q = b.input(DType::F32, &[d, n_q, h * gqa, 1])?;
+    let k = b.input(kv, &[d, n_kv, h, 1])?;
+    let v = b.input(kv, &[d, n_kv, h, 1])?;
+    let m = b.input_with(DType::F16, &[n_kv, n_q, 1, 1], Fill::Mask)?;
+    let scale = 1.0 / (d as f32).sqrt();
+    b.g.flash_attn_ext(q, k, v, Some(m), None, scale, 0.0, 0.0)
 }
