@@ -14,10 +14,18 @@ pub(super) const KV_TYPES: &[DType] = &DType::ATTENTION_KV_TYPES;
 /// Queries per workgroup, largest first.
 const QUERY_BLOCKS: [u32; 6] = [32, 16, 8, 4, 2, 1];
 
-/// (keys per tile, workgroup size), preferred first.
-const KEY_TILES: [(u32, u32); 7] = [
+/// (keys per tile, workgroup size), preferred first. A workgroup has at
+/// most `queries x keys` invocations, so a single query (decode) takes the
+/// first entry with the workgroup no larger than its tile: (32, 32). That
+/// entry was added for it: with only (8, 8) left, a decode on an H200
+/// (plain kernel forced, head 128, 16,384 keys, 32 query heads on 8 K/V
+/// heads) took 1,824-1,830 us for f16 K/V, and (32, 32) takes 995-997
+/// (q8_0 1,153-1,166 -> 774-778, q4_0 968-981 -> 637-639); (64, 64) ran
+/// 1,035 and (128, 128) 1,119.
+const KEY_TILES: [(u32, u32); 8] = [
     (32, 128),
     (32, 64),
+    (32, 32),
     (16, 64),
     (16, 32),
     (8, 32),
@@ -518,6 +526,20 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_single_query_gets_a_workgroup_of_32_over_32_keys() {
+        for f in [facts(32 << 10, true), facts(48 << 10, false)] {
+            let p = plan(&f, 128, 128, 1, false).unwrap();
+            assert_eq!((p.bq, p.bk, p.wg), (1, 32, 32));
+            assert_eq!((p.tqt, p.tkt), (1, 32));
+        }
+        // Two or more queries keep their tilings.
+        let p = plan(&facts(32 << 10, true), 128, 128, 2, false).unwrap();
+        assert_eq!((p.bq, p.bk, p.wg), (2, 32, 64));
+        let p = plan(&facts(32 << 10, true), 128, 128, 512, false).unwrap();
+        assert_eq!((p.bq, p.bk, p.wg), (32, 32, 128));
     }
 
     #[test]
