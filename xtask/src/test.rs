@@ -59,14 +59,14 @@ pub fn run() -> Result<(), String> {
     // of one or three queries with 4 query heads per K/V head, which the
     // kernel packs into one workgroup (mask, sinks, ALiBi's per-head
     // slopes; f32 and q8_0 K/V): about 1 minute more.
-    emulated(
-        "flash attention",
+    forced(
+        "emulated cooperative-matrix flash attention",
         "FLASH_ATTN_EXT",
         r"hsk=(40|64),.*kv=(29|64),nb=(35|75),.*type_KV=(f16|q4_0|q8_0|f32)",
         ("BACKPLANE_WEBGPU_FLASH_ATTN", "coopmat-emulated"),
     )?;
-    emulated(
-        "flash attention, packed query heads",
+    forced(
+        "emulated cooperative-matrix flash attention, packed query heads",
         "FLASH_ATTN_EXT",
         concat!(
             r"hsk=64,hsv=64,nh=4,nr23=\[4,[13]\],kv=32,nb=(1|3),mask=true,sinks=(true|false),",
@@ -79,8 +79,8 @@ pub fn run() -> Result<(), String> {
     // cases, about 15 s): every weight type, edges, batches, broadcasts.
     // K split in 3 where K > 64 (K = 96, 256, 512; K = 64 stays whole), so
     // both the split kernel with its partial sums and the whole one run.
-    emulated(
-        "MUL_MAT",
+    forced(
+        "emulated cooperative-matrix MUL_MAT",
         "MUL_MAT",
         r"n=(1[6-9]|[2-9][0-9]|[1-9][0-9][0-9]+),",
         (
@@ -88,14 +88,25 @@ pub fn run() -> Result<(), String> {
             "coopmat-emulated,dequant,splitk=3",
         ),
     )?;
+    // One query runs flash_attn_vec by default; the tiled plain kernel
+    // stays the fallback (too little workgroup memory, value heads over
+    // 512), so its single-query tiling runs too: the sampled single-query
+    // cases (300; 5 s once Mesa's shader cache is warm).
+    forced(
+        "plain flash attention, one query",
+        "FLASH_ATTN_EXT",
+        r"nb=1,",
+        ("BACKPLANE_WEBGPU_FLASH_ATTN", "plain"),
+    )?;
     eprintln!("xtask test: all steps passed");
     Ok(())
 }
 
 /// Runs the sampled WebGPU cases of `op` matching `cases` with `env` set
-/// (which forces an emulated cooperative-matrix kernel).
-fn emulated(what: &str, op: &str, cases: &str, env: (&str, &str)) -> Result<(), String> {
-    eprintln!("xtask test: conformance, emulated cooperative-matrix {what}");
+/// (which forces a kernel: an emulated cooperative-matrix one, or a
+/// fallback the default choice skips).
+fn forced(what: &str, op: &str, cases: &str, env: (&str, &str)) -> Result<(), String> {
+    eprintln!("xtask test: conformance, {what}");
     let args = [
         "test",
         "--backend",

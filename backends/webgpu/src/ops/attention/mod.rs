@@ -6,9 +6,11 @@
 //!
 //! A workgroup takes a block of queries of one head and streams K/V tiles
 //! through workgroup memory; [`plan`] picks the kernel (the
-//! cooperative-matrix one, `flash_attn_coopmat.wgsl`, for prefill on
-//! devices that have them) and sizes its blocks from the head sizes and
-//! the device's workgroup memory and invocation limits.
+//! cooperative-matrix one, `flash_attn_coopmat.wgsl`, on devices that have
+//! them; `flash_attn_vec.wgsl`, one query over one key per invocation, for
+//! a decode on the others; else the tiled `flash_attn.wgsl`) and sizes its
+//! blocks from the head sizes and the device's workgroup memory and
+//! invocation limits.
 
 mod plan;
 

@@ -1,6 +1,7 @@
-//! How a FLASH_ATTN_EXT runs on a device: which kernel (the plain
-//! `flash_attn` or the cooperative-matrix `flash_attn_coopmat`), its block
-//! sizes, how the keys are split over workgroups, and the pipeline key.
+//! How a FLASH_ATTN_EXT runs on a device: which kernel (the tiled
+//! `flash_attn`, the one-query `flash_attn_vec` or the cooperative-matrix
+//! `flash_attn_coopmat`), its block sizes, how the keys are split over
+//! workgroups, and the pipeline key.
 
 use backplane_abi::DType;
 use backplane_shaders::PipelineKey;
@@ -242,6 +243,39 @@ fn kernel_key(pl: &Plan, dk: u32, dv: u32, tk: DType, tv: DType) -> PipelineKey 
     key
 }
 
+/// Workgroup size of `flash_attn_vec`, which is also its keys per tile.
+const VEC_WG: u32 = 128;
+
+/// Whether `flash_attn_vec` runs `n_q` queries of head sizes `dk`, `dv`
+/// here: one query, a value head of at most 4 x [`VEC_WG`] elements (each
+/// vec4 column of O belongs to an invocation), and its workgroup memory.
+fn vector_fits(facts: &Facts, dk: u32, dv: u32, n_q: u32) -> bool {
+    n_q == 1
+        && dv / 4 <= VEC_WG
+        && VEC_WG <= facts.max_invocations
+        && vector_workgroup_bytes(dk, dv) <= u64::from(facts.workgroup_storage_bytes)
+}
+
+/// Workgroup memory of `flash_attn_vec`: Q in f32, the scores and the
+/// probabilities of a tile, and the key groups' O columns.
+fn vector_workgroup_bytes(dk: u32, dv: u32) -> u64 {
+    let groups = VEC_WG / (dv / 4).max(1);
+    u64::from(dk / 4) * 16 + u64::from(2 * VEC_WG) * 4 + u64::from(groups * (dv / 4)) * 16
+}
+
+/// The pipeline key of `flash_attn_vec`.
+fn vector_key(dk: u32, dv: u32, tk: DType, tv: DType) -> PipelineKey {
+    let (dk4, dv4) = (dk / 4, dv / 4);
+    let mut key = PipelineKey::new("flash_attn_vec", "")
+        .ty("K", type_name(tk))
+        .ty("V", type_name(tv))
+        .wg(VEC_WG);
+    for (name, value) in [("DK4", dk4), ("DV4", dv4), ("NG", VEC_WG / dv4.max(1))] {
+        key = key.define(name, value.to_string());
+    }
+    key
+}
+
 /// Queries per workgroup of the cooperative-matrix kernel.
 const COOP_QUERIES: u32 = 32;
 /// Keys per tile of the cooperative-matrix kernel.
@@ -281,6 +315,9 @@ pub(super) enum Kernel {
     /// per head in its 32 rows (see [`coop_query_rows`]), or (`emulated`)
     /// the same kernel with plain code in place of the matrix calls.
     CoopMat { emulated: bool, rows: u32 },
+    /// `flash_attn_vec`: one query per workgroup of [`VEC_WG`] invocations,
+    /// one key each (decode without cooperative matrices).
+    Vector,
 }
 
 impl Kernel {
@@ -289,13 +326,14 @@ impl Kernel {
         match self {
             Kernel::Plain(p) => p.bq,
             Kernel::CoopMat { rows, .. } => *rows,
+            Kernel::Vector => 1,
         }
     }
 
     /// Query heads per workgroup (packed heads share one K/V head).
     pub(super) fn heads(&self) -> u32 {
         match self {
-            Kernel::Plain(_) => 1,
+            Kernel::Plain(_) | Kernel::Vector => 1,
             Kernel::CoopMat { rows, .. } => COOP_QUERIES / rows,
         }
     }
@@ -305,6 +343,7 @@ impl Kernel {
         match self {
             Kernel::Plain(p) => p.bk,
             Kernel::CoopMat { .. } => COOP_KEYS,
+            Kernel::Vector => VEC_WG,
         }
     }
 
@@ -312,6 +351,7 @@ impl Kernel {
     pub(super) fn key(&self, dk: u32, dv: u32, tk: DType, tv: DType) -> PipelineKey {
         let (emulated, rows) = match *self {
             Kernel::Plain(pl) => return kernel_key(&pl, dk, dv, tk, tv),
+            Kernel::Vector => return vector_key(dk, dv, tk, tv),
             Kernel::CoopMat { emulated, rows } => (emulated, rows),
         };
         let (dkp, dvp) = (dk.next_multiple_of(16), dv.next_multiple_of(16));
@@ -369,8 +409,9 @@ fn coop_workgroup_bytes(dk: u32, dv: u32, emulated: bool) -> u64 {
 }
 
 /// The kernel `BACKPLANE_WEBGPU_FLASH_ATTN` forces (benchmarks and tests;
-/// ignored where the device or shape cannot run it): `plain`, `coopmat`,
-/// or `coopmat-emulated` (plain code in place of the matrix calls, to test
+/// ignored where the device or shape cannot run it): `plain` (the tiled
+/// `flash_attn`), `vector` (`flash_attn_vec`, one query), `coopmat`, or
+/// `coopmat-emulated` (plain code in place of the matrix calls, to test
 /// the kernel on any device with f16 and subgroups).
 fn forced() -> Option<&'static str> {
     static FORCED: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
@@ -469,6 +510,7 @@ fn choose_with(
             });
         }
         Some("plain") => return plan(facts, dk, dv, n_q, kv_f32).map(Kernel::Plain),
+        Some("vector") if vector_fits(facts, dk, dv, n_q) => return Ok(Kernel::Vector),
         _ => {}
     }
     if real && n_q >= COOP_MIN_QUERIES {
@@ -476,6 +518,9 @@ fn choose_with(
             emulated: false,
             rows: COOP_QUERIES,
         });
+    }
+    if vector_fits(facts, dk, dv, n_q) {
+        return Ok(Kernel::Vector);
     }
     plan(facts, dk, dv, n_q, kv_f32).map(Kernel::Plain)
 }
@@ -540,6 +585,44 @@ mod tests {
         assert_eq!((p.bq, p.bk, p.wg), (2, 32, 64));
         let p = plan(&facts(32 << 10, true), 128, 128, 512, false).unwrap();
         assert_eq!((p.bq, p.bk, p.wg), (32, 32, 128));
+    }
+
+    #[test]
+    fn a_single_query_without_cooperative_matrices_runs_the_vector_kernel() {
+        let lavapipe = facts(32 << 10, true);
+        let pick = |f: &Facts, d, dv, n_q, forced| {
+            choose_with(f, d, dv, n_q, DType::F16, DType::F16, forced).unwrap()
+        };
+        assert_eq!(pick(&lavapipe, 128, 128, 1, None), Kernel::Vector);
+        assert_eq!(pick(&lavapipe, 576, 512, 1, None), Kernel::Vector);
+        assert!(matches!(
+            pick(&lavapipe, 128, 128, 2, None),
+            Kernel::Plain(_)
+        ));
+        assert!(matches!(
+            pick(&lavapipe, 128, 1024, 1, None),
+            Kernel::Plain(_)
+        ));
+        assert!(matches!(
+            pick(&lavapipe, 128, 128, 1, Some("plain")),
+            Kernel::Plain(_)
+        ));
+        // A device with cooperative matrices keeps them; `vector` forces it.
+        let g = gpu();
+        assert!(matches!(
+            pick(&g, 128, 128, 1, None),
+            Kernel::CoopMat { .. }
+        ));
+        assert_eq!(pick(&g, 128, 128, 1, Some("vector")), Kernel::Vector);
+        // Too few invocations or too little workgroup memory: the plain kernel.
+        let small = Facts {
+            max_invocations: 64,
+            ..facts(32 << 10, true)
+        };
+        assert!(matches!(pick(&small, 128, 128, 1, None), Kernel::Plain(_)));
+        assert!(vector_workgroup_bytes(576, 512) <= 8 << 10);
+        let tiny = facts(2 << 10, false);
+        assert!(!vector_fits(&tiny, 576, 512, 1));
     }
 
     #[test]
@@ -707,6 +790,7 @@ mod tests {
                 rows: 4,
             },
             choose_with(&g, 128, 128, 512, DType::F16, DType::F16, Some("plain")).unwrap(),
+            Kernel::Vector,
         ];
         let flags: [&[&str]; 4] = [
             &[],
