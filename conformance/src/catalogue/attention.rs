@@ -8,6 +8,7 @@ use crate::case::{CaseBuilder, Fill, Work};
 
 pub(super) fn add(c: &mut Catalogue) {
     flash_attn(c);
+    flash_attn_sharp(c);
     c.grid(flash_attn_ggml_grid);
     c.grid(flash_attn_ggml_grid_later);
     c.grid(flash_attn_mixed_kv);
@@ -528,6 +529,47 @@ fn flash_attn_mixed_kv(c: &mut Catalogue) {
                 b.g.flash_attn_ext(q, k, v, m, None, scale, 0.0, 0.0)
             },
         );
+    }
+}
+
+/// Scores with a wide range (scale 2 instead of 1 / sqrt(64)), over keys
+/// that span several tiles of every kernel: each tile's maximum moves the
+/// running one far, so the online softmax's rescaling of the partial
+/// outputs decides the result (with the usual 1 / sqrt(d), exp(m_old -
+/// m_new) stays near 1 and a kernel that skipped it would still pass).
+/// One query (decode kernels) and 40 (prefill kernels), grouped-query K/V.
+fn flash_attn_sharp(c: &mut Catalogue) {
+    let (d, n_kv, heads_kv, gqa) = (64i64, 600i64, 2i64, 2i64);
+    for kv in [DType::F16, DType::Q8_0, DType::F32] {
+        for nb in [1i64, 40] {
+            for mask in [false, true] {
+                let name = format!(
+                    "FLASH_ATTN_EXT(hsk={d},hsv={d},nh={heads_kv},nr23=[{gqa},1],kv={n_kv},nb={nb},mask={mask},scale=2,type_KV={kv})"
+                );
+                let flops = 4.0 * (heads_kv * gqa * nb * n_kv * d) as f64;
+                c.push_work(
+                    Op::FlashAttnExt,
+                    name,
+                    NMSE_ATTN,
+                    Work::Flops(flops),
+                    move |b| {
+                        let q = b.input(DType::F32, &[d, nb, heads_kv * gqa, 1])?;
+                        let k = b.input(kv, &[d, n_kv, heads_kv, 1])?;
+                        let v = b.input(kv, &[d, n_kv, heads_kv, 1])?;
+                        let m = if mask {
+                            Some(b.input_with(
+                                DType::F16,
+                                &[n_kv, pad(nb, 64), 1, 1],
+                                Fill::Mask,
+                            )?)
+                        } else {
+                            None
+                        };
+                        b.g.flash_attn_ext(q, k, v, m, None, 2.0, 0.0, 0.0)
+                    },
+                );
+            }
+        }
     }
 }
 
