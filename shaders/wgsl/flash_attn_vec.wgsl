@@ -34,13 +34,14 @@ var<workgroup> o_part: array<vec4<f32>, NG * DV4>;
 fn main(@builtin(workgroup_id) wid: vec3<u32>,
         @builtin(local_invocation_index) t: u32) {
     let iq = wid.x;
-    let h = wid.y;
-    let b = wid.z / p.n_split;
-    let split = wid.z % p.n_split;
-    let kv_begin = split * p.chunk;
-    let kv_end = min(p.n_kv, kv_begin + p.chunk);
-    let k_head = p.k_off + (h / p.rk2) * p.k_nb2 + (b / p.rk3) * p.k_nb3;
-    let v_head = p.v_off + (h / p.rk2) * p.v_nb2 + (b / p.rk3) * p.v_nb3;
+    let span = span_of(wid);
+    let h = span.h;
+    let b = span.b;
+    let split = span.split;
+    let kv_begin = span.kv_begin;
+    let kv_end = span.kv_end;
+    let k_head = span.k_head;
+    let v_head = span.v_head;
     let slope = alibi_slope(h);
 
     // Q, pre-scaled (scale / softcap when softcap is on); the grid has

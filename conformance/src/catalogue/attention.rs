@@ -553,19 +553,8 @@ fn flash_attn_sharp(c: &mut Catalogue) {
                     NMSE_ATTN,
                     Work::Flops(flops),
                     move |b| {
-                        let q = b.input(DType::F32, &[d, nb, heads_kv * gqa, 1])?;
-                        let k = b.input(kv, &[d, n_kv, heads_kv, 1])?;
-                        let v = b.input(kv, &[d, n_kv, heads_kv, 1])?;
-                        let m = if mask {
-                            Some(b.input_with(
-                                DType::F16,
-                                &[n_kv, pad(nb, 64), 1, 1],
-                                Fill::Mask,
-                            )?)
-                        } else {
-                            None
-                        };
-                        b.g.flash_attn_ext(q, k, v, m, None, 2.0, 0.0, 0.0)
+                        let dims = [d, nb, heads_kv, gqa, n_kv];
+                        grouped_attention(b, dims, kv, (mask, false), [2.0, 0.0, 0.0])
                     },
                 );
             }
@@ -610,21 +599,9 @@ fn flash_attn(c: &mut Catalogue) {
                     NMSE_ATTN,
                     Work::Flops(flops),
                     move |b| {
-                        let q = b.input(DType::F32, &[d, n_q, h * gqa, 1])?;
-                        let k = b.input(kv, &[d, n_kv, h, 1])?;
-                        let v = b.input(kv, &[d, n_kv, h, 1])?;
-                        let m = if mask {
-                            Some(b.input_with(DType::F16, &[n_kv, n_q, 1, 1], Fill::Mask)?)
-                        } else {
-                            None
-                        };
-                        let s = if sinks {
-                            Some(b.input_with(DType::F32, &[h * gqa], Fill::Uniform(-2.0, 2.0))?)
-                        } else {
-                            None
-                        };
                         let scale = 1.0 / (d as f32).sqrt();
-                        b.g.flash_attn_ext(q, k, v, m, s, scale, max_bias, softcap)
+                        let dims = [d, n_q, h, gqa, n_kv];
+                        grouped_attention(b, dims, kv, (mask, sinks), [scale, max_bias, softcap])
                     },
                 );
             }
@@ -664,10 +641,38 @@ fn masked_attention(
     [d, n_q, h, gqa, n_kv]: [i64; 5],
     kv: DType,
 ) -> Result<TensorId, GraphError> {
+    let scale = 1.0 / (d as f32).sqrt();
+    grouped_attention(
+        b,
+        [d, n_q, h, gqa, n_kv],
+        kv,
+        (true, false),
+        [scale, 0.0, 0.0],
+    )
+}
+
+/// Attention of `n_q` f32 queries of head size `d` in `h * gqa` heads over
+/// `n_kv` keys and values of type `kv` in `h` heads, with (`mask`) an f16
+/// mask and (`sinks`) sinks, and `[scale, max_bias, softcap]`.
+fn grouped_attention(
+    b: &mut CaseBuilder,
+    [d, n_q, h, gqa, n_kv]: [i64; 5],
+    kv: DType,
+    (mask, sinks): (bool, bool),
+    [scale, max_bias, softcap]: [f32; 3],
+) -> Result<TensorId, GraphError> {
     let q = b.input(DType::F32, &[d, n_q, h * gqa, 1])?;
     let k = b.input(kv, &[d, n_kv, h, 1])?;
     let v = b.input(kv, &[d, n_kv, h, 1])?;
-    let m = b.input_with(DType::F16, &[n_kv, n_q, 1, 1], Fill::Mask)?;
-    let scale = 1.0 / (d as f32).sqrt();
-    b.g.flash_attn_ext(q, k, v, Some(m), None, scale, 0.0, 0.0)
+    let m = if mask {
+        Some(b.input_with(DType::F16, &[n_kv, n_q, 1, 1], Fill::Mask)?)
+    } else {
+        None
+    };
+    let s = if sinks {
+        Some(b.input_with(DType::F32, &[h * gqa], Fill::Uniform(-2.0, 2.0))?)
+    } else {
+        None
+    };
+    b.g.flash_attn_ext(q, k, v, m, s, scale, max_bias, softcap)
 }
