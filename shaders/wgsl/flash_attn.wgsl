@@ -38,15 +38,8 @@ var<workgroup> row_alpha: array<f32, BQ>;
 fn main(@builtin(workgroup_id) wid: vec3<u32>,
         @builtin(local_invocation_index) t: u32) {
     let q0 = wid.x * BQ;
-    let span = span_of(wid);
-    let h = span.h;
-    let b = span.b;
-    let split = span.split;
-    let kv_begin = span.kv_begin;
-    let kv_end = span.kv_end;
-    let k_head = span.k_head;
-    let v_head = span.v_head;
-    let slope = alibi_slope(h);
+    let span = span_of(wid.y, wid.z);
+    let slope = alibi_slope(span.h);
 
     // Q tile, pre-scaled (scale / softcap when softcap is on).
     for (var u = t; u < BQ * DK4; u += WG_SIZE) {
@@ -55,7 +48,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         let iq = q0 + i;
         var v = vec4<f32>(0.0);
         if (iq < p.n_q) {
-            let at = p.q_off + e * p.q_s0 + iq * p.q_s1 + h * p.q_s2 + b * p.q_s3;
+            let at = p.q_off + e * p.q_s0 + iq * p.q_s1 + span.h * p.q_s2 + span.b * p.q_s3;
             v = vec4<f32>(qbuf[at], qbuf[at + p.q_s0], qbuf[at + 2u * p.q_s0], qbuf[at + 3u * p.q_s0]);
         }
         q_tile[i * QROW4 + e / 4u] = vec4<TT>(v * p.q_scale);
@@ -76,15 +69,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         acc[a] = vec4<f32>(0.0);
     }
 
-    for (var kv0 = kv_begin; kv0 < kv_end; kv0 += BK) {
+    for (var kv0 = span.kv_begin; kv0 < span.kv_end; kv0 += BK) {
         // The previous tile's P V is done with kv_tile and s_tile.
         workgroupBarrier();
         for (var u = t; u < BK * DK4; u += WG_SIZE) {
             let j = u / DK4;
             let e = (u % DK4) * 4u;
             var v = vec4<f32>(0.0);
-            if (kv0 + j < kv_end) {
-                v = load4(0u, K_KIND, k_head + (kv0 + j) * p.k_nb1, e);
+            if (kv0 + j < span.kv_end) {
+                v = load4(0u, K_KIND, span.k_head + (kv0 + j) * p.k_nb1, e);
             }
             kv_tile[j * KVROW4 + e / 4u] = vec4<TT>(v);
         }
@@ -115,12 +108,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
                 if (p.softcap != 0.0) {
                     x = p.softcap * tanh(clamp(x, -15.0, 15.0));
                 }
-                if (kv0 + j >= kv_end) {
+                if (kv0 + j >= span.kv_end) {
                     x = NEG_INF;
                 }
 #ifdef HAS_MASK
                 else if (q0 + i < p.n_q) {
-                    x += slope * mask_at(q0 + i, kv0 + j, h, b);
+                    x += slope * mask_at(q0 + i, kv0 + j, span.h, span.b);
                 }
 #endif
                 s_tile[i * SROW + j] = x;
@@ -133,8 +126,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
             let j = u / DV4;
             let e = (u % DV4) * 4u;
             var v = vec4<f32>(0.0);
-            if (kv0 + j < kv_end) {
-                v = load4(1u, V_KIND, v_head + (kv0 + j) * p.v_nb1, e);
+            if (kv0 + j < span.kv_end) {
+                v = load4(1u, V_KIND, span.v_head + (kv0 + j) * p.v_nb1, e);
             }
             kv_tile[j * KVROW4 + e / 4u] = vec4<TT>(v);
         }
@@ -192,14 +185,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 #ifdef SPLIT_KV
     // Unnormalised rows and their (max, sum) for flash_attn_combine.
     if (t < BQ && q0 + t < p.n_q) {
-        store_row_stats(split, b, q0 + t, h, row_max[t], row_sum[t]);
+        store_row_stats(span.split, span.b, q0 + t, span.h, row_max[t], row_sum[t]);
     }
     for (var a = 0u; a < OQ; a++) {
         let iq = q0 + oq + a * OQT;
         if (iq >= p.n_q) {
             continue;
         }
-        let row = (split * p.n_rows + (b * p.n_q + iq) * p.n_head + h) * (DV4 * 4u);
+        let row = (span.split * p.n_rows + (span.b * p.n_q + iq) * p.n_head + span.h) * (DV4 * 4u);
         for (var c = 0u; c < OD; c++) {
             let col = od + c * ODT;
             if (col < DV4) {
@@ -214,7 +207,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     }
 #else
     if (t < BQ) {
-        row_alpha[t] = row_factor(row_max[t], row_sum[t], h);
+        row_alpha[t] = row_factor(row_max[t], row_sum[t], span.h);
     }
     workgroupBarrier();
 
@@ -225,7 +218,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
             continue;
         }
         let f = row_alpha[i];
-        let row = p.d_off + h * p.d_s1 + iq * p.d_s2 + b * p.d_s3;
+        let row = p.d_off + span.h * p.d_s1 + iq * p.d_s2 + span.b * p.d_s3;
         for (var c = 0u; c < OD; c++) {
             let col = od + c * ODT;
             if (col < DV4) {

@@ -197,9 +197,9 @@ fn load4(which: u32, kind: u32, row: u32, e: u32) -> vec4<f32> {
     return vec4<f32>(q) * half_bits(kv_u16(which, blk)) + half_bits(kv_u16(which, blk + 2u));
 }
 
-// What one workgroup of flash_attn or flash_attn_vec takes (grid y: head,
-// z: batch * n_split + split): head h of batch b, keys kv_begin..kv_end
-// of its split, and the bytes where its K and V heads start.
+// What one attention workgroup takes, from its first query head `h` and
+// its grid z (batch * n_split + split): batch b, keys kv_begin..kv_end of
+// its split, and the bytes where the K and V heads of head h start.
 struct Span {
     h: u32,
     b: u32,
@@ -210,10 +210,9 @@ struct Span {
     v_head: u32,
 }
 
-fn span_of(wid: vec3<u32>) -> Span {
-    let h = wid.y;
-    let b = wid.z / p.n_split;
-    let split = wid.z % p.n_split;
+fn span_of(h: u32, z: u32) -> Span {
+    let b = z / p.n_split;
+    let split = z % p.n_split;
     let kv_begin = split * p.chunk;
     let kv_end = min(p.n_kv, kv_begin + p.chunk);
     let k_head = p.k_off + (h / p.rk2) * p.k_nb2 + (b / p.rk3) * p.k_nb3;

@@ -315,12 +315,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         @builtin(subgroup_size) real_sgs: u32) {
     let q0 = wid.x * QROWS;
     let h0 = wid.y * (BQ / QROWS);
-    let b = wid.z / p.n_split;
-    let split = wid.z % p.n_split;
-    let kv_begin = split * p.chunk;
-    let kv_end = min(p.n_kv, kv_begin + p.chunk);
-    let k_head = p.k_off + (h0 / p.rk2) * p.k_nb2 + (b / p.rk3) * p.k_nb3;
-    let v_head = p.v_off + (h0 / p.rk2) * p.v_nb2 + (b / p.rk3) * p.v_nb3;
+    // The packed heads share one K/V head, that of h0.
+    let span = span_of(h0, wid.z);
+    let b = span.b;
+    let split = span.split;
+    let kv_begin = span.kv_begin;
+    let kv_end = span.kv_end;
+    let k_head = span.k_head;
+    let v_head = span.v_head;
 
     // The (virtual, when emulated) subgroup doing the matrix work.
 #ifdef EMULATE_COOPMAT

@@ -34,20 +34,13 @@ var<workgroup> o_part: array<vec4<f32>, NG * DV4>;
 fn main(@builtin(workgroup_id) wid: vec3<u32>,
         @builtin(local_invocation_index) t: u32) {
     let iq = wid.x;
-    let span = span_of(wid);
-    let h = span.h;
-    let b = span.b;
-    let split = span.split;
-    let kv_begin = span.kv_begin;
-    let kv_end = span.kv_end;
-    let k_head = span.k_head;
-    let v_head = span.v_head;
-    let slope = alibi_slope(h);
+    let span = span_of(wid.y, wid.z);
+    let slope = alibi_slope(span.h);
 
     // Q, pre-scaled (scale / softcap when softcap is on); the grid has
     // one workgroup per query, so iq < n_q.
     for (var u = t; u < DK4; u += WG_SIZE) {
-        let at = p.q_off + 4u * u * p.q_s0 + iq * p.q_s1 + h * p.q_s2 + b * p.q_s3;
+        let at = p.q_off + 4u * u * p.q_s0 + iq * p.q_s1 + span.h * p.q_s2 + span.b * p.q_s3;
         let v = vec4<f32>(qbuf[at], qbuf[at + p.q_s0], qbuf[at + 2u * p.q_s0], qbuf[at + 3u * p.q_s0]);
         q_tile[u] = v * p.q_scale;
     }
@@ -61,12 +54,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     var m = NEG_INF;
     var l = 0.0;
 
-    for (var kv0 = kv_begin; kv0 < kv_end; kv0 += WG_SIZE) {
+    for (var kv0 = span.kv_begin; kv0 < span.kv_end; kv0 += WG_SIZE) {
         // 1. This invocation's score; -inf past the keys.
         let j = kv0 + t;
         var x = NEG_INF;
-        if (j < kv_end) {
-            let row = k_head + j * p.k_nb1;
+        if (j < span.kv_end) {
+            let row = span.k_head + j * p.k_nb1;
             var s = 0.0;
             for (var e4 = 0u; e4 < DK4; e4++) {
                 s += dot(q_tile[e4], load4(0u, K_KIND, row, 4u * e4));
@@ -75,7 +68,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
                 s = p.softcap * tanh(clamp(s, -15.0, 15.0));
             }
 #ifdef HAS_MASK
-            s += slope * mask_at(iq, j, h, b);
+            s += slope * mask_at(iq, j, span.h, span.b);
 #endif
             x = s;
         }
@@ -107,8 +100,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 
         // 3. O += P V over this group's keys.
         if (g < NG) {
-            for (var i = g; i < WG_SIZE && kv0 + i < kv_end; i += NG) {
-                let row = v_head + (kv0 + i) * p.v_nb1;
+            for (var i = g; i < WG_SIZE && kv0 + i < span.kv_end; i += NG) {
+                let row = span.v_head + (kv0 + i) * p.v_nb1;
                 acc += p_tile[i] * load4(1u, V_KIND, row, 4u * col);
             }
         }
@@ -136,16 +129,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 #ifdef SPLIT_KV
     // Unnormalised row and its (max, sum) for flash_attn_combine.
     if (t == 0u) {
-        store_row_stats(split, b, iq, h, m, sum);
+        store_row_stats(span.split, span.b, iq, span.h, m, sum);
     }
-    let at = (split * p.n_rows + (b * p.n_q + iq) * p.n_head + h) * (DV4 * 4u) + t * 4u;
+    let at = (span.split * p.n_rows + (span.b * p.n_q + iq) * p.n_head + span.h) * (DV4 * 4u) + t * 4u;
     dbuf[at] = o.x;
     dbuf[at + 1u] = o.y;
     dbuf[at + 2u] = o.z;
     dbuf[at + 3u] = o.w;
 #else
-    let f = row_factor(m, sum, h);
-    let at = p.d_off + h * p.d_s1 + iq * p.d_s2 + b * p.d_s3 + t * 4u * p.d_s0;
+    let f = row_factor(m, sum, span.h);
+    let at = p.d_off + span.h * p.d_s1 + iq * p.d_s2 + span.b * p.d_s3 + t * 4u * p.d_s0;
     dbuf[at] = o.x * f;
     dbuf[at + p.d_s0] = o.y * f;
     dbuf[at + 2u * p.d_s0] = o.z * f;

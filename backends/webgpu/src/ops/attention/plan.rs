@@ -259,8 +259,14 @@ fn vector_fits(facts: &Facts, dk: u32, dv: u32, n_q: u32) -> bool {
 /// Workgroup memory of `flash_attn_vec`: Q in f32, the scores and the
 /// probabilities of a tile, and the key groups' O columns.
 fn vector_workgroup_bytes(dk: u32, dv: u32) -> u64 {
-    let groups = VEC_WG / (dv / 4).max(1);
+    let groups = vector_groups(dv);
     u64::from(dk / 4) * 16 + u64::from(2 * VEC_WG) * 4 + u64::from(groups * (dv / 4)) * 16
+}
+
+/// Key groups of `flash_attn_vec`'s P V (`NG`): each takes every vec4
+/// column of a value head of `dv`.
+fn vector_groups(dv: u32) -> u32 {
+    VEC_WG / (dv / 4).max(1)
 }
 
 /// The pipeline key of `flash_attn_vec`.
@@ -270,7 +276,7 @@ fn vector_key(dk: u32, dv: u32, tk: DType, tv: DType) -> PipelineKey {
         .ty("K", type_name(tk))
         .ty("V", type_name(tv))
         .wg(VEC_WG);
-    for (name, value) in [("DK4", dk4), ("DV4", dv4), ("NG", VEC_WG / dv4.max(1))] {
+    for (name, value) in [("DK4", dk4), ("DV4", dv4), ("NG", vector_groups(dv))] {
         key = key.define(name, value.to_string());
     }
     key
