@@ -2,12 +2,18 @@
 //!
 //! `backplane devices [--json] [--plugin-dir DIR]...` lists every loaded
 //! backend and device, then every plugin file that was refused and why.
+//! `backplane explain` routes an example transformer block. The model
+//! commands (`run`, `tokenize`, `logits`, `bench`) live in [`model`], and
+//! `quantize` in [`quantize`].
 //! `BACKPLANE_LOG=debug` (or warn, info, trace) sets what is logged to stderr.
 
 use std::path::PathBuf;
 
 use backplane::registry::{Registry, RegistryOptions, SearchPath};
 use clap::{Parser, Subcommand};
+
+mod model;
+mod quantize;
 
 #[derive(Parser)]
 #[command(
@@ -44,6 +50,10 @@ enum Command {
         #[arg(long = "plugin-dir", value_name = "DIR")]
         plugin_dirs: Vec<PathBuf>,
     },
+    #[command(flatten)]
+    Model(model::Command),
+    /// Quantize a GGUF model (default type Q8_0).
+    Quantize(quantize::Args),
 }
 
 fn main() {
@@ -96,6 +106,16 @@ fn main() {
                 }
             }
         }
+        Command::Model(cmd) => exit_on_error(model::run(cmd)),
+        Command::Quantize(args) => exit_on_error(quantize::run(args)),
+    }
+}
+
+/// Prints `error: ...` and exits with status 1 when a command failed.
+fn exit_on_error(result: Result<(), String>) {
+    if let Err(e) = result {
+        eprintln!("error: {e}");
+        std::process::exit(1);
     }
 }
 
