@@ -92,11 +92,17 @@ fn main() {
                 builtin_cpu: true,
             };
             let registry = Registry::load(&options);
-            let devices = backplane::sched::priority_order(registry.devices().cloned().collect());
+            let order = backplane::sched::auto_order(registry.devices().cloned().collect());
             let out = if dot {
-                backplane::sched::explain_example_dot(&devices)
+                backplane::sched::explain_example_dot(&order.devices)
             } else {
-                backplane::sched::explain_example(&devices)
+                backplane::sched::explain_example(&order.devices).map(|text| {
+                    let mut text = text;
+                    for l in &order.left_out {
+                        text.push_str(&format!("left out: {}: {}\n", l.device, l.reason));
+                    }
+                    text
+                })
             };
             match out {
                 Ok(text) => print!("{text}"),

@@ -30,9 +30,12 @@ pub enum Loc {
         /// Byte offset in its compute buffer.
         offset: u64,
     },
-    /// In a buffer placed before planning (weights), by id.
+    /// In a buffer placed before planning (weights, caches), by its key.
     External {
-        /// Buffer id.
+        /// The backend whose memory holds the buffer.
+        backend: BackendId,
+        /// The buffer's key, as written into `TensorDesc::buffer` (unique in
+        /// the host: see [`crate::sched::Scheduler::place_weights`]).
         buffer: u64,
         /// Byte offset in it.
         offset: u64,
@@ -48,7 +51,12 @@ impl Loc {
                 backend,
                 offset: offset + by,
             },
-            Loc::External { buffer, offset } => Loc::External {
+            Loc::External {
+                backend,
+                buffer,
+                offset,
+            } => Loc::External {
+                backend,
                 buffer,
                 offset: offset + by,
             },
@@ -331,8 +339,9 @@ pub(crate) fn allocate(
     }
 
     let loc_of_root = |r: usize| {
-        if let Some(_b) = a.preplaced[r] {
+        if let Some(b) = a.preplaced[r] {
             Loc::External {
+                backend: b,
                 buffer: g[r].buffer,
                 offset: g[r].offset,
             }

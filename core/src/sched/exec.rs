@@ -1,8 +1,8 @@
 //! The [`Scheduler`]: a [`Planner`] over real devices, with their streams,
 //! compute buffers, weight buffers, copies between backends and compute.
 
-use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use backplane_abi::plugin::{DeviceCaps, PluginError};
 use backplane_abi::{Op, TensorDesc, flags};
@@ -13,31 +13,12 @@ use super::explain::Explanation;
 use super::placement::{DevicePlacement, Placement};
 use super::plan::{Plan, Planner};
 use super::split::Entry;
+use super::watchdog::{CallError, Watchdog};
+use super::weights::{self, WeightBlock, WeightBlocks};
 use super::{BackendId, SchedError, SchedOptions};
 use crate::graph::{Graph, TensorId};
 use crate::host::HostTensors;
 use crate::registry::{Buffer, Device, Event, Stream};
-
-/// Weights placed in one buffer of one backend by [`Scheduler::place_weights`].
-pub struct WeightBlock {
-    /// The backend whose memory holds them.
-    pub backend: BackendId,
-    buffer: Buffer,
-    /// Tensor name -> byte offset in the buffer.
-    offsets: HashMap<String, u64>,
-}
-
-impl WeightBlock {
-    /// Id of the buffer (as in `TensorDesc::buffer`).
-    pub fn buffer_id(&self) -> u64 {
-        self.buffer.id()
-    }
-
-    /// Bytes of the buffer.
-    pub fn size_bytes(&self) -> u64 {
-        self.buffer.size()
-    }
-}
 
 /// Counters of the scheduler's work since it was made.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -50,6 +31,30 @@ pub struct RunStats {
     pub copies: u64,
     /// Bytes those copies moved.
     pub bytes_copied: u64,
+    /// Time spent planning (or finding the plan in the cache).
+    pub plan_time: Duration,
+    /// Time spent writing inputs into device memory.
+    pub upload_time: Duration,
+    /// Time spent reading outputs back.
+    pub download_time: Duration,
+    /// Time inside the backends' `graph_compute`, `synchronize` and event
+    /// calls: the devices' work, or waiting for it.
+    pub backend_time: Duration,
+    /// Time of whole [`Scheduler::run`] / [`Scheduler::compute`] calls.
+    pub total_time: Duration,
+}
+
+impl RunStats {
+    /// The share of run time spent in the host rather than inside the
+    /// backends' compute and synchronize calls (planning, uploads, copies,
+    /// downloads, dispatch), from 0 to 1.
+    pub fn host_share(&self) -> f64 {
+        let total = self.total_time.as_secs_f64();
+        if total <= 0.0 {
+            return 0.0;
+        }
+        ((total - self.backend_time.as_secs_f64()) / total).clamp(0.0, 1.0)
+    }
 }
 
 /// Runs graphs over several devices: highest priority first, the CPU last.
@@ -57,10 +62,11 @@ pub struct Scheduler {
     planner: Planner,
     devices: Vec<Device>,
     caps: Vec<DeviceCaps>,
-    streams: Vec<Stream>,
+    streams: Vec<Arc<Stream>>,
     events: Vec<Option<Event>>,
     compute: Vec<Option<Buffer>>,
-    weights: Vec<WeightBlock>,
+    weights: WeightBlocks,
+    watchdogs: Vec<Watchdog>,
     stats: RunStats,
 }
 
@@ -85,10 +91,10 @@ impl Scheduler {
         let mut caps = Vec::new();
         for (b, d) in devices.iter().enumerate() {
             let name = &planner.backend_names()[b];
-            streams.push(
+            streams.push(Arc::new(
                 d.init_backend("")
                     .map_err(|e| plugin_err(name, "init_backend", e))?,
-            );
+            ));
             let c = d.caps();
             caps.push(c);
             events.push(if c.events { d.new_event().ok() } else { None });
@@ -101,7 +107,8 @@ impl Scheduler {
             streams,
             events,
             compute: (0..n).map(|_| None).collect(),
-            weights: Vec::new(),
+            weights: WeightBlocks::default(),
+            watchdogs: (0..n).map(|_| Watchdog::new()).collect(),
             stats: RunStats::default(),
         })
     }
@@ -135,11 +142,17 @@ impl Scheduler {
         &self.planner.backend_names()[b]
     }
 
-    /// Places weight leaves `tensors` of `graph` in one new buffer of
-    /// backend `backend`, writing the buffer id and offsets into the graph;
-    /// ops reading them are then pulled to that backend. Fill them with
-    /// [`Scheduler::upload`]; later graphs get the same placement through
+    /// Places leaves `tensors` of `graph` (weights, or caches the graph
+    /// writes into) in one new buffer of backend `backend`, writing the
+    /// buffer's key and the offsets into the graph; ops reading them are
+    /// then pulled to that backend. Fill them with [`Scheduler::upload`];
+    /// later graphs get the same placement through
     /// [`Scheduler::bind_weights`] (matched by name).
+    ///
+    /// The key written into `TensorDesc::buffer` is unique in the host, not
+    /// the plugin's own buffer id: plugins number buffers independently, and
+    /// the scheduler turns the key back into the plugin's id only when it
+    /// hands a descriptor to that plugin.
     pub fn place_weights(
         &mut self,
         graph: &mut Graph,
@@ -156,25 +169,7 @@ impl Scheduler {
             })?;
         let buft = device.buffer_type();
         let align = buft.alignment().max(1);
-        let mut offsets = HashMap::new();
-        let mut end = 0u64;
-        let mut placed = Vec::new();
-        for &t in tensors {
-            let d = *graph
-                .try_desc(t)
-                .map_err(|e| data_err(graph, t, e.to_string()))?;
-            if d.op().is_ok_and(|op| op != Op::None) || d.view_source().is_some() {
-                return Err(data_err(
-                    graph,
-                    t,
-                    "only leaves (not views) can be placed as weights".into(),
-                ));
-            }
-            let off = end.div_ceil(align) * align;
-            end = off + buft.alloc_size(&d).max(d.nbytes());
-            offsets.insert(graph.name(t).to_string(), off);
-            placed.push((t, off));
-        }
+        let (placed, end) = weights::lay_out(graph, tensors, align, |d| buft.alloc_size(d))?;
         if end > buft.max_size() {
             return Err(SchedError::BufferTooLarge {
                 backend: self.name(backend).to_string(),
@@ -182,44 +177,28 @@ impl Scheduler {
                 max_bytes: buft.max_size(),
             });
         }
-        let buffer = buft.alloc_buffer(end).map_err(|e| {
+        let buffer = buft.alloc_buffer(end.max(1)).map_err(|e| {
             plugin_err(
                 self.name(backend),
                 format!("alloc_buffer of {end} bytes for weights"),
                 e,
             )
         })?;
-        self.planner.register_buffer(buffer.id(), backend)?;
-        for (t, off) in placed {
-            let d = &mut graph.tensors_mut()[t.index()];
-            d.buffer = buffer.id();
-            d.offset = off;
-        }
-        self.weights.push(WeightBlock {
-            backend,
-            buffer,
-            offsets,
-        });
+        let block = weights::new_block(graph, backend, buffer, &placed);
+        self.planner.register_buffer(block.key(), backend)?;
+        self.weights.push(block);
         Ok(self.weights.last().expect("just pushed"))
     }
 
     /// Gives the leaves of `graph` named like placed weights their
     /// placement; returns how many were bound.
     pub fn bind_weights(&self, graph: &mut Graph) -> usize {
-        let mut bound = 0;
-        for t in graph.ids().collect::<Vec<_>>() {
-            if graph.desc(t).op().is_ok_and(|op| op != Op::None) {
-                continue;
-            }
-            let name = graph.name(t).to_string();
-            if let Some(w) = self.weights.iter().find(|w| w.offsets.contains_key(&name)) {
-                let d = &mut graph.tensors_mut()[t.index()];
-                d.buffer = w.buffer.id();
-                d.offset = w.offsets[&name];
-                bound += 1;
-            }
-        }
-        bound
+        self.weights.bind(graph)
+    }
+
+    /// The placed buffers, in the order they were placed.
+    pub fn weight_blocks(&self) -> impl Iterator<Item = &WeightBlock> {
+        self.weights.iter()
     }
 
     /// Writes `data` into a placed weight of `graph`.
@@ -229,8 +208,8 @@ impl Scheduler {
             .map_err(|e| data_err(graph, t, e.to_string()))?;
         let w = self
             .weights
-            .iter()
-            .find(|w| d.buffer != 0 && w.buffer.id() == d.buffer)
+            .get(d.buffer)
+            .filter(|_| d.buffer != 0)
             .ok_or_else(|| {
                 data_err(
                     graph,
@@ -238,7 +217,9 @@ impl Scheduler {
                     "not a placed weight (see place_weights / bind_weights)".into(),
                 )
             })?;
-        w.buffer.set_tensor(&d, 0, data).map_err(|e| {
+        let mut bound = d;
+        bound.buffer = w.buffer.id();
+        w.buffer.set_tensor(&bound, 0, data).map_err(|e| {
             plugin_err(
                 self.name(w.backend),
                 format!("set_tensor of weight '{}'", graph.name(t)),
@@ -287,13 +268,16 @@ impl Scheduler {
         Ok(())
     }
 
+    /// The plugin's own buffer id and the offset for `loc`.
     fn bind(&self, loc: Loc) -> (u64, u64) {
         match loc {
             Loc::None => (0, 0),
             Loc::Compute { backend, offset } => {
                 (self.compute[backend].as_ref().map_or(0, Buffer::id), offset)
             }
-            Loc::External { buffer, offset } => (buffer, offset),
+            Loc::External { buffer, offset, .. } => {
+                (self.weights.get(buffer).map_or(0, |w| w.buffer.id()), offset)
+            }
         }
     }
 
@@ -301,10 +285,12 @@ impl Scheduler {
         match loc {
             Loc::None => None,
             Loc::Compute { backend, .. } => self.compute[backend].as_ref(),
-            Loc::External { buffer, .. } => self
+            Loc::External {
+                backend, buffer, ..
+            } => self
                 .weights
-                .iter()
-                .find(|w| w.buffer.id() == buffer)
+                .get(buffer)
+                .filter(|w| w.backend == backend)
                 .map(|w| &w.buffer),
         }
     }
@@ -324,31 +310,185 @@ impl Scheduler {
         graph: &Graph,
         host: &mut HostTensors,
     ) -> Result<Arc<Plan>, SchedError> {
-        let plan = self.planner.plan(graph)?;
-        self.ensure_buffers(&plan)?;
-        let g = graph.tensors();
+        let start = Instant::now();
+        let plan = self.plan_timed(graph)?;
+        let t0 = Instant::now();
         let a = &plan.assignment;
-        let alloc = &plan.allocation;
-
-        for (i, d) in g.iter().enumerate() {
+        for (i, d) in graph.tensors().iter().enumerate() {
             let is_leaf = d.op().is_ok_and(|op| op == Op::None);
             if !is_leaf || a.root[i] != i || a.preplaced[i].is_some() {
                 continue;
             }
-            let loc = alloc.tensor[i];
-            let Some(buf) = self.buffer_at(loc) else {
-                continue;
-            };
-            let data = host.bytes(TensorId(i));
-            buf.set_tensor(&self.bound(d, loc), 0, data).map_err(|e| {
-                plugin_err(
-                    self.name(a.backend[i]),
-                    format!("set_tensor of input '{}'", graph.name(TensorId(i))),
-                    e,
-                )
-            })?;
+            self.write_input(graph, &plan, TensorId(i), host.bytes(TensorId(i)))?;
         }
+        self.stats.upload_time += t0.elapsed();
+        self.run_splits(graph, &plan)?;
 
+        let t0 = Instant::now();
+        let mut outputs = graph.outputs();
+        if outputs.is_empty()
+            && let Some(last) = plan.splits.last().and_then(|s| s.nodes.last())
+        {
+            outputs.push(TensorId(*last));
+        }
+        for t in outputs {
+            let mut bytes = vec![0u8; graph.desc(t).nbytes() as usize];
+            self.read_output(graph, &plan, t, &mut bytes)?;
+            host.set_bytes(graph, t, &bytes)
+                .map_err(|e| data_err(graph, t, e.to_string()))?;
+        }
+        self.stats.download_time += t0.elapsed();
+        self.stats.runs += 1;
+        self.stats.total_time += start.elapsed();
+        Ok(plan)
+    }
+
+    /// Runs `graph` with host data for `inputs` only: every other leaf the
+    /// graph reads must be placed ([`Scheduler::place_weights`]: weights,
+    /// caches). Then reads each of `outputs` (tensors flagged OUTPUT, or
+    /// placed ones) into its slice, which must be exactly its size. Nothing
+    /// of the graph is held in host memory, so a model's weights are never
+    /// copied to the host and a decode step allocates nothing here.
+    pub fn run(
+        &mut self,
+        graph: &Graph,
+        inputs: &[(TensorId, &[u8])],
+        outputs: &mut [(TensorId, &mut [u8])],
+    ) -> Result<Arc<Plan>, SchedError> {
+        let start = Instant::now();
+        let plan = self.plan_timed(graph)?;
+        let t0 = Instant::now();
+        let a = &plan.assignment;
+        let mut given = vec![false; graph.len()];
+        for &(t, data) in inputs {
+            let d = graph
+                .try_desc(t)
+                .map_err(|e| data_err(graph, t, e.to_string()))?;
+            if d.op().is_ok_and(|op| op != Op::None) || a.root[t.index()] != t.index() {
+                return Err(data_err(graph, t, "inputs must be leaves, not views".into()));
+            }
+            if a.preplaced[t.index()].is_some() {
+                return Err(data_err(
+                    graph,
+                    t,
+                    "is placed (weights, caches): write it with upload, not as an input".into(),
+                ));
+            }
+            given[t.index()] = true;
+            self.write_input(graph, &plan, t, data)?;
+        }
+        for (i, d) in graph.tensors().iter().enumerate() {
+            let is_leaf = d.op().is_ok_and(|op| op == Op::None);
+            if is_leaf
+                && a.root[i] == i
+                && a.preplaced[i].is_none()
+                && !given[i]
+                && plan.allocation.tensor[i] != Loc::None
+            {
+                return Err(data_err(
+                    graph,
+                    TensorId(i),
+                    "is read by the graph but neither given as an input nor placed".into(),
+                ));
+            }
+        }
+        self.stats.upload_time += t0.elapsed();
+        self.run_splits(graph, &plan)?;
+
+        let t0 = Instant::now();
+        for (t, out) in outputs.iter_mut() {
+            let d = graph
+                .try_desc(*t)
+                .map_err(|e| data_err(graph, *t, e.to_string()))?;
+            let root = a.root[t.index()];
+            if !d.has_flag(flags::OUTPUT) && a.preplaced[root].is_none() {
+                return Err(data_err(
+                    graph,
+                    *t,
+                    "is not flagged as an output (Graph::mark_output), so its memory may be \
+                     reused before the graph ends"
+                        .into(),
+                ));
+            }
+            self.read_output(graph, &plan, *t, out)?;
+        }
+        self.stats.download_time += t0.elapsed();
+        self.stats.runs += 1;
+        self.stats.total_time += start.elapsed();
+        Ok(plan)
+    }
+
+    fn plan_timed(&mut self, graph: &Graph) -> Result<Arc<Plan>, SchedError> {
+        let t0 = Instant::now();
+        let plan = self.planner.plan(graph)?;
+        self.ensure_buffers(&plan)?;
+        self.stats.plan_time += t0.elapsed();
+        Ok(plan)
+    }
+
+    /// Writes host bytes into an input leaf's memory.
+    fn write_input(
+        &self,
+        graph: &Graph,
+        plan: &Plan,
+        t: TensorId,
+        data: &[u8],
+    ) -> Result<(), SchedError> {
+        let loc = plan.allocation.tensor[t.index()];
+        let Some(buf) = self.buffer_at(loc) else {
+            return Ok(()); // nothing reads it
+        };
+        let d = graph.desc(t);
+        if data.len() as u64 != d.nbytes() {
+            return Err(data_err(
+                graph,
+                t,
+                format!("input has {} bytes, the tensor {}", data.len(), d.nbytes()),
+            ));
+        }
+        buf.set_tensor(&self.bound(d, loc), 0, data).map_err(|e| {
+            plugin_err(
+                self.name(plan.assignment.backend[t.index()]),
+                format!("set_tensor of input '{}'", graph.name(t)),
+                e,
+            )
+        })
+    }
+
+    /// Reads a tensor's bytes into `out` (exactly its size).
+    fn read_output(
+        &self,
+        graph: &Graph,
+        plan: &Plan,
+        t: TensorId,
+        out: &mut [u8],
+    ) -> Result<(), SchedError> {
+        let d = graph.desc(t);
+        if out.len() as u64 != d.nbytes() {
+            return Err(data_err(
+                graph,
+                t,
+                format!("output slice has {} bytes, the tensor {}", out.len(), d.nbytes()),
+            ));
+        }
+        let loc = plan.allocation.tensor[t.index()];
+        let buf = self
+            .buffer_at(loc)
+            .ok_or_else(|| data_err(graph, t, "output has no memory".into()))?;
+        buf.get_tensor(&self.bound(d, loc), 0, out).map_err(|e| {
+            plugin_err(
+                self.name(plan.assignment.memory_backend(t.index())),
+                format!("get_tensor of output '{}'", graph.name(t)),
+                e,
+            )
+        })
+    }
+
+    /// Computes the plan's splits in order, with their copies, then waits
+    /// for every backend used.
+    fn run_splits(&mut self, graph: &Graph, plan: &Plan) -> Result<(), SchedError> {
+        let g = graph.tensors();
+        let alloc = &plan.allocation;
         let nb = self.devices.len();
         let mut pending: Vec<Vec<BackendId>> = vec![Vec::new(); nb];
         let mut used = vec![false; nb];
@@ -358,7 +498,7 @@ impl Scheduler {
                 self.wait_for(r, b)?;
             }
             for &c in &split.copies {
-                self.copy(graph, &plan, c, &mut pending)?;
+                self.copy(graph, plan, c, &mut pending)?;
             }
             let descs: Vec<TensorDesc> = split
                 .graph
@@ -370,20 +510,17 @@ impl Scheduler {
                 })
                 .collect();
             let first = split.nodes[0];
-            self.streams[b].graph_compute(&descs).map_err(|e| {
-                plugin_err(
-                    self.name(b),
-                    format!(
-                        "graph_compute of split {k} ({} nodes from node {first} '{}', {})",
-                        split.nodes.len(),
-                        graph.name(TensorId(first)),
-                        g[first]
-                            .op()
-                            .map_or_else(|e| e.to_string(), |o| o.to_string())
-                    ),
-                    e,
+            let what = || {
+                format!(
+                    "graph_compute of split {k} ({} nodes from node {first} '{}', {})",
+                    split.nodes.len(),
+                    graph.name(TensorId(first)),
+                    g[first]
+                        .op()
+                        .map_or_else(|e| e.to_string(), |o| o.to_string())
                 )
-            })?;
+            };
+            self.device_call(b, what, move |s| s.graph_compute(&descs))?;
             used[b] = true;
             if let Some(ev) = &self.events[b] {
                 self.streams[b]
@@ -393,47 +530,61 @@ impl Scheduler {
         }
         for b in 0..nb {
             if used[b] || !pending[b].is_empty() {
-                self.streams[b]
-                    .synchronize()
-                    .map_err(|e| plugin_err(self.name(b), "synchronize", e))?;
+                self.synchronize(b)?;
             }
             for r in std::mem::take(&mut pending[b]) {
-                self.streams[r]
-                    .synchronize()
-                    .map_err(|e| plugin_err(self.name(r), "synchronize", e))?;
+                self.synchronize(r)?;
             }
         }
+        Ok(())
+    }
 
-        let mut outputs = graph.outputs();
-        if outputs.is_empty()
-            && let Some(last) = plan.splits.last().and_then(|s| s.nodes.last())
-        {
-            outputs.push(TensorId(*last));
-        }
-        for t in outputs {
-            let d = graph.desc(t);
-            let loc = alloc.tensor[t.index()];
-            let buf = self
-                .buffer_at(loc)
-                .ok_or_else(|| data_err(graph, t, "output has no memory".into()))?;
-            let mut bytes = vec![0u8; d.nbytes() as usize];
-            buf.get_tensor(&self.bound(d, loc), 0, &mut bytes)
-                .map_err(|e| {
-                    plugin_err(
-                        self.name(a.memory_backend(t.index())),
-                        format!("get_tensor of output '{}'", graph.name(t)),
-                        e,
-                    )
-                })?;
-            host.set_bytes(graph, t, &bytes)
-                .map_err(|e| data_err(graph, t, e.to_string()))?;
-        }
-        self.stats.runs += 1;
-        Ok(plan)
+    /// Calls `f` on backend `b`'s stream, bounded by the device timeout;
+    /// a call that times out takes the device out of service.
+    fn device_call<R: Send + 'static>(
+        &mut self,
+        b: BackendId,
+        what: impl FnOnce() -> String,
+        f: impl FnOnce(&Stream) -> Result<R, PluginError> + Send + 'static,
+    ) -> Result<R, SchedError> {
+        let t0 = Instant::now();
+        let result = match self.planner.options().device_timeout {
+            None => f(&self.streams[b]),
+            Some(limit) => {
+                let stream = Arc::clone(&self.streams[b]);
+                let label = self.name(b).to_string();
+                match self.watchdogs[b].call(&label, limit, move || f(&stream)) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        let call = what();
+                        let reason = match e {
+                            CallError::TimedOut => {
+                                format!("{call} timed out after {} s", limit.as_secs_f64())
+                            }
+                            CallError::Stuck => "an earlier call timed out".to_string(),
+                        };
+                        tracing::error!(backend = %label, "device out of service: {reason}");
+                        self.planner.mark_failed(b, format!("out of service: {reason}"))?;
+                        self.stats.backend_time += t0.elapsed();
+                        return Err(SchedError::Timeout {
+                            backend: label,
+                            call,
+                            seconds: limit.as_secs_f64(),
+                        });
+                    }
+                }
+            }
+        };
+        self.stats.backend_time += t0.elapsed();
+        result.map_err(|e| plugin_err(self.name(b), what(), e))
+    }
+
+    fn synchronize(&mut self, b: BackendId) -> Result<(), SchedError> {
+        self.device_call(b, || "synchronize".to_string(), |s| s.synchronize())
     }
 
     /// Makes backend `m` wait until backend `r`'s queued work (reading `m`'s memory) is done.
-    fn wait_for(&self, r: BackendId, m: BackendId) -> Result<(), SchedError> {
+    fn wait_for(&mut self, r: BackendId, m: BackendId) -> Result<(), SchedError> {
         if let (Some(ev), true) = (&self.events[r], self.caps[m].events) {
             self.streams[r]
                 .event_record(ev)
@@ -442,9 +593,7 @@ impl Scheduler {
                 .event_wait(ev)
                 .map_err(|e| plugin_err(self.name(m), "event_wait", e))
         } else {
-            self.streams[r]
-                .synchronize()
-                .map_err(|e| plugin_err(self.name(r), "synchronize", e))
+            self.synchronize(r)
         }
     }
 
@@ -466,12 +615,12 @@ impl Scheduler {
         let dst = self.bound(&copy.desc, dst_loc);
         self.stats.copies += 1;
         self.stats.bytes_copied += copy.bytes;
+        let from_name = self.name(m).to_string();
         let what = || {
             format!(
-                "copy of '{}' ({} bytes) from {}",
+                "copy of '{}' ({} bytes) from {from_name}",
                 graph.name(TensorId(copy.tensor)),
                 copy.bytes,
-                self.name(m)
             )
         };
         let same_plugin = self.devices[m].backend() == self.devices[to].backend();
@@ -481,9 +630,7 @@ impl Scheduler {
                     .event_wait(ev)
                     .map_err(|e| plugin_err(self.name(to), "event_wait", e))?;
             } else {
-                self.streams[m]
-                    .synchronize()
-                    .map_err(|e| plugin_err(self.name(m), "synchronize", e))?;
+                self.synchronize(m)?;
             }
             if self.streams[to]
                 .cpy_tensor_async(&src, &dst)
@@ -493,12 +640,8 @@ impl Scheduler {
                 return Ok(());
             }
         }
-        self.streams[m]
-            .synchronize()
-            .map_err(|e| plugin_err(self.name(m), "synchronize", e))?;
-        self.streams[to]
-            .synchronize()
-            .map_err(|e| plugin_err(self.name(to), "synchronize", e))?;
+        self.synchronize(m)?;
+        self.synchronize(to)?;
         let src_buf = self.buffer_at(src_loc).ok_or_else(|| {
             data_err(
                 graph,
@@ -550,7 +693,28 @@ impl Scheduler {
     }
 }
 
-fn data_err(graph: &Graph, t: TensorId, reason: String) -> SchedError {
+impl Drop for Scheduler {
+    /// A device whose call timed out still has a thread inside the plugin,
+    /// which may touch that device's memory whenever it returns: its
+    /// buffers, stream and events are leaked rather than freed under it.
+    fn drop(&mut self) {
+        for b in 0..self.devices.len() {
+            if !self.watchdogs[b].is_stuck() {
+                continue;
+            }
+            if let Some(buf) = self.compute[b].take() {
+                std::mem::forget(buf);
+            }
+            if let Some(ev) = self.events[b].take() {
+                std::mem::forget(ev);
+            }
+            std::mem::forget(Arc::clone(&self.streams[b]));
+            self.weights.leak_backend(b);
+        }
+    }
+}
+
+pub(crate) fn data_err(graph: &Graph, t: TensorId, reason: String) -> SchedError {
     let name = if t.index() < graph.len() {
         graph.name(t).to_string()
     } else {

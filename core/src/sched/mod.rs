@@ -32,6 +32,8 @@ pub mod explain;
 pub mod placement;
 pub mod plan;
 pub mod split;
+mod watchdog;
+mod weights;
 
 #[cfg(test)]
 mod tests;
@@ -40,7 +42,8 @@ use backplane_abi::Op;
 
 pub use alloc::{Allocation, Loc};
 pub use cache::{PlanCache, structure_hash};
-pub use exec::{RunStats, Scheduler, WeightBlock};
+pub use exec::{RunStats, Scheduler};
+pub use weights::WeightBlock;
 pub use explain::{
     Explanation, NodeReport, example_plan, explain_example, explain_example_dot, human_bytes,
 };
@@ -50,6 +53,10 @@ pub use split::{Copy, Split};
 
 /// Index of a backend in the scheduler's priority order (0 = highest).
 pub type BackendId = usize;
+
+/// The default of [`SchedOptions::device_timeout`]: generous, so only a
+/// device that is really stuck trips it.
+pub const DEFAULT_DEVICE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// What the scheduler may do.
 #[derive(Clone, Debug, PartialEq)]
@@ -64,6 +71,11 @@ pub struct SchedOptions {
     pub offload_min_batch: Option<i64>,
     /// Plans kept in the plan cache (0 = no caching).
     pub cache_capacity: usize,
+    /// Longest a device's `graph_compute` or `synchronize` may take before
+    /// the run fails with an error naming the device and split, and the
+    /// device is taken out of service (later graphs route around it).
+    /// `None`: wait forever, calling the device on the caller's thread.
+    pub device_timeout: Option<std::time::Duration>,
 }
 
 impl Default for SchedOptions {
@@ -72,6 +84,7 @@ impl Default for SchedOptions {
             strict: false,
             offload_min_batch: Some(32),
             cache_capacity: 16,
+            device_timeout: Some(DEFAULT_DEVICE_TIMEOUT),
         }
     }
 }
@@ -180,6 +193,33 @@ pub enum SchedError {
         /// The plugin's message.
         message: String,
     },
+    /// A buffer key was registered for two backends.
+    #[error(
+        "buffer key {key:#x} is already registered to backend {registered}, not {asked} \
+         (keys must be unique in the host: use Scheduler::place_weights)"
+    )]
+    BufferKeyClash {
+        /// The key.
+        key: u64,
+        /// The backend holding it.
+        registered: String,
+        /// The backend asked for.
+        asked: String,
+    },
+    /// A device call did not return within [`SchedOptions::device_timeout`].
+    #[error(
+        "backend {backend}: {call} did not return within {seconds} s; the device is out of \
+         service (its call thread stays blocked in the plugin; run the plugin out of process \
+         to recover it)"
+    )]
+    Timeout {
+        /// The backend.
+        backend: String,
+        /// What was being done (`"graph_compute of split 3 (...)"`).
+        call: String,
+        /// The timeout.
+        seconds: f64,
+    },
     /// Host data did not fit a tensor, or a tensor has no memory.
     #[error("tensor {tensor} '{name}': {reason}")]
     Data {
@@ -219,15 +259,69 @@ pub fn set_placement(
     Ok(())
 }
 
-/// Devices in the scheduler's priority order: discrete GPUs, integrated
-/// GPUs, other accelerators, then CPUs (stable within each kind).
-pub fn priority_order(mut devices: Vec<crate::registry::Device>) -> Vec<crate::registry::Device> {
+/// Name of the native CPU backend, the fallback every scheduler ends with.
+pub const CPU_BACKEND: &str = "cpu";
+
+/// A device automatic placement does not use, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeftOut {
+    /// `backend/device`.
+    pub device: String,
+    /// Why it is left out.
+    pub reason: String,
+}
+
+/// The devices automatic placement uses, in priority order (the native CPU
+/// last), and those it leaves out with the reason.
+pub struct AutoOrder {
+    /// Devices in priority order.
+    pub devices: Vec<crate::registry::Device>,
+    /// Devices left out.
+    pub left_out: Vec<LeftOut>,
+}
+
+/// Orders devices for automatic placement: discrete GPUs, integrated GPUs,
+/// other accelerators, then the native CPU backend (stable within each
+/// kind). A device of type CPU offered by another backend (a software
+/// Vulkan device such as lavapipe, an OpenCL CPU device behind SYCL) is the
+/// host CPU behind another API: slower than the native CPU backend on the
+/// same cores, so it never outranks it and automatic placement leaves it
+/// out (choose it by name to use it).
+pub fn auto_order(devices: Vec<crate::registry::Device>) -> AutoOrder {
     use backplane_abi::plugin::DeviceType;
-    devices.sort_by_key(|d| match d.device_type() {
-        DeviceType::Gpu => 0,
-        DeviceType::IGpu => 1,
-        DeviceType::Accel => 2,
-        DeviceType::Cpu => 3,
+    let (mut keep, host_cpus): (Vec<_>, Vec<_>) = devices
+        .into_iter()
+        .partition(|d| d.device_type() != DeviceType::Cpu || d.backend() == CPU_BACKEND);
+    keep.sort_by_key(|d| {
+        let t = d.device_type();
+        if t == DeviceType::Gpu {
+            0
+        } else if t == DeviceType::IGpu {
+            1
+        } else if t == DeviceType::Cpu {
+            3
+        } else {
+            2
+        }
     });
-    devices
+    let left_out = host_cpus
+        .iter()
+        .map(|d| LeftOut {
+            device: format!("{}/{}", d.backend(), d.name()),
+            reason: format!(
+                "the host CPU behind another API (device type cpu, {}): the native {CPU_BACKEND} \
+                 backend runs the same cores faster, so automatic placement leaves it out",
+                d.description()
+            ),
+        })
+        .collect();
+    AutoOrder {
+        devices: keep,
+        left_out,
+    }
+}
+
+/// The devices of [`auto_order`], in priority order.
+pub fn priority_order(devices: Vec<crate::registry::Device>) -> Vec<crate::registry::Device> {
+    auto_order(devices).devices
 }

@@ -201,14 +201,17 @@ pub(crate) struct Verdicts {
     nb: usize,
     state: Vec<u8>,
     reasons: HashMap<usize, String>,
+    /// Per backend: why it refuses every node (it failed), if it does.
+    failed: Vec<Option<String>>,
 }
 
 impl Verdicts {
-    fn new(n: usize, nb: usize) -> Verdicts {
+    fn new(n: usize, nb: usize, failed: &[Option<String>]) -> Verdicts {
         Verdicts {
             nb,
             state: vec![0; n * nb],
             reasons: HashMap::new(),
+            failed: failed.to_vec(),
         }
     }
 
@@ -223,6 +226,12 @@ impl Verdicts {
         match self.state[k] {
             1 => true,
             2 => false,
+            _ if self.failed[b].is_some() => {
+                self.state[k] = 2;
+                let why = self.failed[b].clone().unwrap_or_default();
+                self.reasons.insert(k, why);
+                false
+            }
             _ => {
                 let v = backends[b].supports_op(g, i);
                 let ok = v.is_supported();
@@ -251,6 +260,8 @@ pub struct Planner {
     options: SchedOptions,
     cache: PlanCache,
     buffers: HashMap<u64, BackendId>,
+    /// Per backend: why it is out of service (a call into it timed out).
+    failed: Vec<Option<String>>,
     pins: Vec<(usize, BackendId)>,
     plans_built: u64,
     cache_hits: u64,
@@ -268,6 +279,7 @@ impl Planner {
         let facts = BackendFacts::read(&backends);
         let cache = PlanCache::new(options.cache_capacity);
         Ok(Planner {
+            failed: vec![None; backends.len()],
             backends,
             facts,
             options,
@@ -300,18 +312,48 @@ impl Planner {
         &self.facts.names
     }
 
-    /// Says that buffer `id` (as written into `TensorDesc::buffer`) belongs
-    /// to backend `backend`: leaves in it are pre-placed there.
+    /// Says that the buffer with key `id` (as written into
+    /// `TensorDesc::buffer`) belongs to backend `backend`: leaves in it are
+    /// pre-placed there. A key names one buffer of one backend: registering
+    /// a key already held by another backend is an error (plugins number
+    /// their buffers independently, so raw plugin ids of two backends may
+    /// be equal; [`crate::sched::Scheduler::place_weights`] hands out keys
+    /// unique in the host).
     pub fn register_buffer(&mut self, id: u64, backend: BackendId) -> Result<(), SchedError> {
         self.check_backend(backend)?;
-        if self
-            .buffers
-            .insert(id, backend)
-            .is_some_and(|old| old != backend)
-        {
-            self.cache.clear();
+        if id == 0 {
+            return Err(SchedError::InvalidGraph {
+                node: 0,
+                reason: "buffer key 0 means 'no buffer' and cannot be registered".into(),
+            });
         }
+        match self.buffers.get(&id) {
+            Some(&old) if old != backend => Err(SchedError::BufferKeyClash {
+                key: id,
+                registered: self.facts.names[old].clone(),
+                asked: self.facts.names[backend].clone(),
+            }),
+            Some(_) => Ok(()),
+            None => {
+                self.buffers.insert(id, backend);
+                Ok(())
+            }
+        }
+    }
+
+    /// Takes backend `backend` out of service: from now on it refuses every
+    /// node with `reason`, so graphs route around it (or fail in strict
+    /// mode, naming the reason). Cached plans are dropped.
+    pub fn mark_failed(&mut self, backend: BackendId, reason: String) -> Result<(), SchedError> {
+        self.check_backend(backend)?;
+        self.failed[backend] = Some(reason);
+        self.cache.clear();
         Ok(())
+    }
+
+    /// Why backend `backend` is out of service, if it is.
+    pub fn failure(&self, backend: BackendId) -> Option<&str> {
+        self.failed.get(backend).and_then(|f| f.as_deref())
     }
 
     /// Forgets a buffer registered with [`Planner::register_buffer`].
@@ -456,11 +498,21 @@ impl Planner {
                             ),
                         });
                     };
+                    if let Some(why) = &self.failed[b] {
+                        return Err(SchedError::InvalidGraph {
+                            node: i,
+                            reason: format!(
+                                "'{}' lives in the memory of {}, which is out of service: {why}",
+                                graph.name(crate::TensorId(i)),
+                                self.facts.names[b]
+                            ),
+                        });
+                    }
                     preplaced[i] = Some(b);
                 }
             }
         }
-        let mut v = Verdicts::new(n, nb);
+        let mut v = Verdicts::new(n, nb, &self.failed);
         let mut be = vec![NONE; n];
         let mut cause = vec![Cause::Unassigned; n];
         let name = |i: usize| graph.name(crate::TensorId(i)).to_string();

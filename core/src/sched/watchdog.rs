@@ -1,0 +1,129 @@
+//! Calls into a device that may never return, bounded by a timeout.
+//!
+//! A plugin's `graph_compute` or `synchronize` can hang (a driver stuck, a
+//! kernel that loops, a plugin that deadlocks). The host cannot interrupt a
+//! thread that is inside foreign code, so each device gets one worker
+//! thread that makes those calls; the scheduler waits for the answer at
+//! most the device's timeout. Past it, the call is reported as timed out
+//! and the worker is abandoned: it stays blocked in the plugin for as long
+//! as the plugin keeps it (what cannot be recovered in process; running the
+//! plugin in a child process is the way to get that back). The device is
+//! then out of service for the scheduler.
+
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
+use std::time::Duration;
+
+type Job = Box<dyn FnOnce() + Send + 'static>;
+
+/// One device's call thread.
+pub(crate) struct Watchdog {
+    jobs: Option<SyncSender<Job>>,
+    /// Set once a call timed out: the worker is stuck in the plugin.
+    stuck: bool,
+}
+
+/// A call did not return within its time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CallError {
+    /// No answer within the timeout; the worker is abandoned.
+    TimedOut,
+    /// An earlier call timed out, so the device takes no more calls.
+    Stuck,
+}
+
+impl Watchdog {
+    /// A watchdog whose worker thread is started on the first call.
+    pub(crate) fn new() -> Watchdog {
+        Watchdog {
+            jobs: None,
+            stuck: false,
+        }
+    }
+
+    fn sender(&mut self, label: &str) -> SyncSender<Job> {
+        if let Some(tx) = &self.jobs {
+            return tx.clone();
+        }
+        let (tx, rx): (SyncSender<Job>, Receiver<Job>) = mpsc::sync_channel(1);
+        let spawned = std::thread::Builder::new()
+            .name(format!("backplane-{label}"))
+            .spawn(move || {
+                while let Ok(job) = rx.recv() {
+                    job();
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::warn!("cannot start the call thread for {label}: {e}; calls run inline");
+        }
+        self.jobs = Some(tx.clone());
+        tx
+    }
+
+    /// Runs `f` on the device's worker thread and waits at most `timeout`
+    /// for its result. `label` names the device in thread names and logs.
+    pub(crate) fn call<R: Send + 'static>(
+        &mut self,
+        label: &str,
+        timeout: Duration,
+        f: impl FnOnce() -> R + Send + 'static,
+    ) -> Result<R, CallError> {
+        if self.stuck {
+            return Err(CallError::Stuck);
+        }
+        let (done_tx, done_rx) = mpsc::sync_channel::<R>(1);
+        let job: Job = Box::new(move || {
+            let _ = done_tx.send(f());
+        });
+        let tx = self.sender(label);
+        if let Err(mpsc::SendError(job)) = tx.send(job) {
+            // The worker is gone (it could not start): call inline.
+            job();
+            return done_rx.recv().map_err(|_| CallError::Stuck);
+        }
+        match done_rx.recv_timeout(timeout) {
+            Ok(r) => Ok(r),
+            Err(RecvTimeoutError::Timeout) => {
+                self.stuck = true;
+                self.jobs = None;
+                Err(CallError::TimedOut)
+            }
+            // The job was dropped without answering: the plugin call
+            // unwound through the worker (it should have been caught at
+            // the boundary). Treat the device as stuck.
+            Err(RecvTimeoutError::Disconnected) => {
+                self.stuck = true;
+                self.jobs = None;
+                Err(CallError::Stuck)
+            }
+        }
+    }
+
+    /// True once a call timed out.
+    pub(crate) fn is_stuck(&self) -> bool {
+        self.stuck
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn call_returns_the_result_of_a_quick_call() {
+        let mut w = Watchdog::new();
+        assert_eq!(w.call("t", Duration::from_secs(5), || 41 + 1), Ok(42));
+        assert_eq!(w.call("t", Duration::from_secs(5), || "again"), Ok("again"));
+    }
+
+    #[test]
+    fn a_call_past_its_timeout_is_reported_and_the_device_refuses_more() {
+        let mut w = Watchdog::new();
+        let (_hold, block) = mpsc::channel::<()>();
+        let r = w.call("t", Duration::from_millis(50), move || {
+            let _ = block.recv(); // blocks until the test ends
+        });
+        assert_eq!(r, Err(CallError::TimedOut));
+        assert!(w.is_stuck());
+        assert_eq!(w.call("t", Duration::from_secs(5), || 1), Err(CallError::Stuck));
+    }
+}
