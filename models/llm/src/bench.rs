@@ -1,0 +1,116 @@
+//! [`bench`]: prefill and decode speed measured as llama-bench does
+//! (`pp512`: one prefill of 512 tokens into an empty cache; `tg128`: 128
+//! single-token decodes from an empty cache), with the host's share of the
+//! decode time.
+
+use std::time::{Duration, Instant};
+
+use crate::error::LlmError;
+use crate::model::Model;
+use crate::session::{Logits, Session};
+
+/// The figures of one [`bench`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct BenchResult {
+    /// Tokens of the prefill test (0: not run).
+    pub pp_tokens: usize,
+    /// Prefill speed, mean over the repetitions (tokens per second).
+    pub pp_tok_s: f64,
+    /// Tokens of the decode test (0: not run).
+    pub tg_tokens: usize,
+    /// Decode speed, mean over the repetitions (tokens per second).
+    pub tg_tok_s: f64,
+    /// Share of the decode time spent outside the backends' compute and
+    /// synchronize calls: planning, input uploads, reading logits,
+    /// dispatch, building the inputs (0 to 1).
+    pub host_share: f64,
+    /// The same share for the prefill.
+    pub pp_host_share: f64,
+    /// Timed repetitions of each test (after one warm-up run).
+    pub repetitions: usize,
+}
+
+/// Token ids for a benchmark: deterministic, spread over the vocabulary.
+fn bench_tokens(n: usize, n_vocab: usize) -> Vec<u32> {
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % n_vocab as u64) as u32
+        })
+        .collect()
+}
+
+/// Measures `pp` tokens of prefill and `tg` tokens of decode, each once to
+/// warm up and then `repetitions` times (at least once).
+pub fn bench(model: &Model, pp: usize, tg: usize, repetitions: usize) -> Result<BenchResult, LlmError> {
+    let repetitions = repetitions.max(1);
+    let n_ctx = pp.max(tg).max(1);
+    let mut session = Session::with_context(model, n_ctx)?;
+    let tokens = bench_tokens(pp.max(tg), model.n_vocab());
+    let backend_time = || model.scheduler().stats().backend_time;
+
+    let mut pp_tok_s = 0.0;
+    let mut pp_host_share = 0.0;
+    if pp > 0 {
+        let (speed, share) = timed(&mut session, repetitions, &backend_time, |s| {
+            s.eval(&tokens[..pp], Logits::Last).map(|_| pp)
+        })?;
+        pp_tok_s = speed;
+        pp_host_share = share;
+    }
+    let mut tg_tok_s = 0.0;
+    let mut host_share = 0.0;
+    if tg > 0 {
+        let (speed, share) = timed(&mut session, repetitions, &backend_time, |s| {
+            for &t in &tokens[..tg] {
+                s.eval(&[t], Logits::Last)?;
+            }
+            Ok(tg)
+        })?;
+        tg_tok_s = speed;
+        host_share = share;
+    }
+    Ok(BenchResult {
+        pp_tokens: pp,
+        pp_tok_s,
+        tg_tokens: tg,
+        tg_tok_s,
+        host_share,
+        pp_host_share,
+        repetitions,
+    })
+}
+
+/// Runs `test` once to warm up, then `repetitions` times from an empty
+/// cache; returns the mean tokens per second and the host share.
+fn timed(
+    session: &mut Session<'_>,
+    repetitions: usize,
+    backend_time: &dyn Fn() -> Duration,
+    mut test: impl FnMut(&mut Session<'_>) -> Result<usize, LlmError>,
+) -> Result<(f64, f64), LlmError> {
+    session.reset();
+    test(session)?;
+    let mut speeds = 0.0;
+    let mut wall = Duration::ZERO;
+    let mut backend = Duration::ZERO;
+    for _ in 0..repetitions {
+        session.reset();
+        let b0 = backend_time();
+        let t0 = Instant::now();
+        let n = test(session)?;
+        let dt = t0.elapsed();
+        wall += dt;
+        backend += backend_time().saturating_sub(b0);
+        speeds += n as f64 / dt.as_secs_f64().max(1e-9);
+    }
+    let share = if wall.is_zero() {
+        0.0
+    } else {
+        (1.0 - backend.as_secs_f64() / wall.as_secs_f64()).clamp(0.0, 1.0)
+    };
+    Ok((speeds / repetitions as f64, share))
+}

@@ -1,0 +1,256 @@
+//! [`Model`]: hyper-parameters, weights placed on devices, the scheduler
+//! that runs its graphs, and the tokenizer.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+use backplane::Graph;
+use backplane::registry::Registry;
+use backplane::sched::{SchedOptions, Scheduler};
+
+use crate::error::LlmError;
+use crate::hparams::HParams;
+use crate::placement::{self, Placement};
+use crate::source::ModelSource;
+use crate::tok::Tokenizer;
+use crate::weights::Weights;
+
+/// How to load a model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LoadOptions {
+    /// `cpu`, `auto` (the best device), a backend (`webgpu`, `sycl`,
+    /// `hexagon`) or `backend:device`.
+    pub device: String,
+    /// llama.cpp's `-ngl`: of the `n_layer` blocks and the output (counted
+    /// as one more layer), the last this many go on the device, the rest on
+    /// the CPU. `None`: all of them.
+    pub gpu_layers: Option<usize>,
+    /// Default context size of [`Model::session`] sessions (0: the
+    /// training context, at most 4096).
+    pub n_ctx: usize,
+    /// Directories searched for backend plugins before the default places.
+    pub plugin_dirs: Vec<PathBuf>,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            device: "auto".into(),
+            gpu_layers: None,
+            n_ctx: 0,
+            plugin_dirs: Vec::new(),
+        }
+    }
+}
+
+/// Bytes uploaded so far and in all, passed to a load's progress callback.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LoadProgress {
+    /// Bytes written to devices so far.
+    pub done_bytes: u64,
+    /// Bytes of all weights.
+    pub total_bytes: u64,
+}
+
+/// A loaded model: weights in device memory, ready for [`crate::Session`]s.
+pub struct Model {
+    pub(crate) sched: Mutex<Scheduler>,
+    pub(crate) hparams: HParams,
+    pub(crate) weights: Weights,
+    /// Leaf name of the output projection (`token_embd.weight` when tied
+    /// and the output stays with the embedding on the CPU).
+    pub(crate) output_weight: String,
+    placement: Placement,
+    tokenizer: Option<Tokenizer>,
+    name: String,
+    n_ctx: usize,
+    weight_bytes: u64,
+    next_session: AtomicU64,
+    _registry: Registry,
+}
+
+impl Model {
+    /// Loads `source` onto the devices `options` asks for, reporting the
+    /// upload through `progress`. The model has no tokenizer: feed it ids.
+    pub fn from_source(
+        source: &dyn ModelSource,
+        options: &LoadOptions,
+        progress: &mut dyn FnMut(LoadProgress),
+    ) -> Result<Model, LlmError> {
+        let hparams = HParams::from_source(source)?;
+        let weights = Weights::check(source, &hparams)?;
+        let registry = placement::registry(&options.plugin_dirs);
+        let devices = placement::choose_devices(&registry, &options.device)?;
+        let placement = placement::assign(&devices, hparams.n_layer, options.gpu_layers);
+        let options_s = SchedOptions {
+            cache_capacity: 64,
+            ..SchedOptions::default()
+        };
+        let mut sched = Scheduler::new(devices, options_s)
+            .map_err(|e| LlmError::sched("starting the scheduler", e))?;
+        let output_weight =
+            if weights.tied_output && placement.output_backend == placement.cpu_backend {
+                "token_embd.weight".to_string()
+            } else {
+                "output.weight".to_string()
+            };
+        let weight_bytes = upload_weights(
+            &mut sched,
+            source,
+            &weights,
+            &placement,
+            &output_weight,
+            progress,
+        )?;
+        let name = source
+            .meta("general.name")
+            .and_then(|v| match v {
+                crate::source::MetaValue::Str(s) => Some(s),
+                _ => None,
+            })
+            .unwrap_or_else(|| file_stem(source.path()));
+        let n_ctx = if options.n_ctx == 0 {
+            hparams.n_ctx_train.min(4096)
+        } else {
+            options.n_ctx
+        };
+        Ok(Model {
+            sched: Mutex::new(sched),
+            hparams,
+            weights,
+            output_weight,
+            placement,
+            tokenizer: None,
+            name,
+            n_ctx,
+            weight_bytes,
+            next_session: AtomicU64::new(0),
+            _registry: registry,
+        })
+    }
+
+    pub(crate) fn set_tokenizer(&mut self, tokenizer: Tokenizer) {
+        self.tokenizer = Some(tokenizer);
+    }
+
+    /// The hyper-parameters.
+    pub fn hparams(&self) -> &HParams {
+        &self.hparams
+    }
+
+    /// Vocabulary size (columns of the logits).
+    pub fn n_vocab(&self) -> usize {
+        self.hparams.n_vocab
+    }
+
+    /// `general.name`, or the file's stem.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Where the layers live.
+    pub fn placement(&self) -> &Placement {
+        &self.placement
+    }
+
+    /// Default context size of [`Model::session`].
+    pub fn n_ctx(&self) -> usize {
+        self.n_ctx
+    }
+
+    /// Bytes of weights uploaded to devices.
+    pub fn weight_bytes(&self) -> u64 {
+        self.weight_bytes
+    }
+
+    /// The tokenizer built from the file's vocabulary.
+    pub fn tokenizer(&self) -> Result<&Tokenizer, LlmError> {
+        self.tokenizer
+            .as_ref()
+            .ok_or_else(|| LlmError::Tokenizer("this model was loaded without a vocabulary".into()))
+    }
+
+    /// True when `token` ends a generation (the tokenizer's end-of-generation
+    /// tokens; false without a tokenizer).
+    pub fn is_eog(&self, token: u32) -> bool {
+        self.tokenizer.as_ref().is_some_and(|t| t.is_eog(token))
+    }
+
+    /// The scheduler (its planner's cache counters, its run statistics).
+    /// Held locked while a session evaluates.
+    pub fn scheduler(&self) -> MutexGuard<'_, Scheduler> {
+        self.sched.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn new_session_id(&self) -> u64 {
+        self.next_session.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+fn file_stem(p: &Path) -> String {
+    p.file_stem()
+        .map_or_else(|| p.display().to_string(), |s| s.to_string_lossy().into_owned())
+}
+
+/// Places every weight on its backend (one buffer per backend) and copies
+/// its bytes from the source (a memory map) straight into it.
+fn upload_weights(
+    sched: &mut Scheduler,
+    source: &dyn ModelSource,
+    weights: &Weights,
+    placement: &Placement,
+    output_weight: &str,
+    progress: &mut dyn FnMut(LoadProgress),
+) -> Result<u64, LlmError> {
+    let mut g = Graph::new();
+    let n_backends = placement.cpu_backend + 1;
+    let mut by_backend = vec![Vec::new(); n_backends];
+    let mut leaves = Vec::new();
+    for spec in &weights.specs {
+        if spec.name == "output.weight" && output_weight != "output.weight" {
+            continue;
+        }
+        let t = g
+            .weight(&spec.name, spec.dtype, &spec.ne)
+            .map_err(|e| LlmError::graph("weights", e))?;
+        by_backend[placement.backend_of(spec.role)].push(t);
+        leaves.push((t, spec));
+    }
+    for (b, ids) in by_backend.iter().enumerate() {
+        if ids.is_empty() {
+            continue;
+        }
+        sched.place_weights(&mut g, b, ids).map_err(|e| {
+            LlmError::sched(format!("placing {} weights on backend {b}", ids.len()), e)
+        })?;
+    }
+    let total_bytes: u64 = leaves
+        .iter()
+        .filter_map(|(_, s)| source.tensor(&s.file_name))
+        .map(|t| t.data.len() as u64)
+        .sum();
+    let mut done_bytes = 0;
+    progress(LoadProgress {
+        done_bytes,
+        total_bytes,
+    });
+    for (t, spec) in leaves {
+        let data = source
+            .tensor(&spec.file_name)
+            .ok_or_else(|| LlmError::MissingTensor {
+                path: source.path().to_path_buf(),
+                name: spec.file_name.clone(),
+            })?
+            .data;
+        sched
+            .upload(&g, t, data)
+            .map_err(|e| LlmError::sched(format!("uploading '{}'", spec.name), e))?;
+        done_bytes += data.len() as u64;
+        progress(LoadProgress {
+            done_bytes,
+            total_bytes,
+        });
+    }
+    Ok(total_bytes)
+}
