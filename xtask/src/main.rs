@@ -12,10 +12,14 @@
 //!
 //! `cargo xtask test` runs everything CI checks (see `test.rs`).
 //!
+//! `cargo xtask make-model --arch A --preset P --type T -o F.gguf` writes a
+//! random-weight GGUF test model (see `make_model.rs`).
+//!
 //! `cargo xtask hexagon-qemu` builds the Hexagon DSP C for Hexagon and runs
 //! its kernel tests under qemu-hexagon (see `hexagon_qemu.rs`).
 
 mod hexagon_qemu;
+mod make_model;
 mod setup;
 mod test;
 
@@ -49,6 +53,8 @@ enum Task {
     Test,
     /// Build the Hexagon DSP C for Hexagon v67 + HVX and compare its kernel tests under qemu-hexagon with the host's.
     HexagonQemu,
+    /// Write a random-weight GGUF test model (llama/qwen2/qwen3, tiny or 1b).
+    MakeModel(make_model::Args),
 }
 
 /// One cdylib build: package, features, and the file name to install it as.
@@ -166,6 +172,7 @@ fn plugins(fixtures: bool) -> Result<(), String> {
             "twin-one",
             "twin-two",
             "picky",
+            "pickier",
         ];
         for f in behaviours {
             let b = Build {
@@ -183,6 +190,38 @@ fn plugins(fixtures: bool) -> Result<(), String> {
             file: plugin_file("changed"),
         };
         build(&b, &fdir)?;
+        // The hostile-plugin catalogue: one misbehaviour per build.
+        let hostile = [
+            "hang-score",
+            "hang-init",
+            "hang-devices",
+            "exit-at-load",
+            "abort-in-init",
+            "crash-in-devices",
+            "panic-in-devices",
+            "panic-in-buffer-type",
+            "panic-in-drop",
+            "device-type-200",
+            "device-type-newer",
+            "memory-free-over-total",
+            "score-max",
+            "alignment-huge",
+            "alloc-size-max",
+            "alloc-size-small",
+            "buffer-id-zero",
+            "buffer-short",
+            "long-description",
+            "squat-cpu",
+        ];
+        for f in hostile {
+            let b = Build {
+                package: "backplane-fixture-hostile",
+                lib: "backplane_fixture_hostile",
+                features: f,
+                file: plugin_file(&format!("hostile-{f}")),
+            };
+            build(&b, &fdir)?;
+        }
         eprintln!("xtask: fixture plugins in {}", fdir.display());
     }
     Ok(())
@@ -230,6 +269,7 @@ fn main() -> ExitCode {
         }),
         Task::Test => test::run(),
         Task::HexagonQemu => hexagon_qemu::run_all(),
+        Task::MakeModel(args) => make_model::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
