@@ -346,19 +346,18 @@ pub(crate) fn resolve_special(
         fim_sep: pick(vocab.fim_sep, None),
     };
 
-    // Ids not named by a key are found by well-known text (the lowest id wins
-    // where several match) and marked as control tokens.
+    // Ids not named by a key are found by well-known text and marked as
+    // control tokens. Where several listed texts exist, llama.cpp takes
+    // whichever its hash map yields first; here the earlier text in the list
+    // wins (`<|eot_id|>` over `<|end_of_text|>`, `<|im_end|>` over
+    // `<|endoftext|>`). All of them end generation either way.
     let detect = |slot: &mut Option<TokenId>, texts: &[&str], vocabulary: &mut Vocabulary| {
         if slot.is_some() {
             return;
         }
-        let found = vocabulary
-            .texts
-            .iter()
-            .position(|text| texts.contains(&text.as_str()));
-        if let Some(index) = found {
-            *slot = Some(index as TokenId);
-            vocabulary.attrs[index] |= attr::CONTROL;
+        if let Some(id) = texts.iter().find_map(|text| vocabulary.id_of(text)) {
+            *slot = Some(id);
+            vocabulary.attrs[id as usize] |= attr::CONTROL;
         }
     };
     detect(&mut special.eot, EOT_TEXTS, vocabulary);
