@@ -35,8 +35,11 @@
 //! [`GgufWriter`] collects metadata and a tensor table, then
 //! [`GgufWriter::begin`] writes the header and returns a [`TensorStream`]
 //! that takes each tensor's bytes in turn, so a model never has to be whole
-//! in memory. Files come out as version 3, laid out byte for byte as ggml
-//! lays them out.
+//! in memory. Files come out as version 3, laid out as ggml lays them out:
+//! the data section and every tensor start aligned, and each tensor is
+//! padded with zeros to the alignment. A file without tensors ends right
+//! after its tables, like llama.cpp's vocab files, which the writer
+//! reproduces byte for byte.
 //!
 //! ```
 //! use backplane_gguf::{DType, Gguf, GgufWriter};
