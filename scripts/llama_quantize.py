@@ -27,6 +27,7 @@ import ctypes
 import hashlib
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -173,11 +174,18 @@ def llama_cpp_version():
         return "llama-cpp-python (version unknown)"
 
 
+def dump_ref(ref):
+    """JSON with one line per tensor, to keep the references short and diffable."""
+    text = json.dumps(ref, indent=1)
+    one_line = lambda m: "{" + re.sub(r"\s*\n\s*", " ", m.group(1)) + "}"
+    return re.sub(r"\{\s*(\"name\"[^{}]*?)\s*\}", one_line, text) + "\n"
+
+
 def make_refs(out_dir, threads):
     os.makedirs(out_dir, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run(
-            ["cargo", "run", "--quiet", "--release", "-p", "backplane-quantize",
+            ["cargo", "run", "--quiet", "-p", "backplane-quantize",
              "--example", "reference_model", "--", tmp],
             cwd=REPO, check=True)
         for type_name in REF_TYPES:
@@ -191,10 +199,8 @@ def make_refs(out_dir, threads):
                 models[variant] = entry
             path = os.path.join(out_dir, f"{type_name}.json")
             with open(path, "w") as f:
-                json.dump({"type": type_name, "ftype": FTYPES[type_name],
-                           "made_by": llama_cpp_version(), "models": models},
-                          f, indent=1)
-                f.write("\n")
+                f.write(dump_ref({"type": type_name, "ftype": FTYPES[type_name],
+                                  "made_by": llama_cpp_version(), "models": models}))
             print(f"wrote {os.path.relpath(path, REPO)}")
 
 
