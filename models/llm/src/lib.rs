@@ -35,7 +35,7 @@
 
 mod bench;
 mod error;
-// TEMP mod gguf_file;
+mod gguf_file;
 mod graph;
 mod hparams;
 mod model;
@@ -48,7 +48,7 @@ mod weights;
 
 pub use bench::{BenchResult, bench};
 pub use error::LlmError;
-// TEMP pub use gguf_file::load_tokenizer;
+pub use gguf_file::load_tokenizer;
 pub use graph::Shape;
 pub use hparams::{Arch, HParams};
 pub use model::{LoadOptions, LoadProgress, Model};

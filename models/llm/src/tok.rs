@@ -1,7 +1,3 @@
-//! TEMP placeholder until backplane-tokenizer lands.
-/// placeholder
-pub struct Tokenizer;
-impl Tokenizer {
-    /// placeholder
-    pub fn is_eog(&self, _t: u32) -> bool { false }
-}
+//! The tokenizer type models carry (from backplane-tokenizer).
+
+pub use backplane_tokenizer::Tokenizer;
