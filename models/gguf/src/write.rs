@@ -11,13 +11,15 @@ use crate::reader::Gguf;
 use crate::value::{Array, Value};
 use crate::{DEFAULT_ALIGNMENT, GGUF_MAGIC, TensorInfo};
 
-/// The version the writer produces.
+/// The version the writer produces unless told otherwise.
 pub const WRITE_VERSION: u32 = 3;
 
 /// Writes a GGUF v3 file in a streaming way: header and tables first, then
 /// each tensor's bytes in order (never the whole model in memory).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct GgufWriter {
+    /// 2 or 3.
+    version: u32,
     metadata: Vec<(String, Value)>,
     tensors: Vec<TensorInfo>,
 }
@@ -33,10 +35,20 @@ fn align_up(n: u64, alignment: u64) -> u64 {
     n.div_ceil(alignment) * alignment
 }
 
+impl Default for GgufWriter {
+    fn default() -> GgufWriter {
+        GgufWriter::new()
+    }
+}
+
 impl GgufWriter {
     /// An empty file: version 3, alignment 32 until `general.alignment` is set.
     pub fn new() -> GgufWriter {
-        GgufWriter::default()
+        GgufWriter {
+            version: WRITE_VERSION,
+            metadata: Vec::new(),
+            tensors: Vec::new(),
+        }
     }
 
     /// A writer holding `file`'s metadata (same order) and tensor table
@@ -51,6 +63,28 @@ impl GgufWriter {
             w.add_tensor(t.name.clone(), t.dtype, &t.ne[..t.n_dims as usize])?;
         }
         Ok(w)
+    }
+
+    /// Chooses the version written: 3 (the default) or 2, whose layout is
+    /// the same for little-endian files (for rewriting old files exactly).
+    pub fn set_version(&mut self, version: u32) -> Result<(), GgufError> {
+        if !matches!(version, 2 | 3) {
+            return Err(write_error(
+                "header",
+                format!("cannot write GGUF version {version}; only 2 and 3"),
+            ));
+        }
+        self.version = version;
+        Ok(())
+    }
+
+    /// The version that will be written.
+    pub fn version(&self) -> u32 {
+        if self.version == 0 {
+            WRITE_VERSION
+        } else {
+            self.version
+        }
     }
 
     /// Sets `key`: replaces an existing value in place, else appends.
@@ -207,7 +241,7 @@ impl GgufWriter {
         self.validate()?;
         let mut buf = Vec::new();
         buf.extend_from_slice(&GGUF_MAGIC);
-        buf.extend_from_slice(&WRITE_VERSION.to_le_bytes());
+        buf.extend_from_slice(&self.version().to_le_bytes());
         buf.extend_from_slice(&(self.tensors.len() as u64).to_le_bytes());
         buf.extend_from_slice(&(self.metadata.len() as u64).to_le_bytes());
         for (key, value) in &self.metadata {
@@ -261,6 +295,7 @@ impl GgufWriter {
             out,
             tensors: self.tensors.clone(),
             next: 0,
+            partial: 0,
             alignment,
         })
     }
@@ -336,70 +371,104 @@ fn put_array(buf: &mut Vec<u8>, a: &Array) {
 }
 
 /// The data half of a file being written: takes each tensor's bytes in the
-/// order the tensors were added.
+/// order the tensors were added, whole or in parts.
 pub struct TensorStream<W: Write> {
     out: W,
     tensors: Vec<TensorInfo>,
     next: usize,
+    /// Bytes of tensor `next` written so far.
+    partial: u64,
     alignment: u64,
 }
 
 impl<W: Write> TensorStream<W> {
-    /// Writes the next tensor's bytes (exactly its `size_bytes`) and the
-    /// padding after them. Tensors must come in the order they were added.
-    pub fn write_tensor(&mut self, name: &str, bytes: &[u8]) -> Result<(), GgufError> {
-        let what = || format!("tensor '{name}'");
+    /// The entry of tensor `next`, checked to be called `name`.
+    fn expect(&self, name: &str) -> Result<&TensorInfo, GgufError> {
         let Some(expected) = self.tensors.get(self.next) else {
             return Err(write_error(
-                what(),
+                format!("tensor '{name}'"),
                 format!("all {} tensors are already written", self.tensors.len()),
             ));
         };
         if expected.name != name {
             return Err(write_error(
-                what(),
+                format!("tensor '{name}'"),
                 format!(
                     "expected tensor[{}] '{}' next: tensors must be written in the order they were added",
                     self.next, expected.name
                 ),
             ));
         }
-        if bytes.len() as u64 != expected.size_bytes {
+        Ok(expected)
+    }
+
+    /// Writes the next tensor's bytes (exactly its `size_bytes`) and the
+    /// padding after them. Tensors must come in the order they were added.
+    pub fn write_tensor(&mut self, name: &str, bytes: &[u8]) -> Result<(), GgufError> {
+        let expected = self.expect(name)?;
+        if self.partial != 0 || bytes.len() as u64 != expected.size_bytes {
             return Err(write_error(
-                what(),
+                format!("tensor '{name}'"),
                 format!(
-                    "got {} bytes, the {} tensor of shape {:?} takes {}",
+                    "got {} bytes (after {} already written), the {} tensor of shape {:?} takes {}",
                     bytes.len(),
+                    self.partial,
                     expected.dtype,
-                    &expected.ne[..expected.n_dims as usize],
+                    expected.shape(),
                     expected.size_bytes
                 ),
             ));
         }
-        self.out
-            .write_all(bytes)
-            .and_then(|()| write_padding(&mut self.out, expected.size_bytes, self.alignment))
-            .map_err(|e| write_error(what(), e.to_string()))?;
-        self.next += 1;
+        self.write_tensor_part(name, bytes)
+    }
+
+    /// Writes the next part of tensor `name`'s bytes (e.g. a run of rows);
+    /// when its `size_bytes` are complete the padding follows and the
+    /// stream moves on to the next tensor.
+    pub fn write_tensor_part(&mut self, name: &str, bytes: &[u8]) -> Result<(), GgufError> {
+        let expected = self.expect(name)?;
+        let size = expected.size_bytes;
+        let total = self.partial + bytes.len() as u64;
+        if total > size {
+            return Err(write_error(
+                format!("tensor '{name}'"),
+                format!(
+                    "{} bytes after {} already written exceed its size of {size} bytes",
+                    bytes.len(),
+                    self.partial
+                ),
+            ));
+        }
+        let io = |e: std::io::Error| write_error(format!("tensor '{name}'"), e.to_string());
+        self.out.write_all(bytes).map_err(io)?;
+        self.partial = total;
+        if total == size {
+            write_padding(&mut self.out, size, self.alignment).map_err(io)?;
+            self.next += 1;
+            self.partial = 0;
+        }
         Ok(())
     }
 
-    /// The tensors written so far.
+    /// The tensors completely written so far.
     pub fn written(&self) -> usize {
         self.next
     }
 
-    /// Flushes and returns the output; fails if any tensor is missing.
+    /// Flushes and returns the output; fails if any tensor is missing or
+    /// only partly written.
     pub fn finish(mut self) -> Result<W, GgufError> {
         if let Some(missing) = self.tensors.get(self.next) {
             return Err(write_error(
                 "tensor data",
                 format!(
-                    "{} of {} tensors written; tensor[{}] '{}' is missing",
+                    "{} of {} tensors written; tensor[{}] '{}' is missing ({} of {} bytes written)",
                     self.next,
                     self.tensors.len(),
                     self.next,
-                    missing.name
+                    missing.name,
+                    self.partial,
+                    missing.size_bytes
                 ),
             ));
         }

@@ -410,3 +410,55 @@ fn tensor_info_reports_shape_and_elements() {
     assert_eq!(t.shape(), &[3, 5]);
     assert_eq!(t.n_elements(), 15);
 }
+
+#[test]
+fn tensors_can_be_written_in_parts() {
+    let mut w = GgufWriter::new();
+    w.add_tensor("a", DType::Q8_0, &[32, 3]).unwrap();
+    w.add_tensor("b", DType::F32, &[1]).unwrap();
+    let mut s = w.begin(Vec::new()).unwrap();
+    for row in 0..3u8 {
+        s.write_tensor_part("a", &[row; 34]).unwrap();
+    }
+    let (_, reason) = write_err(s.write_tensor_part("b", &[0; 5]));
+    assert!(
+        reason.contains("5 bytes after 0 already written exceed its size of 4"),
+        "{reason}"
+    );
+    s.write_tensor_part("b", &[9; 2]).unwrap();
+    let (_, reason) = write_err(s.write_tensor("b", &[9; 4]));
+    assert!(reason.contains("after 2 already written"), "{reason}");
+    s.write_tensor_part("b", &[9; 2]).unwrap();
+    let file = Gguf::from_bytes(s.finish().unwrap()).unwrap();
+    let a = file.tensor("a").unwrap();
+    assert_eq!(&file.tensor_data(a)[34..68], &[1u8; 34]);
+    assert_eq!(file.tensor_data(file.tensor("b").unwrap()), &[9u8; 4]);
+}
+
+#[test]
+fn unfinished_part_is_named_by_finish() {
+    let mut w = GgufWriter::new();
+    w.add_tensor("a", DType::F32, &[8]).unwrap();
+    let mut s = w.begin(Vec::new()).unwrap();
+    s.write_tensor_part("a", &[0; 12]).unwrap();
+    let (_, reason) = write_err(s.finish());
+    assert!(
+        reason.contains("tensor[0] 'a' is missing (12 of 32 bytes written)"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn version_2_can_be_written() {
+    let mut w = GgufWriter::new();
+    assert_eq!(w.version(), 3);
+    let (what, reason) = write_err(w.set_version(1));
+    assert_eq!(what, "header");
+    assert!(reason.contains("only 2 and 3"), "{reason}");
+    w.set_version(2).unwrap();
+    w.set("k", 1u32);
+    let bytes = w.begin(Vec::new()).unwrap().finish().unwrap();
+    assert_eq!(&bytes[4..8], &2u32.to_le_bytes());
+    let file = Gguf::from_bytes(bytes).unwrap();
+    assert_eq!((file.version(), file.get_u32("k").unwrap()), (2, 1));
+}
