@@ -51,7 +51,7 @@ data["cpu"] = {
     "family": lscpu.get("CPU family"),
     "model": lscpu.get("Model"),
     "cpus": lscpu.get("CPU(s)"),
-    "flags": lscpu.get("Flags", "").split(),
+    "flags": lscpu.get("Flags", ""),
 }
 data["llama_cpp_commit"] = commit_file.read_text().strip() if commit_file.is_file() else "unknown"
 data["tool"] = "llama-bench (llama.cpp tools/llama-bench), built by scripts/llama-cpp.sh"
