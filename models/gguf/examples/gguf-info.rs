@@ -40,7 +40,9 @@ impl Write for Compare<'_> {
 
 fn summary(value: &Value) -> String {
     match value {
-        Value::String(s) if s.len() > 60 => format!("{:?}...", &s[..s.floor_char_boundary(60)]),
+        Value::String(s) if s.chars().count() > 60 => {
+            format!("{:?}...", s.chars().take(60).collect::<String>())
+        }
         Value::String(s) => format!("{s:?}"),
         Value::Array(Array::String(v)) if !v.is_empty() => {
             format!("[{} strings: {:?}, ...]", v.len(), v[0])

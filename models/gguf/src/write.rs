@@ -80,11 +80,7 @@ impl GgufWriter {
 
     /// The version that will be written.
     pub fn version(&self) -> u32 {
-        if self.version == 0 {
-            WRITE_VERSION
-        } else {
-            self.version
-        }
+        self.version
     }
 
     /// Sets `key`: replaces an existing value in place, else appends.
