@@ -1,8 +1,13 @@
 //! Host-side handles over the ABI objects: the same types whether a backend
 //! came from a plugin file or is linked in (the CPU fallback).
 //!
-//! Each method forwards to the plugin; its meaning is the contract in
-//! `backplane_abi::plugin::contract`.
+//! This is the plugin edge: every value a plugin hands the host is checked
+//! here, once, by the rules of [`check`](super::check) (enum codes known,
+//! numbers in range and consistent, text cleaned and capped), and the rest
+//! of the host trusts what these handles return. Values that do not change
+//! (names, kinds, caps, buffer types, alignments, a buffer's id and size)
+//! are read and checked once and kept. Each method's meaning is the
+//! contract in `backplane_abi::plugin::contract`.
 
 use std::sync::Arc;
 
@@ -10,19 +15,81 @@ use abi_stable::std_types::{RSlice, RSliceMut, RStr};
 use backplane_abi::TensorDesc;
 use backplane_abi::plugin::{
     BackendBox, BufferBox, BufferTypeRef, DeviceCaps, DeviceRef, DeviceType, EventBox, Memory,
-    PluginError, Verdict,
+    PluginError, Verdict, caps_bits, device_type_code,
 };
+
+use super::check::{self, MAX_DESCRIPTION_CHARS, MAX_MESSAGE_CHARS, MAX_NAME_CHARS, clean_text};
+
+/// A plugin call's result with its error message cleaned.
+fn clean<T>(r: abi_stable::std_types::RResult<T, PluginError>) -> Result<T, PluginError> {
+    r.into_result().map_err(check::clean_error)
+}
+
+/// A getter's result at load time: the panic or error message as a reason.
+fn at_load<T>(r: abi_stable::std_types::RResult<T, PluginError>) -> Result<T, String> {
+    clean(r).map_err(|e| e.message.to_string())
+}
+
+/// What a device says about itself, checked once at load.
+struct DeviceInfo {
+    name: String,
+    description: String,
+    device_type: DeviceType,
+    caps: DeviceCaps,
+    buffer_type: BufferType,
+    host_buffer_type: Option<BufferType>,
+}
 
 /// One device of a loaded backend.
 #[derive(Clone)]
 pub struct Device {
     backend: Arc<str>,
     raw: DeviceRef,
+    info: Arc<DeviceInfo>,
 }
 
 impl Device {
-    pub(crate) fn new(backend: Arc<str>, raw: DeviceRef) -> Device {
-        Device { backend, raw }
+    /// Checks the device a plugin handed over; the reason names the field,
+    /// the value and the rule it breaks.
+    pub(crate) fn check(backend: Arc<str>, raw: DeviceRef) -> Result<Device, String> {
+        let name = clean_text(&at_load(raw.name())?, MAX_NAME_CHARS);
+        let in_device = |e: String| format!("device '{name}': {e}");
+        let description =
+            clean_text(&at_load(raw.description()).map_err(in_device)?, MAX_DESCRIPTION_CHARS);
+        let code = at_load(raw.device_type()).map_err(in_device)?;
+        let device_type = DeviceType::from_code(code).ok_or_else(|| {
+            in_device(format!(
+                "device type code {code} is unknown to this host (it knows {} cpu, {} gpu, {} igpu, {} accel)",
+                device_type_code::CPU,
+                device_type_code::GPU,
+                device_type_code::IGPU,
+                device_type_code::ACCEL
+            ))
+        })?;
+        let mem = at_load(raw.memory()).map_err(in_device)?;
+        check::memory(mem.free_bytes, mem.total_bytes).map_err(in_device)?;
+        let caps = caps_bits::decode(at_load(raw.caps()).map_err(in_device)?);
+        let buffer_type = BufferType::check(at_load(raw.buffer_type()).map_err(in_device)?)
+            .map_err(in_device)?;
+        let host_buffer_type = match at_load(raw.host_buffer_type()).map_err(in_device)? {
+            abi_stable::std_types::ROption::RSome(b) => {
+                Some(BufferType::check(b).map_err(in_device)?)
+            }
+            abi_stable::std_types::ROption::RNone => None,
+        };
+        let info = DeviceInfo {
+            name,
+            description,
+            device_type,
+            caps,
+            buffer_type,
+            host_buffer_type,
+        };
+        Ok(Device {
+            backend,
+            raw,
+            info: Arc::new(info),
+        })
     }
 
     /// Name of the backend this device belongs to.
@@ -30,41 +97,61 @@ impl Device {
         &self.backend
     }
 
-    /// Device name within its backend.
+    /// Device name within its backend (cleaned, at most 64 characters).
     pub fn name(&self) -> String {
-        self.raw.name().into()
+        self.info.name.clone()
     }
 
-    /// One-line description.
+    /// One-line description (cleaned, at most 256 characters).
     pub fn description(&self) -> String {
-        self.raw.description().into()
+        self.info.description.clone()
     }
 
     /// Kind of hardware.
     pub fn device_type(&self) -> DeviceType {
-        self.raw.device_type()
+        self.info.device_type
     }
 
-    /// Free and total memory.
+    /// Free and total memory, checked now (free at most total).
+    pub fn try_memory(&self) -> Result<Memory, String> {
+        let mem = clean(self.raw.memory()).map_err(|e| e.message.to_string())?;
+        check::memory(mem.free_bytes, mem.total_bytes)?;
+        Ok(mem)
+    }
+
+    /// Free and total memory; when the plugin's answer breaks the rules
+    /// ([`try_memory`](Self::try_memory) says how) 0 / 0 (unknown), with a
+    /// warning.
     pub fn memory(&self) -> Memory {
-        self.raw.memory()
+        self.try_memory().unwrap_or_else(|e| {
+            tracing::warn!(device = %self.info.name, "{e}");
+            Memory::default()
+        })
     }
 
-    /// Optional features.
+    /// Optional features (read once at load).
     pub fn caps(&self) -> DeviceCaps {
-        self.raw.caps()
+        self.info.caps
     }
 
     /// Whether `graph[node]` can run here, with the reason when not.
     pub fn supports_op(&self, graph: &[TensorDesc], node: usize) -> Verdict {
-        self.raw.supports_op(RSlice::from_slice(graph), node)
+        match self.raw.supports_op(RSlice::from_slice(graph), node).decode() {
+            Ok(Verdict::Supported) => Verdict::Supported,
+            Ok(Verdict::Unsupported(reason)) => {
+                Verdict::unsupported(clean_text(&reason, MAX_MESSAGE_CHARS))
+            }
+            Err(code) => Verdict::unsupported(format!(
+                "device {} answered supports_op with verdict code {code}, unknown to this host",
+                self.info.name
+            )),
+        }
     }
 
     /// Whether this device computes on tensors in buffers of `buft`.
     pub fn supports_buft(&self, buft: &BufferType) -> bool {
-        let name = buft.name();
         self.raw
-            .supports_buft(RStr::from_str(&name), buft.is_host())
+            .supports_buft(RStr::from_str(&buft.info.name), buft.info.is_host)
     }
 
     /// Whether to pull the weights of `graph[node]` here to run it.
@@ -72,35 +159,27 @@ impl Device {
         self.raw.offload_op(RSlice::from_slice(graph), node)
     }
 
-    /// The default buffer type.
+    /// The default buffer type (checked at load).
     pub fn buffer_type(&self) -> BufferType {
-        BufferType {
-            raw: self.raw.buffer_type(),
-        }
+        self.info.buffer_type.clone()
     }
 
-    /// The pinned host buffer type, if any.
+    /// The pinned host buffer type, if any (checked at load).
     pub fn host_buffer_type(&self) -> Option<BufferType> {
-        self.raw
-            .host_buffer_type()
-            .into_option()
-            .map(|raw| BufferType { raw })
+        self.info.host_buffer_type.clone()
     }
 
     /// A new stream on this device.
     pub fn init_backend(&self, params: &str) -> Result<Stream, PluginError> {
-        self.raw
-            .init_backend(RStr::from_str(params))
-            .into_result()
-            .map(|raw| Stream { raw })
+        clean(self.raw.init_backend(RStr::from_str(params))).map(|raw| Stream { raw })
     }
 
     /// A new event (only when `caps().events`).
     pub fn new_event(&self) -> Result<Event, PluginError> {
-        self.raw.new_event().into_result().map(|raw| Event { raw })
+        clean(self.raw.new_event()).map(|raw| Event { raw })
     }
 
-    /// The ABI object itself.
+    /// The ABI object itself (unchecked: calls through it bypass the rules).
     pub fn raw(&self) -> &DeviceRef {
         &self.raw
     }
@@ -108,7 +187,7 @@ impl Device {
 
 impl std::fmt::Debug for Device {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Device({}/{})", self.backend, self.name())
+        write!(f, "Device({}/{})", self.backend, self.info.name)
     }
 }
 
@@ -116,62 +195,119 @@ impl std::fmt::Debug for Device {
 #[derive(Clone)]
 pub struct BufferType {
     raw: BufferTypeRef,
+    info: Arc<BufferTypeInfo>,
+}
+
+/// What a buffer type says about itself, checked once.
+struct BufferTypeInfo {
+    name: String,
+    alignment: u64,
+    max_size: u64,
+    is_host: bool,
 }
 
 impl BufferType {
-    /// Name, unique across backends.
+    /// Checks a buffer type a plugin handed over.
+    fn check(raw: BufferTypeRef) -> Result<BufferType, String> {
+        let name = clean_text(&at_load(raw.name())?, MAX_NAME_CHARS);
+        let in_buft = |e: String| format!("buffer type '{name}': {e}");
+        let alignment = check::alignment(at_load(raw.alignment()).map_err(in_buft)?).map_err(in_buft)?;
+        let max_size = at_load(raw.max_size()).map_err(in_buft)?;
+        let is_host = at_load(raw.is_host()).map_err(in_buft)?;
+        let info = BufferTypeInfo {
+            name,
+            alignment,
+            max_size,
+            is_host,
+        };
+        Ok(BufferType {
+            raw,
+            info: Arc::new(info),
+        })
+    }
+
+    /// Name, unique across backends (cleaned, at most 64 characters).
     pub fn name(&self) -> String {
-        self.raw.name().into()
+        self.info.name.clone()
     }
 
-    /// Allocates a buffer.
+    /// Allocates a buffer; the plugin's buffer is checked (nonzero id, at
+    /// least `size_bytes`, a base address when host memory) and freed again
+    /// with a `BAD_INPUT` error naming the rule when it fails.
     pub fn alloc_buffer(&self, size_bytes: u64) -> Result<Buffer, PluginError> {
-        self.raw
-            .alloc_buffer(size_bytes)
-            .into_result()
-            .map(|raw| Buffer { raw })
+        let raw = clean(self.raw.alloc_buffer(size_bytes))?;
+        let refuse = |e: String| {
+            PluginError::bad_input(format!("buffer type '{}': {e}", self.info.name))
+        };
+        let id = clean(raw.id())?;
+        let size = clean(raw.size())?;
+        let base = clean(raw.base())?;
+        check::new_buffer(id, size, size_bytes, base, self.info.is_host).map_err(refuse)?;
+        Ok(Buffer {
+            raw,
+            id,
+            base,
+            size,
+        })
     }
 
-    /// Alignment of tensor offsets in bytes.
+    /// Alignment of tensor offsets in bytes (a power of two up to 64 KiB).
     pub fn alignment(&self) -> u64 {
-        self.raw.alignment()
+        self.info.alignment
     }
 
     /// Largest buffer in bytes.
     pub fn max_size(&self) -> u64 {
-        self.raw.max_size()
+        self.info.max_size
     }
 
-    /// Bytes to reserve for `tensor`.
+    /// Bytes to reserve for `tensor`, checked: from its size to twice it
+    /// plus 64 KiB.
+    pub fn try_alloc_size(&self, tensor: &TensorDesc) -> Result<u64, PluginError> {
+        let value = clean(self.raw.alloc_size(tensor))?;
+        check::alloc_size(value, tensor.nbytes()).map_err(|e| {
+            PluginError::bad_input(format!("buffer type '{}': {e}", self.info.name))
+        })
+    }
+
+    /// Bytes to reserve for `tensor`; when the plugin's answer breaks the
+    /// rules ([`try_alloc_size`](Self::try_alloc_size) says how) the
+    /// tensor's own size, with a warning.
     pub fn alloc_size(&self, tensor: &TensorDesc) -> u64 {
-        self.raw.alloc_size(tensor)
+        self.try_alloc_size(tensor).unwrap_or_else(|e| {
+            tracing::warn!("{e}");
+            tensor.nbytes()
+        })
     }
 
     /// Whether buffers live in host memory.
     pub fn is_host(&self) -> bool {
-        self.raw.is_host()
+        self.info.is_host
     }
 }
 
 /// One allocation; freed when dropped.
 pub struct Buffer {
     raw: BufferBox,
+    id: u64,
+    base: usize,
+    size: u64,
 }
 
 impl Buffer {
-    /// Id to write into `TensorDesc::buffer`.
+    /// Id to write into `TensorDesc::buffer` (nonzero, read once).
     pub fn id(&self) -> u64 {
-        self.raw.id()
+        self.id
     }
 
-    /// Host address of the first byte (0 when not host memory).
+    /// Host address of the first byte (0 when not host memory; read once).
     pub fn base(&self) -> usize {
-        self.raw.base()
+        self.base
     }
 
-    /// Size in bytes.
+    /// Size in bytes (at least what was asked; read once).
     pub fn size(&self) -> u64 {
-        self.raw.size()
+        self.size
     }
 
     /// Writes `data` at `offset` bytes into `tensor`.
@@ -181,9 +317,7 @@ impl Buffer {
         offset: u64,
         data: &[u8],
     ) -> Result<(), PluginError> {
-        self.raw
-            .set_tensor(tensor, offset, RSlice::from_slice(data))
-            .into_result()
+        clean(self.raw.set_tensor(tensor, offset, RSlice::from_slice(data)))
     }
 
     /// Reads `out.len()` bytes at `offset` bytes into `tensor`.
@@ -193,9 +327,7 @@ impl Buffer {
         offset: u64,
         out: &mut [u8],
     ) -> Result<(), PluginError> {
-        self.raw
-            .get_tensor(tensor, offset, RSliceMut::from_mut_slice(out))
-            .into_result()
+        clean(self.raw.get_tensor(tensor, offset, RSliceMut::from_mut_slice(out)))
     }
 
     /// Sets `size` bytes at `offset` into `tensor` to `value`.
@@ -206,19 +338,17 @@ impl Buffer {
         offset: u64,
         size: u64,
     ) -> Result<(), PluginError> {
-        self.raw
-            .memset_tensor(tensor, value, offset, size)
-            .into_result()
+        clean(self.raw.memset_tensor(tensor, value, offset, size))
     }
 
     /// Copies `src` into `dst` (in this buffer); `Ok(false)` when the plugin cannot.
     pub fn cpy_tensor(&self, src: &TensorDesc, dst: &TensorDesc) -> Result<bool, PluginError> {
-        self.raw.cpy_tensor(src, dst).into_result()
+        clean(self.raw.cpy_tensor(src, dst))
     }
 
     /// Sets every byte to `value`.
     pub fn clear(&self, value: u8) -> Result<(), PluginError> {
-        self.raw.clear(value).into_result()
+        clean(self.raw.clear(value))
     }
 }
 
@@ -230,14 +360,15 @@ pub struct Stream {
 impl Stream {
     /// Name for logs.
     pub fn name(&self) -> String {
-        self.raw.name().into()
+        match clean(self.raw.name()) {
+            Ok(n) => clean_text(&n, MAX_NAME_CHARS),
+            Err(e) => format!("? ({e})"),
+        }
     }
 
     /// Runs a graph.
     pub fn graph_compute(&self, graph: &[TensorDesc]) -> Result<(), PluginError> {
-        self.raw
-            .graph_compute(RSlice::from_slice(graph))
-            .into_result()
+        clean(self.raw.graph_compute(RSlice::from_slice(graph)))
     }
 
     /// Queues a tensor write (`caps().async_ops` only); keep `data` alive until `synchronize`.
@@ -247,9 +378,7 @@ impl Stream {
         offset: u64,
         data: &[u8],
     ) -> Result<(), PluginError> {
-        self.raw
-            .set_tensor_async(tensor, offset, RSlice::from_slice(data))
-            .into_result()
+        clean(self.raw.set_tensor_async(tensor, offset, RSlice::from_slice(data)))
     }
 
     /// Queues a tensor read (`caps().async_ops` only); read `out` after `synchronize`.
@@ -259,9 +388,7 @@ impl Stream {
         offset: u64,
         out: &mut [u8],
     ) -> Result<(), PluginError> {
-        self.raw
-            .get_tensor_async(tensor, offset, RSliceMut::from_mut_slice(out))
-            .into_result()
+        clean(self.raw.get_tensor_async(tensor, offset, RSliceMut::from_mut_slice(out)))
     }
 
     /// Queues a copy between buffers of this plugin; `Ok(false)` when it cannot.
@@ -270,22 +397,22 @@ impl Stream {
         src: &TensorDesc,
         dst: &TensorDesc,
     ) -> Result<bool, PluginError> {
-        self.raw.cpy_tensor_async(src, dst).into_result()
+        clean(self.raw.cpy_tensor_async(src, dst))
     }
 
     /// Waits for queued work.
     pub fn synchronize(&self) -> Result<(), PluginError> {
-        self.raw.synchronize().into_result()
+        clean(self.raw.synchronize())
     }
 
     /// Records `event` on this stream.
     pub fn event_record(&self, event: &Event) -> Result<(), PluginError> {
-        self.raw.event_record(&event.raw).into_result()
+        clean(self.raw.event_record(&event.raw))
     }
 
     /// Makes this stream wait for `event`.
     pub fn event_wait(&self, event: &Event) -> Result<(), PluginError> {
-        self.raw.event_wait(&event.raw).into_result()
+        clean(self.raw.event_wait(&event.raw))
     }
 }
 
@@ -297,6 +424,6 @@ pub struct Event {
 impl Event {
     /// Blocks until the recorded work is done.
     pub fn synchronize(&self) -> Result<(), PluginError> {
-        self.raw.synchronize().into_result()
+        clean(self.raw.synchronize())
     }
 }

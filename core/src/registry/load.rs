@@ -14,53 +14,73 @@ use std::path::Path;
 use abi_stable::library::{LibraryError, RootModule, lib_header_from_path};
 use backplane_abi::plugin::{ABI_VERSION, ABI_VERSION_SYMBOL, PluginModRef, RegBox, SCORE_SYMBOL};
 
-/// Lines a user-facing refusal reason may have.
-pub const MAX_REASON_LINES: usize = 5;
-/// Characters per line of a user-facing refusal reason.
-const MAX_REASON_LINE_CHARS: usize = 200;
+/// Lines a user-facing refusal reason may have: one.
+pub const MAX_REASON_LINES: usize = 1;
+/// Characters a user-facing refusal reason may have.
+const MAX_REASON_CHARS: usize = 400;
 
-/// Cuts `text` to at most [`MAX_REASON_LINES`] lines of bounded width.
+/// `text` as one line of bounded width: lines joined with `; `, control
+/// characters escaped, cut at 400 characters (the full text stays in the
+/// debug log).
 pub fn short_reason(text: &str) -> String {
-    let lines: Vec<&str> = text
+    let joined = text
         .lines()
-        .map(str::trim_end)
-        .filter(|l| !l.trim().is_empty())
-        .collect();
-    let mut out: Vec<String> = lines
-        .iter()
-        .take(MAX_REASON_LINES)
-        .map(|l| {
-            if l.chars().count() > MAX_REASON_LINE_CHARS {
-                let cut: String = l.chars().take(MAX_REASON_LINE_CHARS - 3).collect();
-                format!("{cut}...")
-            } else {
-                l.to_string()
-            }
-        })
-        .collect();
-    if lines.len() > MAX_REASON_LINES
-        && let Some(last) = out.last_mut()
-    {
-        *last = "... (more at debug level: BACKPLANE_LOG=debug)".to_string();
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ");
+    let mut out = super::check::clean_text(&joined, MAX_REASON_CHARS);
+    if joined.chars().count() > MAX_REASON_CHARS {
+        // clean_text noted the length; say where the rest is.
+        out.push_str(" (full text at debug level: BACKPLANE_LOG=debug)");
     }
-    out.join("\n")
+    out
+}
+
+/// An error and its causes, `outer: inner: innermost`, skipping a cause
+/// whose text the previous one already contains.
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        cause = c.source();
+    }
+    out
+}
+
+/// Why the system loader refused `path`, without the repeated path.
+fn dlopen_reason(path: &Path, e: &(dyn std::error::Error + 'static)) -> String {
+    let msg = error_chain(e);
+    let path_str = path.display().to_string();
+    let detail = msg
+        .split_once(&format!("{path_str}: "))
+        .map_or(msg.clone(), |(before, after)| {
+            // `dlopen failed: /x/lib.so: file too short` -> `dlopen failed: file too short`
+            format!("{}{after}", before)
+        });
+    format!("not a loadable library: {detail}")
 }
 
 /// Opens `path` with the system loader and reads the plain C symbols;
 /// returns the score, or why the file is refused. The library stays loaded.
 pub fn preflight(path: &Path) -> Result<u32, String> {
+    preflight_staged(path, &mut |_| {})
+}
+
+/// [`preflight`], calling `stage` with `"open"`, `"abi_version"` and
+/// `"score"` before each step (the probe reports the last stage reached).
+pub fn preflight_staged(path: &Path, stage: &mut dyn FnMut(&str)) -> Result<u32, String> {
     check_elf_extents(path)?;
+    stage("open");
     // SAFETY: loading a library runs its initialisers; plugins are trusted
-    // code the user placed on the search path (as with ggml's backends).
-    let lib = unsafe { libloading::Library::new(path) }.map_err(|e| {
-        let msg = e.to_string();
-        // dlerror repeats the path; keep what follows it.
-        let path_str = path.display().to_string();
-        let detail = msg
-            .rsplit_once(&format!("{path_str}: "))
-            .map_or(msg.as_str(), |(_, d)| d);
-        format!("not a loadable library: {detail}")
-    })?;
+    // code the user placed on the search path (as with ggml's backends),
+    // and the registry has run this very load in a probe process first.
+    let lib = unsafe { libloading::Library::new(path) }.map_err(|e| dlopen_reason(path, &e))?;
     // Never unloaded (see the module docs).
     let lib: &'static libloading::Library = Box::leak(Box::new(lib));
     let read = |name: &str| -> Result<u32, String> {
@@ -70,13 +90,15 @@ pub fn preflight(path: &Path) -> Result<u32, String> {
             .map_err(|_| format!("not a backplane plugin: no `{name}` symbol"))?;
         Ok(f())
     };
+    stage("abi_version");
     let version = read(ABI_VERSION_SYMBOL)?;
     if version != ABI_VERSION {
         return Err(format!(
             "built for plugin ABI v{version}; this host speaks v{ABI_VERSION}"
         ));
     }
-    read(SCORE_SYMBOL)
+    stage("score");
+    super::check::score(read(SCORE_SYMBOL)?)
 }
 
 /// Refuses an ELF file whose program or section headers, or segments, lie
@@ -172,7 +194,7 @@ pub fn load(path: &Path) -> Result<RegBox, String> {
     let new_reg = module.new_reg();
     new_reg()
         .into_result()
-        .map_err(|e| format!("plugin init failed: {e}"))
+        .map_err(|e| format!("plugin init failed: {}", short_reason(&e.message)))
 }
 
 /// A short reason for an abi_stable error; the full text goes to debug logs.
@@ -181,8 +203,17 @@ fn library_error(path: &Path, e: LibraryError) -> String {
     match e {
         LibraryError::AbiInstability(_) => format!(
             "incompatible plugin interface: its `{}` root module layout differs from this host's \
-             (built against another backplane-abi)\nlayout diff at debug level: BACKPLANE_LOG=debug",
+             (built against another backplane-abi; layout diff at debug level: BACKPLANE_LOG=debug)",
             PluginModRef::NAME
+        ),
+        LibraryError::OpenError { err, .. } => dlopen_reason(path, &*err),
+        LibraryError::InvalidAbiHeader(found) => format!(
+            "incompatible abi_stable library header: the file says abi_stable {}.{}, this host expects {}.{} \
+             (built with another abi_stable)",
+            found.abi_major,
+            found.abi_minor,
+            abi_stable::library::AbiHeader::VALUE.abi_major,
+            abi_stable::library::AbiHeader::VALUE.abi_minor
         ),
         LibraryError::IncompatibleVersionNumber { expected_version, actual_version, .. } => format!(
             "built against backplane-abi {actual_version}, incompatible with this host's {expected_version}"
@@ -200,15 +231,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn short_reason_keeps_at_most_five_lines() {
-        let long = (0..40)
+    fn short_reason_is_one_bounded_line() {
+        let long = (0..400)
             .map(|i| format!("line {i}"))
             .collect::<Vec<_>>()
             .join("\n");
         let r = short_reason(&long);
         assert_eq!(r.lines().count(), MAX_REASON_LINES);
-        assert!(r.lines().last().unwrap().contains("debug"));
+        assert!(r.starts_with("line 0; line 1; line 2"), "{r}");
+        assert!(r.ends_with("BACKPLANE_LOG=debug)"), "{r}");
+        assert!(r.chars().count() < MAX_REASON_CHARS + 120);
         assert_eq!(short_reason("one"), "one");
-        assert!(short_reason(&"x".repeat(1000)).len() <= MAX_REASON_LINE_CHARS);
+        assert_eq!(short_reason("a\u{1b}b"), "a\\u{1b}b");
+    }
+
+    #[test]
+    fn dlopen_reason_keeps_the_system_message() {
+        let dir = std::env::temp_dir().join(format!("backplane-dlopen-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let empty = dir.join("libbackplane_empty.so");
+        std::fs::write(&empty, b"").unwrap();
+        let r = preflight(&empty).unwrap_err();
+        assert!(r.starts_with("not a loadable library: dlopen failed: "), "{r}");
+        assert!(r.contains("too short") || r.contains("invalid ELF"), "{r}");
+        assert!(!r.contains(&empty.display().to_string()), "{r}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -4,23 +4,33 @@
 //! dirs, `BACKPLANE_PLUGIN_PATH`, the executable's dir and
 //! `<exe dir>/../lib/backplane`, then the build-time default
 //! `target/plugins`) for files named `libbackplane_<backend>[-<variant>].so`
-//! (`.dylib`, `.dll`). Every file is preflighted with libloading (ABI
-//! version and score); per backend the variant with the highest score is
-//! loaded through abi_stable (ties: the one found first in search order,
-//! with a warning). If it fails to load, the next best is tried. Every file
-//! seen ends up either in [`Registry::backends`] or in
-//! [`Registry::refused`] with a reason of at most five lines.
+//! (`.dylib`, `.dll`). Every file is first judged in a child process
+//! ([`probe`]: ABI version, score, root module, registration, devices; a
+//! hang, exit, abort or crash refuses the file), with outcomes cached
+//! ([`cache`]); per backend the variant with the highest score is then
+//! loaded in process through abi_stable (ties: the one found first in
+//! search order, with a warning). If it fails to load, the next best is
+//! tried. A plugin must register the backend name of its file
+//! (`libbackplane_<name>[-variant]`). Every file seen ends up either in
+//! [`Registry::backends`] or in [`Registry::refused`] with a one-line
+//! reason; unreadable directories and entries are refused too.
+//!
+//! Every value a plugin hands over is checked once, in [`handle`], by the
+//! rules of [`check`].
 //!
 //! The CPU backend is also linked in: when no `cpu` plugin loads, the
 //! built-in one is added, behind the same [`Device`] handles.
 //!
 //! Libraries are never unloaded (see [`load`] for why).
 
+pub mod cache;
+pub mod check;
 pub mod handle;
 pub mod load;
+pub mod probe;
 pub mod search;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use backplane_abi::plugin::{RegBox, reg_object};
@@ -28,6 +38,7 @@ use backplane_cpu::plugin::{CpuReg, Isa, score};
 
 pub use handle::{Buffer, BufferType, Device, Event, Stream};
 pub use load::{MAX_REASON_LINES, short_reason};
+pub use probe::ProbeOptions;
 pub use search::{PLUGIN_PATH_ENV, SearchPath, build_time_plugin_dir};
 
 /// What to load.
@@ -84,6 +95,9 @@ pub struct LoadedBackend {
     pub devices: Vec<Device>,
     /// Why there are no devices, when the plugin says.
     pub no_device_reason: Option<String>,
+    /// Devices the plugin offered that the host refused, with why (one
+    /// line each, naming the device, the value and the rule).
+    pub refused_devices: Vec<String>,
     _reg: RegBox,
 }
 
@@ -92,7 +106,7 @@ pub struct LoadedBackend {
 pub struct Refusal {
     /// The file.
     pub path: PathBuf,
-    /// Why, at most [`MAX_REASON_LINES`] lines.
+    /// Why, one line ([`MAX_REASON_LINES`]).
     pub reason: String,
 }
 
@@ -117,29 +131,45 @@ impl Registry {
         Registry::load(&RegistryOptions::default())
     }
 
-    /// Loads according to `options`.
+    /// Loads according to `options`, probing as the environment says
+    /// ([`ProbeOptions::from_env`]).
     pub fn load(options: &RegistryOptions) -> Registry {
+        Registry::load_with(options, &ProbeOptions::from_env())
+    }
+
+    /// Loads according to `options`, probing files as `probe` says.
+    pub fn load_with(options: &RegistryOptions, probe: &ProbeOptions) -> Registry {
+        // Keeps the probe child's start-up hook linked into every program
+        // that loads plugins.
+        std::hint::black_box(&probe::PROBE_CHILD_HOOK);
         let mut refused = Vec::new();
-        let mut candidates: Vec<Candidate> = Vec::new();
+        let mut files: Vec<(PathBuf, String, Option<String>)> = Vec::new();
         let mut seen_files: Vec<PathBuf> = Vec::new();
-        let mut order = 0;
         for dir in options.search.dirs() {
-            for (path, backend, variant) in search::plugin_files(&dir) {
+            let (found, problems) = search::plugin_files_reporting(&dir);
+            refused.extend(problems.into_iter().map(|(path, reason)| Refusal { path, reason }));
+            for (path, backend, variant) in found {
                 let canonical = path.canonicalize().unwrap_or_else(|_| path.clone());
                 if seen_files.contains(&canonical) {
                     continue;
                 }
                 seen_files.push(canonical);
-                order += 1;
-                match load::preflight(&path) {
-                    Ok(0) => refused.push(Refusal {
-                        path,
-                        reason: "score 0: this variant cannot run on this machine (missing CPU or OS features, or hardware)"
-                            .to_string(),
-                    }),
-                    Ok(score) => candidates.push(Candidate { order, path, backend, variant, score }),
-                    Err(reason) => refused.push(Refusal { path, reason: short_reason(&reason) }),
-                }
+                files.push((path, backend, variant));
+            }
+        }
+        let paths: Vec<PathBuf> = files.iter().map(|f| f.0.clone()).collect();
+        let judged = judge_files(&paths, probe);
+
+        let mut candidates: Vec<Candidate> = Vec::new();
+        for (order, ((path, backend, variant), judged)) in files.into_iter().zip(judged).enumerate() {
+            match judged {
+                Ok(0) => refused.push(Refusal {
+                    path,
+                    reason: "score 0: this variant cannot run on this machine (missing CPU or OS features, or hardware)"
+                        .to_string(),
+                }),
+                Ok(score) => candidates.push(Candidate { order, path, backend, variant, score }),
+                Err(reason) => refused.push(Refusal { path, reason: short_reason(&reason) }),
             }
         }
 
@@ -182,31 +212,15 @@ impl Registry {
                     });
                     continue;
                 }
-                match load::load(&c.path) {
-                    Ok(reg) => {
-                        let reg_name: String = reg.name().into();
-                        if let Some(prev) = backends.iter().find(|b| b.name == reg_name) {
-                            let msg = format!(
-                                "duplicate backend name '{reg_name}': already loaded from {}",
-                                prev.source
-                                    .path()
-                                    .map_or("the built-in".into(), |p| p.display().to_string())
-                            );
-                            tracing::warn!(path = %c.path.display(), "{msg}");
-                            refused.push(Refusal {
-                                path: c.path.clone(),
-                                reason: msg,
-                            });
-                            continue;
-                        }
-                        if reg_name != name {
-                            tracing::warn!(path = %c.path.display(), "file names backend '{name}' but the plugin calls itself '{reg_name}'");
-                        }
-                        let source = Source::File {
-                            path: c.path.clone(),
-                            variant: c.variant.clone(),
-                        };
-                        backends.push(LoadedBackend::new(reg, c.score, source));
+                let source = Source::File {
+                    path: c.path.clone(),
+                    variant: c.variant.clone(),
+                };
+                match load::load(&c.path)
+                    .and_then(|reg| LoadedBackend::new(reg, c.score, source, Some(&name)))
+                {
+                    Ok(backend) => {
+                        backends.push(backend);
                         chosen = Some(c);
                     }
                     Err(reason) => {
@@ -222,11 +236,16 @@ impl Registry {
 
         if options.builtin_cpu && !backends.iter().any(|b| b.name == "cpu") {
             let isa = Isa::detect();
-            backends.push(LoadedBackend::new(
+            let builtin = LoadedBackend::new(
                 reg_object(CpuReg::new(isa)),
                 score(isa),
                 Source::Builtin,
-            ));
+                None,
+            );
+            match builtin {
+                Ok(b) => backends.push(b),
+                Err(e) => tracing::error!("the built-in CPU backend failed its checks: {e}"),
+            }
         }
         Registry { backends, refused }
     }
@@ -252,23 +271,139 @@ impl Registry {
     }
 }
 
+/// Everything the registry does with a plugin file in process (preflight,
+/// root module, registration, name rule, device checks), reporting each
+/// stage to `stage`; the score, or why the file is refused. What the probe
+/// child runs.
+pub(crate) fn judge_in_process(path: &Path, stage: &mut dyn FnMut(&str)) -> Result<u32, String> {
+    let family = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(search::parse_file_name)
+        .map(|(backend, _)| backend);
+    let score = load::preflight_staged(path, stage)?;
+    if score == 0 {
+        return Ok(0);
+    }
+    stage("init");
+    let reg = load::load(path)?;
+    stage("devices");
+    let source = Source::File {
+        path: path.to_path_buf(),
+        variant: None,
+    };
+    let backend = LoadedBackend::new(reg, score, source, family.as_deref())?;
+    stage("drop");
+    drop(backend);
+    Ok(score)
+}
+
+/// The score of each file, or why it is refused: from the probe (cache,
+/// else a child process per file, in parallel), or, with probing off, from
+/// an in-process preflight.
+fn judge_files(paths: &[PathBuf], options: &ProbeOptions) -> Vec<Result<u32, String>> {
+    let preflight_all = || paths.iter().map(|p| load::preflight(p)).collect();
+    if !options.enabled || paths.is_empty() {
+        return preflight_all();
+    }
+    let exe = match probe::probe_exe(options) {
+        Ok(e) => e,
+        Err(e) => {
+            tracing::warn!("plugins load unprobed: {e}");
+            return preflight_all();
+        }
+    };
+    let host = cache::host_identity(&exe);
+    let mut store = cache::Cache::open(options.cache.as_deref());
+    let mut results: Vec<Option<Result<u32, String>>> = vec![None; paths.len()];
+    let mut to_probe: Vec<(usize, Option<cache::Key>)> = Vec::new();
+    for (i, path) in paths.iter().enumerate() {
+        match cache::key(path, &host) {
+            Ok(k) => match store.get(&k, options.timeout) {
+                Some(outcome) => results[i] = Some(outcome_result(outcome)),
+                None => to_probe.push((i, Some(k))),
+            },
+            Err(e) => results[i] = Some(Err(e)),
+        }
+    }
+    let files: Vec<PathBuf> = to_probe.iter().map(|(i, _)| paths[*i].clone()).collect();
+    let outcomes = probe::probe_files(&exe, &files, options.timeout);
+    for ((i, k), outcome) in to_probe.into_iter().zip(outcomes) {
+        if let Some(k) = k {
+            let timed_out = matches!(&outcome, probe::Outcome::Refused { reason } if reason.starts_with("probe timed out"));
+            store.put(k, outcome.clone(), timed_out.then_some(options.timeout));
+        }
+        results[i] = Some(outcome_result(outcome));
+    }
+    store.save();
+    results
+        .into_iter()
+        .map(|r| r.expect("every file judged"))
+        .collect()
+}
+
+fn outcome_result(outcome: probe::Outcome) -> Result<u32, String> {
+    match outcome {
+        probe::Outcome::Accepted { score } => Ok(score),
+        probe::Outcome::Refused { reason } => Err(reason),
+    }
+}
+
 impl LoadedBackend {
-    fn new(reg: RegBox, score: u32, source: Source) -> LoadedBackend {
-        let name: String = reg.name().into();
+    /// Checks a registration: its name against the file's backend name
+    /// (`family`, `None` for a linked-in backend), then its devices, each
+    /// kept or refused by the rules of [`handle`].
+    fn new(
+        reg: RegBox,
+        score: u32,
+        source: Source,
+        family: Option<&str>,
+    ) -> Result<LoadedBackend, String> {
+        let raw_name: String = reg
+            .name()
+            .into_result()
+            .map_err(|e| short_reason(&e.message))?
+            .into();
+        let name = check::clean_text(&raw_name, check::MAX_NAME_CHARS);
+        if let Some(family) = family
+            && raw_name != family
+        {
+            return Err(format!(
+                "registers as backend '{name}' but its file name says '{family}': a plugin must register \
+                 the backend of its file name ({}{family}[-variant]{})",
+                search::FILE_PREFIX,
+                search::FILE_SUFFIX
+            ));
+        }
         let backend: Arc<str> = Arc::from(name.as_str());
-        let devices = reg
+        let raw_devices = reg
             .devices()
-            .into_iter()
-            .map(|d| Device::new(backend.clone(), d))
-            .collect();
-        let no_device_reason = reg.no_device_reason().into_option().map(Into::into);
-        LoadedBackend {
+            .into_result()
+            .map_err(|e| format!("devices() failed: {}", short_reason(&e.message)))?;
+        let mut devices = Vec::new();
+        let mut refused_devices = Vec::new();
+        for (i, d) in raw_devices.into_iter().enumerate() {
+            match Device::check(backend.clone(), d) {
+                Ok(d) => devices.push(d),
+                Err(e) => {
+                    let reason = short_reason(&format!("device {i} refused: {e}"));
+                    tracing::warn!(backend = %name, "{reason}");
+                    refused_devices.push(reason);
+                }
+            }
+        }
+        let no_device_reason = match reg.no_device_reason().into_result() {
+            Ok(r) => r.into_option().map(|r| short_reason(&r)),
+            Err(e) => Some(short_reason(&e.message)),
+        };
+        Ok(LoadedBackend {
             name,
             score,
             source,
             devices,
             no_device_reason,
+            refused_devices,
             _reg: reg,
-        }
+        })
     }
 }

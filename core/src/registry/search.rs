@@ -121,20 +121,60 @@ pub fn parse_file_name(name: &str) -> Option<(String, Option<String>)> {
 
 /// Plugin files of `dir` sorted by name, with their backend and variant.
 pub fn plugin_files(dir: &Path) -> Vec<(PathBuf, String, Option<String>)> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Vec::new();
+    plugin_files_reporting(dir).0
+}
+
+/// Plugin files of `dir` sorted by name, with their backend and variant,
+/// and the paths that could not be judged, with why: a directory that
+/// exists but cannot be read, an entry named like a plugin that cannot be
+/// stat'ed (a symlink loop, a dangling link) or is not a file. A directory
+/// that does not exist is not a problem (most default places do not).
+pub fn plugin_files_reporting(
+    dir: &Path,
+) -> (Vec<(PathBuf, String, Option<String>)>, Vec<(PathBuf, String)>) {
+    let mut problems = Vec::new();
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (Vec::new(), problems),
+        Err(e) => {
+            problems.push((dir.to_path_buf(), format!("plugin directory cannot be read: {e}")));
+            return (Vec::new(), problems);
+        }
     };
-    let mut files: Vec<_> = entries
-        .filter_map(Result::ok)
-        .filter_map(|e| {
-            let name = e.file_name().into_string().ok()?;
-            let (backend, variant) = parse_file_name(&name)?;
-            let path = e.path();
-            path.is_file().then_some((path, backend, variant))
-        })
-        .collect();
+    let mut files = Vec::new();
+    for entry in entries {
+        let entry = match entry {
+            Ok(e) => e,
+            Err(e) => {
+                problems.push((dir.to_path_buf(), format!("plugin directory cannot be listed: {e}")));
+                continue;
+            }
+        };
+        let Ok(name) = entry.file_name().into_string() else {
+            continue;
+        };
+        let Some((backend, variant)) = parse_file_name(&name) else {
+            continue;
+        };
+        let path = entry.path();
+        match std::fs::metadata(&path) {
+            Ok(m) if m.is_file() => files.push((path, backend, variant)),
+            Ok(_) => problems.push((path, "named like a plugin but not a file".to_string())),
+            Err(e) => {
+                let why = if e.raw_os_error() == Some(40) {
+                    "a symbolic link loop".to_string()
+                } else if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_symlink()) {
+                    format!("a symbolic link that does not resolve: {e}")
+                } else {
+                    e.to_string()
+                };
+                problems.push((path, format!("cannot open: {why}")));
+            }
+        }
+    }
     files.sort_by(|a, b| a.0.cmp(&b.0));
-    files
+    problems.sort();
+    (files, problems)
 }
 
 #[cfg(test)]

@@ -30,7 +30,7 @@ pub trait Reg: Send + Sync + 'static {
     /// Required. The backend name, lower-case ASCII letters and digits, equal to `<backend>` in the file name `libbackplane_<backend>[-<variant>].so`.
     fn name(&self) -> String;
 
-    /// Required. The devices found, enumerated once at load; may be empty (then say why in `no_device_reason`).
+    /// Required; a panic refuses the plugin with the panic message. The devices found, enumerated once at load; may be empty (then say why in `no_device_reason`).
     fn devices(&self) -> Vec<Arc<dyn Device>>;
 
     /// Optional, default `None`. Why `devices` is empty (missing runtime, no hardware), one line; the host shows it.
@@ -49,8 +49,13 @@ pub trait Device: Send + Sync + 'static {
         self.name()
     }
 
-    /// Required; panic fallback `Accel`. What kind of hardware this is.
+    /// Required; panic fallback: the device is refused with the panic message. What kind of hardware this is.
     fn device_type(&self) -> DeviceType;
+
+    /// Optional, default `device_type().code()`; what crosses the ABI. Override only to report a kind newer than this crate's [`DeviceType`] (its code from a later `device_type_code` list); a host that does not know the code refuses this device, naming it.
+    fn device_type_code(&self) -> u32 {
+        self.device_type().code()
+    }
 
     /// Optional, default 0 / 0 (unknown); panic fallback 0 / 0. Free and total memory in bytes.
     fn memory(&self) -> Memory {
@@ -77,7 +82,7 @@ pub trait Device: Send + Sync + 'static {
         false
     }
 
-    /// Required. The device's default buffer type (device memory).
+    /// Required; a panic refuses the device with the panic message. The device's default buffer type (device memory).
     fn buffer_type(&self) -> Arc<dyn BufferType>;
 
     /// Optional, default `None`; present iff `caps().host_buffer`. A pinned host buffer type for faster transfers.

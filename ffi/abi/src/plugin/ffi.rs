@@ -8,6 +8,7 @@
 #![allow(missing_docs)] // generated items; see the contract for meaning
 #![allow(non_local_definitions)] // sabi_trait expands impls inside a const
 
+use std::mem::ManuallyDrop;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
@@ -16,7 +17,7 @@ use abi_stable::sabi_trait::prelude::{TD_CanDowncast, TD_Opaque};
 use abi_stable::std_types::{RArc, RBox, ROption, RResult, RSlice, RSliceMut, RStr, RString, RVec};
 
 use crate::plugin::contract::{Backend, Buffer, BufferType, Device, Event, Reg};
-use crate::plugin::types::{DeviceCaps, DeviceType, Memory, PluginError, Verdict};
+use crate::plugin::types::{Memory, PluginError, VerdictCode, caps_bits, panic_message};
 use crate::tensor::TensorDesc;
 
 /// An owned event object.
@@ -42,9 +43,9 @@ pub trait FfiEvent: Send + Sync {
 /// ABI form of [`Buffer`].
 #[sabi_trait]
 pub trait FfiBuffer: Send + Sync {
-    fn id(&self) -> u64;
-    fn base(&self) -> usize;
-    fn size(&self) -> u64;
+    fn id(&self) -> RResult<u64, PluginError>;
+    fn base(&self) -> RResult<usize, PluginError>;
+    fn size(&self) -> RResult<u64, PluginError>;
     fn set_tensor(
         &self,
         tensor: &TensorDesc,
@@ -72,19 +73,19 @@ pub trait FfiBuffer: Send + Sync {
 /// ABI form of [`BufferType`].
 #[sabi_trait]
 pub trait FfiBufferType: Send + Sync + Clone {
-    fn name(&self) -> RString;
+    fn name(&self) -> RResult<RString, PluginError>;
     fn alloc_buffer(&self, size_bytes: u64) -> RResult<BufferBox, PluginError>;
-    fn alignment(&self) -> u64;
-    fn max_size(&self) -> u64;
-    fn alloc_size(&self, tensor: &TensorDesc) -> u64;
+    fn alignment(&self) -> RResult<u64, PluginError>;
+    fn max_size(&self) -> RResult<u64, PluginError>;
+    fn alloc_size(&self, tensor: &TensorDesc) -> RResult<u64, PluginError>;
     #[sabi(last_prefix_field)]
-    fn is_host(&self) -> bool;
+    fn is_host(&self) -> RResult<bool, PluginError>;
 }
 
 /// ABI form of [`Backend`].
 #[sabi_trait]
 pub trait FfiBackend: Send + Sync {
-    fn name(&self) -> RString;
+    fn name(&self) -> RResult<RString, PluginError>;
     fn graph_compute(&self, graph: RSlice<'_, TensorDesc>) -> RResult<(), PluginError>;
     fn set_tensor_async(
         &self,
@@ -108,16 +109,18 @@ pub trait FfiBackend: Send + Sync {
 /// ABI form of [`Device`].
 #[sabi_trait]
 pub trait FfiDevice: Send + Sync + Clone {
-    fn name(&self) -> RString;
-    fn description(&self) -> RString;
-    fn device_type(&self) -> DeviceType;
-    fn memory(&self) -> Memory;
-    fn caps(&self) -> DeviceCaps;
-    fn supports_op(&self, graph: RSlice<'_, TensorDesc>, node: usize) -> Verdict;
+    fn name(&self) -> RResult<RString, PluginError>;
+    fn description(&self) -> RResult<RString, PluginError>;
+    /// An open code ([`device_type_code`](crate::plugin::types::device_type_code)).
+    fn device_type(&self) -> RResult<u32, PluginError>;
+    fn memory(&self) -> RResult<Memory, PluginError>;
+    /// Bit flags ([`caps_bits`](crate::plugin::types::caps_bits)).
+    fn caps(&self) -> RResult<u32, PluginError>;
+    fn supports_op(&self, graph: RSlice<'_, TensorDesc>, node: usize) -> VerdictCode;
     fn supports_buft(&self, name: RStr<'_>, is_host: bool) -> bool;
     fn offload_op(&self, graph: RSlice<'_, TensorDesc>, node: usize) -> bool;
-    fn buffer_type(&self) -> BufferTypeRef;
-    fn host_buffer_type(&self) -> ROption<BufferTypeRef>;
+    fn buffer_type(&self) -> RResult<BufferTypeRef, PluginError>;
+    fn host_buffer_type(&self) -> RResult<ROption<BufferTypeRef>, PluginError>;
     fn init_backend(&self, params: RStr<'_>) -> RResult<BackendBox, PluginError>;
     #[sabi(last_prefix_field)]
     fn new_event(&self) -> RResult<EventBox, PluginError>;
@@ -126,10 +129,10 @@ pub trait FfiDevice: Send + Sync + Clone {
 /// ABI form of [`Reg`].
 #[sabi_trait]
 pub trait FfiReg: Send + Sync {
-    fn name(&self) -> RString;
-    fn devices(&self) -> RVec<DeviceRef>;
+    fn name(&self) -> RResult<RString, PluginError>;
+    fn devices(&self) -> RResult<RVec<DeviceRef>, PluginError>;
     #[sabi(last_prefix_field)]
-    fn no_device_reason(&self) -> ROption<RString>;
+    fn no_device_reason(&self) -> RResult<ROption<RString>, PluginError>;
 }
 
 // ---------------------------------------------------------------------------
@@ -143,79 +146,136 @@ fn guard<T>(call: &str, f: impl FnOnce() -> Result<T, PluginError>) -> RResult<T
     }
 }
 
+/// Runs an infallible getter, turning a panic into a `PANICKED` error.
+fn get<T>(call: &str, f: impl FnOnce() -> T) -> RResult<T, PluginError> {
+    guard(call, || Ok(f()))
+}
+
 /// Runs an infallible call, returning `fallback` if it panics.
 fn guard_or<T>(fallback: T, f: impl FnOnce() -> T) -> T {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or(fallback)
 }
 
-fn string_or(fallback: &str, f: impl FnOnce() -> String) -> RString {
-    RString::from(guard_or(fallback.to_string(), f))
+/// Drops a plugin object under `catch_unwind`. A panicking `Drop` cannot
+/// return an error, so it is reported on stderr (one line, with the panic
+/// message) and whatever the unwinding left is leaked, never unwound across
+/// the boundary (which would abort the host).
+fn drop_guarded<T>(what: &str, value: T) {
+    if let Err(p) = catch_unwind(AssertUnwindSafe(move || drop(value))) {
+        let message = panic_message(&*p);
+        // The payload itself may panic in its own Drop: leak it.
+        std::mem::forget(p);
+        eprintln!("backplane plugin: panic in {what} drop caught at the boundary: {message}");
+    }
+}
+
+/// A plugin object whose drop runs under [`drop_guarded`].
+struct Guarded<T> {
+    what: &'static str,
+    inner: ManuallyDrop<T>,
+}
+
+impl<T> Guarded<T> {
+    fn new(what: &'static str, inner: T) -> Guarded<T> {
+        Guarded {
+            what,
+            inner: ManuallyDrop::new(inner),
+        }
+    }
+}
+
+impl<T> std::ops::Deref for Guarded<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.inner
+    }
+}
+
+impl<T> Drop for Guarded<T> {
+    fn drop(&mut self) {
+        // SAFETY: `inner` is taken exactly once, here, and never used again.
+        let inner = unsafe { ManuallyDrop::take(&mut self.inner) };
+        drop_guarded(self.what, inner);
+    }
 }
 
 /// Wraps a contract [`Reg`] into its ABI object (what `export_plugin!` and a
 /// host linking a backend statically both use).
 pub fn reg_object(reg: impl Reg) -> RegBox {
-    FfiReg_TO::from_value(RegAdapter(Box::new(reg)), TD_Opaque)
+    FfiReg_TO::from_value(RegAdapter(Guarded::new("Reg", Box::new(reg))), TD_Opaque)
 }
 
 /// Wraps a contract [`Device`] into its ABI object.
 pub fn device_object(device: Arc<dyn Device>) -> DeviceRef {
-    FfiDevice_TO::from_ptr(RArc::new(DeviceAdapter(device)), TD_Opaque)
+    FfiDevice_TO::from_ptr(
+        RArc::new(DeviceAdapter(Arc::new(Guarded::new("Device", device)))),
+        TD_Opaque,
+    )
 }
 
 /// Wraps a contract [`BufferType`] into its ABI object.
 pub fn buffer_type_object(buft: Arc<dyn BufferType>) -> BufferTypeRef {
-    FfiBufferType_TO::from_ptr(RArc::new(BufferTypeAdapter(buft)), TD_Opaque)
+    FfiBufferType_TO::from_ptr(
+        RArc::new(BufferTypeAdapter(Arc::new(Guarded::new(
+            "BufferType",
+            buft,
+        )))),
+        TD_Opaque,
+    )
 }
 
-struct RegAdapter(Box<dyn Reg>);
+struct RegAdapter(Guarded<Box<dyn Reg>>);
 #[derive(Clone)]
-struct DeviceAdapter(Arc<dyn Device>);
+struct DeviceAdapter(Arc<Guarded<Arc<dyn Device>>>);
 #[derive(Clone)]
-struct BufferTypeAdapter(Arc<dyn BufferType>);
-struct BufferAdapter(Box<dyn Buffer>);
-struct BackendAdapter(Box<dyn Backend>);
-struct EventAdapter(Box<dyn Event>);
+struct BufferTypeAdapter(Arc<Guarded<Arc<dyn BufferType>>>);
+struct BufferAdapter(Guarded<Box<dyn Buffer>>);
+struct BackendAdapter(Guarded<Box<dyn Backend>>);
+struct EventAdapter(Guarded<Box<dyn Event>>);
 
 impl FfiReg for RegAdapter {
-    fn name(&self) -> RString {
-        string_or("?", || self.0.name())
+    fn name(&self) -> RResult<RString, PluginError> {
+        get("Reg::name", || RString::from(self.0.name()))
     }
-    fn devices(&self) -> RVec<DeviceRef> {
-        guard_or(RVec::new(), || {
+    fn devices(&self) -> RResult<RVec<DeviceRef>, PluginError> {
+        get("Reg::devices", || {
             self.0.devices().into_iter().map(device_object).collect()
         })
     }
-    fn no_device_reason(&self) -> ROption<RString> {
-        guard_or(
-            ROption::RSome(RString::from("plugin panicked in no_device_reason")),
-            || self.0.no_device_reason().map(RString::from).into(),
-        )
+    fn no_device_reason(&self) -> RResult<ROption<RString>, PluginError> {
+        get("Reg::no_device_reason", || {
+            self.0.no_device_reason().map(RString::from).into()
+        })
     }
 }
 
 impl FfiDevice for DeviceAdapter {
-    fn name(&self) -> RString {
-        string_or("?", || self.0.name())
+    fn name(&self) -> RResult<RString, PluginError> {
+        get("Device::name", || RString::from(self.0.name()))
     }
-    fn description(&self) -> RString {
-        string_or("", || self.0.description())
+    fn description(&self) -> RResult<RString, PluginError> {
+        get("Device::description", || {
+            RString::from(self.0.description())
+        })
     }
-    fn device_type(&self) -> DeviceType {
-        guard_or(DeviceType::Accel, || self.0.device_type())
+    fn device_type(&self) -> RResult<u32, PluginError> {
+        get("Device::device_type", || self.0.device_type_code())
     }
-    fn memory(&self) -> Memory {
-        guard_or(Memory::default(), || self.0.memory())
+    fn memory(&self) -> RResult<Memory, PluginError> {
+        get("Device::memory", || self.0.memory())
     }
-    fn caps(&self) -> DeviceCaps {
-        guard_or(DeviceCaps::default(), || self.0.caps())
+    fn caps(&self) -> RResult<u32, PluginError> {
+        get("Device::caps", || caps_bits::encode(self.0.caps()))
     }
-    fn supports_op(&self, graph: RSlice<'_, TensorDesc>, node: usize) -> Verdict {
+    fn supports_op(&self, graph: RSlice<'_, TensorDesc>, node: usize) -> VerdictCode {
         match catch_unwind(AssertUnwindSafe(|| {
             self.0.supports_op(graph.as_slice(), node)
         })) {
-            Ok(v) => v,
-            Err(p) => Verdict::Unsupported(PluginError::panicked("supports_op", &*p).message),
+            Ok(v) => v.into(),
+            Err(p) => crate::plugin::types::Verdict::Unsupported(
+                PluginError::panicked("supports_op", &*p).message,
+            )
+            .into(),
         }
     }
     fn supports_buft(&self, name: RStr<'_>, is_host: bool) -> bool {
@@ -224,66 +284,72 @@ impl FfiDevice for DeviceAdapter {
     fn offload_op(&self, graph: RSlice<'_, TensorDesc>, node: usize) -> bool {
         guard_or(false, || self.0.offload_op(graph.as_slice(), node))
     }
-    fn buffer_type(&self) -> BufferTypeRef {
-        // A device without a buffer type cannot be used at all; abort rather
-        // than invent one (the contract marks it required and infallible).
-        match catch_unwind(AssertUnwindSafe(|| self.0.buffer_type())) {
-            Ok(b) => buffer_type_object(b),
-            Err(_) => std::process::abort(),
-        }
+    fn buffer_type(&self) -> RResult<BufferTypeRef, PluginError> {
+        get("Device::buffer_type", || {
+            buffer_type_object(self.0.buffer_type())
+        })
     }
-    fn host_buffer_type(&self) -> ROption<BufferTypeRef> {
-        guard_or(ROption::RNone, || {
+    fn host_buffer_type(&self) -> RResult<ROption<BufferTypeRef>, PluginError> {
+        get("Device::host_buffer_type", || {
             self.0.host_buffer_type().map(buffer_type_object).into()
         })
     }
     fn init_backend(&self, params: RStr<'_>) -> RResult<BackendBox, PluginError> {
         guard("init_backend", || {
             let b = self.0.init_backend(params.as_str())?;
-            Ok(FfiBackend_TO::from_value(BackendAdapter(b), TD_Opaque))
+            Ok(FfiBackend_TO::from_value(
+                BackendAdapter(Guarded::new("Backend", b)),
+                TD_Opaque,
+            ))
         })
     }
     fn new_event(&self) -> RResult<EventBox, PluginError> {
         guard("new_event", || {
             let e = self.0.new_event()?;
-            Ok(FfiEvent_TO::from_value(EventAdapter(e), TD_CanDowncast))
+            Ok(FfiEvent_TO::from_value(
+                EventAdapter(Guarded::new("Event", e)),
+                TD_CanDowncast,
+            ))
         })
     }
 }
 
 impl FfiBufferType for BufferTypeAdapter {
-    fn name(&self) -> RString {
-        string_or("?", || self.0.name())
+    fn name(&self) -> RResult<RString, PluginError> {
+        get("BufferType::name", || RString::from(self.0.name()))
     }
     fn alloc_buffer(&self, size_bytes: u64) -> RResult<BufferBox, PluginError> {
         guard("alloc_buffer", || {
             let b = self.0.alloc_buffer(size_bytes)?;
-            Ok(FfiBuffer_TO::from_value(BufferAdapter(b), TD_Opaque))
+            Ok(FfiBuffer_TO::from_value(
+                BufferAdapter(Guarded::new("Buffer", b)),
+                TD_Opaque,
+            ))
         })
     }
-    fn alignment(&self) -> u64 {
-        guard_or(256, || self.0.alignment())
+    fn alignment(&self) -> RResult<u64, PluginError> {
+        get("BufferType::alignment", || self.0.alignment())
     }
-    fn max_size(&self) -> u64 {
-        guard_or(0, || self.0.max_size())
+    fn max_size(&self) -> RResult<u64, PluginError> {
+        get("BufferType::max_size", || self.0.max_size())
     }
-    fn alloc_size(&self, tensor: &TensorDesc) -> u64 {
-        guard_or(tensor.nbytes(), || self.0.alloc_size(tensor))
+    fn alloc_size(&self, tensor: &TensorDesc) -> RResult<u64, PluginError> {
+        get("BufferType::alloc_size", || self.0.alloc_size(tensor))
     }
-    fn is_host(&self) -> bool {
-        guard_or(false, || self.0.is_host())
+    fn is_host(&self) -> RResult<bool, PluginError> {
+        get("BufferType::is_host", || self.0.is_host())
     }
 }
 
 impl FfiBuffer for BufferAdapter {
-    fn id(&self) -> u64 {
-        guard_or(0, || self.0.id())
+    fn id(&self) -> RResult<u64, PluginError> {
+        get("Buffer::id", || self.0.id())
     }
-    fn base(&self) -> usize {
-        guard_or(0, || self.0.base())
+    fn base(&self) -> RResult<usize, PluginError> {
+        get("Buffer::base", || self.0.base())
     }
-    fn size(&self) -> u64 {
-        guard_or(0, || self.0.size())
+    fn size(&self) -> RResult<u64, PluginError> {
+        get("Buffer::size", || self.0.size())
     }
     fn set_tensor(
         &self,
@@ -328,7 +394,7 @@ impl FfiBuffer for BufferAdapter {
 /// event was made by another plugin.
 fn own_event(event: &EventBox) -> Result<&dyn Event, PluginError> {
     match event.obj.downcast_as::<EventAdapter>() {
-        Ok(e) => Ok(&*e.0),
+        Ok(e) => Ok(&**e.0),
         Err(_) => Err(PluginError::bad_input(
             "event was created by another plugin",
         )),
@@ -336,8 +402,8 @@ fn own_event(event: &EventBox) -> Result<&dyn Event, PluginError> {
 }
 
 impl FfiBackend for BackendAdapter {
-    fn name(&self) -> RString {
-        string_or("?", || self.0.name())
+    fn name(&self) -> RResult<RString, PluginError> {
+        get("Backend::name", || RString::from(self.0.name()))
     }
     fn graph_compute(&self, graph: RSlice<'_, TensorDesc>) -> RResult<(), PluginError> {
         guard("graph_compute", || self.0.graph_compute(graph.as_slice()))
@@ -381,3 +447,7 @@ impl FfiEvent for EventAdapter {
         guard("Event::synchronize", || self.0.synchronize())
     }
 }
+
+#[cfg(test)]
+#[path = "ffi_tests.rs"]
+mod tests;

@@ -27,4 +27,7 @@ pub use ffi::{
     reg_object,
 };
 pub use module::{ABI_VERSION, ABI_VERSION_SYMBOL, PluginMod, PluginModRef, SCORE_SYMBOL};
-pub use types::{DeviceCaps, DeviceType, Memory, PluginError, Verdict, error_kind, panic_message};
+pub use types::{
+    DeviceCaps, DeviceType, Memory, PluginError, Verdict, VerdictCode, caps_bits, device_type_code,
+    error_kind, panic_message, verdict_code,
+};

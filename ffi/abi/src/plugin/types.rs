@@ -9,7 +9,12 @@ use abi_stable::std_types::RString;
 
 /// What kind of hardware a device is, as ggml's `ggml_backend_dev_type`.
 ///
-/// Append-only: a new kind is a new variant at the end.
+/// This enum is the plugin author's and the host's view; it does not cross
+/// the boundary as an enum. Across the ABI a device kind is an open `u32`
+/// code ([`DeviceType::code`], [`device_type_code`]), so a kind added later
+/// (a new code at the end) neither changes the ABI layout nor is undefined
+/// behaviour in an older host: the host refuses that one device with the
+/// code it does not know and keeps the rest of the plugin.
 #[repr(u8)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, StableAbi)]
 pub enum DeviceType {
@@ -23,7 +28,37 @@ pub enum DeviceType {
     Accel,
 }
 
+/// The ABI codes of [`DeviceType`] (append-only: a new kind gets the next code).
+pub mod device_type_code {
+    /// [`DeviceType::Cpu`](super::DeviceType::Cpu).
+    pub const CPU: u32 = 0;
+    /// [`DeviceType::Gpu`](super::DeviceType::Gpu).
+    pub const GPU: u32 = 1;
+    /// [`DeviceType::IGpu`](super::DeviceType::IGpu).
+    pub const IGPU: u32 = 2;
+    /// [`DeviceType::Accel`](super::DeviceType::Accel).
+    pub const ACCEL: u32 = 3;
+}
+
 impl DeviceType {
+    /// Every kind this build knows, in code order.
+    pub const ALL: [DeviceType; 4] = [
+        DeviceType::Cpu,
+        DeviceType::Gpu,
+        DeviceType::IGpu,
+        DeviceType::Accel,
+    ];
+
+    /// The ABI code of this kind ([`device_type_code`]).
+    pub const fn code(self) -> u32 {
+        self as u32
+    }
+
+    /// The kind of an ABI code, `None` for a code this build does not know.
+    pub fn from_code(code: u32) -> Option<DeviceType> {
+        DeviceType::ALL.into_iter().find(|t| t.code() == code)
+    }
+
     /// Lower-case name: `cpu`, `gpu`, `igpu`, `accel`.
     pub fn name(self) -> &'static str {
         match self {
@@ -90,6 +125,82 @@ impl Verdict {
         match self {
             Verdict::Supported => None,
             Verdict::Unsupported(r) => Some(r.as_str()),
+        }
+    }
+}
+
+/// The ABI codes of [`Verdict`] (append-only).
+pub mod verdict_code {
+    /// [`Verdict::Supported`](super::Verdict::Supported).
+    pub const SUPPORTED: u32 = 0;
+    /// [`Verdict::Unsupported`](super::Verdict::Unsupported).
+    pub const UNSUPPORTED: u32 = 1;
+}
+
+/// A [`Verdict`] as it crosses the boundary: an open code plus the reason,
+/// so that a verdict kind added later is not a layout change.
+#[repr(C)]
+#[derive(Clone, Debug, PartialEq, Eq, StableAbi)]
+pub struct VerdictCode {
+    /// One of [`verdict_code`]; a host treats a code it does not know as
+    /// unsupported, naming the code.
+    pub code: u32,
+    /// The reason (empty when supported).
+    pub reason: RString,
+}
+
+impl From<Verdict> for VerdictCode {
+    fn from(v: Verdict) -> VerdictCode {
+        match v {
+            Verdict::Supported => VerdictCode {
+                code: verdict_code::SUPPORTED,
+                reason: RString::new(),
+            },
+            Verdict::Unsupported(reason) => VerdictCode {
+                code: verdict_code::UNSUPPORTED,
+                reason,
+            },
+        }
+    }
+}
+
+impl VerdictCode {
+    /// The verdict, or `Err(code)` for a code this build does not know.
+    pub fn decode(self) -> Result<Verdict, u32> {
+        match self.code {
+            verdict_code::SUPPORTED => Ok(Verdict::Supported),
+            verdict_code::UNSUPPORTED => Ok(Verdict::Unsupported(self.reason)),
+            other => Err(other),
+        }
+    }
+}
+
+/// [`DeviceCaps`] as they cross the boundary: bit flags in a `u32` (bit 0
+/// async ops, bit 1 host buffer, bit 2 events; unknown bits are ignored).
+pub mod caps_bits {
+    use super::DeviceCaps;
+
+    /// `async_ops`.
+    pub const ASYNC_OPS: u32 = 1;
+    /// `host_buffer`.
+    pub const HOST_BUFFER: u32 = 2;
+    /// `events`.
+    pub const EVENTS: u32 = 4;
+
+    /// The flags of `caps`.
+    pub fn encode(caps: DeviceCaps) -> u32 {
+        let bit = |on: bool, flag: u32| if on { flag } else { 0 };
+        bit(caps.async_ops, ASYNC_OPS)
+            | bit(caps.host_buffer, HOST_BUFFER)
+            | bit(caps.events, EVENTS)
+    }
+
+    /// The caps of `flags` (unknown bits ignored).
+    pub fn decode(flags: u32) -> DeviceCaps {
+        DeviceCaps {
+            async_ops: flags & ASYNC_OPS != 0,
+            host_buffer: flags & HOST_BUFFER != 0,
+            events: flags & EVENTS != 0,
         }
     }
 }

@@ -1,0 +1,454 @@
+//! The hostile-plugin catalogue: broken and malicious plugins
+//! (`tests/fixtures/hostile`, one misbehaviour per build, plus files that
+//! are not plugins at all) against the registry. Each test checks that the
+//! host survives, that the file or device is refused with one line naming
+//! the cause and the value, and that a small graph on the CPU still gives
+//! the right result afterwards. Build the fixtures first with
+//! `cargo xtask plugins --fixtures`.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use backplane::registry::{
+    LoadedBackend, MAX_REASON_LINES, ProbeOptions, Registry, RegistryOptions, SearchPath,
+};
+use backplane::{DType, Graph};
+use backplane_tests::{
+    bytes_f32, cpu_plugin, f32_bytes, fixture, install, place, plugin_file_name, scratch_dir,
+};
+
+/// Probe timeout in these tests (the hang cases wait this long).
+const TIMEOUT: Duration = Duration::from_secs(5);
+
+fn probe_options(cache: Option<PathBuf>) -> ProbeOptions {
+    ProbeOptions {
+        enabled: true,
+        timeout: TIMEOUT,
+        exe: None,
+        cache,
+    }
+}
+
+/// Loads `dir` with the built-in CPU backend, probing every file.
+fn load(dir: &Path) -> Registry {
+    Registry::load_with(
+        &RegistryOptions {
+            search: SearchPath::only([dir]),
+            builtin_cpu: true,
+        },
+        &probe_options(None),
+    )
+}
+
+/// A scratch dir holding hostile fixture `behaviour` and the CPU plugin.
+fn with_hostile(behaviour: &str) -> (PathBuf, String) {
+    let dir = scratch_dir(&format!("hostile-{behaviour}"));
+    let name = format!("hostile-{behaviour}");
+    install(&fixture(&name), &dir, &name);
+    install(&cpu_plugin(), &dir, "cpu-x86-64");
+    (dir, plugin_file_name(&name))
+}
+
+/// The refusal of `file`, checked to be one non-empty line.
+fn refusal<'a>(reg: &'a Registry, file: &str) -> &'a str {
+    let r = reg
+        .refused()
+        .iter()
+        .find(|r| r.path.file_name().is_some_and(|n| n.to_string_lossy() == file))
+        .unwrap_or_else(|| panic!("{file} not refused; refused: {:?}", reg.refused()));
+    assert!(!r.reason.trim().is_empty(), "empty reason for {file}");
+    assert_eq!(r.reason.lines().count(), MAX_REASON_LINES, "{}", r.reason);
+    &r.reason
+}
+
+/// The loaded hostile backend.
+fn hostile(reg: &Registry) -> &LoadedBackend {
+    reg.backend("hostile")
+        .unwrap_or_else(|| panic!("hostile plugin did not load: {:?}", reg.refused()))
+}
+
+/// d = mul_mat(w, a + b) on the registry's CPU device, checked against a
+/// plain computation: the host still computes right.
+fn assert_cpu_still_computes(reg: &Registry) {
+    let cpu = reg.backend("cpu").expect("a cpu backend is always there");
+    let device = &cpu.devices[0];
+    let (k, m, n) = (8usize, 3usize, 2usize);
+    let mut g = Graph::new();
+    let a = g.input("a", DType::F32, &[k as i64, n as i64]).unwrap();
+    let b = g.input("b", DType::F32, &[k as i64, n as i64]).unwrap();
+    let w = g.weight("w", DType::F32, &[k as i64, m as i64]).unwrap();
+    let c = g.add(a, b).unwrap();
+    let d = g.mul_mat(w, c).unwrap();
+    g.mark_output(d).unwrap();
+    let (descs, buffer) = place(&g, &device.buffer_type());
+    let av: Vec<f32> = (0..k * n).map(|i| i as f32 * 0.5).collect();
+    let bv: Vec<f32> = (0..k * n).map(|i| 1.0 - i as f32 * 0.25).collect();
+    let wv: Vec<f32> = (0..k * m).map(|i| (i % 5) as f32 - 2.0).collect();
+    for (t, v) in [(a, &av), (b, &bv), (w, &wv)] {
+        buffer.set_tensor(&descs[t.index()], 0, &f32_bytes(v)).unwrap();
+    }
+    let stream = device.init_backend("threads=1").unwrap();
+    stream.graph_compute(&descs).unwrap();
+    stream.synchronize().unwrap();
+    let mut out = vec![0u8; m * n * 4];
+    buffer.get_tensor(&descs[d.index()], 0, &mut out).unwrap();
+    let got = bytes_f32(&out);
+    for j in 0..n {
+        for i in 0..m {
+            let terms = (0..k).map(|x| wv[i * k + x] * (av[j * k + x] + bv[j * k + x]));
+            let want: f32 = terms.clone().sum();
+            let scale: f32 = terms.map(f32::abs).sum::<f32>().max(1.0);
+            assert!((got[j * m + i] - want).abs() <= 2e-3 * scale, "d[{i},{j}]");
+        }
+    }
+}
+
+/// The file is refused with a reason containing every part of `want`, and
+/// the host goes on computing.
+fn assert_file_refused(behaviour: &str, want: &[&str]) {
+    let (dir, file) = with_hostile(behaviour);
+    let reg = load(&dir);
+    let reason = refusal(&reg, &file);
+    for w in want {
+        assert!(reason.contains(w), "{behaviour}: want {w:?} in: {reason}");
+    }
+    assert!(reg.backend("hostile").is_none());
+    assert_cpu_still_computes(&reg);
+}
+
+/// The plugin loads but its device is refused with a reason containing
+/// every part of `want`.
+fn assert_device_refused(behaviour: &str, want: &[&str]) {
+    let (dir, _) = with_hostile(behaviour);
+    let reg = load(&dir);
+    let b = hostile(&reg);
+    assert!(b.devices.is_empty(), "{behaviour}: {:?}", b.devices);
+    let reason = b.refused_devices.first().expect("a refused device");
+    assert_eq!(reason.lines().count(), 1, "{reason}");
+    for w in want {
+        assert!(reason.contains(w), "{behaviour}: want {w:?} in: {reason}");
+    }
+    assert_cpu_still_computes(&reg);
+}
+
+#[test]
+fn hang_in_score_is_refused_after_the_timeout_naming_the_stage() {
+    let start = Instant::now();
+    assert_file_refused("hang-score", &["probe timed out after 5 s in score"]);
+    assert!(start.elapsed() < TIMEOUT * 4, "{:?}", start.elapsed());
+}
+
+#[test]
+fn hang_in_init_is_refused_after_the_timeout_naming_the_stage() {
+    assert_file_refused("hang-init", &["probe timed out after 5 s in init"]);
+}
+
+#[test]
+fn hang_in_devices_is_refused_after_the_timeout_naming_the_stage() {
+    assert_file_refused("hang-devices", &["probe timed out after 5 s in devices"]);
+}
+
+#[test]
+fn exit_at_load_is_refused_with_the_exit_code() {
+    assert_file_refused("exit-at-load", &["probe process exited with code 3 in open"]);
+}
+
+#[test]
+fn abort_in_init_is_refused_with_the_signal() {
+    assert_file_refused("abort-in-init", &["killed by signal 6 (SIGABRT) in init"]);
+}
+
+#[test]
+fn crash_in_devices_is_refused_with_the_signal() {
+    assert_file_refused("crash-in-devices", &["killed by signal 11 (SIGSEGV) in devices"]);
+}
+
+#[test]
+fn panic_in_devices_is_refused_with_the_panic_message() {
+    assert_file_refused(
+        "panic-in-devices",
+        &["devices() failed", "hostile fixture panics in devices"],
+    );
+}
+
+#[test]
+fn panic_in_buffer_type_refuses_the_device_with_the_panic_message() {
+    assert_device_refused(
+        "panic-in-buffer-type",
+        &["device 0 refused", "hostile fixture panics in buffer_type"],
+    );
+}
+
+#[test]
+fn panic_in_buffer_drop_is_caught_and_the_host_goes_on() {
+    let (dir, _) = with_hostile("panic-in-drop");
+    let reg = load(&dir);
+    let device = &hostile(&reg).devices[0];
+    let buffer = device.buffer_type().alloc_buffer(64).unwrap();
+    assert_eq!(buffer.size(), 64);
+    drop(buffer);
+    // Twice: the plugin stays usable after a caught drop panic.
+    drop(device.buffer_type().alloc_buffer(64).unwrap());
+    assert_cpu_still_computes(&reg);
+}
+
+#[test]
+fn device_type_code_200_refuses_the_device_naming_the_code() {
+    assert_device_refused(
+        "device-type-200",
+        &["device type code 200 is unknown to this host", "3 accel"],
+    );
+}
+
+#[test]
+fn device_of_a_newer_kind_is_refused_and_the_rest_of_the_plugin_loads() {
+    // A plugin built against a later ABI that appended a device kind
+    // (code 4): this host keeps its known device and names the new code.
+    let (dir, _) = with_hostile("device-type-newer");
+    let reg = load(&dir);
+    let b = hostile(&reg);
+    assert_eq!(b.devices.len(), 1);
+    assert_eq!(b.devices[0].name(), "hostile1");
+    assert!(
+        b.refused_devices[0].contains("device type code 4 is unknown"),
+        "{:?}",
+        b.refused_devices
+    );
+    assert_cpu_still_computes(&reg);
+}
+
+#[test]
+fn memory_free_over_total_refuses_the_device_with_both_values() {
+    assert_device_refused(
+        "memory-free-over-total",
+        &["200 bytes free > 100 bytes total"],
+    );
+}
+
+#[test]
+fn score_above_the_limit_is_refused_with_the_value_and_the_rule() {
+    assert_file_refused("score-max", &["score 4294967295", "at most 1000000"]);
+}
+
+#[test]
+fn alignment_of_2_pow_63_refuses_the_device_with_the_rule() {
+    assert_device_refused(
+        "alignment-huge",
+        &["alignment 9223372036854775808", "power of two from 1 to 65536"],
+    );
+}
+
+/// A tensor of 16 f32 for alloc_size checks.
+fn sixteen_floats() -> backplane::TensorDesc {
+    let mut g = Graph::new();
+    let t = g.input("t", DType::F32, &[16]).unwrap();
+    g.tensors()[t.index()]
+}
+
+#[test]
+fn alloc_size_of_u64_max_is_an_error_and_falls_back_to_the_tensor_size() {
+    let (dir, _) = with_hostile("alloc-size-max");
+    let reg = load(&dir);
+    let buft = hostile(&reg).devices[0].buffer_type();
+    let t = sixteen_floats();
+    let err = buft.try_alloc_size(&t).unwrap_err();
+    assert!(
+        err.message.contains("alloc_size 18446744073709551615 for a tensor of 64 bytes"),
+        "{err}"
+    );
+    assert_eq!(buft.alloc_size(&t), 64);
+    assert_cpu_still_computes(&reg);
+}
+
+#[test]
+fn alloc_size_below_the_tensor_size_is_an_error() {
+    let (dir, _) = with_hostile("alloc-size-small");
+    let reg = load(&dir);
+    let buft = hostile(&reg).devices[0].buffer_type();
+    let err = buft.try_alloc_size(&sixteen_floats()).unwrap_err();
+    assert!(err.message.contains("alloc_size 63"), "{err}");
+    assert!(err.message.contains("must be from 64"), "{err}");
+    assert_cpu_still_computes(&reg);
+}
+
+#[test]
+fn buffer_id_zero_is_an_allocation_error() {
+    let (dir, _) = with_hostile("buffer-id-zero");
+    let reg = load(&dir);
+    let err = hostile(&reg).devices[0]
+        .buffer_type()
+        .alloc_buffer(64)
+        .err()
+        .expect("id 0 refused");
+    assert!(err.message.contains("buffer id 0"), "{err}");
+    assert!(err.message.contains("hostile-mem"), "{err}");
+    assert_cpu_still_computes(&reg);
+}
+
+#[test]
+fn buffer_shorter_than_asked_is_an_allocation_error() {
+    let (dir, _) = with_hostile("buffer-short");
+    let reg = load(&dir);
+    let err = hostile(&reg).devices[0]
+        .buffer_type()
+        .alloc_buffer(1024)
+        .err()
+        .expect("short buffer refused");
+    assert!(err.message.contains("buffer of 512 bytes for 1024 asked"), "{err}");
+    assert_cpu_still_computes(&reg);
+}
+
+#[test]
+fn long_description_with_escape_and_nul_is_cleaned_and_capped() {
+    let (dir, _) = with_hostile("long-description");
+    let reg = load(&dir);
+    let d = hostile(&reg).devices[0].description();
+    assert!(!d.chars().any(char::is_control), "{d:?}");
+    assert!(d.starts_with("\\u{1b}[2J\\u{1b}[31mred\\u{0}nul"), "{d}");
+    assert!(d.contains("(100016 characters, cut at 256)"), "{d}");
+    assert!(d.chars().count() < 400);
+    assert_cpu_still_computes(&reg);
+}
+
+#[test]
+fn plugin_registering_another_files_name_is_refused_and_cpu_stays() {
+    let dir = scratch_dir("hostile-squat");
+    install(&fixture("hostile-squat-cpu"), &dir, "squat");
+    let reg = load(&dir);
+    let reason = refusal(&reg, &plugin_file_name("squat"));
+    assert!(
+        reason.contains("registers as backend 'cpu' but its file name says 'squat'"),
+        "{reason}"
+    );
+    assert_eq!(reg.backends().iter().filter(|b| b.name == "cpu").count(), 1);
+    assert_cpu_still_computes(&reg);
+
+    // Next to the real CPU plugin, that one loads.
+    install(&cpu_plugin(), &dir, "cpu-x86-64");
+    let reg = load(&dir);
+    let cpu = reg.backend("cpu").unwrap();
+    assert!(cpu.source.path().is_some_and(|p| p.ends_with(plugin_file_name("cpu-x86-64"))));
+    assert_cpu_still_computes(&reg);
+}
+
+#[test]
+fn zero_byte_and_text_files_keep_the_loaders_message() {
+    let dir = scratch_dir("hostile-not-elf");
+    std::fs::write(dir.join(plugin_file_name("empty")), b"").unwrap();
+    std::fs::write(dir.join(plugin_file_name("text")), b"hello, I am text\n").unwrap();
+    let reg = load(&dir);
+    let empty = refusal(&reg, &plugin_file_name("empty"));
+    assert!(empty.starts_with("not a loadable library: dlopen failed: "), "{empty}");
+    assert!(empty.contains("file too short"), "{empty}");
+    let text = refusal(&reg, &plugin_file_name("text"));
+    assert!(text.contains("invalid ELF header"), "{text}");
+    assert_cpu_still_computes(&reg);
+}
+
+#[test]
+fn missing_dependency_names_the_missing_library() {
+    // The hostile fixture with one needed library renamed in its dynamic
+    // string table: the loader cannot find `libgcc_x.so.1`.
+    let mut bytes = std::fs::read(fixture("hostile-score-max")).unwrap();
+    let needle = b"libgcc_s.so.1\0";
+    let Some(at) = bytes.windows(needle.len()).position(|w| w == needle) else {
+        eprintln!("fixture does not need libgcc_s; nothing to rename");
+        return;
+    };
+    bytes[at + 7] = b'x';
+    let dir = scratch_dir("hostile-missing-dep");
+    std::fs::write(dir.join(plugin_file_name("nodep")), &bytes).unwrap();
+    let reg = load(&dir);
+    let reason = refusal(&reg, &plugin_file_name("nodep"));
+    assert!(
+        reason.contains("libgcc_x.so.1: cannot open shared object file"),
+        "{reason}"
+    );
+    assert_cpu_still_computes(&reg);
+}
+
+#[cfg(unix)]
+#[test]
+fn symlink_loops_and_unreadable_directories_are_reported() {
+    let dir = scratch_dir("hostile-links");
+    let looped = dir.join(plugin_file_name("loop"));
+    std::os::unix::fs::symlink(&looped, &looped).unwrap();
+    let dangling = dir.join(plugin_file_name("dangling"));
+    std::os::unix::fs::symlink(dir.join("nowhere"), &dangling).unwrap();
+    // A "directory" that is a file cannot be listed.
+    let not_dir = dir.join("not-a-dir");
+    std::fs::write(&not_dir, b"").unwrap();
+    let reg = Registry::load_with(
+        &RegistryOptions {
+            search: SearchPath::only([dir.clone(), not_dir.clone()]),
+            builtin_cpu: true,
+        },
+        &probe_options(None),
+    );
+    let why = |p: &Path| {
+        reg.refused()
+            .iter()
+            .find(|r| r.path == p)
+            .map(|r| r.reason.clone())
+            .unwrap_or_else(|| panic!("{} not reported: {:?}", p.display(), reg.refused()))
+    };
+    assert!(why(&looped).contains("symbolic link loop"), "{}", why(&looped));
+    assert!(why(&dangling).contains("does not resolve"), "{}", why(&dangling));
+    assert!(
+        why(&not_dir).starts_with("plugin directory cannot be read"),
+        "{}",
+        why(&not_dir)
+    );
+    assert_cpu_still_computes(&reg);
+}
+
+#[test]
+fn warm_start_uses_the_probe_cache_and_runs_no_probe() {
+    let (dir, file) = with_hostile("exit-at-load");
+    let cache = dir.join("probe-cache.json");
+    let cold = Registry::load_with(
+        &RegistryOptions {
+            search: SearchPath::only([&dir]),
+            builtin_cpu: true,
+        },
+        &probe_options(Some(cache.clone())),
+    );
+    assert!(refusal(&cold, &file).contains("exited with code 3"));
+    assert!(cache.is_file());
+    // A probe executable that cannot start: any probe run would refuse
+    // the CPU plugin with "cannot start the probe process".
+    let warm = Registry::load_with(
+        &RegistryOptions {
+            search: SearchPath::only([&dir]),
+            builtin_cpu: true,
+        },
+        &ProbeOptions {
+            exe: Some(dir.join("no-such-probe")),
+            ..probe_options(Some(cache.clone()))
+        },
+    );
+    assert_eq!(refusal(&warm, &file), refusal(&cold, &file));
+    let cpu = warm.backend("cpu").unwrap();
+    assert!(cpu.source.path().is_some(), "cpu plugin loaded from the cache's verdict");
+    assert_cpu_still_computes(&warm);
+    // A changed file is probed again (and here, with no probe, refused).
+    let cpu_file = dir.join(plugin_file_name("cpu-x86-64"));
+    let mut bytes = std::fs::read(&cpu_file).unwrap();
+    bytes.push(0);
+    std::fs::write(&cpu_file, &bytes).unwrap();
+    let changed = Registry::load_with(
+        &RegistryOptions {
+            search: SearchPath::only([&dir]),
+            builtin_cpu: true,
+        },
+        &ProbeOptions {
+            exe: Some(dir.join("no-such-probe")),
+            ..probe_options(Some(cache))
+        },
+    );
+    assert!(
+        refusal(&changed, &plugin_file_name("cpu-x86-64")).contains("cannot start the probe process"),
+        "{:?}",
+        changed.refused()
+    );
+}
