@@ -275,9 +275,10 @@ impl Scheduler {
             Loc::Compute { backend, offset } => {
                 (self.compute[backend].as_ref().map_or(0, Buffer::id), offset)
             }
-            Loc::External { buffer, offset, .. } => {
-                (self.weights.get(buffer).map_or(0, |w| w.buffer.id()), offset)
-            }
+            Loc::External { buffer, offset, .. } => (
+                self.weights.get(buffer).map_or(0, |w| w.buffer.id()),
+                offset,
+            ),
         }
     }
 
@@ -365,7 +366,11 @@ impl Scheduler {
                 .try_desc(t)
                 .map_err(|e| data_err(graph, t, e.to_string()))?;
             if d.op().is_ok_and(|op| op != Op::None) || a.root[t.index()] != t.index() {
-                return Err(data_err(graph, t, "inputs must be leaves, not views".into()));
+                return Err(data_err(
+                    graph,
+                    t,
+                    "inputs must be leaves, not views".into(),
+                ));
             }
             if a.preplaced[t.index()].is_some() {
                 return Err(data_err(
@@ -468,7 +473,11 @@ impl Scheduler {
             return Err(data_err(
                 graph,
                 t,
-                format!("output slice has {} bytes, the tensor {}", out.len(), d.nbytes()),
+                format!(
+                    "output slice has {} bytes, the tensor {}",
+                    out.len(),
+                    d.nbytes()
+                ),
             ));
         }
         let loc = plan.allocation.tensor[t.index()];
@@ -564,7 +573,8 @@ impl Scheduler {
                             CallError::Stuck => "an earlier call timed out".to_string(),
                         };
                         tracing::error!(backend = %label, "device out of service: {reason}");
-                        self.planner.mark_failed(b, format!("out of service: {reason}"))?;
+                        self.planner
+                            .mark_failed(b, format!("out of service: {reason}"))?;
                         self.stats.backend_time += t0.elapsed();
                         return Err(SchedError::Timeout {
                             backend: label,

@@ -43,13 +43,13 @@ use backplane_abi::Op;
 pub use alloc::{Allocation, Loc};
 pub use cache::{PlanCache, structure_hash};
 pub use exec::{RunStats, Scheduler};
-pub use weights::WeightBlock;
 pub use explain::{
     Explanation, NodeReport, example_plan, explain_example, explain_example_dot, human_bytes,
 };
 pub use placement::{DevicePlacement, Placement};
 pub use plan::{Assignment, Cause, Decline, Plan, PlanStats, Planner};
 pub use split::{Copy, Split};
+pub use weights::WeightBlock;
 
 /// Index of a backend in the scheduler's priority order (0 = highest).
 pub type BackendId = usize;

@@ -124,6 +124,9 @@ mod tests {
         });
         assert_eq!(r, Err(CallError::TimedOut));
         assert!(w.is_stuck());
-        assert_eq!(w.call("t", Duration::from_secs(5), || 1), Err(CallError::Stuck));
+        assert_eq!(
+            w.call("t", Duration::from_secs(5), || 1),
+            Err(CallError::Stuck)
+        );
     }
 }

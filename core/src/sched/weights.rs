@@ -92,8 +92,9 @@ impl WeightBlocks {
     /// Forgets the blocks of backend `b` without freeing them (the device
     /// may still be using them: see the scheduler's `Drop`).
     pub(crate) fn leak_backend(&mut self, b: BackendId) {
-        let (leak, keep): (Vec<_>, Vec<_>) =
-            std::mem::take(&mut self.blocks).into_iter().partition(|w| w.backend == b);
+        let (leak, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.blocks)
+            .into_iter()
+            .partition(|w| w.backend == b);
         std::mem::forget(leak);
         self.by_key.clear();
         for block in keep {

@@ -3,8 +3,7 @@
 use std::sync::Arc;
 
 use backplane_abi::plugin::{
-    Backend, BufferType, Device as AbiDevice, DeviceType, PluginError, Reg, Verdict,
-    device_object,
+    Backend, BufferType, Device as AbiDevice, DeviceType, PluginError, Reg, Verdict, device_object,
 };
 use backplane_abi::{Op, TensorDesc};
 use backplane_cpu::plugin::{CpuReg, Isa};
@@ -288,8 +287,11 @@ fn inputs_of<'a>(g: &Graph, host: &'a HostTensors) -> Vec<(TensorId, &'a [u8])> 
 fn run_uploads_only_the_given_inputs_and_reads_only_the_asked_outputs() {
     let mut g = small_block();
     let (host, want) = reference(&g);
-    let mut s = Scheduler::new(vec![fake_gpu(vec![Op::Rope]), cpu()], SchedOptions::default())
-        .unwrap();
+    let mut s = Scheduler::new(
+        vec![fake_gpu(vec![Op::Rope]), cpu()],
+        SchedOptions::default(),
+    )
+    .unwrap();
     let w = weights(&g);
     s.place_weights(&mut g, 0, &w).unwrap();
     for &t in &w {
@@ -300,7 +302,10 @@ fn run_uploads_only_the_given_inputs_and_reads_only_the_asked_outputs() {
     for _ in 0..2 {
         s.run(&g, &inputs_of(&g, &host), &mut [(result, &mut out)])
             .unwrap();
-        let got: Vec<f32> = bytemuck::pod_collect_to_vec(&out);
+        let got: Vec<f32> = out
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
         assert_close(&got, &want);
     }
     assert_eq!(s.planner().plans_built(), 1);
@@ -330,26 +335,38 @@ fn run_names_a_missing_input_an_unflagged_output_and_a_wrong_size() {
     let err = s
         .run(&g, &inputs_of(&g, &host), &mut [(inner, &mut small)])
         .unwrap_err();
-    assert!(err.to_string().contains("not flagged as an output"), "{err}");
+    assert!(
+        err.to_string().contains("not flagged as an output"),
+        "{err}"
+    );
 
     let mut short = vec![0u8; 4];
     let err = s
         .run(&g, &inputs_of(&g, &host), &mut [(result, &mut short)])
         .unwrap_err();
-    assert!(err.to_string().contains("output slice has 4 bytes"), "{err}");
+    assert!(
+        err.to_string().contains("output slice has 4 bytes"),
+        "{err}"
+    );
 }
 
 #[test]
 fn a_device_past_its_timeout_fails_the_run_and_later_runs_route_around_it() {
-    let g = small_block();
-    let (host, want) = reference(&g);
+    let mut g = small_block();
+    let (host0, want) = reference(&g);
+    // Weights in CPU memory; every batch is offloaded to the device.
     let options = SchedOptions {
         device_timeout: Some(std::time::Duration::from_millis(200)),
+        offload_min_batch: Some(1),
         ..SchedOptions::default()
     };
     let hang = Some(std::time::Duration::from_secs(5));
     let mut s = Scheduler::new(vec![fake_gpu_hanging(vec![], hang), cpu()], options).unwrap();
-    // Everything but the inputs runs on the hanging device.
+    let w = weights(&g);
+    s.place_weights(&mut g, 1, &w).unwrap();
+    for &t in &w {
+        s.upload(&g, t, host0.bytes(t)).unwrap();
+    }
     let mut host1 = HostTensors::new(&g);
     fill(&g, &mut host1, 7);
     let started = std::time::Instant::now();
@@ -359,7 +376,7 @@ fn a_device_past_its_timeout_fails_the_run_and_later_runs_route_around_it() {
         panic!("expected a timeout, got {err}");
     };
     assert_eq!(backend, "fake/gpu0");
-    assert!(call.contains("graph_compute of split 0"), "{call}");
+    assert!(call.contains("graph_compute of split"), "{call}");
     assert!(s.planner().failure(0).is_some());
 
     // The next graph runs on the CPU, with the reason in the explanation.
@@ -379,7 +396,37 @@ fn a_device_past_its_timeout_fails_the_run_and_later_runs_route_around_it() {
     s.planner_mut().set_options(strict);
     let err = s.compute(&g, &mut host2).unwrap_err();
     assert!(err.to_string().contains("timed out"), "{err}");
-    drop(host);
+}
+
+#[test]
+fn weights_placed_on_a_device_out_of_service_are_an_error_naming_it() {
+    let options = SchedOptions {
+        device_timeout: Some(std::time::Duration::from_millis(200)),
+        ..SchedOptions::default()
+    };
+    let hang = Some(std::time::Duration::from_secs(5));
+    let mut s = Scheduler::new(vec![fake_gpu_hanging(vec![], hang), cpu()], options).unwrap();
+    let mut g = small_block();
+    let (host, _) = reference(&g);
+    let w = weights(&g);
+    s.place_weights(&mut g, 0, &w).unwrap();
+    for &t in &w {
+        s.upload(&g, t, host.bytes(t)).unwrap();
+    }
+    let result = g.find("result").unwrap();
+    let mut out = vec![0u8; g.desc(result).nbytes() as usize];
+    let err = s
+        .run(&g, &inputs_of(&g, &host), &mut [(result, &mut out)])
+        .unwrap_err();
+    assert!(matches!(err, SchedError::Timeout { .. }), "{err}");
+    let err = s
+        .run(&g, &inputs_of(&g, &host), &mut [(result, &mut out)])
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("out of service") && text.contains("fake/gpu0"),
+        "{text}"
+    );
 }
 
 #[test]
