@@ -8,9 +8,14 @@
 //! hands every lookaround-free piece of a pattern to `regex-automata`, so
 //! patterns without lookaround (`\p{N}+`, `[0-9][0-9][0-9]`) run entirely on
 //! the fast engine; rewriting the lookahead by hand was the alternative and
-//! would have been one more place to get wrong. Both engines take `\s`,
-//! `\p{L}`, `\p{N}`, `\p{P}`, `\p{M}` from Unicode's tables, as llama.cpp's
-//! generated tables do.
+//! would have been one more place to get wrong.
+//!
+//! Both engines take `\s`, `\p{L}`, `\p{N}`, `\p{P}`, `\p{M}`, `\p{S}` from
+//! Unicode 16.0's tables, while llama.cpp's generated tables stop at Unicode
+//! 15.1 and treat characters assigned in 16.0 as unassigned. Every category is
+//! therefore intersected with `\p{Age:V15_1}` (see [`pin_unicode_version`]);
+//! with that, all 1,112,064 scalar values fall in the same classes as in
+//! llama.cpp's tables (`\s` needs no pinning: its set is unchanged since 6.0).
 
 use std::ops::Range;
 
@@ -126,6 +131,31 @@ const DIGIT_RUNS: &str = r"\p{N}+";
 const SINGLE_DIGITS: &str = r"\p{N}";
 const ASCII_DIGIT_TRIPLES: &str = r"[0-9][0-9][0-9]";
 
+/// The Unicode version llama.cpp's category tables were generated from.
+const UNICODE_AGE: &str = r"\p{Age:V15_1}";
+
+/// Rewrites each general-category class `\p{X}` of a pattern as
+/// `[\p{X}&&\p{Age:V15_1}]` (a nested class, so it works inside `[...]` too).
+pub(crate) fn pin_unicode_version(pattern: &str) -> String {
+    let mut out = String::with_capacity(pattern.len() * 2);
+    let mut rest = pattern;
+    while let Some(at) = rest.find(r"\p{") {
+        let Some(close) = rest[at..].find('}') else {
+            break;
+        };
+        let class = &rest[at..at + close + 1];
+        out.push_str(&rest[..at]);
+        out.push('[');
+        out.push_str(class);
+        out.push_str("&&");
+        out.push_str(UNICODE_AGE);
+        out.push(']');
+        rest = &rest[at + close + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
 impl PreTokenizer {
     /// The patterns applied one after the other, each cutting the pieces the previous one left.
     pub(crate) fn patterns(self) -> &'static [&'static str] {
@@ -166,7 +196,7 @@ impl WordSplitter {
             .patterns()
             .iter()
             .map(|&pattern| {
-                Regex::new(pattern)
+                Regex::new(&pin_unicode_version(pattern))
                     .map(|regex| (pattern, regex))
                     .map_err(|err| TokenizerError::BadPattern {
                         pre: family.name().to_owned(),
@@ -228,6 +258,26 @@ mod tests {
             .into_iter()
             .map(|r| text[r].to_owned())
             .collect()
+    }
+
+    #[test]
+    fn category_classes_are_pinned_to_unicode_15_1_inside_and_outside_brackets() {
+        assert_eq!(
+            pin_unicode_version(r"[^\r\p{L}]?\p{N}+"),
+            r"[^\r[\p{L}&&\p{Age:V15_1}]]?[\p{N}&&\p{Age:V15_1}]+"
+        );
+    }
+
+    #[test]
+    fn characters_new_in_unicode_16_split_as_unassigned_like_llama_cpp() {
+        // U+1C89 is a letter since Unicode 16.0, unassigned in llama.cpp's
+        // tables: it cannot continue the word "a", only prefix the next one.
+        assert_eq!(
+            words(PreTokenizer::Llama3, "a\u{1c89}b"),
+            ["a", "\u{1c89}b"]
+        );
+        // U+2EBF0 (CJK extension I, Unicode 15.1) is a letter in both.
+        assert_eq!(words(PreTokenizer::Llama3, "a\u{2ebf0}"), ["a\u{2ebf0}"]);
     }
 
     #[test]
