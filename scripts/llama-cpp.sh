@@ -37,9 +37,23 @@ if ! "$PY" -c "import scikit_build_core, numpy" 2>/dev/null || [ ! -x "$VENV/bin
 fi
 CMAKE="$VENV/bin/cmake"
 
-# The source tree: given, or unpacked from the sdist under .venv-llama/src.
-SRC="${LLAMA_CPP_PYTHON_SRC:-$VENV/src/llama_cpp_python-$VERSION}"
-if [ ! -f "$SRC/CMakeLists.txt" ]; then
+need_package=0
+if [ "${FORCE:-0}" = 1 ] || ! "$PY" -c "import llama_cpp" 2>/dev/null; then
+    need_package=1
+fi
+need_tools=0
+if [ "${FORCE:-0}" = 1 ] || [ ! -x "$VENV/bin/llama-bench" ] || [ ! -x "$VENV/bin/llama-quantize" ]; then
+    need_tools=1
+fi
+
+# The source tree: given, the one the kept build tree was configured from, or the sdist
+# unpacked under .venv-llama/src (downloaded by pip unless LLAMA_CPP_PYTHON_SDIST names it).
+SRC="${LLAMA_CPP_PYTHON_SRC:-}"
+if [ -z "$SRC" ] && [ "$need_package" = 0 ] && [ -f "$BUILD/CMakeCache.txt" ]; then
+    SRC="$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$BUILD/CMakeCache.txt")"
+fi
+SRC="${SRC:-$VENV/src/llama_cpp_python-$VERSION}"
+if [ $((need_package + need_tools)) -gt 0 ] && [ ! -f "$SRC/CMakeLists.txt" ]; then
     mkdir -p "$VENV/src"
     SDIST="${LLAMA_CPP_PYTHON_SDIST:-}"
     if [ -z "$SDIST" ]; then
@@ -51,7 +65,7 @@ if [ ! -f "$SRC/CMakeLists.txt" ]; then
 fi
 
 # 1. The Python package and libllama/libggml, built in a kept build directory.
-if [ "${FORCE:-0}" = 1 ] || ! "$PY" -c "import llama_cpp" 2>/dev/null; then
+if [ "$need_package" = 1 ]; then
     start=$(date +%s)
     CMAKE_ARGS="$CMAKE_FLAGS" "${PIP[@]}" install -v --no-build-isolation \
         --config-settings=build-dir="$BUILD" \
@@ -61,8 +75,8 @@ if [ "${FORCE:-0}" = 1 ] || ! "$PY" -c "import llama_cpp" 2>/dev/null; then
 fi
 
 # 2. llama-bench and llama-quantize: the same build tree with the tools enabled; only
-#    these two targets (and the common library they link) are compiled.
-if [ "${FORCE:-0}" = 1 ] || [ ! -x "$VENV/bin/llama-bench" ] || [ ! -x "$VENV/bin/llama-quantize" ]; then
+#    these two targets (and the libraries they link) are compiled.
+if [ "$need_tools" = 1 ]; then
     start=$(date +%s)
     "$CMAKE" -S "$SRC" -B "$BUILD" -DLLAMA_BUILD_TOOLS=ON >"$LOGS/tools-configure.log" 2>&1
     "$CMAKE" --build "$BUILD" --target llama-bench llama-quantize >"$LOGS/tools-build.log" 2>&1
