@@ -311,8 +311,7 @@ def command_tokens(args) -> None:
             {"text": text, "ids": model.tokenize(text, args.add_special, args.parse_special)}
             for text in texts
         ]
-    json.dump(result, sys.stdout, ensure_ascii=False, indent=1)
-    print()
+    print("[\n " + ",\n ".join(json.dumps(entry, ensure_ascii=False) for entry in result) + "\n]")
 
 
 def command_logits(args) -> None:
