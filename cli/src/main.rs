@@ -58,6 +58,7 @@ enum Command {
 
 fn main() {
     log::install();
+    ensure_runtime_dir();
     let cli = Cli::parse();
     match cli.command {
         Command::Devices {
@@ -117,6 +118,27 @@ fn main() {
     }
 }
 
+/// Vulkan's loader and Mesa's drivers print an error on every start when
+/// `XDG_RUNTIME_DIR` is unset (containers, CI, ssh without a login
+/// session). Point it at a private directory of our own in that case.
+fn ensure_runtime_dir() {
+    if std::env::var_os("XDG_RUNTIME_DIR").is_some_and(|d| std::path::Path::new(&d).is_dir()) {
+        return;
+    }
+    let user = std::env::var("USER").unwrap_or_else(|_| "user".into());
+    let dir = std::env::temp_dir().join(format!("backplane-runtime-{user}"));
+    if std::fs::create_dir_all(&dir).is_err() {
+        return;
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700));
+    }
+    // SAFETY: called at the start of main, before any other thread exists.
+    unsafe { std::env::set_var("XDG_RUNTIME_DIR", &dir) };
+}
+
 /// Prints `error: ...` and exits with status 1 when a command failed.
 fn exit_on_error(result: Result<(), String>) {
     if let Err(e) = result {
@@ -147,12 +169,27 @@ fn devices_json(registry: &Registry) -> serde_json::Value {
             })
         })
         .collect();
+    // Every loaded backend, also those with no (usable) device, with why.
+    let backends: Vec<serde_json::Value> = registry
+        .backends()
+        .iter()
+        .map(|b| {
+            serde_json::json!({
+                "backend": b.name,
+                "score": b.score,
+                "path": b.source.path().map(|p| p.display().to_string()),
+                "devices": b.devices.len(),
+                "no_device_reason": b.no_device_reason,
+                "refused_devices": b.refused_devices,
+            })
+        })
+        .collect();
     let refused: Vec<serde_json::Value> = registry
         .refused()
         .iter()
         .map(|r| serde_json::json!({ "path": r.path.display().to_string(), "reason": r.reason }))
         .collect();
-    serde_json::json!({ "devices": devices, "refused": refused })
+    serde_json::json!({ "devices": devices, "backends": backends, "refused": refused })
 }
 
 fn gib(bytes: u64) -> String {
@@ -169,11 +206,15 @@ fn devices_text(registry: &Registry) -> String {
             .map_or("built-in".to_string(), |p| p.display().to_string());
         let _ = writeln!(out, "backend {}  score {}  {}", b.name, b.score, from);
         if b.devices.is_empty() {
-            let why = b
-                .no_device_reason
-                .as_deref()
-                .unwrap_or("the plugin gave no reason");
+            let why = b.no_device_reason.as_deref().unwrap_or(if b.refused_devices.is_empty() {
+                "the plugin gave no reason"
+            } else {
+                "every device it offered was refused"
+            });
             let _ = writeln!(out, "  no devices: {why}");
+        }
+        for why in &b.refused_devices {
+            let _ = writeln!(out, "  {why}");
         }
         for d in &b.devices {
             let mem = d.memory();
@@ -209,10 +250,7 @@ fn devices_text(registry: &Registry) -> String {
     if !registry.refused().is_empty() {
         let _ = writeln!(out, "refused plugin files:");
         for r in registry.refused() {
-            let _ = writeln!(out, "  {}", r.path.display());
-            for line in r.reason.lines() {
-                let _ = writeln!(out, "    {line}");
-            }
+            let _ = writeln!(out, "  {}: {}", r.path.display(), r.reason);
         }
     }
     out
