@@ -6,14 +6,18 @@ use std::path::{Path, PathBuf};
 
 use backplane_gguf::{GgufWriter, Value};
 use backplane_quant::{DType, quantize_row};
+use backplane_quantize::{FileType, QUANTIZATION_VERSION, QuantizeParams, quantize_file};
 use rayon::prelude::*;
 
 use crate::TestModelError;
 use crate::shape::Shape;
-use crate::spec::ModelSpec;
+use crate::spec::{ModelSpec, WeightType};
 use crate::tensors::{TensorPlan, plan};
 use crate::vocab::{default_vocab_dir, tokenizer_keys};
 use crate::weights::{fill, tensor_key};
+
+/// The metadata key of llama.cpp's file type.
+const FILE_TYPE_KEY: &str = "general.file_type";
 
 /// Elements generated per parallel work item.
 const CHUNK_ELEMENTS: usize = 1 << 16;
@@ -75,23 +79,32 @@ pub fn write_model_with(
 ) -> Result<(), TestModelError> {
     let shape = Shape::of(spec.arch, spec.preset);
     let tokenizer = tokenizer_keys(&options.vocab_dir, shape.vocab)?;
-    let partial = sibling(out, "partial");
-    let result = match spec.dtype.float_dtype() {
-        Some(dtype) => write_float(spec, &shape, dtype, tokenizer, &partial, options),
-        None => Err(TestModelError::Unsupported {
-            dtype: spec.dtype,
-            reason: "the quantizer crate is not ready yet",
-        }),
-    };
-    match result {
-        Ok(()) => std::fs::rename(&partial, out).map_err(|source| TestModelError::Io {
-            what: "renaming the finished model to",
-            path: out.to_path_buf(),
-            source,
-        }),
-        Err(e) => {
-            remove_quietly(&partial);
-            Err(e)
+    match spec.dtype.float_dtype() {
+        Some(dtype) => {
+            let partial = sibling(out, "partial");
+            let metadata = metadata(spec, &shape, tokenizer);
+            let written = write_float(spec.seed, &shape, dtype, metadata, &partial, options);
+            match written {
+                Ok(()) => std::fs::rename(&partial, out).map_err(|source| TestModelError::Io {
+                    what: "renaming the finished model to",
+                    path: out.to_path_buf(),
+                    source,
+                }),
+                Err(e) => {
+                    remove_quietly(&partial);
+                    Err(e)
+                }
+            }
+        }
+        None => {
+            // The quantizer moves general.file_type to the end and adds
+            // general.quantization_version, as llama.cpp's does.
+            let master = sibling(out, "f32-master");
+            let metadata = base_metadata(spec, &shape, tokenizer, WeightType::F32);
+            let result = write_float(spec.seed, &shape, DType::F32, metadata, &master, options)
+                .and_then(|()| quantize(spec, &master, out, options));
+            remove_quietly(&master);
+            result
         }
     }
 }
@@ -109,14 +122,39 @@ fn remove_quietly(path: &Path) {
     let _ = std::fs::remove_file(path);
 }
 
-/// The file's metadata in llama.cpp's conventions: `general.*`, the
-/// architecture's hyperparameters, then the vocabulary's tokenizer keys.
-/// `general.file_type` is the spec's; quantized specs also get
-/// `general.quantization_version` 2.
+/// The metadata of the file `spec` describes, in order: `general.*`, the
+/// architecture's hyperparameters and `general.file_type`, then the
+/// vocabulary's tokenizer keys. Quantized files end with
+/// `general.quantization_version` (2) and `general.file_type` instead, where
+/// llama.cpp's quantizer puts them.
 pub fn metadata(
     spec: &ModelSpec,
     shape: &Shape,
     tokenizer: Vec<(String, Value)>,
+) -> Vec<(String, Value)> {
+    if !spec.dtype.is_quantized() {
+        return base_metadata(spec, shape, tokenizer, spec.dtype);
+    }
+    let mut kv = base_metadata(spec, shape, tokenizer, WeightType::F32);
+    kv.retain(|(key, _)| key != FILE_TYPE_KEY);
+    kv.push((
+        "general.quantization_version".to_string(),
+        Value::U32(QUANTIZATION_VERSION),
+    ));
+    kv.push((
+        FILE_TYPE_KEY.to_string(),
+        Value::U32(spec.dtype.ftype_code()),
+    ));
+    kv
+}
+
+/// The metadata of a float file of type `file_type` (for quantized specs:
+/// the f32 model the quantizer reads).
+fn base_metadata(
+    spec: &ModelSpec,
+    shape: &Shape,
+    tokenizer: Vec<(String, Value)>,
+    file_type: WeightType,
 ) -> Vec<(String, Value)> {
     let arch = spec.arch.name();
     let key = |k: &str| format!("{arch}.{k}");
@@ -144,15 +182,12 @@ pub fn metadata(
         kv.push((key("attention.value_length"), count(shape.head_dim)));
     }
     kv.push((
-        "general.file_type".to_string(),
-        Value::U32(spec.dtype.ftype_code()),
+        FILE_TYPE_KEY.to_string(),
+        Value::U32(file_type.ftype_code()),
     ));
     kv.push((key("vocab_size"), count(shape.n_vocab)));
     kv.push((key("rope.dimension_count"), count(shape.head_dim)));
     kv.extend(tokenizer);
-    if spec.dtype.is_quantized() {
-        kv.push(("general.quantization_version".to_string(), Value::U32(2)));
-    }
     kv
 }
 
@@ -168,17 +203,17 @@ fn storage_type(tensor: &TensorPlan, dtype: DType) -> DType {
 
 /// Writes a model whose 2-D weights are all `dtype` (f32, f16 or bf16).
 fn write_float(
-    spec: &ModelSpec,
+    seed: u64,
     shape: &Shape,
     dtype: DType,
-    tokenizer: Vec<(String, Value)>,
+    metadata: Vec<(String, Value)>,
     path: &Path,
     options: &WriteOptions<'_>,
 ) -> Result<(), TestModelError> {
     let gguf_err = |context: String| move |source| TestModelError::Gguf { context, source };
     let tensors = plan(shape);
     let mut writer = GgufWriter::new();
-    for (key, value) in metadata(spec, shape, tokenizer) {
+    for (key, value) in metadata {
         writer.set(key, value);
     }
     for t in &tensors {
@@ -201,7 +236,7 @@ fn write_float(
     let total: u64 = tensors.iter().map(|t| t.elements() as u64).sum();
     let mut done = 0u64;
     for t in &tensors {
-        let bytes = tensor_bytes(spec.seed, t, storage_type(t, dtype))?;
+        let bytes = tensor_bytes(seed, t, storage_type(t, dtype))?;
         stream
             .write_tensor(&t.name, &bytes)
             .map_err(gguf_err(format!("writing tensor '{}'", t.name)))?;
@@ -257,4 +292,58 @@ pub fn tensor_bytes(
             })
         })?;
     Ok(bytes)
+}
+
+/// Quantizes the f32 model at `master` into `out` with llama.cpp's rules
+/// for `spec.dtype` (the quantizer writes a temporary file and renames it).
+fn quantize(
+    spec: &ModelSpec,
+    master: &Path,
+    out: &Path,
+    options: &WriteOptions<'_>,
+) -> Result<(), TestModelError> {
+    let quantize_err = |source| TestModelError::Quantize {
+        path: out.to_path_buf(),
+        dtype: spec.dtype,
+        source,
+    };
+    let params = QuantizeParams {
+        ftype: file_type(spec.dtype),
+        ..Default::default()
+    };
+    let mut report = |p: &backplane_quantize::Progress<'_>| {
+        if let Some(progress) = options.progress {
+            progress(Progress {
+                stage: Stage::Quantizing,
+                done: p.index as u64 + 1,
+                total: p.count as u64,
+            });
+        }
+    };
+    quantize_file(master, out, &params, &mut report)
+        .map(|_summary| ())
+        .map_err(quantize_err)
+}
+
+/// The quantizer's file type for a weight type (same `llama_ftype` code).
+fn file_type(dtype: WeightType) -> FileType {
+    match dtype {
+        WeightType::F32 => FileType::F32,
+        WeightType::F16 => FileType::F16,
+        WeightType::BF16 => FileType::BF16,
+        WeightType::Q8_0 => FileType::Q8_0,
+        WeightType::Q4_0 => FileType::Q4_0,
+        WeightType::Q4_1 => FileType::Q4_1,
+        WeightType::Q5_0 => FileType::Q5_0,
+        WeightType::Q5_1 => FileType::Q5_1,
+        WeightType::Q2_K => FileType::Q2_K,
+        WeightType::Q3_K_S => FileType::Q3_K_S,
+        WeightType::Q3_K_M => FileType::Q3_K_M,
+        WeightType::Q3_K_L => FileType::Q3_K_L,
+        WeightType::Q4_K_S => FileType::Q4_K_S,
+        WeightType::Q4_K_M => FileType::Q4_K_M,
+        WeightType::Q5_K_S => FileType::Q5_K_S,
+        WeightType::Q5_K_M => FileType::Q5_K_M,
+        WeightType::Q6_K => FileType::Q6_K,
+    }
 }

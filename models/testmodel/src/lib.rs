@@ -73,12 +73,14 @@ pub enum TestModelError {
         /// The conversion error.
         source: backplane_quant::QuantError,
     },
-    /// The file type cannot be made (yet).
-    #[error("file type {dtype}: {reason}")]
-    Unsupported {
+    /// Quantizing the f32 model failed.
+    #[error("quantizing {} to {dtype}: {source}", path.display())]
+    Quantize {
+        /// The output file.
+        path: PathBuf,
         /// The file type asked for.
         dtype: WeightType,
-        /// Why not.
-        reason: &'static str,
+        /// The quantizer's error.
+        source: backplane_quantize::QuantizeError,
     },
 }

@@ -1,41 +1,18 @@
 //! Tiny models of every architecture and type: written, reopened with the
 //! GGUF reader, and checked against llama.cpp's conventions.
 
+mod common;
 mod forward;
-
-use std::path::PathBuf;
 
 use backplane_gguf::{DType, Gguf, Value};
 use backplane_testmodel::{
-    Arch, ModelSpec, Preset, Shape, TestModelError, WeightType, WriteOptions, default_vocab_dir,
-    plan, write_model, write_model_with,
+    Arch, Preset, Shape, TestModelError, WeightType, WriteOptions, default_vocab_dir, plan,
+    write_model, write_model_with,
 };
+use common::{tiny, tmp_path, write_and_open};
 
 /// The float file types, written directly.
 const FLOAT_TYPES: [WeightType; 3] = [WeightType::F32, WeightType::F16, WeightType::BF16];
-
-fn tmp_path(name: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("testmodel");
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
-}
-
-fn tiny(arch: Arch, dtype: WeightType, seed: u64) -> ModelSpec {
-    ModelSpec {
-        arch,
-        preset: Preset::Tiny,
-        dtype,
-        seed,
-    }
-}
-
-/// Writes `spec` under a name unique to the calling test and opens it.
-fn write_and_open(spec: &ModelSpec, test: &str) -> (PathBuf, Gguf) {
-    let path = tmp_path(&format!("{test}-{}", spec.file_name()));
-    write_model(spec, &path).unwrap();
-    let file = Gguf::open(&path).unwrap();
-    (path, file)
-}
 
 fn u32_key(file: &Gguf, key: &str) -> u32 {
     file.get_u32(key).unwrap_or_else(|e| panic!("{key}: {e}"))

@@ -1,0 +1,31 @@
+//! Helpers shared by the integration tests.
+
+use std::path::PathBuf;
+
+use backplane_gguf::Gguf;
+use backplane_testmodel::{Arch, ModelSpec, Preset, WeightType, write_model};
+
+/// A path under the test target's temporary directory.
+pub fn tmp_path(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("testmodel");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+/// The tiny preset of `arch` in `dtype`.
+pub fn tiny(arch: Arch, dtype: WeightType, seed: u64) -> ModelSpec {
+    ModelSpec {
+        arch,
+        preset: Preset::Tiny,
+        dtype,
+        seed,
+    }
+}
+
+/// Writes `spec` under a name unique to the calling test and opens it.
+pub fn write_and_open(spec: &ModelSpec, test: &str) -> (PathBuf, Gguf) {
+    let path = tmp_path(&format!("{test}-{}", spec.file_name()));
+    write_model(spec, &path).unwrap();
+    let file = Gguf::open(&path).unwrap();
+    (path, file)
+}
