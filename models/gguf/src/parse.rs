@@ -268,6 +268,14 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// `text`, cut to its first 80 characters for an error message.
+pub(crate) fn shorten(text: &str) -> String {
+    match text.char_indices().nth(80) {
+        Some((cut, _)) => format!("{}...", &text[..cut]),
+        None => text.to_owned(),
+    }
+}
+
 fn invalid(field: impl Into<String>, offset: u64, reason: impl Into<String>) -> GgufError {
     GgufError::Invalid {
         field: field.into(),
@@ -457,7 +465,8 @@ fn read_tensor_info(
             format!("tensor[{i}].name"),
             name_offset,
             format!(
-                "name '{name}' is {} bytes; ggml allows at most {MAX_TENSOR_NAME_LEN}",
+                "name '{}' is {} bytes; ggml allows at most {MAX_TENSOR_NAME_LEN}",
+                shorten(&name),
                 name.len()
             ),
         ));
@@ -536,21 +545,26 @@ fn read_tensor_info(
 }
 
 /// `dtype.row_size(ne[0]) * ne[1] * ne[2] * ne[3]`, or why it cannot be had.
+///
+/// Computed here with checked arithmetic rather than through
+/// `DType::row_size`, whose multiplication is unchecked for rows near
+/// `usize::MAX / type_size`.
 pub(crate) fn tensor_size_bytes(dtype: DType, ne: &[i64; 4]) -> Result<u64, String> {
-    let ne0 =
-        usize::try_from(ne[0]).map_err(|_| format!("ne[0] = {} does not fit in usize", ne[0]))?;
-    let row = dtype.row_size(ne0).ok_or_else(|| {
-        format!(
-            "a row of {ne0} elements is not a whole number of {dtype} blocks ({} elements each)",
-            dtype.block_size()
-        )
-    })?;
+    let block = dtype.block_size() as u64;
+    let overflow = || format!("{dtype} tensor of shape {ne:?} has a byte size that overflows u64");
+    let ne0 = u64::try_from(ne[0]).map_err(|_| format!("ne[0] = {} is negative", ne[0]))?;
+    if !ne0.is_multiple_of(block) {
+        return Err(format!(
+            "a row of {ne0} elements is not a whole number of {dtype} blocks ({block} elements each)"
+        ));
+    }
+    let row = (ne0 / block)
+        .checked_mul(dtype.type_size() as u64)
+        .ok_or_else(overflow)?;
     ne[1..]
         .iter()
-        .try_fold(row as u64, |acc, &d| {
-            acc.checked_mul(u64::try_from(d).ok()?)
-        })
-        .ok_or_else(|| format!("{dtype} tensor of shape {ne:?} has a byte size that overflows u64"))
+        .try_fold(row, |acc, &d| acc.checked_mul(u64::try_from(d).ok()?))
+        .ok_or_else(overflow)
 }
 
 /// Every tensor's data must end inside the file and no two may overlap.

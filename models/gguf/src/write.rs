@@ -31,8 +31,12 @@ fn write_error(what: impl Into<String>, reason: impl Into<String>) -> GgufError 
     }
 }
 
+/// Largest data section the writer lays out.
+const MAX_DATA: u64 = i64::MAX as u64;
+
+/// `n` rounded up to a multiple of `alignment` (saturating).
 fn align_up(n: u64, alignment: u64) -> u64 {
-    n.div_ceil(alignment) * alignment
+    n.div_ceil(alignment).saturating_mul(alignment)
 }
 
 impl Default for GgufWriter {
@@ -175,6 +179,17 @@ impl GgufWriter {
         }
         let size_bytes =
             tensor_size_bytes(dtype, &shape).map_err(|reason| write_error(what(), reason))?;
+        // No file can be larger than i64::MAX bytes (seek offsets are i64);
+        // this also keeps every offset sum below overflow.
+        let end = self
+            .data_size()
+            .saturating_add(align_up(size_bytes.min(MAX_DATA), self.alignment()));
+        if size_bytes > MAX_DATA || end > MAX_DATA {
+            return Err(write_error(
+                what(),
+                format!("{size_bytes} bytes would take the data section past i64::MAX bytes"),
+            ));
+        }
         self.tensors.push(TensorInfo {
             name,
             dtype,
@@ -190,6 +205,14 @@ impl GgufWriter {
     /// The tensor table, with offsets as they will be written.
     pub fn tensors(&self) -> &[TensorInfo] {
         &self.tensors
+    }
+
+    /// Bytes of the data section: every tensor and its padding.
+    pub fn data_size(&self) -> u64 {
+        let alignment = self.alignment();
+        self.tensors.last().map_or(0, |t| {
+            t.offset.saturating_add(align_up(t.size_bytes, alignment))
+        })
     }
 
     /// Assigns each tensor its aligned offset in the data section.
@@ -266,11 +289,7 @@ impl GgufWriter {
         } else {
             align_up(header, alignment)
         };
-        let data = self
-            .tensors
-            .last()
-            .map_or(0, |t| t.offset + align_up(t.size_bytes, alignment));
-        Ok(header + data)
+        Ok(header.saturating_add(self.data_size()))
     }
 
     /// Writes header, metadata, tensor table and the padding before the data

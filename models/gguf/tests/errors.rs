@@ -337,6 +337,16 @@ fn byte_size_overflow_is_refused() {
 }
 
 #[test]
+fn row_byte_size_overflow_is_refused() {
+    let (bytes, _) = with_tensor(|r| {
+        r.tensor("w", &[1 << 62], 0, 0);
+    });
+    let (field, _, reason) = invalid(bytes);
+    assert_eq!(field, "tensor[0] 'w' ne[0]");
+    assert!(reason.contains("overflows u64"), "{reason}");
+}
+
+#[test]
 fn unknown_tensor_type_names_tensor_and_code() {
     let (bytes, at) = with_tensor(|r| {
         r.tensor("blk.0.ffn_up.weight", &[256], 16, 0);

@@ -311,3 +311,33 @@ fn opening_a_sparse_4_gib_file_reads_only_the_tables() {
     assert_eq!(data.len() as u64, 4 << 30);
     assert_eq!(data[(3 << 30) + 12345], 0);
 }
+
+#[test]
+fn extreme_values_at_every_table_position_are_handled() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let original = file_with_tensors();
+    let table_end = Gguf::from_bytes(original.clone()).unwrap().data_offset() as usize;
+    let extremes = [
+        u64::MAX,
+        i64::MAX as u64,
+        1 << 62,
+        1 << 61,
+        1 << 32,
+        u64::from(u32::MAX),
+        0,
+    ];
+    let mut outcomes = [0usize; 2];
+    // Every counts, length, dimension, type and offset field is among these windows.
+    for pos in 0..table_end - 8 {
+        for value in extremes {
+            let mut data = original.clone();
+            data[pos..pos + 8].copy_from_slice(&value.to_le_bytes());
+            let result = Gguf::from_bytes(data);
+            outcomes[usize::from(result.is_ok())] += 1;
+        }
+    }
+    assert!(
+        outcomes[0] > 0 && outcomes[1] > 0,
+        "errors and successes: {outcomes:?}"
+    );
+}

@@ -199,7 +199,7 @@ fn write_err(result: Result<impl std::fmt::Debug, GgufError>) -> (String, String
 fn add_tensor_checks_shape_type_and_name() {
     let mut w = GgufWriter::new();
     w.add_tensor("ok", DType::Q8_0, &[64, 2]).unwrap();
-    let cases: [(&str, DType, &[i64], &str); 7] = [
+    let cases: [(&str, DType, &[i64], &str); 8] = [
         ("none", DType::F32, &[], "0 dimensions"),
         ("five", DType::F32, &[1, 1, 1, 1, 1], "5 dimensions"),
         ("zero", DType::F32, &[4, 0], "ne[1] is 0"),
@@ -212,6 +212,7 @@ fn add_tensor_checks_shape_type_and_name() {
         ),
         ("ok", DType::F32, &[4], "already added"),
         ("big", DType::F32, &[1 << 40, 1 << 40], "overflows i64"),
+        ("huge", DType::F32, &[1 << 61], "past i64::MAX bytes"),
     ];
     for (name, dtype, ne, expected) in cases {
         let (what, reason) = write_err(w.add_tensor(name, dtype, ne));
@@ -461,4 +462,21 @@ fn version_2_can_be_written() {
     assert_eq!(&bytes[4..8], &2u32.to_le_bytes());
     let file = Gguf::from_bytes(bytes).unwrap();
     assert_eq!((file.version(), file.get_u32("k").unwrap()), (2, 1));
+}
+
+#[test]
+fn data_section_beyond_i64_max_is_refused() {
+    let mut w = GgufWriter::new();
+    w.add_tensor("a", DType::I8, &[1 << 62]).unwrap();
+    let (what, reason) = write_err(w.add_tensor("b", DType::I8, &[1 << 62]));
+    assert_eq!(what, "tensor 'b'");
+    assert!(reason.contains("past i64::MAX"), "{reason}");
+    assert_eq!(w.data_size(), 1 << 62);
+}
+
+#[test]
+fn gguf_can_be_shared_between_threads() {
+    fn shared<T: Send + Sync>() {}
+    shared::<Gguf>();
+    shared::<GgufWriter>();
 }
