@@ -9,7 +9,7 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 target="${CARGO_TARGET_DIR:-$root/target}"
-cargo build --release -j2 -q -p backplane-webgpu -p backplane-conformance
+cargo build --release -q -p backplane-webgpu -p backplane-conformance
 rm -rf .devbin && mkdir -p .devbin
 strip -o .devbin/backplane-conformance "$target/release/backplane-conformance"
 strip -o .devbin/libbackplane_webgpu.so "$target/release/libbackplane_webgpu.so"

@@ -31,9 +31,10 @@ for model in "$@"; do
     command=("$BENCH" -m "$model" -p 512 -n 128 -t "$THREADS" -ngl 0 -r "$REPETITIONS" -o json)
     load="$(cut -d' ' -f1-3 /proc/loadavg)"
     output="$("${command[@]}")"
+    load_after="$(cut -d' ' -f1-3 /proc/loadavg)"
     printf '%s\n' "$output"
     if [ -n "$record" ]; then
-        ROOT="$ROOT" RECORD="$record" MODEL="$model" LOAD_BEFORE="$load" COMMAND="${command[*]}" \
+        ROOT="$ROOT" RECORD="$record" MODEL="$model" LOAD_BEFORE="$load" LOAD_AFTER="$load_after" COMMAND="${command[*]}" \
             COMMIT_FILE="$VENV/llama-cpp-commit" BENCH_JSON="$output" "$VENV/bin/python" - <<'EOF'
 import json, os, subprocess
 from pathlib import Path
@@ -61,6 +62,7 @@ command = os.environ["COMMAND"].replace(str(model), model.name)
 runs[model.name] = {
     "command": command.replace(os.environ["ROOT"] + "/", ""),
     "load_average_before": os.environ["LOAD_BEFORE"],
+    "load_average_after": os.environ["LOAD_AFTER"],
     "results": [
         {
             "test": f"pp{r['n_prompt']}" if r["n_gen"] == 0 else f"tg{r['n_gen']}",

@@ -7,7 +7,7 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 target="${CARGO_TARGET_DIR:-$root/target}"
-cargo build --release -j2 -q -p backplane-webgpu -p backplane-conformance
+cargo build --release -q -p backplane-webgpu -p backplane-conformance
 mkdir -p "$target/plugins"
 cp "$target/release/libbackplane_webgpu.so" "$target/plugins/.libbackplane_webgpu.so.$$.tmp"
 mv "$target/plugins/.libbackplane_webgpu.so.$$.tmp" "$target/plugins/libbackplane_webgpu.so"

@@ -1,7 +1,7 @@
 //! Plugin boundary costs: cold load of one plugin and a `supports_op` call
 //! across the ABI.
 //!
-//! `cargo xtask plugins && cargo bench -j2 -p backplane-tests --bench plugin`
+//! `cargo xtask plugins && cargo bench -p backplane-tests --bench plugin`
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};

@@ -32,7 +32,6 @@ pub fn run() -> Result<(), String> {
         "clippy",
         &[
             "clippy",
-            "-j2",
             "--workspace",
             "--all-targets",
             "--",
@@ -42,7 +41,7 @@ pub fn run() -> Result<(), String> {
     )?;
     eprintln!("xtask test: plugins");
     plugins(true)?;
-    cargo("tests", &["test", "-j2", "--workspace"])?;
+    cargo("tests", &["test", "--workspace"])?;
     eprintln!("xtask test: hexagon-qemu");
     crate::hexagon_qemu::run_all()?;
     eprintln!("xtask test: conformance");

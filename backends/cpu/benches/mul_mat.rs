@@ -4,7 +4,7 @@
 //!
 //! Throughput is reported as elements = 2 * M * N * K flops, so criterion's
 //! "Gelem/s" reads as GFLOPS. Run with
-//! `cargo bench -p backplane-cpu --bench mul_mat -j2`.
+//! `cargo bench -p backplane-cpu --bench mul_mat`.
 //!
 //! Environment knobs: `MUL_MAT_CASES=q4_0_n1,f32_n512` picks cases;
 //! `MUL_MAT_CPUTIME=1` prints GFLOPS by wall and by process CPU time
