@@ -111,8 +111,14 @@ DEFAULT_CONTEXT = 512
 FLASH_ATTN_TYPES = {"auto": -1, "off": 0, "on": 1}
 
 
+_BINDING = None
+
+
 def load_binding():
-    """Imports llama-cpp-python's ctypes binding and silences llama.cpp's log."""
+    """llama-cpp-python's ctypes binding, imported and initialised once, llama.cpp's log silenced."""
+    global _BINDING
+    if _BINDING is not None:
+        return _BINDING
     try:
         import llama_cpp  # noqa: PLC0415
     except ImportError as error:
@@ -124,18 +130,14 @@ def load_binding():
     quiet = llama_cpp.llama_log_callback(lambda level, text, user: None)
     llama_cpp.llama_log_set(quiet, ctypes.c_void_p(0))
     load_binding.keep_alive = quiet  # the callback must outlive every llama.cpp call
+    _BINDING = llama_cpp
     return llama_cpp
 
 
 def llama_cpp_commit() -> str:
-    """The llama.cpp commit the binding was built from, as far as the sources tell."""
-    candidates = [
-        REPO_ROOT / ".venv-llama" / "llama-cpp-commit",
-    ]
-    for path in candidates:
-        if path.is_file():
-            return path.read_text().strip()
-    return "unknown"
+    """The llama.cpp commit the binding was built from (scripts/llama-cpp.sh records it)."""
+    path = REPO_ROOT / ".venv-llama" / "llama-cpp-commit"
+    return path.read_text().strip() if path.is_file() else "unknown"
 
 
 def sha256_of(path: Path) -> str:
