@@ -182,7 +182,7 @@ fn convert(
     let ne0 = usize::try_from(tensor.ne[0]).map_err(|_| bad_shape())?;
     let src_row = from.row_size(ne0).ok_or_else(bad_shape)?;
     let dst_row = to.row_size(ne0).ok_or_else(bad_shape)?;
-    if src_row == 0 || dst_row == 0 || data.len() % src_row != 0 {
+    if src_row == 0 || dst_row == 0 || !data.len().is_multiple_of(src_row) {
         return Err(bad_shape());
     }
     let rows = data.len() / src_row;
@@ -206,7 +206,7 @@ fn convert(
                 ),
             };
             backplane_quant::dequantize_row(from, src, values).map_err(row_error)?;
-            backplane_quant::quantize_row(to, values, dst).map_err(row_error)?;
+            crate::kernels::quantize_rows(to, values, dst).map_err(row_error)?;
             match first_invalid(to, dst) {
                 None => Ok(()),
                 Some(at) => {

@@ -34,6 +34,7 @@
 mod choose;
 mod file;
 mod ftype;
+mod kernels;
 mod validate;
 
 use std::path::PathBuf;

@@ -12,7 +12,9 @@ use backplane_quantize::{FileType, QuantizeError, QuantizeParams, quantize_file}
 
 /// A fresh, empty scratch directory for one test.
 fn scratch(test: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("quantize-behaviour").join(test);
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("quantize-behaviour")
+        .join(test);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("scratch dir");
     dir
@@ -25,7 +27,11 @@ fn tied_model(dir: &Path) -> PathBuf {
 }
 
 fn quantize(input: &Path, output: &Path, ftype: FileType) -> Result<(), QuantizeError> {
-    let params = QuantizeParams { ftype, threads: 2, ..Default::default() };
+    let params = QuantizeParams {
+        ftype,
+        threads: 2,
+        ..Default::default()
+    };
     quantize_file(input, output, &params, &mut |_| {}).map(|_| ())
 }
 
@@ -56,7 +62,11 @@ fn quantized_input_is_refused_unless_requantize_is_on() {
     assert!(err.to_string().contains("already quantized"), "{err}");
     assert_eq!(files_in(&dir), ["in.gguf", "q8.gguf"]);
 
-    let params = QuantizeParams { ftype: FileType::Q4_0, requantize: true, ..Default::default() };
+    let params = QuantizeParams {
+        ftype: FileType::Q4_0,
+        requantize: true,
+        ..Default::default()
+    };
     quantize_file(&q8, &q4, &params, &mut |_| {}).expect("requantize allowed");
     let out = Gguf::open(&q4).expect("open");
     let q = out.tensor("blk.1.attn_q.weight").expect("attn_q");
@@ -71,7 +81,10 @@ fn tensors_already_of_the_target_type_are_copied() {
     let twice = dir.join("twice.gguf");
     quantize(&input, &once, FileType::Q8_0).expect("f16 -> q8_0");
     quantize(&once, &twice, FileType::Q8_0).expect("q8_0 -> q8_0 copies");
-    let (a, b) = (Gguf::open(&once).expect("a"), Gguf::open(&twice).expect("b"));
+    let (a, b) = (
+        Gguf::open(&once).expect("a"),
+        Gguf::open(&twice).expect("b"),
+    );
     assert_eq!(a.tensors(), b.tensors());
     for t in a.tensors() {
         assert_eq!(a.tensor_data(t), b.tensor_data(t), "{}", t.name);
@@ -84,12 +97,18 @@ fn model_with_infinity(path: &Path) {
     let mut w = GgufWriter::new();
     w.set("general.architecture", Value::String("llama".into()));
     w.set("llama.block_count", Value::U32(1));
-    w.add_tensor("blk.0.attn_q.weight", DType::F32, &[64, 4]).expect("add");
-    w.add_tensor("blk.0.attn_v.weight", DType::F32, &[64, 4]).expect("add");
-    let fine: Vec<u8> = (0..256).flat_map(|i| (i as f32 / 256.0).to_le_bytes()).collect();
+    w.add_tensor("blk.0.attn_q.weight", DType::F32, &[64, 4])
+        .expect("add");
+    w.add_tensor("blk.0.attn_v.weight", DType::F32, &[64, 4])
+        .expect("add");
+    let fine: Vec<u8> = (0..256)
+        .flat_map(|i| (i as f32 / 256.0).to_le_bytes())
+        .collect();
     let mut bad = fine.clone();
     bad[4 * 70..4 * 71].copy_from_slice(&f32::INFINITY.to_le_bytes());
-    let mut s = w.begin(BufWriter::new(File::create(path).expect("create"))).expect("begin");
+    let mut s = w
+        .begin(BufWriter::new(File::create(path).expect("create")))
+        .expect("begin");
     s.write_tensor("blk.0.attn_q.weight", &fine).expect("q");
     s.write_tensor("blk.0.attn_v.weight", &bad).expect("v");
     s.finish().expect("finish");
@@ -107,7 +126,10 @@ fn a_failure_midway_leaves_no_temp_file_and_keeps_the_old_output() {
         matches!(&err, QuantizeError::Validation { tensor, what } if tensor == "blk.0.attn_v.weight" && what.contains("row 1")),
         "{err}"
     );
-    assert_eq!(std::fs::read(&output).expect("old output"), b"previous model");
+    assert_eq!(
+        std::fs::read(&output).expect("old output"),
+        b"previous model"
+    );
     assert_eq!(files_in(&dir), ["in.gguf", "out.gguf"]);
 }
 
@@ -139,15 +161,28 @@ fn metadata_is_copied_with_the_file_type_and_quantization_version_last() {
     let input = tied_model(&dir);
     let output = dir.join("out.gguf");
     quantize(&input, &output, FileType::Q4_K_M).expect("quantize");
-    let (inp, out) = (Gguf::open(&input).expect("in"), Gguf::open(&output).expect("out"));
+    let (inp, out) = (
+        Gguf::open(&input).expect("in"),
+        Gguf::open(&output).expect("out"),
+    );
     let keys = |g: &Gguf| -> Vec<String> { g.metadata().iter().map(|(k, _)| k.clone()).collect() };
-    let mut expected: Vec<String> = keys(&inp).into_iter().filter(|k| k != "general.file_type").collect();
+    let mut expected: Vec<String> = keys(&inp)
+        .into_iter()
+        .filter(|k| k != "general.file_type")
+        .collect();
     expected.push("general.quantization_version".into());
     expected.push("general.file_type".into());
     assert_eq!(keys(&out), expected);
     assert_eq!(out.get_u32("general.file_type").expect("file type"), 15);
-    assert_eq!(out.get_u32("general.quantization_version").expect("version"), 2);
-    assert_eq!(out.get_str("general.name").ok(), inp.get_str("general.name").ok());
+    assert_eq!(
+        out.get_u32("general.quantization_version")
+            .expect("version"),
+        2
+    );
+    assert_eq!(
+        out.get_str("general.name").ok(),
+        inp.get_str("general.name").ok()
+    );
 }
 
 #[test]
@@ -156,7 +191,10 @@ fn progress_reports_every_tensor_in_output_order_with_its_bytes() {
     let input = tied_model(&dir);
     let output = dir.join("out.gguf");
     let mut seen = Vec::new();
-    let params = QuantizeParams { ftype: FileType::Q6_K, ..Default::default() };
+    let params = QuantizeParams {
+        ftype: FileType::Q6_K,
+        ..Default::default()
+    };
     let summary = quantize_file(&input, &output, &params, &mut |p| {
         seen.push((p.index, p.count, p.name.to_string(), p.from, p.to, p.bytes));
     })
@@ -166,13 +204,22 @@ fn progress_reports_every_tensor_in_output_order_with_its_bytes() {
     assert_eq!(summary.tensors, seen.len());
     for (i, (t, s)) in out.tensors().iter().zip(&seen).enumerate() {
         assert_eq!((s.0, s.1), (i, seen.len()));
-        assert_eq!((s.2.as_str(), s.4, s.5), (t.name.as_str(), t.dtype, t.size_bytes));
+        assert_eq!(
+            (s.2.as_str(), s.4, s.5),
+            (t.name.as_str(), t.dtype, t.size_bytes)
+        );
     }
     let converted = seen.iter().filter(|s| s.3 != s.4).count();
     assert_eq!(summary.quantized, converted);
     assert!(converted > 0 && converted < seen.len());
-    assert_eq!(summary.bytes_out, std::fs::metadata(&output).expect("size").len());
-    assert_eq!(summary.bytes_in, std::fs::metadata(&input).expect("size").len());
+    assert_eq!(
+        summary.bytes_out,
+        std::fs::metadata(&output).expect("size").len()
+    );
+    assert_eq!(
+        summary.bytes_in,
+        std::fs::metadata(&input).expect("size").len()
+    );
 }
 
 #[test]
@@ -182,7 +229,11 @@ fn the_thread_count_does_not_change_the_bytes() {
     let mut outputs = Vec::new();
     for threads in [1, 2, 3] {
         let output = dir.join(format!("out-{threads}.gguf"));
-        let params = QuantizeParams { ftype: FileType::Q4_K_M, threads, ..Default::default() };
+        let params = QuantizeParams {
+            ftype: FileType::Q4_K_M,
+            threads,
+            ..Default::default()
+        };
         quantize_file(&input, &output, &params, &mut |_| {}).expect("quantize");
         outputs.push(std::fs::read(&output).expect("read"));
     }
@@ -198,6 +249,12 @@ fn default_parameters_write_q8_0() {
     quantize_file(&input, &output, &QuantizeParams::default(), &mut |_| {}).expect("quantize");
     let out = Gguf::open(&output).expect("out");
     assert_eq!(out.get_u32("general.file_type").expect("file type"), 7);
-    assert_eq!(out.tensor("blk.0.ffn_up.weight").expect("ffn_up").dtype, DType::Q8_0);
-    assert_eq!(out.tensor("blk.0.ffn_norm.weight").expect("norm").dtype, DType::F32);
+    assert_eq!(
+        out.tensor("blk.0.ffn_up.weight").expect("ffn_up").dtype,
+        DType::Q8_0
+    );
+    assert_eq!(
+        out.tensor("blk.0.ffn_norm.weight").expect("norm").dtype,
+        DType::F32
+    );
 }
