@@ -65,8 +65,15 @@ fn strings(g: &Gguf, key: &'static str) -> Result<Option<Vec<String>>, Tokenizer
     }
 }
 
-/// Reads every `tokenizer.ggml.*` key the tokenizers use.
-pub(crate) fn vocab_from_gguf(g: &Gguf) -> Result<Vocab, TokenizerError> {
+impl Vocab {
+    /// Reads every `tokenizer.ggml.*` key the tokenizers use; absent optional
+    /// keys stay `None`/empty.
+    pub fn from_gguf(g: &Gguf) -> Result<Vocab, TokenizerError> {
+        vocab_from_gguf(g)
+    }
+}
+
+fn vocab_from_gguf(g: &Gguf) -> Result<Vocab, TokenizerError> {
     const MODEL: &str = "tokenizer.ggml.model";
     const TOKENS: &str = "tokenizer.ggml.tokens";
     const SCORES: &str = "tokenizer.ggml.scores";

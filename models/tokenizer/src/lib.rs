@@ -89,7 +89,7 @@ pub struct Tokenizer {
 impl Tokenizer {
     /// Builds the tokenizer a GGUF file describes under `tokenizer.ggml.*`.
     pub fn from_gguf(g: &backplane_gguf::Gguf) -> Result<Tokenizer, TokenizerError> {
-        Tokenizer::from_vocab(gguf::vocab_from_gguf(g)?)
+        Tokenizer::from_vocab(Vocab::from_gguf(g)?)
     }
 
     /// Builds a tokenizer from a vocabulary given field by field.

@@ -11,6 +11,10 @@ It writes, beside this script:
   runs, digits, emoji, contractions, special-token texts, characters new in
   Unicode 16, U+2581 itself) with llama.cpp's ids for each vocabulary in both
   modes (add_special / parse_special) and llama_detokenize of those ids.
+* llama_cpp_pre_variants.json: the llama-bpe vocabulary with
+  tokenizer.ggml.pre rewritten to each other supported pre-tokenizer, ids of
+  the random strings and of the vocab test inputs (add_special and
+  parse_special both false).
 * llama_cpp_pieces.json: per vocabulary, a 64-bit FNV-1a hash of every
   token's llama_token_to_piece (special false, then true; each piece
   preceded by its length as u32 little-endian), the end-of-generation ids and
@@ -22,6 +26,7 @@ import json
 import random
 import struct
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -47,6 +52,33 @@ PIECES = (
        "<|begin_of_text|>", "<|start_header_id|>", "<0x41>", "<|reserved_special_token_5|>"]
     + ["Hello", " world", "the", " quick", "fn ", "def ", "    ", "\n\n", "1234567", "3.14"]
 )
+
+
+PRE_VARIANTS = ["default", "gpt-2", "starcoder", "falcon", "qwen35", "dbrx", "qwen2", "command-r"]
+
+
+def with_pre(source: Path, pre: str, directory: Path) -> Path:
+    """A copy of a tensor-less GGUF file whose tokenizer.ggml.pre string is `pre`."""
+    data = source.read_bytes()
+    key = b"tokenizer.ggml.pre"
+    prefix = struct.pack("<Q", len(key)) + key + struct.pack("<I", 8)
+    at = data.find(prefix)
+    if at < 0 or struct.unpack("<Q", data[8:16])[0] != 0:
+        raise RuntimeError(f"{source}: no string tokenizer.ggml.pre, or it has tensors")
+    start = at + len(prefix)
+    (length,) = struct.unpack("<Q", data[start : start + 8])
+    new = pre.encode()
+    patched = data[:start] + struct.pack("<Q", len(new)) + new + data[start + 8 + length :]
+    path = directory / f"{source.stem}-{pre}.gguf"
+    path.write_bytes(patched)
+    return path
+
+
+def vocab_test_inputs(name: str) -> list:
+    """The inputs of llama.cpp's own .inp test file, split as test-tokenizer-0 does."""
+    raw = (ROOT / f"models/vocab/ggml-vocab-{name}.gguf.inp").read_text(encoding="utf-8")
+    parts = raw.split("\n__ggml_vocab_test__\n")
+    return parts[:-1] if parts and parts[-1] == "" else parts
 
 
 def fnv1a64(data: bytes) -> int:
@@ -102,9 +134,24 @@ def main():
                 "eos": null(model.lib.llama_vocab_eos(model.vocab)),
                 "eot": null(model.lib.llama_vocab_eot(model.vocab)),
             }
+    variants = {}
+    variant_texts = texts + vocab_test_inputs("llama-bpe")
+    with tempfile.TemporaryDirectory() as scratch:
+        for pre in PRE_VARIANTS:
+            path = with_pre(ROOT / "models/vocab/ggml-vocab-llama-bpe.gguf", pre, Path(scratch))
+            with lr.LlamaModel(path, vocab_only=True) as model:
+                variants[pre] = [model.tokenize(text, False, False) for text in variant_texts]
+
     header = {"generator": "models/tokenizer/tests/data/make_llama_cpp_data.py", "llama_cpp_python": "0.3.36"}
     with (HERE / "llama_cpp_random.json").open("w", encoding="utf-8") as out:
         json.dump({**header, "cases": cases}, out, ensure_ascii=False, separators=(",", ":"))
+    with (HERE / "llama_cpp_pre_variants.json").open("w", encoding="utf-8") as out:
+        json.dump(
+            {**header, "vocab": "models/vocab/ggml-vocab-llama-bpe.gguf", "texts": variant_texts, "ids": variants},
+            out,
+            ensure_ascii=False,
+            separators=(",", ":"),
+        )
     with (HERE / "llama_cpp_pieces.json").open("w", encoding="utf-8") as out:
         json.dump({**header, "vocabs": pieces}, out, indent=1)
 
