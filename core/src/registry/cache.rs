@@ -22,6 +22,9 @@ use serde::{Deserialize, Serialize};
 
 use super::probe::Outcome;
 
+/// Entries kept at most (the oldest are dropped).
+pub const MAX_ENTRIES: usize = 1000;
+
 /// Environment variable naming the cache file (`off`: no cache).
 pub const CACHE_ENV: &str = "BACKPLANE_PROBE_CACHE";
 
@@ -180,7 +183,8 @@ impl Cache {
 
     /// Records an outcome; `timed_out` with the limit it ran under.
     pub fn put(&mut self, key: Key, outcome: Outcome, timed_out: Option<Duration>) {
-        self.entries.retain(|e| e.key.path != key.path || e.key.host != key.host);
+        self.entries
+            .retain(|e| e.key.path != key.path || e.key.host != key.host);
         self.entries.push(Entry {
             key,
             outcome,
@@ -197,6 +201,9 @@ impl Cache {
             return;
         }
         self.entries.retain(|e| e.key.path.exists());
+        // Bounded: the oldest entries go first.
+        let excess = self.entries.len().saturating_sub(MAX_ENTRIES);
+        self.entries.drain(..excess);
         let mut write = || -> std::io::Result<()> {
             if let Some(dir) = path.parent() {
                 std::fs::create_dir_all(dir)?;
@@ -248,7 +255,9 @@ mod tests {
         let c = Cache::open(Some(&file));
         assert_eq!(c.get(&k, DEFAULT), Some(Outcome::Accepted { score: 3 }));
         let mut c = Cache::open(Some(&file));
-        let hung = Outcome::Refused { reason: "timed out".into() };
+        let hung = Outcome::Refused {
+            reason: "timed out".into(),
+        };
         c.put(k.clone(), hung.clone(), Some(Duration::from_secs(1)));
         assert_eq!(c.get(&k, Duration::from_secs(1)), Some(hung));
         assert_eq!(c.get(&k, Duration::from_secs(5)), None);

@@ -26,17 +26,12 @@ pub const MAX_ALLOC_PADDING: u64 = 64 * 1024;
 pub fn clean_text(text: &str, max_chars: usize) -> String {
     let total = text.chars().count();
     let mut out = String::with_capacity(text.len().min(max_chars * 4));
-    let mut kept = 0;
-    for c in text.chars() {
-        if kept >= max_chars {
-            break;
-        }
+    for c in text.chars().take(max_chars) {
         if c.is_control() {
             out.extend(c.escape_unicode());
         } else {
             out.push(c);
         }
-        kept += 1;
     }
     if total > max_chars {
         out.push_str(&format!("... ({total} characters, cut at {max_chars})"));
@@ -96,7 +91,13 @@ pub fn score(value: u32) -> Result<u32, String> {
 
 /// Checks a new buffer: a nonzero id, at least the bytes asked for, and a
 /// nonzero base address with room for its size when it is host memory.
-pub fn new_buffer(id: u64, size: u64, asked: u64, base: usize, is_host: bool) -> Result<(), String> {
+pub fn new_buffer(
+    id: u64,
+    size: u64,
+    asked: u64,
+    base: usize,
+    is_host: bool,
+) -> Result<(), String> {
     if id == 0 {
         return Err("buffer id 0: ids must be nonzero (0 means no buffer)".to_string());
     }
@@ -139,7 +140,11 @@ mod tests {
         assert_eq!(alignment(256), Ok(256));
         assert_eq!(alignment(1), Ok(1));
         assert!(alignment(0).unwrap_err().contains("power of two"));
-        assert!(alignment(1 << 63).unwrap_err().contains("9223372036854775808"));
+        assert!(
+            alignment(1 << 63)
+                .unwrap_err()
+                .contains("9223372036854775808")
+        );
         assert!(alignment(48).is_err());
     }
 
@@ -154,8 +159,16 @@ mod tests {
     #[test]
     fn new_buffer_rules_name_the_value() {
         assert!(new_buffer(0, 8, 8, 0, false).unwrap_err().contains("id 0"));
-        assert!(new_buffer(1, 4, 8, 0, false).unwrap_err().contains("4 bytes for 8"));
-        assert!(new_buffer(1, 8, 8, 0, true).unwrap_err().contains("base address 0"));
+        assert!(
+            new_buffer(1, 4, 8, 0, false)
+                .unwrap_err()
+                .contains("4 bytes for 8")
+        );
+        assert!(
+            new_buffer(1, 8, 8, 0, true)
+                .unwrap_err()
+                .contains("base address 0")
+        );
         assert!(new_buffer(1, 8, 8, 0x1000, true).is_ok());
         assert!(memory(2, 1).unwrap_err().contains("2 bytes free > 1"));
         assert!(score(u32::MAX).unwrap_err().contains("4294967295"));

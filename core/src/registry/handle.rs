@@ -49,13 +49,22 @@ pub struct Device {
 }
 
 impl Device {
+    /// A device from an in-process ABI object, for the crate's tests;
+    /// panics when it breaks a rule (see [`Device::check`]).
+    #[cfg(test)]
+    pub(crate) fn new(backend: Arc<str>, raw: DeviceRef) -> Device {
+        Device::check(backend, raw).unwrap_or_else(|e| panic!("test device refused: {e}"))
+    }
+
     /// Checks the device a plugin handed over; the reason names the field,
     /// the value and the rule it breaks.
     pub(crate) fn check(backend: Arc<str>, raw: DeviceRef) -> Result<Device, String> {
         let name = clean_text(&at_load(raw.name())?, MAX_NAME_CHARS);
         let in_device = |e: String| format!("device '{name}': {e}");
-        let description =
-            clean_text(&at_load(raw.description()).map_err(in_device)?, MAX_DESCRIPTION_CHARS);
+        let description = clean_text(
+            &at_load(raw.description()).map_err(in_device)?,
+            MAX_DESCRIPTION_CHARS,
+        );
         let code = at_load(raw.device_type()).map_err(in_device)?;
         let device_type = DeviceType::from_code(code).ok_or_else(|| {
             in_device(format!(
@@ -69,8 +78,8 @@ impl Device {
         let mem = at_load(raw.memory()).map_err(in_device)?;
         check::memory(mem.free_bytes, mem.total_bytes).map_err(in_device)?;
         let caps = caps_bits::decode(at_load(raw.caps()).map_err(in_device)?);
-        let buffer_type = BufferType::check(at_load(raw.buffer_type()).map_err(in_device)?)
-            .map_err(in_device)?;
+        let buffer_type =
+            BufferType::check(at_load(raw.buffer_type()).map_err(in_device)?).map_err(in_device)?;
         let host_buffer_type = match at_load(raw.host_buffer_type()).map_err(in_device)? {
             abi_stable::std_types::ROption::RSome(b) => {
                 Some(BufferType::check(b).map_err(in_device)?)
@@ -136,7 +145,11 @@ impl Device {
 
     /// Whether `graph[node]` can run here, with the reason when not.
     pub fn supports_op(&self, graph: &[TensorDesc], node: usize) -> Verdict {
-        match self.raw.supports_op(RSlice::from_slice(graph), node).decode() {
+        match self
+            .raw
+            .supports_op(RSlice::from_slice(graph), node)
+            .decode()
+        {
             Ok(Verdict::Supported) => Verdict::Supported,
             Ok(Verdict::Unsupported(reason)) => {
                 Verdict::unsupported(clean_text(&reason, MAX_MESSAGE_CHARS))
@@ -211,7 +224,8 @@ impl BufferType {
     fn check(raw: BufferTypeRef) -> Result<BufferType, String> {
         let name = clean_text(&at_load(raw.name())?, MAX_NAME_CHARS);
         let in_buft = |e: String| format!("buffer type '{name}': {e}");
-        let alignment = check::alignment(at_load(raw.alignment()).map_err(in_buft)?).map_err(in_buft)?;
+        let alignment =
+            check::alignment(at_load(raw.alignment()).map_err(in_buft)?).map_err(in_buft)?;
         let max_size = at_load(raw.max_size()).map_err(in_buft)?;
         let is_host = at_load(raw.is_host()).map_err(in_buft)?;
         let info = BufferTypeInfo {
@@ -236,9 +250,8 @@ impl BufferType {
     /// with a `BAD_INPUT` error naming the rule when it fails.
     pub fn alloc_buffer(&self, size_bytes: u64) -> Result<Buffer, PluginError> {
         let raw = clean(self.raw.alloc_buffer(size_bytes))?;
-        let refuse = |e: String| {
-            PluginError::bad_input(format!("buffer type '{}': {e}", self.info.name))
-        };
+        let refuse =
+            |e: String| PluginError::bad_input(format!("buffer type '{}': {e}", self.info.name));
         let id = clean(raw.id())?;
         let size = clean(raw.size())?;
         let base = clean(raw.base())?;
@@ -265,9 +278,8 @@ impl BufferType {
     /// plus 64 KiB.
     pub fn try_alloc_size(&self, tensor: &TensorDesc) -> Result<u64, PluginError> {
         let value = clean(self.raw.alloc_size(tensor))?;
-        check::alloc_size(value, tensor.nbytes()).map_err(|e| {
-            PluginError::bad_input(format!("buffer type '{}': {e}", self.info.name))
-        })
+        check::alloc_size(value, tensor.nbytes())
+            .map_err(|e| PluginError::bad_input(format!("buffer type '{}': {e}", self.info.name)))
     }
 
     /// Bytes to reserve for `tensor`; when the plugin's answer breaks the
@@ -317,7 +329,10 @@ impl Buffer {
         offset: u64,
         data: &[u8],
     ) -> Result<(), PluginError> {
-        clean(self.raw.set_tensor(tensor, offset, RSlice::from_slice(data)))
+        clean(
+            self.raw
+                .set_tensor(tensor, offset, RSlice::from_slice(data)),
+        )
     }
 
     /// Reads `out.len()` bytes at `offset` bytes into `tensor`.
@@ -327,7 +342,10 @@ impl Buffer {
         offset: u64,
         out: &mut [u8],
     ) -> Result<(), PluginError> {
-        clean(self.raw.get_tensor(tensor, offset, RSliceMut::from_mut_slice(out)))
+        clean(
+            self.raw
+                .get_tensor(tensor, offset, RSliceMut::from_mut_slice(out)),
+        )
     }
 
     /// Sets `size` bytes at `offset` into `tensor` to `value`.
@@ -378,7 +396,10 @@ impl Stream {
         offset: u64,
         data: &[u8],
     ) -> Result<(), PluginError> {
-        clean(self.raw.set_tensor_async(tensor, offset, RSlice::from_slice(data)))
+        clean(
+            self.raw
+                .set_tensor_async(tensor, offset, RSlice::from_slice(data)),
+        )
     }
 
     /// Queues a tensor read (`caps().async_ops` only); read `out` after `synchronize`.
@@ -388,7 +409,10 @@ impl Stream {
         offset: u64,
         out: &mut [u8],
     ) -> Result<(), PluginError> {
-        clean(self.raw.get_tensor_async(tensor, offset, RSliceMut::from_mut_slice(out)))
+        clean(
+            self.raw
+                .get_tensor_async(tensor, offset, RSliceMut::from_mut_slice(out)),
+        )
     }
 
     /// Queues a copy between buffers of this plugin; `Ok(false)` when it cannot.

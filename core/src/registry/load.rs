@@ -252,7 +252,10 @@ mod tests {
         let empty = dir.join("libbackplane_empty.so");
         std::fs::write(&empty, b"").unwrap();
         let r = preflight(&empty).unwrap_err();
-        assert!(r.starts_with("not a loadable library: dlopen failed: "), "{r}");
+        assert!(
+            r.starts_with("not a loadable library: dlopen failed: "),
+            "{r}"
+        );
         assert!(r.contains("too short") || r.contains("invalid ELF"), "{r}");
         assert!(!r.contains(&empty.display().to_string()), "{r}");
         let _ = std::fs::remove_dir_all(&dir);

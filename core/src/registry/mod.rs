@@ -147,7 +147,11 @@ impl Registry {
         let mut seen_files: Vec<PathBuf> = Vec::new();
         for dir in options.search.dirs() {
             let (found, problems) = search::plugin_files_reporting(&dir);
-            refused.extend(problems.into_iter().map(|(path, reason)| Refusal { path, reason }));
+            refused.extend(
+                problems
+                    .into_iter()
+                    .map(|(path, reason)| Refusal { path, reason }),
+            );
             for (path, backend, variant) in found {
                 let canonical = path.canonicalize().unwrap_or_else(|_| path.clone());
                 if seen_files.contains(&canonical) {
@@ -161,7 +165,8 @@ impl Registry {
         let judged = judge_files(&paths, probe);
 
         let mut candidates: Vec<Candidate> = Vec::new();
-        for (order, ((path, backend, variant), judged)) in files.into_iter().zip(judged).enumerate() {
+        for (order, ((path, backend, variant), judged)) in files.into_iter().zip(judged).enumerate()
+        {
             match judged {
                 Ok(0) => refused.push(Refusal {
                     path,

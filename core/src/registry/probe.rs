@@ -277,20 +277,15 @@ fn interpret(
     let text = String::from_utf8_lossy(stdout);
     let stage = text
         .lines()
-        .filter_map(|l| l.strip_prefix(STAGE_MARK))
-        .last()
+        .rev()
+        .find_map(|l| l.strip_prefix(STAGE_MARK))
         .unwrap_or("start");
-    let result = text.lines().filter_map(|l| l.strip_prefix(RESULT_MARK)).last();
+    let result = text.lines().rev().find_map(|l| l.strip_prefix(RESULT_MARK));
     let last_err = String::from_utf8_lossy(stderr)
         .lines()
         .map(str::trim)
         .rfind(|l| !l.is_empty())
-        .map(|l| {
-            format!(
-                " (last stderr line: {})",
-                super::check::clean_text(l, 160)
-            )
-        })
+        .map(|l| format!(" (last stderr line: {})", super::check::clean_text(l, 160)))
         .unwrap_or_default();
     let Some(status) = status else {
         return Outcome::Refused {

@@ -119,8 +119,11 @@ pub fn parse_file_name(name: &str) -> Option<(String, Option<String>)> {
     Some((backend.to_string(), variant))
 }
 
+/// A plugin file: its path, backend and variant.
+pub type PluginFile = (PathBuf, String, Option<String>);
+
 /// Plugin files of `dir` sorted by name, with their backend and variant.
-pub fn plugin_files(dir: &Path) -> Vec<(PathBuf, String, Option<String>)> {
+pub fn plugin_files(dir: &Path) -> Vec<PluginFile> {
     plugin_files_reporting(dir).0
 }
 
@@ -129,15 +132,16 @@ pub fn plugin_files(dir: &Path) -> Vec<(PathBuf, String, Option<String>)> {
 /// exists but cannot be read, an entry named like a plugin that cannot be
 /// stat'ed (a symlink loop, a dangling link) or is not a file. A directory
 /// that does not exist is not a problem (most default places do not).
-pub fn plugin_files_reporting(
-    dir: &Path,
-) -> (Vec<(PathBuf, String, Option<String>)>, Vec<(PathBuf, String)>) {
+pub fn plugin_files_reporting(dir: &Path) -> (Vec<PluginFile>, Vec<(PathBuf, String)>) {
     let mut problems = Vec::new();
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (Vec::new(), problems),
         Err(e) => {
-            problems.push((dir.to_path_buf(), format!("plugin directory cannot be read: {e}")));
+            problems.push((
+                dir.to_path_buf(),
+                format!("plugin directory cannot be read: {e}"),
+            ));
             return (Vec::new(), problems);
         }
     };
@@ -146,7 +150,10 @@ pub fn plugin_files_reporting(
         let entry = match entry {
             Ok(e) => e,
             Err(e) => {
-                problems.push((dir.to_path_buf(), format!("plugin directory cannot be listed: {e}")));
+                problems.push((
+                    dir.to_path_buf(),
+                    format!("plugin directory cannot be listed: {e}"),
+                ));
                 continue;
             }
         };
