@@ -14,6 +14,7 @@ use clap::{Parser, Subcommand};
 
 mod model;
 mod quantize;
+mod serve;
 
 #[derive(Parser)]
 #[command(
@@ -54,6 +55,8 @@ enum Command {
     Model(model::Command),
     /// Quantize a GGUF model (default type Q8_0).
     Quantize(quantize::Args),
+    /// Serve this machine's devices to remote clients (gRPC).
+    Serve(serve::Args),
 }
 
 fn main() {
@@ -115,6 +118,7 @@ fn main() {
         }
         Command::Model(cmd) => exit_on_error(model::run(cmd)),
         Command::Quantize(args) => exit_on_error(quantize::run(args)),
+        Command::Serve(args) => exit_on_error(serve::run(args)),
     }
 }
 

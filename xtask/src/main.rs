@@ -151,6 +151,7 @@ fn plugins(fixtures: bool) -> Result<(), String> {
         ("backplane-hexagon", "backplane_hexagon", "hexagon"),
         ("backplane-sycl", "backplane_sycl", "sycl"),
         ("backplane-webgpu", "backplane_webgpu", "webgpu"),
+        ("backplane-remote-plugin", "backplane_remote_plugin", "remote"),
     ];
     for (package, lib, name) in others {
         let b = Build {

@@ -1,0 +1,355 @@
+//! Remote devices, buffer types, buffers and streams: each call is one
+//! request to the device's server, with the plugin's own buffer ids
+//! translated to the server's handles.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use backplane_abi::TensorDesc;
+use backplane_abi::plugin::{
+    Backend, Buffer, BufferType, Device, DeviceCaps, DeviceType, Memory, PluginError, Verdict,
+    caps_bits,
+};
+use backplane_remote::codec::encode_graph;
+use backplane_remote::pb::DeviceInfo;
+use backplane_remote::{Client, RemoteBuffer, RemoteError};
+
+use crate::config::Server;
+use crate::isolate::Isolated;
+
+/// The error of a failed remote call, of the kind its status says.
+pub fn plugin_error(e: RemoteError) -> PluginError {
+    let text = e.to_string();
+    if e.is_bad_input() {
+        PluginError::bad_input(text)
+    } else if e.code == tonic_code_resource_exhausted() {
+        PluginError::out_of_memory(text)
+    } else {
+        PluginError::other(text)
+    }
+}
+
+fn tonic_code_resource_exhausted() -> i32 {
+    8
+}
+
+/// The devices of one server (asks it now).
+pub fn server_devices(k: usize, server: Server) -> Result<Vec<Arc<dyn Device>>, String> {
+    let (_, hello) = server.client.hello().map_err(|e| e.to_string())?;
+    Ok(hello
+        .devices
+        .into_iter()
+        .map(|info| {
+            Arc::new(RemoteDevice {
+                name: short(&format!("r{k}-{}-{}", info.backend, info.name)),
+                client: server.client.clone(),
+                isolated: server.isolated.clone(),
+                info,
+                verdicts: Mutex::new(HashMap::new()),
+            }) as Arc<dyn Device>
+        })
+        .collect())
+}
+
+fn short(s: &str) -> String {
+    s.chars().take(64).collect()
+}
+
+/// One device of a server.
+pub struct RemoteDevice {
+    name: String,
+    client: Arc<Client>,
+    isolated: Option<Arc<Isolated>>,
+    info: DeviceInfo,
+    verdicts: Mutex<HashMap<Vec<u8>, Verdict>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// `graph[node]` with its sources alone: sources first, then the node,
+/// buffers and offsets cleared. Both what the server is asked and the key
+/// of the verdict cache (equal signatures get equal verdicts).
+pub fn op_signature(graph: &[TensorDesc], node: usize) -> Vec<TensorDesc> {
+    let clear = |d: &TensorDesc| TensorDesc {
+        buffer: 0,
+        offset: 0,
+        view_offset: 0,
+        src: [backplane_abi::tensor::NO_TENSOR; backplane_abi::tensor::MAX_SRC],
+        view_src: backplane_abi::tensor::NO_TENSOR,
+        ..*d
+    };
+    let mut out = Vec::new();
+    let mut n = graph[node];
+    for slot in n.src.iter_mut() {
+        if let Some(s) = usize::try_from(*slot).ok().filter(|&s| s < graph.len()) {
+            *slot = out.len() as i32;
+            out.push(clear(&graph[s]));
+        }
+    }
+    n.view_src = backplane_abi::tensor::NO_TENSOR;
+    n.buffer = 0;
+    n.offset = 0;
+    n.view_offset = 0;
+    out.push(n);
+    out
+}
+
+impl Device for RemoteDevice {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn description(&self) -> String {
+        let how = if self.isolated.is_some() {
+            "isolated child"
+        } else {
+            "server"
+        };
+        short(&format!(
+            "{}/{} on {how} {}",
+            self.info.backend,
+            self.info.name,
+            self.client.target()
+        ))
+    }
+
+    fn device_type(&self) -> DeviceType {
+        match DeviceType::from_code(self.info.device_type) {
+            Some(DeviceType::Cpu) | None => DeviceType::Accel,
+            Some(t) => t,
+        }
+    }
+
+    fn memory(&self) -> Memory {
+        Memory {
+            free_bytes: self.info.free_bytes.min(self.info.total_bytes),
+            total_bytes: self.info.total_bytes,
+        }
+    }
+
+    fn caps(&self) -> DeviceCaps {
+        let _ = caps_bits::decode(self.info.caps);
+        DeviceCaps::default()
+    }
+
+    fn supports_op(&self, graph: &[TensorDesc], node: usize) -> Verdict {
+        if node >= graph.len() {
+            return Verdict::unsupported(format!("node {node} of a {}-tensor graph", graph.len()));
+        }
+        let sig = op_signature(graph, node);
+        let key = encode_graph(&sig);
+        if let Some(v) = lock(&self.verdicts).get(&key) {
+            return v.clone();
+        }
+        match self
+            .client
+            .supports_op(self.info.index, &sig, sig.len() - 1)
+        {
+            Ok(r) => {
+                let v = Verdict::from(r);
+                let mut cache = lock(&self.verdicts);
+                if cache.len() < 4096 {
+                    cache.insert(key, v.clone());
+                }
+                v
+            }
+            Err(e) => Verdict::unsupported(e.to_string()),
+        }
+    }
+
+    fn buffer_type(&self) -> Arc<dyn BufferType> {
+        Arc::new(RemoteBufferType {
+            name: short(&format!("remote-{}", self.name)),
+            client: self.client.clone(),
+            device: self.info.index,
+            alignment: self.info.alignment.max(1).next_power_of_two(),
+            max_size: self.info.max_size,
+        })
+    }
+
+    fn init_backend(&self, _params: &str) -> Result<Box<dyn Backend>, PluginError> {
+        Ok(Box::new(RemoteStream {
+            name: self.name.clone(),
+            client: self.client.clone(),
+            device: self.info.index,
+        }))
+    }
+}
+
+/// The memory of one remote device.
+pub struct RemoteBufferType {
+    name: String,
+    client: Arc<Client>,
+    device: u32,
+    alignment: u64,
+    max_size: u64,
+}
+
+impl BufferType for RemoteBufferType {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn alloc_buffer(&self, size_bytes: u64) -> Result<Box<dyn Buffer>, PluginError> {
+        let rb = self
+            .client
+            .alloc(self.device, size_bytes)
+            .map_err(plugin_error)?;
+        let id = next_id();
+        ids()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id, (self.client.clone(), rb));
+        Ok(Box::new(RemoteBufferObj {
+            id,
+            client: self.client.clone(),
+            remote: rb,
+        }))
+    }
+
+    fn alignment(&self) -> u64 {
+        self.alignment
+    }
+
+    fn max_size(&self) -> u64 {
+        self.max_size
+    }
+}
+
+fn next_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+type IdMap = Mutex<HashMap<u64, (Arc<Client>, RemoteBuffer)>>;
+
+/// Plugin buffer id -> the server and handle behind it.
+fn ids() -> &'static IdMap {
+    static IDS: OnceLock<IdMap> = OnceLock::new();
+    IDS.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// One remote allocation.
+pub struct RemoteBufferObj {
+    id: u64,
+    client: Arc<Client>,
+    remote: RemoteBuffer,
+}
+
+impl RemoteBufferObj {
+    fn on_server(&self, tensor: &TensorDesc) -> Result<TensorDesc, PluginError> {
+        if tensor.buffer != self.id {
+            return Err(PluginError::bad_input(format!(
+                "tensor is in buffer {}, not in this buffer {}",
+                tensor.buffer, self.id
+            )));
+        }
+        Ok(TensorDesc {
+            buffer: self.remote.handle,
+            ..*tensor
+        })
+    }
+}
+
+impl Drop for RemoteBufferObj {
+    fn drop(&mut self) {
+        lock(ids()).remove(&self.id);
+        let _ = self.client.free(&self.remote);
+    }
+}
+
+impl Buffer for RemoteBufferObj {
+    fn id(&self) -> u64 {
+        self.id
+    }
+
+    fn size(&self) -> u64 {
+        self.remote.size
+    }
+
+    fn set_tensor(&self, tensor: &TensorDesc, offset: u64, data: &[u8]) -> Result<(), PluginError> {
+        let t = self.on_server(tensor)?;
+        self.client
+            .upload(&self.remote, &t, offset, data)
+            .map_err(plugin_error)
+    }
+
+    fn get_tensor(
+        &self,
+        tensor: &TensorDesc,
+        offset: u64,
+        out: &mut [u8],
+    ) -> Result<(), PluginError> {
+        let t = self.on_server(tensor)?;
+        self.client
+            .download(&self.remote, &t, offset, out)
+            .map_err(plugin_error)
+    }
+
+    fn memset_tensor(
+        &self,
+        tensor: &TensorDesc,
+        value: u8,
+        offset: u64,
+        size: u64,
+    ) -> Result<(), PluginError> {
+        let t = self.on_server(tensor)?;
+        self.client
+            .memset(&self.remote, &t, value, offset, size)
+            .map_err(plugin_error)
+    }
+
+    fn clear(&self, value: u8) -> Result<(), PluginError> {
+        self.client.clear(&self.remote, value).map_err(plugin_error)
+    }
+}
+
+/// A stream on a remote device: each graph is one Compute call.
+pub struct RemoteStream {
+    name: String,
+    client: Arc<Client>,
+    device: u32,
+}
+
+impl Backend for RemoteStream {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn graph_compute(&self, graph: &[TensorDesc]) -> Result<(), PluginError> {
+        let map = lock(ids());
+        let mut wire = graph.to_vec();
+        let mut session = None;
+        for (i, d) in wire.iter_mut().enumerate() {
+            if d.buffer == 0 {
+                continue;
+            }
+            match map.get(&d.buffer) {
+                Some((c, rb)) if Arc::ptr_eq(c, &self.client) => {
+                    d.buffer = rb.handle;
+                    session = Some(rb.session);
+                }
+                Some((c, _)) => {
+                    return Err(PluginError::bad_input(format!(
+                        "tensor {i} lives on server {}, not on {}",
+                        c.target(),
+                        self.client.target()
+                    )));
+                }
+                None => {
+                    return Err(PluginError::bad_input(format!(
+                        "tensor {i} is in buffer {} which this plugin did not allocate",
+                        d.buffer
+                    )));
+                }
+            }
+        }
+        drop(map);
+        self.client
+            .compute(self.device, &wire, session)
+            .map_err(plugin_error)
+    }
+}

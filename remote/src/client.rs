@@ -1,0 +1,593 @@
+//! The client the `remote` plugin uses: a blocking facade over the gRPC
+//! calls with per-call deadlines, bounded upload/download chunks, a graph
+//! cache by hash, and reconnection with backoff after a failure.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use backplane_abi::TensorDesc;
+use tonic::Code;
+use tonic::codegen::InterceptedService;
+use tonic::metadata::MetadataValue;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
+
+use crate::auth::ClientHeaders;
+use crate::codec::{encode_desc, encode_graph, graph_hash};
+use crate::pb;
+use crate::pb::remote_client::RemoteClient;
+
+/// Where a server is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// `host:port` over TCP.
+    Tcp(String),
+    /// A Unix socket.
+    Unix(PathBuf),
+}
+
+impl Target {
+    /// `unix:/path` or `/path` is a socket; anything else `host:port`.
+    pub fn parse(s: &str) -> Target {
+        let s = s.trim();
+        if let Some(p) = s.strip_prefix("unix:") {
+            Target::Unix(PathBuf::from(p))
+        } else if s.starts_with('/') {
+            Target::Unix(PathBuf::from(s))
+        } else {
+            Target::Tcp(s.to_string())
+        }
+    }
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::Tcp(a) => f.write_str(a),
+            Target::Unix(p) => write!(f, "unix:{}", p.display()),
+        }
+    }
+}
+
+/// How to reach and authenticate to a server.
+#[derive(Clone, Debug)]
+pub struct ClientOptions {
+    /// The shared token, if the server wants one.
+    pub token: Option<String>,
+    /// PEM file of the certificate (or CA) to trust for TLS; `None` with
+    /// `insecure` false uses TLS with... nothing trusted, so set one of them.
+    pub ca_file: Option<PathBuf>,
+    /// Plain TCP (loopback servers started with `--insecure`).
+    pub insecure: bool,
+    /// Deadline of one call.
+    pub call_timeout: Duration,
+    /// Deadline of connecting.
+    pub connect_timeout: Duration,
+    /// Longest wait between reconnection attempts.
+    pub max_backoff: Duration,
+    /// Called before each connection attempt (with true after a failure),
+    /// e.g. to (re)start a supervised child server.
+    pub before_connect: Option<ConnectHook>,
+}
+
+/// A hook run before connecting; its argument is true after a failure.
+#[derive(Clone)]
+pub struct ConnectHook(pub Arc<dyn Fn(bool) -> Result<(), String> + Send + Sync>);
+
+impl std::fmt::Debug for ConnectHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ConnectHook")
+    }
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            token: None,
+            ca_file: None,
+            insecure: false,
+            call_timeout: Duration::from_secs(60),
+            connect_timeout: Duration::from_secs(3),
+            max_backoff: Duration::from_secs(30),
+            before_connect: None,
+        }
+    }
+}
+
+/// A failed remote call: which server, what was asked, what went wrong.
+#[derive(Clone, Debug, thiserror::Error)]
+#[error("remote server {server}: {what}: {message}")]
+pub struct RemoteError {
+    /// The server.
+    pub server: String,
+    /// The call (`"compute on device 0"`).
+    pub what: String,
+    /// The reason.
+    pub message: String,
+    /// The gRPC status code (`Unavailable` when the server is gone).
+    pub code: i32,
+}
+
+impl RemoteError {
+    /// True when the server could not be reached (down, killed, timed out).
+    pub fn is_unreachable(&self) -> bool {
+        matches!(
+            Code::from_i32(self.code),
+            Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled | Code::Unknown
+        )
+    }
+    /// True when the server refused the request's values.
+    pub fn is_bad_input(&self) -> bool {
+        Code::from_i32(self.code) == Code::InvalidArgument
+    }
+}
+
+type Grpc = RemoteClient<InterceptedService<Channel, ClientHeaders>>;
+
+struct Conn {
+    grpc: Grpc,
+    session: u64,
+    hello: pb::OpenReply,
+    graphs: HashSet<[u8; 32]>,
+}
+
+struct Backoff {
+    failures: u32,
+    next_try: Option<Instant>,
+}
+
+/// A connection to one server (reopened after failures, with backoff).
+pub struct Client {
+    target: Target,
+    opts: ClientOptions,
+    conn: Mutex<Option<Conn>>,
+    backoff: Mutex<Backoff>,
+}
+
+/// A buffer handle on a server, valid within one session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RemoteBuffer {
+    /// The server's handle.
+    pub handle: u64,
+    /// The session it belongs to.
+    pub session: u64,
+    /// Size in bytes.
+    pub size: u64,
+}
+
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RT.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("backplane-remote")
+            .enable_all()
+            .build()
+            .unwrap_or_else(|e| panic!("cannot start the remote client runtime: {e}"))
+    })
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Client {
+    /// A client for `target`; connects on first use.
+    pub fn new(target: Target, opts: ClientOptions) -> Client {
+        Client {
+            target,
+            opts,
+            conn: Mutex::new(None),
+            backoff: Mutex::new(Backoff {
+                failures: 0,
+                next_try: None,
+            }),
+        }
+    }
+
+    /// The server as the user named it.
+    pub fn target(&self) -> &Target {
+        &self.target
+    }
+
+    fn err(&self, what: &str, status: tonic::Status) -> RemoteError {
+        RemoteError {
+            server: self.target.to_string(),
+            what: what.to_string(),
+            message: status.message().to_string(),
+            code: status.code() as i32,
+        }
+    }
+
+    async fn open(&self) -> Result<Conn, RemoteError> {
+        let fail = |m: String| RemoteError {
+            server: self.target.to_string(),
+            what: "connect".into(),
+            message: m,
+            code: Code::Unavailable as i32,
+        };
+        let channel = match &self.target {
+            Target::Tcp(addr) => {
+                let scheme = if self.opts.insecure { "http" } else { "https" };
+                let mut ep = Endpoint::from_shared(format!("{scheme}://{addr}"))
+                    .map_err(|e| fail(format!("address {addr}: {e}")))?
+                    .connect_timeout(self.opts.connect_timeout)
+                    .timeout(self.opts.call_timeout);
+                if !self.opts.insecure {
+                    let mut tls = ClientTlsConfig::new().domain_name(
+                        addr.rsplit_once(':')
+                            .map_or(addr.as_str(), |(h, _)| h)
+                            .trim_matches(['[', ']']),
+                    );
+                    if let Some(ca) = &self.opts.ca_file {
+                        let pem = std::fs::read_to_string(ca)
+                            .map_err(|e| fail(format!("reading {}: {e}", ca.display())))?;
+                        tls = tls.ca_certificate(Certificate::from_pem(pem));
+                    }
+                    ep = ep.tls_config(tls).map_err(|e| fail(format!("TLS: {e}")))?;
+                }
+                ep.connect()
+                    .await
+                    .map_err(|e| fail(crate::error_chain(&e)))?
+            }
+            Target::Unix(path) => {
+                let path = path.clone();
+                Endpoint::from_static("http://localhost")
+                    .connect_timeout(self.opts.connect_timeout)
+                    .timeout(self.opts.call_timeout)
+                    .connect_with_connector(tower::service_fn(move |_| {
+                        let path = path.clone();
+                        async move {
+                            let s = tokio::net::UnixStream::connect(path).await?;
+                            Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(s))
+                        }
+                    }))
+                    .await
+                    .map_err(|e| fail(crate::error_chain(&e)))?
+            }
+        };
+        let token = match &self.opts.token {
+            Some(t) => Some(
+                MetadataValue::try_from(format!("Bearer {t}"))
+                    .map_err(|_| fail("the token has characters a header cannot carry".into()))?,
+            ),
+            None => None,
+        };
+        let mut headers = ClientHeaders {
+            token,
+            session: None,
+        };
+        let mut grpc = RemoteClient::with_interceptor(channel.clone(), headers.clone())
+            .max_decoding_message_size(64 << 20);
+        let hello = grpc
+            .open(pb::OpenRequest {
+                client: format!("backplane-remote pid {}", std::process::id()),
+            })
+            .await
+            .map_err(|s| self.err("open", s))?
+            .into_inner();
+        headers.session = Some(hello.session);
+        let grpc =
+            RemoteClient::with_interceptor(channel, headers).max_decoding_message_size(64 << 20);
+        Ok(Conn {
+            grpc,
+            session: hello.session,
+            hello,
+            graphs: HashSet::new(),
+        })
+    }
+
+    /// Runs `f` on the connection, connecting first when needed (no more
+    /// often than the backoff allows); a failure that means the server is
+    /// gone drops the connection so that the next use reconnects.
+    fn with<T>(
+        &self,
+        what: &str,
+        f: impl AsyncFnOnce(&mut Conn) -> Result<T, tonic::Status>,
+    ) -> Result<T, RemoteError> {
+        let mut guard = lock(&self.conn);
+        runtime().block_on(async {
+            if guard.is_none() {
+                {
+                    let b = lock(&self.backoff);
+                    if let Some(t) = b.next_try
+                        && Instant::now() < t
+                    {
+                        return Err(RemoteError {
+                            server: self.target.to_string(),
+                            what: what.to_string(),
+                            message: format!(
+                                "unreachable after {} attempts; next try in {} ms",
+                                b.failures,
+                                (t - Instant::now()).as_millis()
+                            ),
+                            code: Code::Unavailable as i32,
+                        });
+                    }
+                }
+                if let Some(hook) = &self.opts.before_connect {
+                    let after_failure = lock(&self.backoff).failures > 0;
+                    if let Err(m) = (hook.0)(after_failure) {
+                        self.note_failure();
+                        return Err(RemoteError {
+                            server: self.target.to_string(),
+                            what: "start".into(),
+                            message: m,
+                            code: Code::Unavailable as i32,
+                        });
+                    }
+                }
+                match self.open().await {
+                    Ok(c) => {
+                        *guard = Some(c);
+                        *lock(&self.backoff) = Backoff {
+                            failures: 0,
+                            next_try: None,
+                        };
+                    }
+                    Err(e) => {
+                        self.note_failure();
+                        return Err(e);
+                    }
+                }
+            }
+            let conn = guard
+                .as_mut()
+                .ok_or_else(|| self.err(what, tonic::Status::unavailable("no connection")))?;
+            match f(conn).await {
+                Ok(v) => Ok(v),
+                Err(s) => {
+                    let e = self.err(what, s);
+                    if e.is_unreachable() || Code::from_i32(e.code) == Code::FailedPrecondition {
+                        *guard = None;
+                        self.note_failure();
+                    }
+                    Err(e)
+                }
+            }
+        })
+    }
+
+    fn note_failure(&self) {
+        let mut b = lock(&self.backoff);
+        b.failures += 1;
+        let wait = Duration::from_millis(100u64 << b.failures.min(12)).min(self.opts.max_backoff);
+        b.next_try = Some(Instant::now() + wait);
+    }
+
+    /// The server's devices and limits (opens the session).
+    pub fn hello(&self) -> Result<(u64, pb::OpenReply), RemoteError> {
+        self.with("open", async |c| Ok((c.session, c.hello.clone())))
+    }
+
+    /// The current session, if connected.
+    pub fn session(&self) -> Option<u64> {
+        lock(&self.conn).as_ref().map(|c| c.session)
+    }
+
+    fn check_session(&self, c: &Conn, b: &RemoteBuffer) -> Result<(), tonic::Status> {
+        if c.session == b.session {
+            Ok(())
+        } else {
+            Err(tonic::Status::failed_precondition(format!(
+                "buffer {} belonged to session {} which was lost (server restarted or unreachable); reload it",
+                b.handle, b.session
+            )))
+        }
+    }
+
+    /// Allocates `size` bytes on server device `device`.
+    pub fn alloc(&self, device: u32, size: u64) -> Result<RemoteBuffer, RemoteError> {
+        self.with(
+            &format!("alloc of {size} bytes on device {device}"),
+            async |c| {
+                let r = c
+                    .grpc
+                    .alloc(pb::AllocRequest { device, size })
+                    .await?
+                    .into_inner();
+                Ok(RemoteBuffer {
+                    handle: r.handle,
+                    session: c.session,
+                    size: r.size,
+                })
+            },
+        )
+    }
+
+    /// Frees a buffer (nothing to do when its session is gone).
+    pub fn free(&self, b: &RemoteBuffer) -> Result<(), RemoteError> {
+        if self.session() != Some(b.session) {
+            return Ok(());
+        }
+        self.with("free", async |c| {
+            c.grpc.free(pb::BufferRequest { handle: b.handle }).await?;
+            Ok(())
+        })
+    }
+
+    /// Writes `data` at `offset` within `tensor` (whose `buffer` is `b.handle`).
+    pub fn upload(
+        &self,
+        b: &RemoteBuffer,
+        tensor: &TensorDesc,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(), RemoteError> {
+        let packed = encode_desc(tensor);
+        let data: Arc<[u8]> = Arc::from(data);
+        self.with(&format!("upload of {} bytes", data.len()), async |c| {
+            self.check_session(c, b)?;
+            let chunk = (c.hello.max_chunk_bytes.max(1) as usize).min(4 << 20);
+            let n = data.len().div_ceil(chunk).max(1);
+            let (h, packed, data) = (b.handle, packed.clone(), data.clone());
+            let parts = (0..n).map(move |i| {
+                let lo = i * chunk;
+                let hi = (lo + chunk).min(data.len());
+                pb::UploadChunk {
+                    handle: h,
+                    tensor: if i == 0 { packed.clone() } else { Vec::new() },
+                    offset: offset + lo as u64,
+                    data: data[lo..hi].to_vec(),
+                }
+            });
+            c.grpc.upload(tokio_stream::iter(parts)).await?;
+            Ok(())
+        })
+    }
+
+    /// Reads `out.len()` bytes at `offset` within `tensor`.
+    pub fn download(
+        &self,
+        b: &RemoteBuffer,
+        tensor: &TensorDesc,
+        offset: u64,
+        out: &mut [u8],
+    ) -> Result<(), RemoteError> {
+        let packed = encode_desc(tensor);
+        self.with(&format!("download of {} bytes", out.len()), async |c| {
+            self.check_session(c, b)?;
+            let mut s = c
+                .grpc
+                .download(pb::DownloadRequest {
+                    handle: b.handle,
+                    tensor: packed,
+                    offset,
+                    size: out.len() as u64,
+                })
+                .await?
+                .into_inner();
+            let mut at = 0usize;
+            while let Some(chunk) = s.message().await? {
+                let end = at + chunk.data.len();
+                if end > out.len() {
+                    return Err(tonic::Status::data_loss(
+                        "server sent more bytes than asked",
+                    ));
+                }
+                out[at..end].copy_from_slice(&chunk.data);
+                at = end;
+            }
+            if at != out.len() {
+                return Err(tonic::Status::data_loss(format!(
+                    "server sent {at} of {} bytes",
+                    out.len()
+                )));
+            }
+            Ok(())
+        })
+    }
+
+    /// Sets `size` bytes at `offset` within `tensor` to `value`.
+    pub fn memset(
+        &self,
+        b: &RemoteBuffer,
+        tensor: &TensorDesc,
+        value: u8,
+        offset: u64,
+        size: u64,
+    ) -> Result<(), RemoteError> {
+        let packed = encode_desc(tensor);
+        self.with("memset", async |c| {
+            self.check_session(c, b)?;
+            c.grpc
+                .memset(pb::MemsetRequest {
+                    handle: b.handle,
+                    tensor: packed,
+                    value: value.into(),
+                    offset,
+                    size,
+                })
+                .await?;
+            Ok(())
+        })
+    }
+
+    /// Sets every byte of a buffer to `value`.
+    pub fn clear(&self, b: &RemoteBuffer, value: u8) -> Result<(), RemoteError> {
+        self.with("clear", async |c| {
+            self.check_session(c, b)?;
+            c.grpc
+                .clear(pb::ClearRequest {
+                    handle: b.handle,
+                    value: value.into(),
+                })
+                .await?;
+            Ok(())
+        })
+    }
+
+    /// The server device's verdict on `graph[node]`.
+    pub fn supports_op(
+        &self,
+        device: u32,
+        graph: &[TensorDesc],
+        node: usize,
+    ) -> Result<Result<(), String>, RemoteError> {
+        let packed = encode_graph(graph);
+        self.with(
+            &format!("supports_op of node {node} on device {device}"),
+            async |c| {
+                let v = c
+                    .grpc
+                    .supports_op(pb::SupportsOpRequest {
+                        device,
+                        graph: packed,
+                        node: node as u32,
+                    })
+                    .await?
+                    .into_inner();
+                Ok(if v.supported { Ok(()) } else { Err(v.reason) })
+            },
+        )
+    }
+
+    /// Runs `graph` (buffers named by handle, all of session `session`
+    /// when any) on server device `device`; the graph crosses the network
+    /// only the first time (then by hash).
+    pub fn compute(
+        &self,
+        device: u32,
+        graph: &[TensorDesc],
+        session: Option<u64>,
+    ) -> Result<(), RemoteError> {
+        let packed = encode_graph(graph);
+        let hash = graph_hash(&packed);
+        self.with(&format!("compute of a {}-tensor graph on device {device}", graph.len()), async |c| {
+            if let Some(s) = session
+                && s != c.session
+            {
+                return Err(tonic::Status::failed_precondition(format!(
+                    "the graph's buffers belonged to session {s}, lost with the connection (server restarted or unreachable); reload them"
+                )));
+            }
+            for attempt in 0..2 {
+                if !c.graphs.contains(&hash) {
+                    c.grpc
+                        .put_graph(pb::PutGraphRequest { hash: hash.to_vec(), graph: packed.clone() })
+                        .await?;
+                    c.graphs.insert(hash);
+                }
+                match c.grpc.compute(pb::ComputeRequest { device, hash: hash.to_vec() }).await {
+                    Ok(_) => return Ok(()),
+                    Err(s) if s.code() == Code::NotFound && attempt == 0 => {
+                        c.graphs.remove(&hash);
+                    }
+                    Err(s) => return Err(s),
+                }
+            }
+            Err(tonic::Status::internal("graph evicted twice in a row"))
+        })
+    }
+
+    /// Closes the session (its buffers are freed on the server).
+    pub fn close(&self) {
+        let mut guard = lock(&self.conn);
+        if let Some(mut c) = guard.take() {
+            let _ = runtime().block_on(async {
+                tokio::time::timeout(Duration::from_secs(2), c.grpc.close(pb::Empty {})).await
+            });
+        }
+    }
+}
