@@ -20,7 +20,9 @@
 //! tensor names under 64 bytes, 1 to 4 positive dimensions whose element
 //! count fits in i64, rows that are whole blocks, tensor offsets that are
 //! aligned, data that lies inside the file and does not overlap; every
-//! string is valid UTF-8. Every error names the field (`kv[12]
+//! string is valid UTF-8. Tensor data may come in any order and with gaps
+//! (ggml's loader wants it packed in table order; this writer always packs
+//! it). A bool byte other than 0 reads as true, as in ggml. Every error names the field (`kv[12]
 //! 'tokenizer.ggml.tokens' value[1041]`, `tensor[3] 'output.weight' ne[1]`)
 //! and its byte offset.
 //!

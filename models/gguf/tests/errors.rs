@@ -427,6 +427,22 @@ fn overlapping_tensors_are_refused() {
 }
 
 #[test]
+fn tensors_out_of_order_and_with_gaps_are_accepted() {
+    let mut raw = Raw::header(3, 2, 0);
+    raw.tensor("late", &[8], 0, 96)
+        .tensor("early", &[8], 0, 0)
+        .pad(32);
+    let data_offset = raw.len() as usize;
+    raw.zeros(128);
+    let mut bytes = raw.done();
+    bytes[data_offset + 96] = 7;
+    let file = Gguf::from_bytes(bytes).unwrap();
+    let late = file.tensor("late").unwrap();
+    assert_eq!(file.tensor_data(late)[0], 7);
+    assert_eq!(file.tensor_data(file.tensor("early").unwrap()), &[0u8; 32]);
+}
+
+#[test]
 fn duplicate_tensor_name_is_refused() {
     let mut raw = Raw::header(3, 2, 0);
     raw.tensor("w", &[8], 0, 0);
