@@ -41,5 +41,24 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ids.len(),
         decoded.len()
     );
+
+    // Degenerate inputs: long runs that make regex backtracking or merge
+    // queues work hardest.
+    let stress = [
+        ("100 kB of spaces", " ".repeat(100_000)),
+        ("100 kB of one letter", "a".repeat(100_000)),
+        ("100 kB of digits", "7".repeat(100_000)),
+        ("100 kB of newlines and spaces", "\n ".repeat(50_000)),
+        ("100 kB of emoji", "\u{1f999}".repeat(25_000)),
+    ];
+    for (what, text) in stress {
+        let started = Instant::now();
+        let ids = tokenizer.encode(&text, false, false)?;
+        println!(
+            "  {what}: {} tokens in {:.2?}",
+            ids.len(),
+            started.elapsed()
+        );
+    }
     Ok(())
 }

@@ -4,11 +4,34 @@
 //! * `tokenizer.ggml.model == "llama"`: SentencePiece-style merging by score
 //!   with `<0xNN>` byte fallback ([`TokenizerKind::Spm`]).
 //! * `tokenizer.ggml.model == "gpt2"`: byte-level BPE by merge rank, after the
-//!   pre-tokenizer named by `tokenizer.ggml.pre` ([`TokenizerKind::Bpe`]).
+//!   pre-tokenizer named by `tokenizer.ggml.pre` ([`TokenizerKind::Bpe`],
+//!   [`PreTokenizer`]).
 //!
 //! Special tokens (control, user-defined) are found in the text first, as
 //! llama.cpp's `llama_tokenize` does; BOS/EOS, the end-of-generation set and
 //! the pieces of each token follow llama.cpp's defaults and GGUF flags.
+//!
+//! # How close to llama.cpp
+//!
+//! The tests compare with llama.cpp (llama-cpp-python 0.3.36) on the
+//! `llama-spm`, `llama-bpe` and `qwen2` vocabularies: its own tokenizer test
+//! inputs, its reference ids in both `add_special`/`parse_special` modes,
+//! 407 seeded random strings (ids and `llama_detokenize`), every token's piece,
+//! the end-of-generation set, and each supported pre-tokenizer family on a
+//! rewritten `tokenizer.ggml.pre`. All agree. Known differences:
+//!
+//! * Where several texts could be the EOT (or a FIM) token and no key names
+//!   it, the first in llama.cpp's list wins here; llama.cpp takes whichever
+//!   its hash map yields first. The end-of-generation set is the same.
+//! * Per-model strip attributes (llama.cpp strips spaces around special tokens
+//!   for models named `phi-3`, and around `<mask>` for some jina models) are
+//!   not applied.
+//! * Duplicate token texts and a missing SentencePiece byte token are errors
+//!   here ([`TokenizerError::DuplicateToken`], [`TokenizerError::MissingByteToken`]);
+//!   llama.cpp aborts or throws.
+//! * Only the tokenizer models and pre-tokenizers listed in
+//!   [`TokenizerError::UnsupportedModel`] / [`TokenizerError::UnsupportedPre`]
+//!   messages are implemented (no WordPiece, Unigram, RWKV).
 //!
 //! ```no_run
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {

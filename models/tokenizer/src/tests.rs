@@ -325,3 +325,19 @@ fn out_of_range_ids_give_empty_pieces_instead_of_panicking() {
     assert_eq!(tokenizer.decode(&[1_000_000, 259]), " ");
     assert!(!tokenizer.is_eog(u32::MAX));
 }
+
+#[test]
+fn one_tokenizer_serves_several_threads_at_once() {
+    let tokenizer =
+        Tokenizer::from_vocab(spm_vocab(&[("▁", -1.0), ("a", -1.0), ("▁a", -0.5)])).expect("vocab");
+    let expected = tokenizer.encode("a a a", true, false).expect("encode");
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..4)
+            .map(|_| scope.spawn(|| tokenizer.encode("a a a", true, false).expect("encode")))
+            .collect();
+        for handle in handles {
+            assert_eq!(handle.join().expect("thread"), expected);
+        }
+    });
+    assert_eq!(expected, [1, 261, 261, 261]);
+}
