@@ -119,6 +119,16 @@ fn open_names_the_path_on_io_errors() {
 }
 
 #[test]
+fn open_of_a_directory_is_an_io_error_naming_it() {
+    let dir = std::env::temp_dir();
+    let err = Gguf::open(&dir).unwrap_err();
+    assert!(
+        matches!(&err, GgufError::Io { path, .. } if *path == dir),
+        "{err:?}"
+    );
+}
+
+#[test]
 fn open_of_an_empty_file_reports_truncation() {
     let path =
         std::env::temp_dir().join(format!("backplane-gguf-empty-{}.gguf", std::process::id()));
