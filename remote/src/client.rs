@@ -139,6 +139,7 @@ struct Backoff {
 
 /// A connection to one server (reopened after failures, with backoff).
 pub struct Client {
+    runtime: OnceLock<Result<tokio::runtime::Runtime, String>>,
     target: Target,
     opts: ClientOptions,
     conn: Mutex<Option<Conn>>,
@@ -156,16 +157,15 @@ pub struct RemoteBuffer {
     pub size: u64,
 }
 
-fn runtime() -> &'static tokio::runtime::Runtime {
-    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RT.get_or_init(|| {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("backplane-remote")
-            .enable_all()
-            .build()
-            .unwrap_or_else(|e| panic!("cannot start the remote client runtime: {e}"))
-    })
+/// A runtime without threads of its own: every call drives it from the
+/// caller's thread (`block_on` under the connection lock). Plugins are
+/// also opened inside the registry's probe child before `main`, where a
+/// runtime starting worker threads never comes up.
+fn new_runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the remote client runtime: {e}"))
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -176,6 +176,7 @@ impl Client {
     /// A client for `target`; connects on first use.
     pub fn new(target: Target, opts: ClientOptions) -> Client {
         Client {
+            runtime: OnceLock::new(),
             target,
             opts,
             conn: Mutex::new(None),
@@ -287,7 +288,18 @@ impl Client {
         f: impl AsyncFnOnce(&mut Conn) -> Result<T, tonic::Status>,
     ) -> Result<T, RemoteError> {
         let mut guard = lock(&self.conn);
-        runtime().block_on(async {
+        let runtime = match self.runtime.get_or_init(new_runtime) {
+            Ok(rt) => rt,
+            Err(m) => {
+                return Err(RemoteError {
+                    server: self.target.to_string(),
+                    what: what.to_string(),
+                    message: m.clone(),
+                    code: Code::Internal as i32,
+                });
+            }
+        };
+        runtime.block_on(async {
             if guard.is_none() {
                 {
                     let b = lock(&self.backoff);
@@ -584,8 +596,8 @@ impl Client {
     /// Closes the session (its buffers are freed on the server).
     pub fn close(&self) {
         let mut guard = lock(&self.conn);
-        if let Some(mut c) = guard.take() {
-            let _ = runtime().block_on(async {
+        if let (Some(mut c), Some(Ok(rt))) = (guard.take(), self.runtime.get()) {
+            let _ = rt.block_on(async {
                 tokio::time::timeout(Duration::from_secs(2), c.grpc.close(pb::Empty {})).await
             });
         }

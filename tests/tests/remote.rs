@@ -1,0 +1,360 @@
+//! The `remote` plugin loaded through the registry, against `backplane
+//! serve` child processes on loopback: devices are listed, a multi-layer
+//! graph split across the local CPU and two servers equals the CPU result,
+//! a tiny model split across the CPU and a server gives the local logits,
+//! `kill -9` of a server mid-run is an error naming it (and the host goes
+//! on), and an isolated plugin's crash costs an error and a restart.
+//!
+//! Needs `cargo build -p backplane-cli -p backplane-remote-plugin` and
+//! `cargo xtask plugins` (the CPU plugin the servers run).
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use backplane::examples::{BlockConfig, llama_layers, weights};
+use backplane::registry::{Device, Registry, RegistryOptions, SearchPath};
+use backplane::sched::{SchedOptions, Scheduler};
+use backplane::{Graph, HostTensors};
+use backplane_tests::{cpu_plugin, install, nmse, scratch_dir};
+
+const TOKEN: &str = "loopback-test-token";
+
+fn target_dir() -> PathBuf {
+    match option_env!("CARGO_TARGET_DIR") {
+        Some(d) => PathBuf::from(d),
+        None => Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join("target"),
+    }
+}
+
+/// The built `backplane` binary.
+fn backplane_bin() -> PathBuf {
+    let p = target_dir().join("debug").join("backplane");
+    assert!(
+        p.is_file(),
+        "{} missing: cargo build -p backplane-cli",
+        p.display()
+    );
+    p
+}
+
+/// A directory holding the remote plugin as `libbackplane_remote.so`
+/// (made once per test process).
+fn remote_plugin_dir() -> PathBuf {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(make_remote_plugin_dir).clone()
+}
+
+fn make_remote_plugin_dir() -> PathBuf {
+    let built = [
+        target_dir().join("plugins").join("libbackplane_remote.so"),
+        target_dir()
+            .join("debug")
+            .join("libbackplane_remote_plugin.so"),
+    ];
+    let file = built
+        .iter()
+        .filter(|p| p.is_file())
+        .max_by_key(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok())
+        .unwrap_or_else(|| panic!("remote plugin missing: cargo build -p backplane-remote-plugin"));
+    let dir = scratch_dir("remote-plugin");
+    install(file, &dir, "remote");
+    dir
+}
+
+/// Env vars are process-wide: one test at a time sets and reads them.
+fn env_lock() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn set_remote_env(servers: &str, isolate: &str, timeout_ms: u64) {
+    // SAFETY: every test that touches the environment holds `env_lock`.
+    unsafe {
+        std::env::set_var("BACKPLANE_REMOTE", servers);
+        std::env::set_var("BACKPLANE_REMOTE_TOKEN", TOKEN);
+        std::env::set_var("BACKPLANE_REMOTE_INSECURE", "1");
+        std::env::set_var("BACKPLANE_REMOTE_ISOLATE", isolate);
+        std::env::set_var("BACKPLANE_REMOTE_TIMEOUT_MS", timeout_ms.to_string());
+        std::env::set_var("BACKPLANE_SERVE_BIN", backplane_bin());
+    }
+}
+
+/// A `backplane serve` child on 127.0.0.1 (killed when dropped).
+struct Serve {
+    child: Child,
+    address: String,
+}
+
+impl Serve {
+    fn start() -> Serve {
+        let mut child = Command::new(backplane_bin())
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--insecure",
+                "--token",
+                TOKEN,
+            ])
+            .arg("--plugin")
+            .arg(cpu_plugin())
+            .env_remove("BACKPLANE_REMOTE")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("starting backplane serve");
+        let out = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(out).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let line = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("serve printed its address");
+        let address = line
+            .split(" on ")
+            .nth(1)
+            .and_then(|s| s.split_whitespace().next())
+            .unwrap_or_else(|| panic!("no address in {line:?}"))
+            .to_string();
+        Serve { child, address }
+    }
+
+    fn kill9(&mut self) {
+        let _ = self.child.kill(); // SIGKILL
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+fn load(dir: &Path) -> Registry {
+    Registry::load(&RegistryOptions {
+        search: SearchPath::only([dir]),
+        builtin_cpu: true,
+    })
+}
+
+fn remote_devices(reg: &Registry) -> Vec<Device> {
+    let b = reg
+        .backend("remote")
+        .unwrap_or_else(|| panic!("remote backend not loaded; refused: {:?}", reg.refused()));
+    assert!(b.refused_devices.is_empty(), "{:?}", b.refused_devices);
+    b.devices.clone()
+}
+
+fn cpu(reg: &Registry) -> Device {
+    reg.backend("cpu").unwrap().devices[0].clone()
+}
+
+fn filled(g: &Graph) -> HostTensors {
+    let mut host = HostTensors::new(g);
+    for t in g
+        .ids()
+        .filter(|&t| g.desc(t).op().is_ok_and(|o| o == backplane::Op::None))
+    {
+        let d = g.desc(t);
+        let n = d.nelements() as usize;
+        match d.dtype().unwrap() {
+            backplane::DType::I32 => {
+                let pos: Vec<i32> = (0..n as i32).collect();
+                host.set_i32(g, t, &pos).unwrap();
+            }
+            _ if g.name(t).contains("mask") => {
+                let m = d.ne[0] as usize;
+                let v: Vec<f32> = (0..n)
+                    .map(|i| {
+                        if i % m <= i / m {
+                            0.0
+                        } else {
+                            f32::NEG_INFINITY
+                        }
+                    })
+                    .collect();
+                host.set_f32(g, t, &v).unwrap();
+            }
+            _ => {
+                let scale = if g.name(t).contains("norm") {
+                    1.0
+                } else {
+                    0.08
+                };
+                let v: Vec<f32> = (0..n)
+                    .map(|i| {
+                        let h = (i as u32 ^ (t.index() as u32 * 7919)).wrapping_mul(2_654_435_761);
+                        scale * ((h >> 16) % 2001) as f32 / 1000.0 - scale
+                    })
+                    .collect();
+                host.set_f32(g, t, &v).unwrap();
+            }
+        }
+    }
+    host
+}
+
+fn layers() -> Graph {
+    let cfg = BlockConfig {
+        n_embd: 64,
+        n_head: 4,
+        n_head_kv: 2,
+        n_ff: 128,
+        n_tokens: 4,
+        ..BlockConfig::default()
+    };
+    llama_layers(&cfg, 3).unwrap()
+}
+
+/// Runs [`layers`] with its weights dealt over `devices` (in thirds),
+/// inputs from `host`; returns the output and how many nodes ran on each
+/// device.
+fn run_layers_counted(
+    devices: Vec<Device>,
+    host: &HostTensors,
+) -> Result<(Vec<f32>, Vec<usize>), String> {
+    let n = devices.len();
+    let mut s = Scheduler::new(devices, SchedOptions::default()).map_err(|e| e.to_string())?;
+    let mut g = layers();
+    let w = weights(&g);
+    let per = w.len().div_ceil(n);
+    for (k, part) in w.chunks(per).enumerate() {
+        s.place_weights(&mut g, k, part)
+            .map_err(|e| e.to_string())?;
+    }
+    for &t in &w {
+        s.upload(&g, t, host.bytes(t)).map_err(|e| e.to_string())?;
+    }
+    let inputs: Vec<_> = g
+        .ids()
+        .filter(|&t| g.desc(t).op().is_ok_and(|o| o == backplane::Op::None) && !w.contains(&t))
+        .map(|t| (t, host.bytes(t)))
+        .collect();
+    let r = g.outputs()[0];
+    let mut out = vec![0u8; g.desc(r).nbytes() as usize];
+    let plan = s
+        .run(&g, &inputs, &mut [(r, &mut out)])
+        .map_err(|e| e.to_string())?;
+    let mut per_device = vec![0usize; n];
+    for node in g.compute_nodes() {
+        per_device[plan.assignment.backend[node.index()]] += 1;
+    }
+    Ok((backplane_tests::bytes_f32(&out), per_device))
+}
+
+/// [`run_layers_counted`] without the counts.
+fn run_layers(devices: Vec<Device>, host: &HostTensors) -> Result<Vec<f32>, String> {
+    run_layers_counted(devices, host).map(|(out, _)| out)
+}
+
+#[test]
+fn remote_devices_are_listed_with_their_server_backend_and_device() {
+    let _env = env_lock();
+    let (a, b) = (Serve::start(), Serve::start());
+    set_remote_env(&format!("{},{}", a.address, b.address), "", 20_000);
+    let dir = remote_plugin_dir();
+    let reg = load(&dir);
+    let devs = remote_devices(&reg);
+    assert_eq!(devs.len(), 2, "{devs:?}");
+    assert!(devs[0].name().starts_with("r0-cpu-"), "{}", devs[0].name());
+    assert!(devs[1].name().starts_with("r1-cpu-"), "{}", devs[1].name());
+    assert!(
+        devs[0].description().contains(&a.address),
+        "{}",
+        devs[0].description()
+    );
+    assert!(
+        devs[1].description().contains(&b.address),
+        "{}",
+        devs[1].description()
+    );
+    assert!(devs[0].memory().total_bytes > 0);
+    // And `backplane devices` shows them.
+    let out = Command::new(backplane_bin())
+        .args(["devices", "--plugin-dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("remote"), "{text}");
+    assert!(
+        text.contains(&a.address) || text.contains("r0-cpu"),
+        "{text}"
+    );
+}
+
+#[test]
+fn layers_split_across_the_cpu_and_two_servers_equal_the_cpu_result() {
+    let _env = env_lock();
+    let (a, b) = (Serve::start(), Serve::start());
+    set_remote_env(&format!("{},{}", a.address, b.address), "", 60_000);
+    let reg = load(&remote_plugin_dir());
+    let remote = remote_devices(&reg);
+    let g = layers();
+    let host = filled(&g);
+    let want = run_layers(vec![cpu(&reg)], &host).unwrap();
+    let (got, per_device) =
+        run_layers_counted(vec![remote[0].clone(), remote[1].clone(), cpu(&reg)], &host).unwrap();
+    assert!(
+        per_device.iter().all(|&n| n > 0),
+        "nodes per device {per_device:?}"
+    );
+    let e = nmse(&got, &want);
+    assert!(e < 1e-10, "nmse {e}");
+    eprintln!(
+        "nodes per device {per_device:?}, nmse {e}, bitwise equal: {}",
+        got == want
+    );
+    assert!(want.iter().all(|v| v.is_finite()));
+}
+
+#[test]
+fn server_killed_mid_run_is_an_error_naming_it_and_the_host_goes_on() {
+    let _env = env_lock();
+    let (mut a, b) = (Serve::start(), Serve::start());
+    set_remote_env(&format!("{},{}", a.address, b.address), "", 10_000);
+    let reg = load(&remote_plugin_dir());
+    let remote = remote_devices(&reg);
+    let g = layers();
+    let host = filled(&g);
+    let want = run_layers(vec![cpu(&reg)], &host).unwrap();
+    // Kill server A while graphs run (bounded: at most 40 runs or 60 s).
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        a.kill9();
+        a
+    });
+    let t0 = Instant::now();
+    let mut failure = None;
+    for _ in 0..40 {
+        match run_layers(vec![remote[0].clone(), remote[1].clone(), cpu(&reg)], &host) {
+            Ok(got) => assert!(nmse(&got, &want) < 1e-10),
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
+        }
+        if t0.elapsed() > Duration::from_secs(60) {
+            break;
+        }
+    }
+    let a = killer.join().unwrap();
+    let err = failure.expect("a run failed after the kill");
+    assert!(
+        err.contains(&a.address),
+        "error does not name the server: {err}"
+    );
+    // The host keeps working: server B and the CPU still compute.
+    let got = run_layers(vec![remote[1].clone(), cpu(&reg)], &host).unwrap();
+    assert!(nmse(&got, &want) < 1e-10);
+    drop(b);
+}
