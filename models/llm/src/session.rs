@@ -45,6 +45,22 @@ pub struct Session<'m> {
     out_ids: Vec<i32>,
 }
 
+/// True when `device` writes KV rows (SET_ROWS of f32 rows into an f16
+/// cache of this shape); a layer on a device that does not keeps its KV
+/// cache on the CPU, where the scheduler can write it.
+fn can_store_kv(device: &backplane::registry::Device, hp: &crate::HParams, kv_size: usize) -> bool {
+    let probe = || -> Result<(Graph, usize), backplane::GraphError> {
+        let mut g = Graph::new();
+        let width = hp.n_embd_k_gqa().max(hp.n_embd_v_gqa()) as i64;
+        let cache = g.input("cache", backplane::DType::F16, &[width, kv_size as i64])?;
+        let rows = g.input("rows", backplane::DType::F32, &[width, 1])?;
+        let idx = g.input("idx", backplane::DType::I64, &[1])?;
+        let t = g.set_rows(cache, rows, idx)?;
+        Ok((g, t.index()))
+    };
+    probe().is_ok_and(|(g, node)| device.supports_op(g.tensors(), node).is_supported())
+}
+
 impl Model {
     /// A new session with a context of `n_ctx` tokens (0: the model's default).
     pub fn session(&self, n_ctx: usize) -> Result<Session<'_>, LlmError> {
@@ -66,7 +82,12 @@ impl<'m> Session<'m> {
         let id = model.new_session_id();
         let hp = model.hparams();
         let mut g = Graph::new();
-        let n_backends = model.placement().cpu_backend + 1;
+        let placement = model.placement();
+        let n_backends = placement.cpu_backend + 1;
+        let mut sched = model.scheduler();
+        let writable: Vec<bool> = (0..n_backends)
+            .map(|b| b == placement.cpu_backend || can_store_kv(&sched.devices()[b], hp, kv_size))
+            .collect();
         let mut by_backend = vec![Vec::new(); n_backends];
         for l in 0..hp.n_layer {
             let (k, v) = graph::kv_names(id, l);
@@ -76,9 +97,10 @@ impl<'m> Session<'m> {
             };
             let kt = leaf(&mut g, &k, hp.n_embd_k_gqa())?;
             let vt = leaf(&mut g, &v, hp.n_embd_v_gqa())?;
-            by_backend[model.placement().layer_backend[l]].extend([kt, vt]);
+            let b = placement.layer_backend[l];
+            let b = if writable[b] { b } else { placement.cpu_backend };
+            by_backend[b].extend([kt, vt]);
         }
-        let mut sched = model.scheduler();
         for (b, ids) in by_backend.iter().enumerate() {
             if ids.is_empty() {
                 continue;

@@ -205,3 +205,14 @@ fn two_sessions_keep_their_own_caches() {
     let want = reference(&tiny, &ctx);
     assert!(nmse(&got, want.last().unwrap()) < 1e-4);
 }
+
+#[test]
+fn bench_reports_both_speeds_and_a_host_share() {
+    let tiny = make(Tiny::new(Arch::Llama), 3);
+    let model = load(&tiny);
+    let r = backplane_llm::bench(&model, 64, 8, 2).unwrap();
+    assert_eq!((r.pp_tokens, r.tg_tokens, r.repetitions), (64, 8, 2));
+    assert!(r.pp_tok_s > 0.0 && r.tg_tok_s > 0.0, "{r:?}");
+    assert!((0.0..=1.0).contains(&r.host_share), "{r:?}");
+    assert!((0.0..=1.0).contains(&r.pp_host_share), "{r:?}");
+}
