@@ -33,7 +33,12 @@ pub struct ModelArgs {
     device: String,
     /// Like llama.cpp's -ngl: of the blocks and the output layer, the last
     /// L go on the device, the rest on the CPU (default: all).
-    #[arg(long = "gpu-layers", short = 'g', visible_alias = "ngl", value_name = "L")]
+    #[arg(
+        long = "gpu-layers",
+        short = 'g',
+        visible_alias = "ngl",
+        value_name = "L"
+    )]
     gpu_layers: Option<usize>,
     /// Context size in tokens (default: the training context, at most 4096).
     #[arg(long = "ctx-size", short = 'c', default_value_t = 0)]
@@ -266,9 +271,7 @@ fn logits(a: &LogitsArgs) -> Result<(), String> {
     let n_ctx = model.n_ctx().max(a.tokens.len());
     let mut session = model.session(n_ctx).map_err(|e| e.to_string())?;
     let which = if a.all { Logits::All } else { Logits::Last };
-    let logits = session
-        .eval(&a.tokens, which)
-        .map_err(|e| e.to_string())?;
+    let logits = session.eval(&a.tokens, which).map_err(|e| e.to_string())?;
     let n_vocab = model.n_vocab();
     let rows: Vec<&[f32]> = logits.chunks(n_vocab).collect();
     let json = serde_json::json!({

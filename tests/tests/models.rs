@@ -98,14 +98,22 @@ fn reference(arch: &str, dtype: &str) -> Option<Reference> {
     let h: serde_json::Value = serde_json::from_str(&text).expect("a reference header");
     let ids = |v: &serde_json::Value| -> Vec<u32> {
         v.as_array()
-            .map(|a| a.iter().filter_map(|x| x.as_u64()).map(|x| x as u32).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_u64())
+                    .map(|x| x as u32)
+                    .collect()
+            })
             .unwrap_or_default()
     };
     let logits_file = dir.join(h["logits_file"].as_str().expect("logits_file"));
     let raw = std::fs::read(&logits_file).expect("the reference logits");
     Some(Reference {
         tokens: ids(&h["tokens"]),
-        positions: ids(&h["positions"]).into_iter().map(|p| p as usize).collect(),
+        positions: ids(&h["positions"])
+            .into_iter()
+            .map(|p| p as usize)
+            .collect(),
         n_vocab: h["n_vocab"].as_u64().expect("n_vocab") as usize,
         logits: backplane_tests::bytes_f32(&raw),
         greedy: h["greedy"].as_array().map(|_| ids(&h["greedy"])),
@@ -122,7 +130,11 @@ const CASES: [(&str, &str); 5] = [
 
 /// Bound on the normalised error against llama.cpp.
 fn bound(dtype: &str) -> f64 {
-    if dtype == "f32" || dtype == "f16" { 1e-4 } else { 1e-3 }
+    if dtype == "f32" || dtype == "f16" {
+        1e-4
+    } else {
+        1e-3
+    }
 }
 
 /// Compares with llama.cpp's reference; false when none is recorded.
@@ -135,19 +147,29 @@ fn check_against_reference(model: &Model, arch: &str, dtype: &str, label: &str) 
     for (k, &p) in r.positions.iter().enumerate() {
         let want: Vec<f32> = r.logits[k * r.n_vocab..(k + 1) * r.n_vocab].to_vec();
         let e = nmse(&got[p * r.n_vocab..(p + 1) * r.n_vocab], &want);
-        assert!(e <= bound(dtype), "{label} {arch}-{dtype} position {p}: nmse {e} vs llama.cpp");
+        assert!(
+            e <= bound(dtype),
+            "{label} {arch}-{dtype} position {p}: nmse {e} vs llama.cpp"
+        );
     }
     if let Some(want) = &r.greedy {
         let got = greedy(model, &r.tokens, want.len());
-        assert_eq!(&got, want, "{label} {arch}-{dtype}: greedy continuation vs llama.cpp");
+        assert_eq!(
+            &got, want,
+            "{label} {arch}-{dtype}: greedy continuation vs llama.cpp"
+        );
     }
     true
 }
 
 fn prompt(model: &Model) -> Vec<u32> {
     let tok = model.tokenizer().expect("the model has a vocabulary");
-    tok.encode("The quick brown fox jumps over the lazy dog. Once upon a time", true, false)
-        .expect("tokenizing")
+    tok.encode(
+        "The quick brown fox jumps over the lazy dog. Once upon a time",
+        true,
+        false,
+    )
+    .expect("tokenizing")
 }
 
 /// One backend against llama.cpp's reference, or against the CPU where
@@ -168,9 +190,15 @@ fn run_backend(device: &str, gpu_layers: Option<usize>, cases: &[(&str, &str)]) 
         let want = all_logits(&cpu, &tokens);
         if device != "cpu" {
             let e = nmse(&all_logits(&model, &tokens), &want);
-            assert!(e <= bound(dtype), "{label} {arch}-{dtype}: nmse {e} vs the CPU");
+            assert!(
+                e <= bound(dtype),
+                "{label} {arch}-{dtype}: nmse {e} vs the CPU"
+            );
         }
-        assert!(want.iter().all(|v| v.is_finite()), "{arch}-{dtype}: finite logits");
+        assert!(
+            want.iter().all(|v| v.is_finite()),
+            "{arch}-{dtype}: finite logits"
+        );
     }
 }
 

@@ -8,7 +8,9 @@ use backplane_llm::{LoadOptions, Model, Sampler};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
-    let path = args.next().ok_or("usage: generate M.gguf PROMPT [N] [DEVICE]")?;
+    let path = args
+        .next()
+        .ok_or("usage: generate M.gguf PROMPT [N] [DEVICE]")?;
     let prompt = args.next().unwrap_or_else(|| "Once upon a time".into());
     let n: usize = args.next().map_or(Ok(32), |s| s.parse())?;
     let device = args.next().unwrap_or_else(|| "auto".into());

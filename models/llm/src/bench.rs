@@ -45,7 +45,12 @@ fn bench_tokens(n: usize, n_vocab: usize) -> Vec<u32> {
 
 /// Measures `pp` tokens of prefill and `tg` tokens of decode, each once to
 /// warm up and then `repetitions` times (at least once).
-pub fn bench(model: &Model, pp: usize, tg: usize, repetitions: usize) -> Result<BenchResult, LlmError> {
+pub fn bench(
+    model: &Model,
+    pp: usize,
+    tg: usize,
+    repetitions: usize,
+) -> Result<BenchResult, LlmError> {
     let repetitions = repetitions.max(1);
     let n_ctx = pp.max(tg).max(1);
     let mut session = Session::with_context(model, n_ctx)?;

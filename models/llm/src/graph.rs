@@ -3,7 +3,7 @@
 //! (biases, residuals), ROPE, SET_ROWS into the KV cache, FLASH_ATTN_EXT
 //! with a causal f16 mask, SwiGLU.
 
-use backplane::{DType, Graph, GluOp, RopeParams, TensorId};
+use backplane::{DType, GluOp, Graph, RopeParams, TensorId};
 
 use crate::error::LlmError;
 use crate::hparams::HParams;

@@ -114,7 +114,9 @@ impl HParams {
         let n_layer = m.positive(&k("block_count"))?;
         let n_ff = m.positive(&k("feed_forward_length"))?;
         let n_head = m.positive(&k("attention.head_count"))?;
-        let n_head_kv = m.opt_positive(&k("attention.head_count_kv"))?.unwrap_or(n_head);
+        let n_head_kv = m
+            .opt_positive(&k("attention.head_count_kv"))?
+            .unwrap_or(n_head);
         if n_head % n_head_kv != 0 {
             return Err(m.bad(
                 &k("attention.head_count_kv"),
@@ -160,7 +162,9 @@ impl HParams {
         } else {
             (1.0 / factor) as f32
         };
-        let rope_dims = m.opt_positive(&k("rope.dimension_count"))?.unwrap_or(head_dim);
+        let rope_dims = m
+            .opt_positive(&k("rope.dimension_count"))?
+            .unwrap_or(head_dim);
         if rope_dims > head_dim || rope_dims % 2 != 0 {
             return Err(m.bad(
                 &k("rope.dimension_count"),

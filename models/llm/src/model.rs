@@ -189,8 +189,10 @@ impl Model {
 }
 
 fn file_stem(p: &Path) -> String {
-    p.file_stem()
-        .map_or_else(|| p.display().to_string(), |s| s.to_string_lossy().into_owned())
+    p.file_stem().map_or_else(
+        || p.display().to_string(),
+        |s| s.to_string_lossy().into_owned(),
+    )
 }
 
 /// Places every weight on its backend (one buffer per backend) and copies

@@ -98,7 +98,11 @@ impl<'m> Session<'m> {
             let kt = leaf(&mut g, &k, hp.n_embd_k_gqa())?;
             let vt = leaf(&mut g, &v, hp.n_embd_v_gqa())?;
             let b = placement.layer_backend[l];
-            let b = if writable[b] { b } else { placement.cpu_backend };
+            let b = if writable[b] {
+                b
+            } else {
+                placement.cpu_backend
+            };
             by_backend[b].extend([kt, vt]);
         }
         for (b, ids) in by_backend.iter().enumerate() {
@@ -215,20 +219,17 @@ impl<'m> Session<'m> {
         self.tokens.clear();
         self.tokens.extend(chunk.iter().map(|&t| t as i32));
         self.pos.clear();
-        self.pos
-            .extend((self.n_past..used).map(|p| p as i32));
+        self.pos.extend((self.n_past..used).map(|p| p as i32));
         self.kv_idx.clear();
         self.kv_idx.extend((self.n_past..used).map(|p| p as i64));
         self.mask.clear();
         for i in 0..n {
             let visible = self.n_past + i + 1;
-            self.mask.extend((0..n_kv).map(|j| {
-                if j < visible { MASK_OPEN } else { MASK_CLOSED }
-            }));
+            self.mask
+                .extend((0..n_kv).map(|j| if j < visible { MASK_OPEN } else { MASK_CLOSED }));
         }
         self.out_ids.clear();
-        self.out_ids
-            .extend((n - n_outputs..n).map(|i| i as i32));
+        self.out_ids.extend((n - n_outputs..n).map(|i| i as i32));
         let n_vocab = self.model.n_vocab();
         let start = self.logits.len();
         self.logits.resize(start + n_outputs * n_vocab, 0.0);

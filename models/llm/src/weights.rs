@@ -64,7 +64,12 @@ impl Weights {
             specs.push(spec);
             Ok(())
         };
-        add("token_embd.weight".into(), &[e, vocab], Kind::Matrix, Role::Input)?;
+        add(
+            "token_embd.weight".into(),
+            &[e, vocab],
+            Kind::Matrix,
+            Role::Input,
+        )?;
         for l in 0..hp.n_layer {
             let p = |s: &str| format!("blk.{l}.{s}");
             let r = Role::Layer(l);
@@ -90,7 +95,12 @@ impl Weights {
         add("output_norm.weight".into(), &[e], Kind::F32, Role::Output)?;
         let tied_output = src.tensor("output.weight").is_none();
         if !tied_output {
-            add("output.weight".into(), &[e, vocab], Kind::Matrix, Role::Output)?;
+            add(
+                "output.weight".into(),
+                &[e, vocab],
+                Kind::Matrix,
+                Role::Output,
+            )?;
         }
         let rope_freqs = src.tensor("rope_freqs.weight").is_some();
         if rope_freqs {

@@ -93,7 +93,8 @@ fn decode_steps_reuse_one_plan_per_kv_bucket() {
     let tiny = make(Tiny::new(Arch::Llama), 1);
     let model = load(&tiny);
     let mut s = model.session(512).unwrap();
-    s.eval(&tokens(4, tiny.spec.n_vocab, 1), Logits::Last).unwrap();
+    s.eval(&tokens(4, tiny.spec.n_vocab, 1), Logits::Last)
+        .unwrap();
     s.eval(&[1], Logits::Last).unwrap();
     let (built, hits) = {
         let sched = model.scheduler();
@@ -103,11 +104,16 @@ fn decode_steps_reuse_one_plan_per_kv_bucket() {
         s.eval(&[t], Logits::Last).unwrap();
     }
     let sched = model.scheduler();
-    assert_eq!(sched.planner().plans_built(), built, "no new plan within one bucket");
+    assert_eq!(
+        sched.planner().plans_built(),
+        built,
+        "no new plan within one bucket"
+    );
     assert_eq!(sched.planner().cache_hits(), hits + 20);
     drop(sched);
     // Crossing 256 cached tokens takes one new plan, then hits again.
-    s.eval(&tokens(240, tiny.spec.n_vocab, 2), Logits::Last).unwrap();
+    s.eval(&tokens(240, tiny.spec.n_vocab, 2), Logits::Last)
+        .unwrap();
     let built = model.scheduler().planner().plans_built();
     for t in 0..3 {
         s.eval(&[t], Logits::Last).unwrap();
@@ -182,7 +188,8 @@ fn a_full_context_is_an_error_naming_the_sizes() {
     let tiny = make(Tiny::new(Arch::Llama), 3);
     let model = load(&tiny);
     let mut s = model.session(8).unwrap();
-    s.eval(&tokens(6, tiny.spec.n_vocab, 1), Logits::Last).unwrap();
+    s.eval(&tokens(6, tiny.spec.n_vocab, 1), Logits::Last)
+        .unwrap();
     let e = s.eval(&[1, 2, 3], Logits::Last).unwrap_err().to_string();
     assert!(e.contains("6 tokens") && e.contains("n_ctx = 8"), "{e}");
     let e = s.eval(&[500], Logits::Last).unwrap_err().to_string();

@@ -157,7 +157,10 @@ fn matvec(w: &[f32], x: &[f64], rows: usize) -> Vec<f64> {
 fn rms_norm(x: &[f64], w: &[f32]) -> Vec<f64> {
     let ms = x.iter().map(|v| v * v).sum::<f64>() / x.len() as f64;
     let s = 1.0 / (ms + 1e-5).sqrt();
-    x.iter().zip(w).map(|(v, g)| v * s * f64::from(*g)).collect()
+    x.iter()
+        .zip(w)
+        .map(|(v, g)| v * s * f64::from(*g))
+        .collect()
 }
 
 fn rope(head: &mut [f64], pos: usize, neox: bool) {
@@ -165,7 +168,11 @@ fn rope(head: &mut [f64], pos: usize, neox: bool) {
     for i in 0..d / 2 {
         let theta = pos as f64 * 10000f64.powf(-2.0 * i as f64 / d as f64);
         let (s, c) = theta.sin_cos();
-        let (a, b) = if neox { (i, i + d / 2) } else { (2 * i, 2 * i + 1) };
+        let (a, b) = if neox {
+            (i, i + d / 2)
+        } else {
+            (2 * i, 2 * i + 1)
+        };
         let (x0, x1) = (head[a], head[b]);
         head[a] = x0 * c - x1 * s;
         head[b] = x0 * s + x1 * c;
@@ -199,13 +206,20 @@ pub fn reference(t: &TinyModel, tokens: &[u32]) -> Vec<Vec<f64>> {
             let mut k = matvec(w(&p("attn_k.weight")), &h, s.n_head_kv * hd);
             let mut v = matvec(w(&p("attn_v.weight")), &h, s.n_head_kv * hd);
             if s.arch == Arch::Qwen2 {
-                for (y, n) in [(&mut q, "attn_q.bias"), (&mut k, "attn_k.bias"), (&mut v, "attn_v.bias")] {
+                for (y, n) in [
+                    (&mut q, "attn_q.bias"),
+                    (&mut k, "attn_k.bias"),
+                    (&mut v, "attn_v.bias"),
+                ] {
                     for (a, b) in y.iter_mut().zip(w(&p(n))) {
                         *a += f64::from(*b);
                     }
                 }
             }
-            for (y, norm) in [(&mut q, "attn_q_norm.weight"), (&mut k, "attn_k_norm.weight")] {
+            for (y, norm) in [
+                (&mut q, "attn_q_norm.weight"),
+                (&mut k, "attn_k_norm.weight"),
+            ] {
                 for head in y.chunks_mut(hd) {
                     if s.arch == Arch::Qwen3 {
                         let n = rms_norm(head, w(&p(norm)));
@@ -258,7 +272,11 @@ pub fn reference(t: &TinyModel, tokens: &[u32]) -> Vec<Vec<f64>> {
             }
         }
     }
-    let out = if s.tied { "token_embd.weight" } else { "output.weight" };
+    let out = if s.tied {
+        "token_embd.weight"
+    } else {
+        "output.weight"
+    };
     xs.iter()
         .map(|x| {
             let h = rms_norm(x, w("output_norm.weight"));
