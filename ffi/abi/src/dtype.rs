@@ -233,13 +233,13 @@ impl DType {
     }
 
     /// Bytes taken by a row of `ne0` elements, or `None` when `ne0` is not a
-    /// whole number of blocks.
+    /// whole number of blocks or the size does not fit a `usize`.
     pub const fn row_size(self, ne0: usize) -> Option<usize> {
         let bs = self.block_size();
         if !ne0.is_multiple_of(bs) {
             return None;
         }
-        Some(ne0 / bs * self.type_size())
+        (ne0 / bs).checked_mul(self.type_size())
     }
 }
 
@@ -260,6 +260,12 @@ mod tests {
             assert_eq!(DType::from_name(t.name()), Some(t));
         }
         assert_eq!(DType::from_code(4), Err(UnknownDType(4)));
+    }
+
+    #[test]
+    fn row_size_of_a_huge_row_is_none_not_an_overflow() {
+        assert_eq!(DType::F32.row_size(usize::MAX / 2), None);
+        assert_eq!(DType::Q8_0.row_size((usize::MAX / 32) * 32), None);
     }
 
     #[test]
