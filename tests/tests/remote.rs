@@ -92,6 +92,24 @@ struct Serve {
 
 impl Serve {
     fn start() -> Serve {
+        Serve::start_with(&cpu_plugin())
+    }
+
+    /// A server of the CPU plugin this machine's registry picks (the same
+    /// kernels as the local CPU device).
+    fn start_best_cpu() -> Serve {
+        let reg = Registry::load(&RegistryOptions {
+            search: SearchPath::only([backplane_tests::plugin_dir()]),
+            builtin_cpu: false,
+        });
+        let best = reg
+            .backend("cpu")
+            .and_then(|b| b.source.path().map(Path::to_path_buf))
+            .unwrap_or_else(cpu_plugin);
+        Serve::start_with(&best)
+    }
+
+    fn start_with(plugin: &Path) -> Serve {
         let mut child = Command::new(backplane_bin())
             .args([
                 "serve",
@@ -102,8 +120,9 @@ impl Serve {
                 TOKEN,
             ])
             .arg("--plugin")
-            .arg(cpu_plugin())
+            .arg(plugin)
             .env_remove("BACKPLANE_REMOTE")
+            .env_remove("BACKPLANE_REMOTE_ISOLATE")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -357,4 +376,128 @@ fn server_killed_mid_run_is_an_error_naming_it_and_the_host_goes_on() {
     let got = run_layers(vec![remote[1].clone(), cpu(&reg)], &host).unwrap();
     assert!(nmse(&got, &want) < 1e-10);
     drop(b);
+}
+
+/// Pids of the isolated `backplane serve` children this process started.
+fn isolated_children() -> Vec<u32> {
+    let me = std::process::id();
+    let out = Command::new("pgrep")
+        .args(["-f", &format!("backplane-isolate-{me}-")])
+        .output()
+        .expect("pgrep");
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+#[test]
+fn isolated_plugin_crash_costs_an_error_and_a_restart_not_the_host() {
+    let _env = env_lock();
+    set_remote_env("", &cpu_plugin().display().to_string(), 20_000);
+    let reg = load(&remote_plugin_dir());
+    let remote = remote_devices(&reg);
+    assert_eq!(remote.len(), 1, "{remote:?}");
+    assert!(
+        remote[0].description().contains("isolated child"),
+        "{}",
+        remote[0].description()
+    );
+    let g = layers();
+    let host = filled(&g);
+    let want = run_layers(vec![cpu(&reg)], &host).unwrap();
+    let got = run_layers(vec![remote[0].clone(), cpu(&reg)], &host).unwrap();
+    assert!(nmse(&got, &want) < 1e-10);
+    // The plugin's process dies (as a crashing plugin would): an error.
+    let children = isolated_children();
+    assert_eq!(children.len(), 1, "isolated children {children:?}");
+    let status = Command::new("kill")
+        .args(["-9", &children[0].to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    std::thread::sleep(Duration::from_millis(100));
+    let err = run_layers(vec![remote[0].clone(), cpu(&reg)], &host).unwrap_err();
+    assert!(
+        err.contains("backplane-isolate-"),
+        "error does not name the child: {err}"
+    );
+    // The next use (after the backoff) starts a new child and computes.
+    let t0 = Instant::now();
+    let got = loop {
+        std::thread::sleep(Duration::from_millis(300));
+        match run_layers(vec![remote[0].clone(), cpu(&reg)], &host) {
+            Ok(got) => break got,
+            Err(e) if t0.elapsed() > Duration::from_secs(30) => panic!("no restart: {e}"),
+            Err(_) => {}
+        }
+    };
+    assert!(nmse(&got, &want) < 1e-10);
+    let again = isolated_children();
+    assert_eq!(again.len(), 1, "{again:?}");
+    assert_ne!(again[0], children[0], "a new child serves the plugin");
+}
+
+#[test]
+fn isolated_hostile_plugin_that_crashes_leaves_an_error_and_the_host_computing() {
+    let _env = env_lock();
+    let hostile = backplane_tests::fixture("hostile-crash-in-devices");
+    set_remote_env("", &hostile.display().to_string(), 20_000);
+    let reg = load(&remote_plugin_dir());
+    let b = reg.backend("remote").expect("the remote plugin loads");
+    assert!(b.devices.is_empty());
+    let why = b.no_device_reason.clone().unwrap_or_default();
+    assert!(why.contains("hostile-crash-in-devices"), "{why}");
+    // The host computes on.
+    let g = layers();
+    let host = filled(&g);
+    let out = run_layers(vec![cpu(&reg)], &host).unwrap();
+    assert!(out.iter().all(|v| v.is_finite()));
+}
+
+#[test]
+fn tiny_model_split_across_the_cpu_and_a_server_gives_the_local_logits() {
+    use backplane_llm::{LoadOptions, Logits, Model};
+    use backplane_testmodel::{ModelSpec, Preset, WeightType, write_model};
+    let _env = env_lock();
+    let server = Serve::start_best_cpu();
+    set_remote_env(&server.address, "", 60_000);
+    let spec = ModelSpec {
+        arch: "llama".parse().unwrap(),
+        preset: Preset::Tiny,
+        dtype: "f32".parse::<WeightType>().unwrap(),
+        seed: ModelSpec::DEFAULT_SEED,
+    };
+    let path = scratch_dir("remote-model").join(spec.file_name());
+    write_model(&spec, &path).unwrap();
+    let options = |device: &str, gpu_layers| LoadOptions {
+        device: device.into(),
+        gpu_layers,
+        n_ctx: 128,
+        plugin_dirs: vec![remote_plugin_dir()],
+    };
+    let local = Model::load(&path, &options("cpu", None)).unwrap();
+    let split = Model::load(&path, &options("remote", Some(2))).unwrap();
+    let tokens: Vec<u32> = (1..24).collect();
+    let want = local
+        .session(128)
+        .unwrap()
+        .eval(&tokens, Logits::All)
+        .unwrap()
+        .to_vec();
+    let mut s = split.session(128).unwrap();
+    let got = s.eval(&tokens, Logits::All).unwrap().to_vec();
+    assert_eq!(
+        got, want,
+        "logits of the split model differ from the local run"
+    );
+    // And a few decode steps.
+    let mut l = local.session(128).unwrap();
+    l.eval(&tokens, Logits::Last).unwrap();
+    for t in [5u32, 9, 13] {
+        let a = l.eval(&[t], Logits::Last).unwrap().to_vec();
+        let b = s.eval(&[t], Logits::Last).unwrap().to_vec();
+        assert_eq!(a, b, "decode logits after token {t}");
+    }
+    eprintln!("placement {:?}", split.placement());
 }

@@ -15,6 +15,10 @@ use std::time::{Duration, Instant};
 /// then on `PATH`).
 pub const SERVE_BIN_ENV: &str = "BACKPLANE_SERVE_BIN";
 
+/// The variable the registry sets in its probe child (`backplane`'s
+/// `registry::probe::PROBE_CHILD_ENV`), naming the plugin file to probe.
+const PROBE_CHILD_ENV: &str = "BACKPLANE_PROBE_CHILD";
+
 /// How long a child has to create its socket.
 const START_TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -75,6 +79,13 @@ impl Isolated {
             .arg("--plugin")
             .arg(&self.file)
             .arg("--exit-on-stdin-eof")
+            // The child serves that one plugin and nothing else: it must not
+            // read our remote configuration, nor (when we are the
+            // registry's probe child) the probe request, or each child
+            // would start another.
+            .env_remove("BACKPLANE_REMOTE")
+            .env_remove("BACKPLANE_REMOTE_ISOLATE")
+            .env_remove(PROBE_CHILD_ENV)
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
