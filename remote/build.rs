@@ -3,7 +3,8 @@
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let protoc = protoc_bin_vendored::protoc_bin_path()?;
-    // SAFETY-free: build scripts are single-threaded; prost-build reads PROTOC.
+    // SAFETY: the build script has one thread, so nothing reads the
+    // environment while it changes; prost-build reads PROTOC.
     unsafe { std::env::set_var("PROTOC", protoc) };
     println!("cargo:rerun-if-changed=proto/backplane.proto");
     tonic_prost_build::configure().compile_protos(&["proto/backplane.proto"], &["proto"])?;

@@ -64,7 +64,7 @@ pub fn checked_nbytes(d: &TensorDesc) -> Result<u64, String> {
         return Ok(0);
     }
     let bs = dtype.block_size() as u64;
-    if d.ne[0] as u64 % bs != 0 {
+    if !(d.ne[0] as u64).is_multiple_of(bs) {
         return Err(format!(
             "ne[0] = {} is not a multiple of the {dtype:?} block size {bs}",
             d.ne[0]

@@ -21,7 +21,7 @@ fn run_matmul(client: &Client, k: usize, m: usize, n: usize) -> (Vec<f32>, Vec<f
     client.upload(&buf, &g[0], 0, &bytes(&a)).unwrap();
     client.upload(&buf, &g[1], 0, &bytes(&b)).unwrap();
     client.compute(0, &g, Some(buf.session)).unwrap();
-    let mut out = vec![0u8; (m * n * 4) as usize];
+    let mut out = vec![0u8; m * n * 4];
     client.download(&buf, &g[3], 0, &mut out).unwrap();
     (floats(&out), expected(&a, &b, k, m, n))
 }
