@@ -477,3 +477,26 @@ fn warm_start_uses_the_probe_cache_and_runs_no_probe() {
     assert_ne!(std::fs::read(&cache).unwrap(), written);
     assert!(changed.backend("cpu").unwrap().source.path().is_some());
 }
+
+#[test]
+fn bad_root_module_header_is_one_line_naming_both_versions() {
+    // abi_stable's header is its magic string, then the major and minor
+    // version (u32 each): claim minor 99.
+    let mut bytes = std::fs::read(fixture("hostile-long-description")).unwrap();
+    let magic = b"abi stable library for Rust     ";
+    let at = bytes
+        .windows(magic.len())
+        .position(|w| w == magic)
+        .expect("the fixture has abi_stable's header");
+    bytes[at + 36..at + 40].copy_from_slice(&99u32.to_le_bytes());
+    let dir = scratch_dir("hostile-bad-header");
+    let name = plugin_file_name("badheader");
+    std::fs::write(dir.join(&name), &bytes).unwrap();
+    let reg = load(&dir);
+    let reason = refusal(&reg, &name);
+    assert!(
+        reason.starts_with("incompatible abi_stable library header: the file says abi_stable 0.99"),
+        "{reason}"
+    );
+    assert_cpu_still_computes(&reg);
+}
