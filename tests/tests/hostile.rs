@@ -500,3 +500,30 @@ fn bad_root_module_header_is_one_line_naming_both_versions() {
     );
     assert_cpu_still_computes(&reg);
 }
+
+#[test]
+fn with_probing_off_the_in_process_checks_still_refuse() {
+    // BACKPLANE_PROBE=off: files are judged in process (no protection
+    // against hangs and crashes), but the value rules still hold.
+    let dir = scratch_dir("hostile-unprobed");
+    install(&fixture("hostile-score-max"), &dir, "hostile-score-max");
+    install(&fixture("hostile-squat-cpu"), &dir, "squat");
+    std::fs::write(dir.join(plugin_file_name("empty")), b"").unwrap();
+    let reg = Registry::load_with(
+        &RegistryOptions {
+            search: SearchPath::only([&dir]),
+            builtin_cpu: true,
+        },
+        &ProbeOptions {
+            enabled: false,
+            ..probe_options(None)
+        },
+    );
+    let score = refusal(&reg, &plugin_file_name("hostile-score-max"));
+    assert!(score.contains("score 4294967295"), "{score}");
+    let squat = refusal(&reg, &plugin_file_name("squat"));
+    assert!(squat.contains("registers as backend 'cpu'"), "{squat}");
+    let empty = refusal(&reg, &plugin_file_name("empty"));
+    assert!(empty.contains("file too short"), "{empty}");
+    assert_cpu_still_computes(&reg);
+}

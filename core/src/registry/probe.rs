@@ -72,7 +72,12 @@ impl ProbeOptions {
     /// [`CACHE_ENV`](super::cache::CACHE_ENV).
     pub fn from_env() -> ProbeOptions {
         let exe = std::env::var_os(PROBE_EXE_ENV);
-        let enabled = exe.as_deref().is_none_or(|e| e != "off");
+        // Without the start-up hook this program cannot serve as its own
+        // probe: probe only with an executable named in the environment.
+        let enabled = match exe.as_deref() {
+            Some(e) => e != "off",
+            None => HOOK_SUPPORTED,
+        };
         let timeout = std::env::var(PROBE_TIMEOUT_ENV)
             .ok()
             .and_then(|s| s.trim().parse::<f64>().ok())
@@ -101,6 +106,9 @@ pub enum Outcome {
         reason: String,
     },
 }
+
+/// Whether this platform has the start-up hook (ELF `.init_array`).
+pub const HOOK_SUPPORTED: bool = cfg!(all(unix, not(target_vendor = "apple")));
 
 /// The start-up hook: in a probe child, probe and exit before `main`.
 #[cfg(all(unix, not(target_vendor = "apple")))]

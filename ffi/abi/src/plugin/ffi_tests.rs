@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use abi_stable::std_types::{RSlice, RSliceMut, RStr};
 
 use super::*;
-use crate::plugin::types::{DeviceType, Verdict, verdict_code};
+use crate::plugin::types::{DeviceType, Verdict, VerdictCode, verdict_code};
 
 struct Boom;
 
@@ -307,4 +307,33 @@ fn a_panic_in_drop_is_caught_for_every_object() {
     drop(Guarded::new("Device", Arc::new(PanicOnDrop)));
     drop(Guarded::new("Event", Box::new(PanicOnDrop)));
     assert_eq!(DROPS.load(Ordering::SeqCst), before + 4);
+}
+
+#[test]
+fn open_codes_decode_known_values_and_report_unknown_ones() {
+    use crate::plugin::types::{DeviceCaps, caps_bits};
+    for t in DeviceType::ALL {
+        assert_eq!(DeviceType::from_code(t.code()), Some(t));
+    }
+    assert_eq!(DeviceType::from_code(4), None);
+    assert_eq!(DeviceType::from_code(200), None);
+    let unknown = VerdictCode {
+        code: 7,
+        reason: "from the future".into(),
+    };
+    assert_eq!(unknown.decode(), Err(7));
+    let v = Verdict::unsupported("no");
+    assert_eq!(VerdictCode::from(v.clone()).decode(), Ok(v));
+    assert_eq!(
+        VerdictCode::from(Verdict::Supported).decode(),
+        Ok(Verdict::Supported)
+    );
+    let caps = DeviceCaps {
+        async_ops: true,
+        host_buffer: false,
+        events: true,
+    };
+    assert_eq!(caps_bits::decode(caps_bits::encode(caps)), caps);
+    // Bits a later ABI may add are ignored, not misread.
+    assert_eq!(caps_bits::decode(0xFFFF_FFF8), DeviceCaps::default());
 }
