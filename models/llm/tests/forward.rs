@@ -223,3 +223,31 @@ fn bench_reports_both_speeds_and_a_host_share() {
     assert!((0.0..=1.0).contains(&r.host_share), "{r:?}");
     assert!((0.0..=1.0).contains(&r.pp_host_share), "{r:?}");
 }
+
+#[test]
+fn rope_frequency_factors_of_one_change_nothing_and_others_do() {
+    let plain = make(Tiny::new(Arch::Llama), 17);
+    let toks = tokens(6, plain.spec.n_vocab, 5);
+    let want = {
+        let model = load(&plain);
+        let mut s = model.session(16).unwrap();
+        s.eval(&toks, Logits::All).unwrap().to_vec()
+    };
+    let half_dim = plain.spec.head_dim() / 2;
+    let with_factors = |value: f32| {
+        let mut t = make(Tiny::new(Arch::Llama), 17);
+        let bytes = (0..half_dim).flat_map(|_| value.to_le_bytes()).collect();
+        t.source.set_tensor(
+            "rope_freqs.weight",
+            backplane::DType::F32,
+            &[half_dim as i64],
+            bytes,
+        );
+        let model = load(&t);
+        let mut s = model.session(16).unwrap();
+        s.eval(&toks, Logits::All).unwrap().to_vec()
+    };
+    let as_f64 = |v: &[f32]| v.iter().map(|&x| f64::from(x)).collect::<Vec<f64>>();
+    assert!(nmse(&with_factors(1.0), &as_f64(&want)) < 1e-12);
+    assert!(nmse(&with_factors(4.0), &as_f64(&want)) > 1e-6);
+}
