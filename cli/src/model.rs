@@ -314,6 +314,11 @@ fn bench(a: &BenchArgs) -> Result<(), String> {
             "tg_tok_s": r.tg_tok_s,
             "host_share": r.host_share,
             "pp_host_share": r.pp_host_share,
+            "tg_host_us": {
+                "plan": r.tg_host_us.plan,
+                "upload": r.tg_host_us.upload,
+                "download": r.tg_host_us.download,
+            },
             "repetitions": r.repetitions,
         });
         println!("{json}");
@@ -337,6 +342,10 @@ fn bench(a: &BenchArgs) -> Result<(), String> {
                 r.tg_tokens,
                 r.tg_tok_s,
                 r.host_share * 100.0
+            );
+            eprintln!(
+                "per decoded token: planning {:.1} us, input upload {:.1} us, logits download {:.1} us",
+                r.tg_host_us.plan, r.tg_host_us.upload, r.tg_host_us.download
             );
         }
     }

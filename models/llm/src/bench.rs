@@ -26,8 +26,23 @@ pub struct BenchResult {
     pub host_share: f64,
     /// The same share for the prefill.
     pub pp_host_share: f64,
+    /// Per decoded token, microseconds the scheduler spent planning (a
+    /// plan-cache lookup when the shape repeats), writing inputs, and
+    /// reading logits back.
+    pub tg_host_us: HostCost,
     /// Timed repetitions of each test (after one warm-up run).
     pub repetitions: usize,
+}
+
+/// Host-side costs per token, in microseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct HostCost {
+    /// Planning (or finding the plan in the cache).
+    pub plan: f64,
+    /// Writing the inputs (token ids, positions, KV indices, mask).
+    pub upload: f64,
+    /// Reading the logits back.
+    pub download: f64,
 }
 
 /// Token ids for a benchmark: deterministic, spread over the vocabulary.
@@ -68,7 +83,9 @@ pub fn bench(
     }
     let mut tg_tok_s = 0.0;
     let mut host_share = 0.0;
+    let mut tg_host_us = HostCost::default();
     if tg > 0 {
+        let before = model.scheduler().stats().clone();
         let (speed, share) = timed(&mut session, repetitions, &backend_time, |s| {
             for &t in &tokens[..tg] {
                 s.eval(&[t], Logits::Last)?;
@@ -77,6 +94,15 @@ pub fn bench(
         })?;
         tg_tok_s = speed;
         host_share = share;
+        let after = model.scheduler().stats().clone();
+        let per_token = |a: Duration, b: Duration| {
+            a.saturating_sub(b).as_secs_f64() * 1e6 / ((repetitions + 1) * tg) as f64
+        };
+        tg_host_us = HostCost {
+            plan: per_token(after.plan_time, before.plan_time),
+            upload: per_token(after.upload_time, before.upload_time),
+            download: per_token(after.download_time, before.download_time),
+        };
     }
     Ok(BenchResult {
         pp_tokens: pp,
@@ -85,6 +111,7 @@ pub fn bench(
         tg_tok_s,
         host_share,
         pp_host_share,
+        tg_host_us,
         repetitions,
     })
 }

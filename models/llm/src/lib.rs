@@ -46,7 +46,7 @@ mod source;
 mod tok;
 mod weights;
 
-pub use bench::{BenchResult, bench};
+pub use bench::{BenchResult, HostCost, bench};
 pub use error::LlmError;
 pub use gguf_file::load_tokenizer;
 pub use graph::Shape;
