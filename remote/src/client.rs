@@ -351,6 +351,9 @@ impl Client {
                 Ok(v) => Ok(v),
                 Err(s) => {
                     let e = self.err(what, s);
+                    // Unreachable, or the server lost our session (restart,
+                    // eviction): reconnect on the next use. `Aborted` (our
+                    // own stale-buffer check) keeps the connection.
                     if e.is_unreachable() || Code::from_i32(e.code) == Code::FailedPrecondition {
                         *guard = None;
                         self.note_failure();
@@ -382,7 +385,7 @@ impl Client {
         if c.session == b.session {
             Ok(())
         } else {
-            Err(tonic::Status::failed_precondition(format!(
+            Err(tonic::Status::aborted(format!(
                 "buffer {} belonged to session {} which was lost (server restarted or unreachable); reload it",
                 b.handle, b.session
             )))
@@ -570,7 +573,7 @@ impl Client {
             if let Some(s) = session
                 && s != c.session
             {
-                return Err(tonic::Status::failed_precondition(format!(
+                return Err(tonic::Status::aborted(format!(
                     "the graph's buffers belonged to session {s}, lost with the connection (server restarted or unreachable); reload them"
                 )));
             }

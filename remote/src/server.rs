@@ -110,7 +110,7 @@ impl State {
     }
 
     fn open(&self) -> u64 {
-        let id = self.next_session.fetch_add(1, Ordering::Relaxed);
+        let id = random_session_id(self.next_session.fetch_add(1, Ordering::Relaxed));
         let mut all = lock(&self.sessions);
         all.clock += 1;
         let now = all.clock;
@@ -147,6 +147,20 @@ impl State {
             max_size: bt.max_size(),
         }
     }
+}
+
+/// A session id that another client cannot guess and that a restarted
+/// server does not hand out again (so stale client handles never alias):
+/// the counter hashed with a per-process random key, never 0.
+fn random_session_id(counter: u64) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    static KEY: std::sync::OnceLock<std::collections::hash_map::RandomState> =
+        std::sync::OnceLock::new();
+    let mut h = KEY
+        .get_or_init(std::collections::hash_map::RandomState::new)
+        .build_hasher();
+    h.write_u64(counter);
+    h.finish().max(1)
 }
 
 /// The session a request names.

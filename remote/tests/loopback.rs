@@ -184,3 +184,54 @@ fn unix_socket_is_private_and_serves_without_a_token() {
     drop(server);
     let _ = std::fs::remove_file(path);
 }
+
+#[test]
+fn after_a_server_restart_the_client_reconnects_and_old_buffers_report_they_were_lost() {
+    let path = std::env::temp_dir().join(format!(
+        "backplane-remote-restart-{}.sock",
+        std::process::id()
+    ));
+    let serve = || {
+        backplane_remote::start(
+            cpu_registry(),
+            ServeOptions {
+                listen: Listen::Unix(path.clone()),
+                tls: Tls::Insecure,
+                token: None,
+                limits: Limits::default(),
+            },
+        )
+        .unwrap()
+    };
+    let first = serve();
+    let client = Client::new(Target::Unix(path.clone()), insecure(None));
+    let old = client.alloc(0, 64).unwrap();
+    drop(first);
+    // The server is gone: an error naming it.
+    let err = client.alloc(0, 64).unwrap_err();
+    assert!(err.is_unreachable(), "{err}");
+    assert!(
+        err.to_string().contains(&path.display().to_string()),
+        "{err}"
+    );
+    let _second = serve();
+    // Reconnects once the backoff allows (bounded wait).
+    let t0 = std::time::Instant::now();
+    let fresh = loop {
+        match client.alloc(0, 64) {
+            Ok(b) => break b,
+            Err(e) if t0.elapsed() > Duration::from_secs(10) => panic!("no reconnect: {e}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    };
+    assert_ne!(fresh.session, old.session);
+    let t = backplane_abi::TensorDesc {
+        buffer: old.handle,
+        ..backplane_abi::TensorDesc::new(backplane_abi::DType::F32, [4, 1, 1, 1])
+    };
+    let err = client.upload(&old, &t, 0, &[0u8; 16]).unwrap_err();
+    assert!(err.to_string().contains("was lost"), "{err}");
+    // The stale buffer did not cost the new connection.
+    assert_eq!(client.session(), Some(fresh.session));
+    let _ = std::fs::remove_file(&path);
+}
