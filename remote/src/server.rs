@@ -27,7 +27,6 @@ struct State {
     devices: Vec<Device>,
     limits: Limits,
     sessions: Mutex<Sessions>,
-    next_session: AtomicU64,
     _registry: Arc<Registry>,
 }
 
@@ -48,7 +47,6 @@ impl RemoteService {
                 devices,
                 limits,
                 sessions: Mutex::new(Sessions::default()),
-                next_session: AtomicU64::new(1),
                 _registry: registry,
             }),
         }
@@ -110,7 +108,7 @@ impl State {
     }
 
     fn open(&self) -> u64 {
-        let id = random_session_id(self.next_session.fetch_add(1, Ordering::Relaxed));
+        let id = random_session_id(NEXT_SESSION.fetch_add(1, Ordering::Relaxed));
         let mut all = lock(&self.sessions);
         all.clock += 1;
         let now = all.clock;
@@ -148,6 +146,9 @@ impl State {
         }
     }
 }
+
+/// Sessions opened by any server of this process.
+static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
 
 /// A session id that another client cannot guess and that a restarted
 /// server does not hand out again (so stale client handles never alias):
