@@ -8,13 +8,26 @@ use crate::weights::Init;
 /// one-hot.
 pub const LOGIT_STD: f32 = 5.0;
 
-/// Gain of the residual branches (`attn_output`, `ffn_down`) over
-/// `1 / sqrt(2 n_layer)`: the layers' sum then has an RMS near this value, so
-/// the input embedding is a small part of the final state. With tied
-/// embeddings this keeps a token's own logit (its embedding's squared norm,
-/// `LOGIT_STD^2`, over the final state's RMS) from beating every other
-/// token, which would make greedy decoding repeat its input.
-pub const RESIDUAL_GAIN: f32 = 4.0;
+/// Gain of the attention branch (`attn_output`) over `1 / sqrt(2 n_layer)`.
+pub const ATTN_BRANCH_GAIN: f32 = 2.0;
+
+/// Gain of the feed-forward branch (`ffn_down`) over `1 / sqrt(2 n_layer)`.
+///
+/// The two gains make the layers' sum large (RMS about 4 to 5) next to the
+/// input embedding: with tied embeddings a token's own logit is its
+/// embedding's squared norm (`LOGIT_STD^2`) over the final state's RMS, and
+/// with a final state near unit RMS every token would predict itself. The
+/// token-wise feed-forward branch outweighs attention, which mixes positions:
+/// with attention dominant, consecutive positions of a deep random model
+/// converge to nearly the same state and greedy decoding repeats a token.
+pub const FFN_BRANCH_GAIN: f32 = 6.0;
+
+/// Standard deviation of the attention scores `q·k / sqrt(head_dim)` for a
+/// normalised input: sharp enough that each query singles out a few keys.
+/// With scores near unit spread attention averages over the whole context,
+/// consecutive positions see nearly the same state, and a model with tied
+/// embeddings repeats its last token.
+pub const ATTN_SCORE_STD: f32 = 3.0;
 
 /// Standard deviation of the noise around 1 in every norm weight.
 pub const NORM_NOISE_STD: f32 = 0.05;
@@ -80,16 +93,22 @@ fn inv_sqrt(n: usize) -> f32 {
 ///   layer.
 /// * `output`: `LOGIT_STD / sqrt(n_embd)`, so logits of a unit-RMS
 ///   normalised state have a standard deviation near `LOGIT_STD`.
-/// * `attn_q/k/v`, `ffn_gate/up`: `1 / sqrt(fan_in)`, so their outputs have
+/// * `attn_v`, `ffn_gate/up`: `1 / sqrt(fan_in)`, so their outputs have
 ///   unit RMS for a normalised input.
-/// * `attn_output`, `ffn_down`: `RESIDUAL_GAIN / sqrt(fan_in) / sqrt(2
-///   n_layer)`, so the `2 n_layer` residual additions together have an RMS
-///   of the order of `RESIDUAL_GAIN`.
+/// * `attn_q/k`: `sqrt(ATTN_SCORE_STD) / sqrt(fan_in)`, so attention scores
+///   spread by about `ATTN_SCORE_STD`; Qwen3's `attn_q_norm`/`attn_k_norm`
+///   weights are `sqrt(ATTN_SCORE_STD) ± NORM_NOISE_STD` for the same effect.
+/// * `attn_output`, `ffn_down`: `ATTN_BRANCH_GAIN` (2) and
+///   `FFN_BRANCH_GAIN` (6) times `1 / sqrt(fan_in) / sqrt(2 n_layer)`, so
+///   the `2 n_layer` residual additions together have an RMS of about 4-5.
 /// * norm weights: `1 ± NORM_NOISE_STD`; Q/K/V biases: `BIAS_STD` around 0.
 pub fn plan(shape: &Shape) -> Vec<TensorPlan> {
     let d = shape.n_embd;
-    let residual_scale = RESIDUAL_GAIN * inv_sqrt(2 * shape.n_layer);
+    let residual_scale = inv_sqrt(2 * shape.n_layer);
     let projection = Init::uniform(inv_sqrt(d));
+    // Q and K entries of RMS sqrt(ATTN_SCORE_STD) give scores of that spread.
+    let qk_gain = ATTN_SCORE_STD.sqrt();
+    let query_key = Init::uniform(qk_gain * inv_sqrt(d));
     let norm = Init::around_one(NORM_NOISE_STD);
     let output_std = LOGIT_STD * inv_sqrt(d);
     let embd_std = if shape.tied_embeddings {
@@ -112,10 +131,15 @@ pub fn plan(shape: &Shape) -> Vec<TensorPlan> {
             ("attn_v", shape.kv_dim()),
         ];
         for (part, out) in projections {
+            let init = if part == "attn_v" {
+                projection
+            } else {
+                query_key
+            };
             tensors.push(TensorPlan::new(
                 name(&format!("{part}.weight")),
                 &[d, out],
-                projection,
+                init,
             ));
             if shape.qkv_bias {
                 tensors.push(TensorPlan::new(
@@ -127,13 +151,16 @@ pub fn plan(shape: &Shape) -> Vec<TensorPlan> {
         }
         if shape.qk_norm {
             let h = shape.head_dim;
-            tensors.push(TensorPlan::new(name("attn_q_norm.weight"), &[h], norm));
-            tensors.push(TensorPlan::new(name("attn_k_norm.weight"), &[h], norm));
+            // The per-head norms undo the projections' gain: their weights
+            // carry it instead.
+            let qk_norm = Init::around(qk_gain, NORM_NOISE_STD);
+            tensors.push(TensorPlan::new(name("attn_q_norm.weight"), &[h], qk_norm));
+            tensors.push(TensorPlan::new(name("attn_k_norm.weight"), &[h], qk_norm));
         }
         tensors.push(TensorPlan::new(
             name("attn_output.weight"),
             &[shape.q_dim(), d],
-            Init::uniform(inv_sqrt(shape.q_dim()) * residual_scale),
+            Init::uniform(ATTN_BRANCH_GAIN * inv_sqrt(shape.q_dim()) * residual_scale),
         ));
         tensors.push(TensorPlan::new(name("ffn_norm.weight"), &[d], norm));
         tensors.push(TensorPlan::new(
@@ -149,7 +176,7 @@ pub fn plan(shape: &Shape) -> Vec<TensorPlan> {
         tensors.push(TensorPlan::new(
             name("ffn_down.weight"),
             &[shape.n_ff, d],
-            Init::uniform(inv_sqrt(shape.n_ff) * residual_scale),
+            Init::uniform(FFN_BRANCH_GAIN * inv_sqrt(shape.n_ff) * residual_scale),
         ));
     }
     tensors.push(TensorPlan::new("output_norm.weight".into(), &[d], norm));

@@ -41,8 +41,13 @@ impl Init {
 
     /// Uniform values around 1 with standard deviation `std` (norm weights).
     pub fn around_one(std: f32) -> Init {
+        Init::around(1.0, std)
+    }
+
+    /// Uniform values around `center` with standard deviation `std`.
+    pub fn around(center: f32, std: f32) -> Init {
         Init {
-            center: 1.0,
+            center,
             half_width: std * SQRT_3,
         }
     }

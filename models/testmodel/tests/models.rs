@@ -250,7 +250,8 @@ fn logits_spread_wide_with_clear_winners_and_activations_stay_sane() {
         let model = forward::Model::load(&file, &Shape::of(arch, Preset::Tiny));
         let mut gaps = Vec::new();
         let mut repeats = 0;
-        for token in [1usize, 2, 100, 1000, 5000, 20_000, 31_999] {
+        // 32 tokens spread over the 32,000 ids every vocabulary has.
+        for token in (0..32).map(|i| 1 + i * 997) {
             let run = model.first_token(token);
             assert!(
                 (1.0..8.0).contains(&run.final_rms),
@@ -263,20 +264,20 @@ fn logits_spread_wide_with_clear_winners_and_activations_stay_sane() {
                 "{arch} token {token}: logit std {std}"
             );
             let gap = forward::top2_gap(&run.logits);
-            eprintln!(
-                "{arch} token {token}: residual RMS {:.2}, logit std {std:.2}, top-2 gap {gap:.3}, argmax {}",
-                run.final_rms,
-                forward::argmax(&run.logits)
-            );
             gaps.push(gap);
             repeats += usize::from(forward::argmax(&run.logits) == token);
         }
-        // The winner leads the runner-up clearly: far more than f16 or
-        // accumulation-order rounding could move a logit.
-        let clear = gaps.iter().filter(|&&g| g > 0.05).count();
-        assert!(clear >= gaps.len() - 1, "{arch}: top-2 gaps {gaps:?}");
+        // The winner usually leads the runner-up by far more than f16 or
+        // accumulation-order rounding could move a logit (near-ties happen
+        // at a rate of about the gap over the typical gap, ~5% below 0.05).
+        gaps.sort_by(f32::total_cmp);
+        let near_ties = gaps.iter().filter(|&&g| g < 0.05).count();
+        let median = gaps[gaps.len() / 2];
+        eprintln!("{arch}: top-2 gaps {gaps:?}");
+        assert!(near_ties <= 4, "{arch}: {near_ties} near-ties in {gaps:?}");
+        assert!(median > 0.3, "{arch}: median top-2 gap {median}");
         // A token's own embedding does not win its logits (with tied
         // embeddings it would if the final state were mostly the input).
-        assert!(repeats <= 1, "{arch}: {repeats} tokens predict themselves");
+        assert!(repeats <= 2, "{arch}: {repeats} tokens predict themselves");
     }
 }
