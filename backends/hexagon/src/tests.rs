@@ -288,6 +288,13 @@ fn without_a_dsp_the_backend_has_zero_devices_and_says_why() {
         why.contains("libcdsprpc.so") && why.contains("BACKPLANE_HEXAGON_EMULATE=1"),
         "{why}"
     );
+    // The loader's own words, not libloading's bare "dlopen failed".
+    assert!(
+        why.contains("cannot open shared object file: No such file or directory")
+            && !why.contains("dlopen failed")
+            && !why.contains('\n'),
+        "{why}"
+    );
     let reg = HexagonReg::with_options(&RegOptions {
         emulate: true,
         uri_options: "emu_fault=open".into(),

@@ -96,6 +96,28 @@ impl fmt::Display for LoadError {
 
 impl std::error::Error for LoadError {}
 
+/// The loader's whole message on one line: libloading 0.9 says only
+/// "dlopen failed" and keeps the system's words ("libcdsprpc.so: cannot open
+/// shared object file: No such file or directory") in `source()`, so the
+/// chain is walked and each cause not already said is appended.
+fn loader_message(e: &libloading::Error) -> String {
+    let mut out = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        let text = c.to_string().replace('\n', " ");
+        if !text.is_empty() && !out.contains(&text) {
+            out = if out.ends_with(" failed") {
+                // "dlopen failed" says nothing the cause does not.
+                text
+            } else {
+                format!("{out}: {text}")
+            };
+        }
+        cause = c.source();
+    }
+    out
+}
+
 type DspQueueCallback = Option<unsafe extern "C" fn(DspQueue, c_int, *mut c_void)>;
 
 macro_rules! cdsprpc {
@@ -116,14 +138,14 @@ macro_rules! cdsprpc {
                 // SAFETY: loading runs the library's initialisers; libcdsprpc
                 // is the vendor's user-space library, meant to be dlopened.
                 let lib = unsafe { Library::new(path) }
-                    .map_err(|e| LoadError { what: path.to_string(), message: e.to_string() })?;
+                    .map_err(|e| LoadError { what: path.to_string(), message: loader_message(&e) })?;
                 $(
                     // SAFETY: the symbol's type is the SDK declaration copied
                     // above; the pointer is used only while `_lib` lives.
                     let $name: $ty = unsafe {
                         *lib.get::<$ty>(concat!(stringify!($name), "\0").as_bytes()).map_err(|e| LoadError {
                             what: stringify!($name).to_string(),
-                            message: e.to_string(),
+                            message: loader_message(&e),
                         })?
                     };
                 )*
@@ -174,6 +196,31 @@ mod tests {
             .err()
             .expect("must fail");
         assert!(e.to_string().contains("/nonexistent/libcdsprpc.so"), "{e}");
+    }
+
+    #[test]
+    fn missing_library_error_keeps_the_loaders_cause_on_one_line() {
+        let e = CdspRpc::load(Some("/nonexistent/libcdsprpc.so"))
+            .err()
+            .expect("must fail");
+        let text = e.to_string();
+        assert_eq!(e.what, "/nonexistent/libcdsprpc.so");
+        assert!(
+            text.contains("cannot open shared object file")
+                && text.contains("No such file or directory"),
+            "{text}"
+        );
+        assert!(!text.contains("dlopen failed"), "{text}");
+        assert!(!text.contains('\n'), "{text}");
+    }
+
+    #[test]
+    fn a_library_without_the_entry_points_names_the_missing_symbol_and_cause() {
+        // libc is loaded in every process and has none of FastRPC's symbols.
+        let e = CdspRpc::load(Some("libc.so.6")).err().expect("must fail");
+        assert_eq!(e.what, "remote_handle64_open");
+        assert!(e.message.contains("undefined symbol"), "{e}");
+        assert!(!e.message.contains("dlsym failed"), "{e}");
     }
 
     #[test]

@@ -1,0 +1,273 @@
+//! The `backplane` command survives every plugin of the hostile catalogue:
+//! `devices --json` exits 0 with valid JSON, the CPU device is listed, and
+//! each hostile file is refused (or its bad device is) with a one-line
+//! reason tied to the file; `explain` still plans its example block.
+//!
+//! The binary of this test's profile is brought up to date once per run with
+//! `cargo build -p backplane-cli` (a no-op of a second or two when fresh).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use backplane_tests::{fixture, scratch_dir};
+
+/// Every build of the hostile fixture (`tests/fixtures/hostile`, built by
+/// `cargo xtask plugins --fixtures` as `libbackplane_hostile-<case>.so`).
+const CATALOGUE: &[&str] = &[
+    "hang-score",
+    "hang-init",
+    "hang-devices",
+    "exit-at-load",
+    "abort-in-init",
+    "crash-in-devices",
+    "panic-in-devices",
+    "panic-in-buffer-type",
+    "panic-in-drop",
+    "device-type-200",
+    "device-type-newer",
+    "memory-free-over-total",
+    "score-max",
+    "alignment-huge",
+    "alloc-size-max",
+    "alloc-size-small",
+    "buffer-id-zero",
+    "buffer-short",
+    "long-description",
+    "squat-cpu",
+];
+
+/// Cases whose device looks sound at listing time (they misbehave only
+/// when buffers are allocated or freed), so they are listed, not refused.
+const LISTED_AT_LOAD: &[&str] = &[
+    "panic-in-drop",
+    "device-type-newer",
+    "alloc-size-max",
+    "alloc-size-small",
+    "buffer-id-zero",
+    "buffer-short",
+    "long-description",
+];
+
+/// The probe timeout the test sets, in seconds (hangs cost this much).
+const PROBE_TIMEOUT_S: u64 = 2;
+
+/// The `backplane` binary of this test's profile, built once if needed.
+fn backplane_exe() -> &'static Path {
+    static EXE: OnceLock<PathBuf> = OnceLock::new();
+    EXE.get_or_init(|| {
+        // This test runs as <target>/<profile>/deps/hostile_cli-<hash>.
+        let me = std::env::current_exe().expect("the test's own path");
+        let profile_dir = me
+            .parent()
+            .and_then(Path::parent)
+            .expect("the test binary lives in <target>/<profile>/deps");
+        let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+            Some("debug") | None => "dev".to_string(),
+            Some(p) => p.to_string(),
+        };
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
+            .args([
+                "build",
+                "--quiet",
+                "--profile",
+                &profile,
+                "-p",
+                "backplane-cli",
+                "--bin",
+                "backplane",
+            ])
+            .status()
+            .expect("running cargo build -p backplane-cli");
+        assert!(status.success(), "cargo build -p backplane-cli failed");
+        let exe = profile_dir.join("backplane");
+        assert!(exe.is_file(), "{} was not built", exe.display());
+        exe
+    })
+}
+
+/// Runs `backplane args...` with the probe timeout set and the probe cache
+/// in `scratch` (so no earlier verdict is reused).
+fn run_backplane(scratch: &Path, args: &[&str]) -> Output {
+    Command::new(backplane_exe())
+        .args(args)
+        .env("BACKPLANE_PROBE_TIMEOUT", PROBE_TIMEOUT_S.to_string())
+        .env("BACKPLANE_PROBE_CACHE", scratch.join("probe-cache.json"))
+        .env_remove("BACKPLANE_PROBE")
+        .env_remove("BACKPLANE_REMOTE")
+        .output()
+        .expect("running backplane")
+}
+
+/// `devices --json --plugin-dir dir`: exit 0 and the parsed JSON.
+fn devices_json(scratch: &Path, dir: &Path) -> serde_json::Value {
+    let out = run_backplane(
+        scratch,
+        &[
+            "devices",
+            "--json",
+            "--plugin-dir",
+            dir.to_str().expect("utf-8 dir"),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "backplane devices --json with {} exited {:?}: {stderr}",
+        dir.display(),
+        out.status
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "backplane devices --json printed invalid JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+/// What the JSON says about `file`: a refusal of the file, or the reasons
+/// its loaded backend refused devices, or that it offers a listed device.
+#[derive(Debug)]
+enum Verdict {
+    Refused(String),
+    DevicesRefused(Vec<String>),
+    Listed,
+}
+
+fn verdict_of(json: &serde_json::Value, file: &Path) -> Option<Verdict> {
+    let file = file.to_str()?;
+    let arr = |k: &str| json[k].as_array().cloned().unwrap_or_default();
+    if let Some(r) = arr("refused").iter().find(|r| r["path"] == file) {
+        return Some(Verdict::Refused(r["reason"].as_str()?.to_string()));
+    }
+    let backend = arr("backends").into_iter().find(|b| b["path"] == file)?;
+    let refused: Vec<String> = backend["refused_devices"]
+        .as_array()?
+        .iter()
+        .filter_map(|r| r.as_str().map(str::to_string))
+        .collect();
+    let listed = arr("devices").iter().any(|d| d["path"] == file);
+    if listed {
+        Some(Verdict::Listed)
+    } else {
+        Some(Verdict::DevicesRefused(refused))
+    }
+}
+
+fn has_cpu_device(json: &serde_json::Value) -> bool {
+    json["devices"]
+        .as_array()
+        .is_some_and(|d| d.iter().any(|d| d["type"] == "cpu"))
+}
+
+fn assert_one_line(case: &str, reason: &str) {
+    assert!(
+        !reason.trim().is_empty() && !reason.contains('\n') && reason.len() < 400,
+        "{case}: the reason must be one short line: {reason:?}"
+    );
+}
+
+#[test]
+fn devices_json_survives_each_hostile_plugin_alone_with_a_one_line_reason() {
+    let started = Instant::now();
+    backplane_exe();
+    // Each case alone in its directory (one backend name, so no case hides
+    // behind another as a duplicate); all run at once.
+    let handles: Vec<_> = CATALOGUE
+        .iter()
+        .map(|&case| {
+            std::thread::spawn(move || {
+                let scratch = scratch_dir(&format!("hostile-cli-{case}"));
+                let dir = scratch.join("plugins");
+                std::fs::create_dir_all(&dir).expect("creating the plugin dir");
+                let file = backplane_tests::install(
+                    &fixture(&format!("hostile-{case}")),
+                    &dir,
+                    &format!("hostile-{case}"),
+                );
+                let json = devices_json(&scratch, &dir);
+                let _ = std::fs::remove_dir_all(&scratch);
+                (case, file, json)
+            })
+        })
+        .collect();
+    for h in handles {
+        let (case, file, json) = h.join().expect("a case's thread");
+        assert!(has_cpu_device(&json), "{case}: no CPU device: {json}");
+        let verdict = verdict_of(&json, &file)
+            .unwrap_or_else(|| panic!("{case}: {} is not in the output: {json}", file.display()));
+        match (&verdict, LISTED_AT_LOAD.contains(&case)) {
+            (Verdict::Refused(reason), false) => assert_one_line(case, reason),
+            (Verdict::DevicesRefused(reasons), false) => {
+                assert!(!reasons.is_empty(), "{case}: no device and no reason");
+                for r in reasons {
+                    assert_one_line(case, r);
+                    assert!(r.contains("device 0 refused"), "{case}: {r}");
+                }
+            }
+            (Verdict::Listed, true) => {}
+            (v, _) => panic!("{case}: unexpected verdict {v:?}"),
+        }
+    }
+    // The three hangs ran in parallel, so the whole costs about one timeout
+    // plus the builds' checks.
+    let probe_bound = Duration::from_secs(PROBE_TIMEOUT_S * 6);
+    assert!(
+        started.elapsed() < probe_bound + Duration::from_secs(120),
+        "took {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn devices_json_and_explain_survive_the_whole_catalogue_in_one_directory() {
+    let scratch = scratch_dir("hostile-cli-all");
+    let dir = scratch.join("plugins");
+    std::fs::create_dir_all(&dir).expect("creating the plugin dir");
+    let files: Vec<PathBuf> = CATALOGUE
+        .iter()
+        .map(|case| {
+            let name = format!("hostile-{case}");
+            backplane_tests::install(&fixture(&name), &dir, &name)
+        })
+        .collect();
+    backplane_exe();
+    let started = Instant::now();
+    let json = devices_json(&scratch, &dir);
+    let took = started.elapsed();
+    assert!(has_cpu_device(&json), "no CPU device: {json}");
+    // Every file is accounted for: refused with a reason naming it (the
+    // entry's path), or the one backend 'hostile' kept, its path named.
+    let mut kept = 0;
+    for file in &files {
+        match verdict_of(&json, file) {
+            Some(Verdict::Refused(reason)) => assert_one_line(&file.display().to_string(), &reason),
+            Some(Verdict::DevicesRefused(_) | Verdict::Listed) => kept += 1,
+            None => panic!("{} is not in the output: {json}", file.display()),
+        }
+    }
+    assert_eq!(kept, 1, "exactly one 'hostile' backend is kept: {json}");
+    // The hangs are probed in parallel: one timeout, not three.
+    assert!(
+        took < Duration::from_secs(PROBE_TIMEOUT_S * 3 + 10),
+        "devices took {took:?}"
+    );
+
+    // Planning over whatever survived still works.
+    let out = run_backplane(
+        &scratch,
+        &["explain", "--plugin-dir", dir.to_str().expect("utf-8 dir")],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "explain exited {:?}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!text.trim().is_empty(), "explain printed nothing");
+    let _ = std::fs::remove_dir_all(&scratch);
+}
