@@ -88,9 +88,10 @@ fn run_placed(devices: Vec<Device>, a: usize, b: usize) -> (Vec<f32>, Scheduler)
     let mut s = Scheduler::new(devices, SchedOptions::default()).unwrap();
     let mut g = two_layer();
     let host = filled(&g);
-    let k1 = s.place_weights(&mut g, a, &[id(&g, "w1")]).unwrap().key();
-    let k2 = s.place_weights(&mut g, b, &[id(&g, "w2")]).unwrap().key();
-    let k3 = s.place_weights(&mut g, cpu, &[id(&g, "b")]).unwrap().key();
+    let (w1, w2, bias) = (id(&g, "w1"), id(&g, "w2"), id(&g, "b"));
+    let k1 = s.place_weights(&mut g, a, &[w1]).unwrap().key();
+    let k2 = s.place_weights(&mut g, b, &[w2]).unwrap().key();
+    let k3 = s.place_weights(&mut g, cpu, &[bias]).unwrap().key();
     assert!(k1 != k2 && k2 != k3 && k1 != k3, "keys are unique in the host");
     for name in ["w1", "w2", "b"] {
         let t = id(&g, name);
