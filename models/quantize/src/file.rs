@@ -59,7 +59,7 @@ pub fn quantize_file(
     let temp_path = temp.path.clone();
     let write_error = |reason: String| QuantizeError::Write {
         path: output.to_path_buf(),
-        reason: format!("{reason} (writing {})", temp_path.display()),
+        reason: format!("{reason} (temporary file {}, removed)", temp_path.display()),
     };
     let file = temp.file().map_err(|e| write_error(e.to_string()))?;
     let mut stream = writer
