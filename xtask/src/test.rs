@@ -6,7 +6,13 @@ use crate::{conformance, plugins, set_env, setup, workspace_root};
 
 /// Environment for test runs: the emulated Hexagon DSP is offered only when
 /// asked for, so tests and CI ask.
-const TEST_ENV: &[(&str, &str)] = &[("BACKPLANE_HEXAGON_EMULATE", "1")];
+/// Lavapipe compiles pipelines inside `graph_compute` on a CPU shared with
+/// the whole test run: the scheduler's per-device timeout is raised so a
+/// slow first compile on a loaded machine is not taken for a hung device.
+const TEST_ENV: &[(&str, &str)] = &[
+    ("BACKPLANE_HEXAGON_EMULATE", "1"),
+    ("BACKPLANE_DEVICE_TIMEOUT", "900"),
+];
 
 fn cargo(step: &str, args: &[&str]) -> Result<(), String> {
     eprintln!("xtask test: {step}: cargo {}", args.join(" "));

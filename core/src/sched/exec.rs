@@ -196,6 +196,22 @@ impl Scheduler {
         self.weights.bind(graph)
     }
 
+    /// Frees the placed buffer with key `key` (a session's KV cache, weights
+    /// no longer needed) and forgets its key: graphs still naming it fail
+    /// to plan with an error naming the key. Returns false when no buffer
+    /// has that key. A buffer of a device out of service is not freed
+    /// (its stuck call may still use it) but forgotten all the same.
+    pub fn release_weights(&mut self, key: u64) -> bool {
+        let Some(block) = self.weights.remove(key) else {
+            return false;
+        };
+        self.planner.unregister_buffer(key);
+        if self.watchdogs[block.backend].is_stuck() {
+            std::mem::forget(block);
+        }
+        true
+    }
+
     /// The placed buffers, in the order they were placed.
     pub fn weight_blocks(&self) -> impl Iterator<Item = &WeightBlock> {
         self.weights.iter()

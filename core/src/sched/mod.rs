@@ -58,6 +58,33 @@ pub type BackendId = usize;
 /// device that is really stuck trips it.
 pub const DEFAULT_DEVICE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
+/// Environment override of [`SchedOptions::device_timeout`]'s default:
+/// seconds, `0` or `off` for no timeout. Read when options are defaulted.
+pub const DEVICE_TIMEOUT_ENV: &str = "BACKPLANE_DEVICE_TIMEOUT";
+
+/// The default device timeout: [`DEVICE_TIMEOUT_ENV`] when set and valid
+/// (a warning names an invalid value), else [`DEFAULT_DEVICE_TIMEOUT`].
+fn device_timeout_from_env() -> Option<std::time::Duration> {
+    let Ok(v) = std::env::var(DEVICE_TIMEOUT_ENV) else {
+        return Some(DEFAULT_DEVICE_TIMEOUT);
+    };
+    match v.trim() {
+        "0" | "off" => None,
+        s => match s.parse::<f64>() {
+            Ok(secs) if secs.is_finite() && secs > 0.0 => {
+                Some(std::time::Duration::from_secs_f64(secs))
+            }
+            _ => {
+                tracing::warn!(
+                    "{DEVICE_TIMEOUT_ENV}={v:?} is not a number of seconds or 'off'; using {} s",
+                    DEFAULT_DEVICE_TIMEOUT.as_secs()
+                );
+                Some(DEFAULT_DEVICE_TIMEOUT)
+            }
+        },
+    }
+}
+
 /// What the scheduler may do.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SchedOptions {
@@ -84,7 +111,7 @@ impl Default for SchedOptions {
             strict: false,
             offload_min_batch: Some(32),
             cache_capacity: 16,
-            device_timeout: Some(DEFAULT_DEVICE_TIMEOUT),
+            device_timeout: device_timeout_from_env(),
         }
     }
 }

@@ -89,6 +89,19 @@ impl WeightBlocks {
         self.blocks.push(block);
     }
 
+    /// Removes the block with `key`, returning it (dropping it frees the
+    /// buffer).
+    pub(crate) fn remove(&mut self, key: u64) -> Option<WeightBlock> {
+        let i = self.by_key.remove(&key)?;
+        let block = self.blocks.remove(i);
+        for v in self.by_key.values_mut() {
+            if *v > i {
+                *v -= 1;
+            }
+        }
+        Some(block)
+    }
+
     /// Forgets the blocks of backend `b` without freeing them (the device
     /// may still be using them: see the scheduler's `Drop`).
     pub(crate) fn leak_backend(&mut self, b: BackendId) {

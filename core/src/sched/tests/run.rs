@@ -442,3 +442,17 @@ fn a_buffer_key_names_one_backend_only() {
     assert!(matches!(err, SchedError::BufferKeyClash { .. }), "{err}");
     assert!(err.to_string().contains("fake/gpu0"), "{err}");
 }
+
+#[test]
+fn a_released_buffer_is_forgotten_and_graphs_naming_it_fail_to_plan() {
+    let mut s = Scheduler::new(vec![cpu()], SchedOptions::default()).unwrap();
+    let mut g = small_block();
+    let w = weights(&g);
+    let key = s.place_weights(&mut g, 0, &w).unwrap().key();
+    assert_eq!(s.weight_blocks().count(), 1);
+    assert!(s.release_weights(key));
+    assert!(!s.release_weights(key));
+    assert_eq!(s.weight_blocks().count(), 0);
+    let err = s.reserve(&g).unwrap_err();
+    assert!(err.to_string().contains("not registered"), "{err}");
+}
