@@ -175,6 +175,24 @@ fn refuses_plugin_built_against_other_interface() {
     assert!(reg.backend("cpu").is_some());
 }
 
+/// Item 8 of the hostile catalogue, as it stands: a plugin built against the
+/// first ABI 1 layout (before getters returned `RResult` and open codes; the
+/// `older` fixture reproduces it) is not adapted by this host. It must be
+/// refused in one line that says why, and the host goes on. When a legacy
+/// adapter exists this test must change to "loads and computes".
+#[test]
+fn plugin_of_the_first_abi_1_layout_is_refused_in_one_line_and_host_goes_on() {
+    let dir = scratch_dir("older-abi");
+    install(&fixture("older"), &dir, "older");
+    install(&cpu_plugin(), &dir, "cpu-x86-64");
+    let reg = load_only(&[&dir]);
+    let reason = reason_for(&reg, &backplane_tests::plugin_file_name("older"));
+    assert_short(reason);
+    assert!(reason.contains("incompatible plugin interface"), "{reason}");
+    assert!(reg.backend("older").is_none());
+    assert!(reg.backend("cpu").is_some());
+}
+
 #[test]
 fn panicking_plugin_returns_errors_and_host_goes_on() {
     let dir = scratch_dir("panicky");

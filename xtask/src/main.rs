@@ -191,6 +191,14 @@ fn plugins(fixtures: bool) -> Result<(), String> {
             file: plugin_file("changed"),
         };
         build(&b, &fdir)?;
+        // A plugin of the first ABI 1 layout (getters returning bare values).
+        let b = Build {
+            package: "backplane-fixture-changed-abi",
+            lib: "backplane_fixture_changed_abi",
+            features: "older-abi",
+            file: plugin_file("older"),
+        };
+        build(&b, &fdir)?;
         // The hostile-plugin catalogue: one misbehaviour per build.
         let hostile = [
             "hang-score",
