@@ -12,6 +12,7 @@
 use std::path::Path;
 
 use abi_stable::library::{LibraryError, RootModule, lib_header_from_path};
+use backplane_abi::plugin::legacy;
 use backplane_abi::plugin::{ABI_VERSION, ABI_VERSION_SYMBOL, PluginModRef, RegBox, SCORE_SYMBOL};
 
 /// Lines a user-facing refusal reason may have: one.
@@ -188,13 +189,24 @@ fn check_elf_extents(_path: &Path) -> Result<(), String> {
 /// and creates the backend registration.
 pub fn load(path: &Path) -> Result<RegBox, String> {
     let header = lib_header_from_path(path).map_err(|e| library_error(path, e))?;
-    let module = header
-        .init_root_module::<PluginModRef>()
-        .map_err(|e| library_error(path, e))?;
-    let new_reg = module.new_reg();
-    new_reg()
-        .into_result()
-        .map_err(|e| format!("plugin init failed: {}", short_reason(&e.message)))
+    let reg = match header.init_root_module::<PluginModRef>() {
+        Ok(module) => (module.new_reg())().into_result(),
+        // A plugin of the first ABI 1 layout still loads, through adapters.
+        Err(e @ LibraryError::AbiInstability(_)) => {
+            match header.init_root_module::<legacy::PluginModRef>() {
+                Ok(module) => {
+                    tracing::debug!(path = %path.display(), "plugin of the first ABI 1 layout: loaded through the legacy adapters");
+                    legacy::new_reg(module)
+                }
+                Err(legacy_error) => {
+                    tracing::debug!(path = %path.display(), "not the first ABI 1 layout either:\n{legacy_error}");
+                    return Err(library_error(path, e));
+                }
+            }
+        }
+        Err(e) => return Err(library_error(path, e)),
+    };
+    reg.map_err(|e| format!("plugin init failed: {}", short_reason(&e.message)))
 }
 
 /// A short reason for an abi_stable error; the full text goes to debug logs.

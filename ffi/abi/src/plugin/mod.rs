@@ -17,6 +17,8 @@
 pub mod contract;
 pub mod export;
 pub mod ffi;
+/// The first ABI 1 layout and its adapters (plugins built before open codes).
+pub mod legacy;
 pub mod module;
 pub mod types;
 
