@@ -43,6 +43,22 @@ pub struct Session<'m> {
     kv_idx: Vec<i64>,
     mask: Vec<u16>,
     out_ids: Vec<i32>,
+    /// Scheduler keys of the KV cache buffers, released on drop.
+    kv_keys: Vec<u64>,
+}
+
+/// Frees the scheduler buffers `keys` (a session's KV cache).
+fn release(sched: &mut backplane::sched::Scheduler, keys: &[u64]) {
+    for &key in keys {
+        sched.release_weights(key);
+    }
+}
+
+impl Drop for Session<'_> {
+    /// Frees the KV cache's device buffers.
+    fn drop(&mut self) {
+        release(&mut self.model.scheduler(), &self.kv_keys);
+    }
 }
 
 /// True when `device` writes KV rows (SET_ROWS of f32 rows into an f16
@@ -89,6 +105,7 @@ impl<'m> Session<'m> {
             .map(|b| b == placement.cpu_backend || can_store_kv(&sched.devices()[b], hp, kv_size))
             .collect();
         let mut by_backend = vec![Vec::new(); n_backends];
+        let mut kv_keys = Vec::new();
         for l in 0..hp.n_layer {
             let (k, v) = graph::kv_names(id, l);
             let leaf = |g: &mut Graph, name: &str, width: usize| {
@@ -110,10 +127,18 @@ impl<'m> Session<'m> {
                 continue;
             }
             let what = || format!("KV cache of {kv_size} cells on backend {b}");
-            let block = sched
-                .place_weights(&mut g, b, ids)
-                .map_err(|e| LlmError::sched(what(), e))?;
-            block.clear(0).map_err(|e| {
+            let block = match sched.place_weights(&mut g, b, ids) {
+                Ok(block) => block,
+                Err(e) => {
+                    release(&mut sched, &kv_keys);
+                    return Err(LlmError::sched(what(), e));
+                }
+            };
+            let key = block.key();
+            let cleared = block.clear(0);
+            kv_keys.push(key);
+            cleared.map_err(|e| {
+                release(&mut sched, &kv_keys);
                 LlmError::sched(
                     what(),
                     SchedError::Backend {
@@ -138,6 +163,7 @@ impl<'m> Session<'m> {
             kv_idx: Vec::new(),
             mask: Vec::new(),
             out_ids: Vec::new(),
+            kv_keys,
         })
     }
 
