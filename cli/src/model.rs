@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use backplane_llm::{LoadOptions, LoadProgress, Logits, Model, Sampler, UBATCH};
+use backplane_llm::{LoadOptions, LoadProgress, Logits, Model, Sampler, Split, SplitMode, UBATCH};
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -28,9 +28,23 @@ pub struct ModelArgs {
     /// The GGUF file.
     #[arg(long, short = 'm', value_name = "M.gguf")]
     model: PathBuf,
-    /// cpu, auto, a backend (webgpu, sycl, hexagon) or backend:device.
+    /// cpu, auto, a backend (webgpu, sycl, hexagon) or backend:device;
+    /// several separated by commas (A,B) split the layers across them.
     #[arg(long, default_value = "auto")]
     device: String,
+    /// With several devices: `layer` gives each a contiguous range of
+    /// layers, `none` uses only the first.
+    #[arg(
+        long = "split",
+        visible_alias = "split-mode",
+        default_value = "layer",
+        value_name = "MODE"
+    )]
+    split: SplitMode,
+    /// Share of the layers of each device in --device, e.g. 3,1 (default:
+    /// in proportion to each device's free memory).
+    #[arg(long = "tensor-split", value_delimiter = ',', value_name = "R,R")]
+    tensor_split: Vec<f32>,
     /// Like llama.cpp's -ngl: of the blocks and the output layer, the last
     /// L go on the device, the rest on the CPU (default: all).
     #[arg(
@@ -147,7 +161,11 @@ fn load(a: &ModelArgs) -> Result<Model, String> {
             .map_err(|e| e.to_string())?,
     );
     bar.enable_steady_tick(Duration::from_millis(200));
-    let model = Model::load_with_progress(&a.model, &options, &mut |p: LoadProgress| {
+    let split = Split {
+        mode: a.split,
+        tensor_split: a.tensor_split.clone(),
+    };
+    let model = Model::load_split(&a.model, &options, &split, &mut |p: LoadProgress| {
         bar.set_length(p.total_bytes);
         bar.set_position(p.done_bytes);
     })

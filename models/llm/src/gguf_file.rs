@@ -6,6 +6,7 @@ use backplane_gguf::{Gguf, Value};
 
 use crate::error::LlmError;
 use crate::model::{LoadOptions, LoadProgress, Model};
+use crate::placement::Split;
 use crate::source::{MetaValue, ModelSource, TensorRef};
 use crate::tok::Tokenizer;
 
@@ -60,6 +61,17 @@ impl Model {
         options: &LoadOptions,
         progress: &mut dyn FnMut(LoadProgress),
     ) -> Result<Model, LlmError> {
+        Model::load_split(path, options, &Split::default(), progress)
+    }
+
+    /// [`Model::load_with_progress`] with the layers spread over the
+    /// devices `options.device` lists as `split` says.
+    pub fn load_split(
+        path: impl AsRef<Path>,
+        options: &LoadOptions,
+        split: &Split,
+        progress: &mut dyn FnMut(LoadProgress),
+    ) -> Result<Model, LlmError> {
         let path = path.as_ref().to_path_buf();
         let file = Gguf::open(&path).map_err(|e| LlmError::File {
             path: path.clone(),
@@ -70,7 +82,7 @@ impl Model {
             message: format!("tokenizer: {e}"),
         })?;
         let source = GgufSource { path, file };
-        let mut model = Model::from_source(&source, options, progress)?;
+        let mut model = Model::from_source_split(&source, options, split, progress)?;
         model.set_tokenizer(tokenizer);
         Ok(model)
     }

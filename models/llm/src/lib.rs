@@ -5,7 +5,8 @@
 //!
 //! - [`Model::load`] reads a GGUF file, checks its hyper-parameters and
 //!   tensors, places each weight on its device ([`LoadOptions::device`],
-//!   [`LoadOptions::gpu_layers`]) and copies it there straight from the
+//!   [`LoadOptions::gpu_layers`]; several devices split the layers in
+//!   contiguous ranges, [`Split`]) and copies it there straight from the
 //!   memory map.
 //! - [`Session`] holds a KV cache (f16, each layer's on that layer's
 //!   device) and runs forward graphs: prefill in ubatches of 512 tokens,
@@ -52,7 +53,7 @@ pub use gguf_file::load_tokenizer;
 pub use graph::Shape;
 pub use hparams::{Arch, HParams};
 pub use model::{LoadOptions, LoadProgress, Model};
-pub use placement::Placement;
+pub use placement::{Placement, Split, SplitMode};
 pub use sample::{Sampler, SamplerState, argmax};
 pub use session::{KV_PAD, Logits, Session, UBATCH};
 pub use source::{MemoryModel, MetaValue, ModelSource, TensorRef};

@@ -11,7 +11,7 @@ use backplane::sched::{SchedOptions, Scheduler};
 
 use crate::error::LlmError;
 use crate::hparams::HParams;
-use crate::placement::{self, Placement};
+use crate::placement::{self, Placement, Split};
 use crate::source::ModelSource;
 use crate::tok::Tokenizer;
 use crate::weights::Weights;
@@ -20,7 +20,8 @@ use crate::weights::Weights;
 #[derive(Clone, Debug, PartialEq)]
 pub struct LoadOptions {
     /// `cpu`, `auto` (the best device), a backend (`webgpu`, `sycl`,
-    /// `hexagon`) or `backend:device`.
+    /// `hexagon`) or `backend:device`; several separated by commas split
+    /// the layers across them (see [`Split`]).
     pub device: String,
     /// llama.cpp's `-ngl`: of the `n_layer` blocks and the output (counted
     /// as one more layer), the last this many go on the device, the rest on
@@ -78,11 +79,24 @@ impl Model {
         options: &LoadOptions,
         progress: &mut dyn FnMut(LoadProgress),
     ) -> Result<Model, LlmError> {
+        Model::from_source_split(source, options, &Split::default(), progress)
+    }
+
+    /// [`Model::from_source`] with the layers spread over the devices
+    /// `options.device` lists as `split` says.
+    pub fn from_source_split(
+        source: &dyn ModelSource,
+        options: &LoadOptions,
+        split: &Split,
+        progress: &mut dyn FnMut(LoadProgress),
+    ) -> Result<Model, LlmError> {
         let hparams = HParams::from_source(source)?;
         let weights = Weights::check(source, &hparams)?;
         let registry = placement::registry(&options.plugin_dirs);
-        let devices = placement::choose_devices(&registry, &options.device)?;
-        let placement = placement::assign(&devices, hparams.n_layer, options.gpu_layers);
+        let chosen = placement::choose_devices(&registry, &options.device, split.mode)?;
+        let shares = placement::shares(&chosen, &split.tensor_split)?;
+        let placement = placement::assign(&chosen, hparams.n_layer, options.gpu_layers, &shares);
+        let devices = chosen.devices;
         let options_s = SchedOptions {
             cache_capacity: 64,
             ..SchedOptions::default()
