@@ -271,3 +271,108 @@ fn devices_json_and_explain_survive_the_whole_catalogue_in_one_directory() {
     assert!(!text.trim().is_empty(), "explain printed nothing");
     let _ = std::fs::remove_dir_all(&scratch);
 }
+
+/// Writes the tiny f32 llama test model into `dir`.
+fn tiny_model(dir: &Path) -> PathBuf {
+    use backplane_testmodel::{ModelSpec, Preset, WeightType, write_model};
+    let spec = ModelSpec {
+        arch: "llama".parse().expect("llama"),
+        preset: Preset::Tiny,
+        dtype: "f32".parse::<WeightType>().expect("f32"),
+        seed: ModelSpec::DEFAULT_SEED,
+    };
+    let path = dir.join(spec.file_name());
+    write_model(&spec, &path).expect("writing the tiny model");
+    path
+}
+
+/// `backplane logits` of tokens 1..8 on `device`, with `plugin_dir` searched
+/// first when given: the exit status, the JSON written and stderr.
+fn logits(
+    scratch: &Path,
+    model: &Path,
+    device: &str,
+    plugin_dir: Option<&Path>,
+    name: &str,
+) -> (Output, Option<String>) {
+    let out_file = scratch.join(format!("{name}.json"));
+    let mut args = vec![
+        "logits".to_string(),
+        "-m".into(),
+        model.display().to_string(),
+        "--device".into(),
+        device.into(),
+        "-c".into(),
+        "64".into(),
+        "--tokens".into(),
+        "1,2,3,4,5,6,7,8".into(),
+        "--json".into(),
+        out_file.display().to_string(),
+    ];
+    if let Some(d) = plugin_dir {
+        args.extend(["--plugin-dir".into(), d.display().to_string()]);
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = run_backplane(scratch, &args);
+    (out, std::fs::read_to_string(&out_file).ok())
+}
+
+#[test]
+fn a_model_run_beside_the_whole_catalogue_gives_the_same_logits() {
+    let scratch = scratch_dir("hostile-cli-run");
+    let dir = scratch.join("plugins");
+    std::fs::create_dir_all(&dir).expect("creating the plugin dir");
+    for case in CATALOGUE {
+        let name = format!("hostile-{case}");
+        backplane_tests::install(&fixture(&name), &dir, &name);
+    }
+    let model = tiny_model(&scratch);
+    let (plain, want) = logits(&scratch, &model, "cpu", None, "plain");
+    assert!(
+        plain.status.success(),
+        "the run without hostile plugins failed: {}",
+        String::from_utf8_lossy(&plain.stderr)
+    );
+    let (beside, got) = logits(&scratch, &model, "cpu", Some(&dir), "beside");
+    assert!(
+        beside.status.success(),
+        "the run beside the catalogue failed: {}",
+        String::from_utf8_lossy(&beside.stderr)
+    );
+    let want = want.expect("logits written by the plain run");
+    assert!(want.len() > 100, "{want}");
+    assert_eq!(
+        got.as_deref(),
+        Some(want.as_str()),
+        "logits differ beside the catalogue"
+    );
+    let _ = std::fs::remove_dir_all(&scratch);
+}
+
+#[test]
+fn a_model_run_on_each_listed_hostile_device_ends_cleanly() {
+    let scratch = scratch_dir("hostile-cli-run-on");
+    let model = tiny_model(&scratch);
+    for case in LISTED_AT_LOAD {
+        let dir = scratch.join(case);
+        std::fs::create_dir_all(&dir).expect("creating the plugin dir");
+        let name = format!("hostile-{case}");
+        backplane_tests::install(&fixture(&name), &dir, &name);
+        let (out, written) = logits(&scratch, &model, "hostile", Some(&dir), case);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        // Either it ran (whatever the device did was caught or routed
+        // around) or it stopped with an error; never a signal.
+        match out.status.code() {
+            Some(0) => assert!(written.is_some(), "{case}: exit 0 without logits"),
+            Some(_) => {
+                let last = stderr.lines().rev().find(|l| !l.trim().is_empty());
+                assert!(
+                    last.is_some_and(|l| l.starts_with("error")),
+                    "{case}: failed without an error line: {stderr}"
+                );
+            }
+            None => panic!("{case}: killed by a signal: {stderr}"),
+        }
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+}
