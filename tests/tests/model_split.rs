@@ -1,8 +1,8 @@
 //! A model's layers split across several devices (llama.cpp's
 //! `--split-mode layer`): the two GPU-typed devices of the `pickier` test
 //! fixture (each with its own memory; it computes ADD MUL SCALE RMS_NORM
-//! MUL_MAT and leaves the rest to the CPU), and the CPU with WebGPU where
-//! an adapter exists. Activations cross devices at the split points; the
+//! MUL_MAT and leaves the rest to the CPU), the CPU with WebGPU where an
+//! adapter exists, and two WebGPU adapters (two GPUs) where there are two. Activations cross devices at the split points; the
 //! logits must equal the CPU-only run. Build the fixtures first with
 //! `cargo xtask plugins --fixtures`.
 
@@ -35,8 +35,17 @@ fn tiny_llama() -> &'static Path {
             dtype: WeightType::F32,
             seed: ModelSpec::DEFAULT_SEED,
         };
-        let path = scratch_dir("model-split").join(spec.file_name());
-        write_model(&spec, &path).expect("writing the tiny model");
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join("target")
+            .join("tmp")
+            .join("backplane-models");
+        std::fs::create_dir_all(&dir).expect("creating the model dir");
+        let path = dir.join(spec.file_name());
+        let part = dir.join(format!("{}.{}.part", spec.file_name(), std::process::id()));
+        write_model(&spec, &part).expect("writing the tiny model");
+        // Atomic: another test process may be reading an identical file.
+        std::fs::rename(&part, &path).expect("renaming the tiny model");
         path
     })
 }
@@ -153,6 +162,26 @@ fn cpu_and_webgpu_split_matches_the_cpu() {
     let e = nmse(&logits(&model), cpu_logits());
     eprintln!("cpu,webgpu 1,3 vs CPU: nmse {e:e}");
     assert!(e <= 1e-6, "cpu,webgpu: nmse {e} vs the CPU");
+}
+
+/// Two GPUs of one machine: wgpu lists each as an adapter (`webgpu:gpu0`,
+/// `webgpu:gpu1`). Skipped, saying so, with fewer than two adapters.
+#[test]
+fn two_webgpu_adapters_split_matches_the_cpu() {
+    let model = match load("webgpu:gpu0,webgpu:gpu1", SplitMode::Layer, &[1.0, 3.0]) {
+        Ok(m) => m,
+        Err(LlmError::Device { reason, .. }) => {
+            eprintln!("skipping two webgpu adapters: {reason}");
+            return;
+        }
+        Err(e) => panic!("loading webgpu:gpu0,webgpu:gpu1: {e}"),
+    };
+    let p = model.placement();
+    assert_eq!(p.layer_backend, [0, 1], "{p:?}");
+    assert_eq!(p.output_backend, 1, "{p:?}");
+    let e = nmse(&logits(&model), cpu_logits());
+    eprintln!("webgpu gpu0,gpu1 1,3 vs CPU: nmse {e:e}");
+    assert!(e <= 1e-6, "two webgpu adapters: nmse {e} vs the CPU");
 }
 
 #[test]
