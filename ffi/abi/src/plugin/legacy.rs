@@ -351,3 +351,60 @@ impl Event for LegacyEvent {
         self
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use abi_stable::sabi_trait::prelude::TD_Opaque;
+
+    use super::*;
+
+    struct OldReg;
+
+    impl FfiReg for OldReg {
+        fn name(&self) -> RString {
+            RString::from("old")
+        }
+        fn devices(&self) -> RVec<DeviceRef> {
+            RVec::new()
+        }
+        fn no_device_reason(&self) -> ROption<RString> {
+            ROption::RSome(RString::from("nothing here"))
+        }
+    }
+
+    #[test]
+    fn an_old_registration_reads_through_todays_objects() {
+        let reg = super::super::reg_object(LegacyReg(FfiReg_TO::from_value(OldReg, TD_Opaque)));
+        assert_eq!(reg.name().into_result().unwrap().as_str(), "old");
+        assert!(reg.devices().into_result().unwrap().is_empty());
+        assert_eq!(
+            reg.no_device_reason()
+                .into_result()
+                .unwrap()
+                .into_option()
+                .map(String::from),
+            Some("nothing here".to_string())
+        );
+    }
+
+    #[test]
+    fn a_foreign_event_is_refused_by_a_legacy_backend() {
+        struct Foreign;
+        impl Event for Foreign {
+            fn synchronize(&self) -> Result<(), PluginError> {
+                Ok(())
+            }
+            fn as_any(&self) -> &dyn Any {
+                self
+            }
+        }
+        match own_event("event_record", &Foreign) {
+            Ok(_) => panic!("a foreign event was taken for the plugin's own"),
+            Err(e) => assert!(
+                e.message
+                    .contains("event_record: the event is not this plugin's"),
+                "{e:?}"
+            ),
+        }
+    }
+}
