@@ -210,11 +210,14 @@ fn devices_text(registry: &Registry) -> String {
             .map_or("built-in".to_string(), |p| p.display().to_string());
         let _ = writeln!(out, "backend {}  score {}  {}", b.name, b.score, from);
         if b.devices.is_empty() {
-            let why = b.no_device_reason.as_deref().unwrap_or(if b.refused_devices.is_empty() {
-                "the plugin gave no reason"
-            } else {
-                "every device it offered was refused"
-            });
+            let why = b
+                .no_device_reason
+                .as_deref()
+                .unwrap_or(if b.refused_devices.is_empty() {
+                    "the plugin gave no reason"
+                } else {
+                    "every device it offered was refused"
+                });
             let _ = writeln!(out, "  no devices: {why}");
         }
         for why in &b.refused_devices {

@@ -61,7 +61,10 @@ fn two_layer() -> Graph {
 fn values(seed: u32, n: usize) -> Vec<f32> {
     (0..n)
         .map(|i| {
-            let v = (i as u32).wrapping_mul(2_654_435_761).wrapping_add(seed * 97) % 1000;
+            let v = (i as u32)
+                .wrapping_mul(2_654_435_761)
+                .wrapping_add(seed * 97)
+                % 1000;
             v as f32 / 1000.0 - 0.5
         })
         .collect()
@@ -92,7 +95,10 @@ fn run_placed(devices: Vec<Device>, a: usize, b: usize) -> (Vec<f32>, Scheduler)
     let k1 = s.place_weights(&mut g, a, &[w1]).unwrap().key();
     let k2 = s.place_weights(&mut g, b, &[w2]).unwrap().key();
     let k3 = s.place_weights(&mut g, cpu, &[bias]).unwrap().key();
-    assert!(k1 != k2 && k2 != k3 && k1 != k3, "keys are unique in the host");
+    assert!(
+        k1 != k2 && k2 != k3 && k1 != k3,
+        "keys are unique in the host"
+    );
     for name in ["w1", "w2", "b"] {
         let t = id(&g, name);
         s.upload(&g, t, host.bytes(t)).unwrap();
@@ -100,7 +106,9 @@ fn run_placed(devices: Vec<Device>, a: usize, b: usize) -> (Vec<f32>, Scheduler)
     let x = id(&g, "x");
     let r = id(&g, "result");
     let mut out = vec![0u8; g.desc(r).nbytes() as usize];
-    let plan = s.run(&g, &[(x, host.bytes(x))], &mut [(r, &mut out)]).unwrap();
+    let plan = s
+        .run(&g, &[(x, host.bytes(x))], &mut [(r, &mut out)])
+        .unwrap();
     // Each product ran where its weight is.
     for (name, backend) in [("w1", a), ("w2", b)] {
         let t = id(&g, name);

@@ -113,7 +113,7 @@ fn build(b: &Build, dest: &Path) -> Result<(), String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(workspace_root())
-        .args(["build", "--release", "-j2", "-p", b.package]);
+        .args(["build", "--release", "-p", b.package]);
     if !b.features.is_empty() {
         cmd.args(["--features", b.features]);
     }
@@ -151,7 +151,11 @@ fn plugins(fixtures: bool) -> Result<(), String> {
         ("backplane-hexagon", "backplane_hexagon", "hexagon"),
         ("backplane-sycl", "backplane_sycl", "sycl"),
         ("backplane-webgpu", "backplane_webgpu", "webgpu"),
-        ("backplane-remote-plugin", "backplane_remote_plugin", "remote"),
+        (
+            "backplane-remote-plugin",
+            "backplane_remote_plugin",
+            "remote",
+        ),
     ];
     for (package, lib, name) in others {
         let b = Build {
@@ -253,7 +257,6 @@ fn conformance(args: &[String], env: &[(&str, &str)]) -> Result<(), String> {
             "run",
             "--release",
             "--quiet",
-            "-j2",
             "-p",
             "backplane-conformance",
             "--",
