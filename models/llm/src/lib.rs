@@ -9,7 +9,7 @@
 //!   contiguous ranges, [`Split`]) and copies it there straight from the
 //!   memory map.
 //! - [`Session`] holds a KV cache (f16, each layer's on that layer's
-//!   device) and runs forward graphs: prefill in ubatches of 512 tokens,
+//!   device; released when the session drops) and runs forward graphs: prefill in ubatches of 512 tokens,
 //!   decode one token at a time. Graphs are built once per shape; a decode
 //!   graph's KV length is padded to a multiple of 256, so the scheduler's
 //!   plan cache serves every step.
