@@ -47,6 +47,10 @@ pub fn run() -> Result<(), String> {
     )?;
     eprintln!("xtask test: plugins");
     plugins(true)?;
+    // Tests that start the `backplane` binary (remote servers, the hostile
+    // catalogue through the CLI) need it built; `cargo test` does not build
+    // another package's binaries.
+    cargo("cli binary", &["build", "-p", "backplane-cli"])?;
     cargo("tests", &["test", "--workspace"])?;
     eprintln!("xtask test: hexagon-qemu");
     crate::hexagon_qemu::run_all()?;
