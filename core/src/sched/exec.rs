@@ -365,7 +365,8 @@ impl Scheduler {
     /// caches). Then reads each of `outputs` (tensors flagged OUTPUT, or
     /// placed ones) into its slice, which must be exactly its size. Nothing
     /// of the graph is held in host memory, so a model's weights are never
-    /// copied to the host and a decode step allocates nothing here.
+    /// copied to the host; per run the scheduler allocates only small
+    /// bookkeeping (a flag per tensor, each split's descriptors).
     pub fn run(
         &mut self,
         graph: &Graph,
