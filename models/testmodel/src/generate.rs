@@ -11,7 +11,7 @@ use rayon::prelude::*;
 
 use crate::TestModelError;
 use crate::shape::Shape;
-use crate::spec::{ModelSpec, WeightType};
+use crate::spec::{ModelSpec, float_dtype};
 use crate::tensors::{TensorPlan, plan};
 use crate::vocab::{default_vocab_dir, tokenizer_keys};
 use crate::weights::{fill, tensor_key};
@@ -79,7 +79,7 @@ pub fn write_model_with(
 ) -> Result<(), TestModelError> {
     let shape = Shape::of(spec.arch, spec.preset);
     let tokenizer = tokenizer_keys(&options.vocab_dir, shape.vocab)?;
-    match spec.dtype.float_dtype() {
+    match float_dtype(spec.dtype) {
         Some(dtype) => {
             let partial = sibling(out, "partial");
             let metadata = metadata(spec, &shape, tokenizer);
@@ -100,7 +100,7 @@ pub fn write_model_with(
             // The quantizer moves general.file_type to the end and adds
             // general.quantization_version, as llama.cpp's does.
             let master = sibling(out, "f32-master");
-            let metadata = base_metadata(spec, &shape, tokenizer, WeightType::F32);
+            let metadata = base_metadata(spec, &shape, tokenizer, FileType::F32);
             let result = write_float(spec.seed, &shape, DType::F32, metadata, &master, options)
                 .and_then(|()| quantize(spec, &master, out, options));
             remove_quietly(&master);
@@ -132,19 +132,16 @@ pub fn metadata(
     shape: &Shape,
     tokenizer: Vec<(String, Value)>,
 ) -> Vec<(String, Value)> {
-    if !spec.dtype.is_quantized() {
+    if float_dtype(spec.dtype).is_some() {
         return base_metadata(spec, shape, tokenizer, spec.dtype);
     }
-    let mut kv = base_metadata(spec, shape, tokenizer, WeightType::F32);
+    let mut kv = base_metadata(spec, shape, tokenizer, FileType::F32);
     kv.retain(|(key, _)| key != FILE_TYPE_KEY);
     kv.push((
         "general.quantization_version".to_string(),
         Value::U32(QUANTIZATION_VERSION),
     ));
-    kv.push((
-        FILE_TYPE_KEY.to_string(),
-        Value::U32(spec.dtype.ftype_code()),
-    ));
+    kv.push((FILE_TYPE_KEY.to_string(), Value::U32(spec.dtype.code())));
     kv
 }
 
@@ -154,7 +151,7 @@ fn base_metadata(
     spec: &ModelSpec,
     shape: &Shape,
     tokenizer: Vec<(String, Value)>,
-    file_type: WeightType,
+    file_type: FileType,
 ) -> Vec<(String, Value)> {
     let arch = spec.arch.name();
     let key = |k: &str| format!("{arch}.{k}");
@@ -181,10 +178,7 @@ fn base_metadata(
         kv.push((key("attention.key_length"), count(shape.head_dim)));
         kv.push((key("attention.value_length"), count(shape.head_dim)));
     }
-    kv.push((
-        FILE_TYPE_KEY.to_string(),
-        Value::U32(file_type.ftype_code()),
-    ));
+    kv.push((FILE_TYPE_KEY.to_string(), Value::U32(file_type.code())));
     kv.push((key("vocab_size"), count(shape.n_vocab)));
     kv.push((key("rope.dimension_count"), count(shape.head_dim)));
     kv.extend(tokenizer);
@@ -308,7 +302,7 @@ fn quantize(
         source,
     };
     let params = QuantizeParams {
-        ftype: file_type(spec.dtype),
+        ftype: spec.dtype,
         ..Default::default()
     };
     let mut report = |p: &backplane_quantize::Progress<'_>| {
@@ -323,27 +317,4 @@ fn quantize(
     quantize_file(master, out, &params, &mut report)
         .map(|_summary| ())
         .map_err(quantize_err)
-}
-
-/// The quantizer's file type for a weight type (same `llama_ftype` code).
-fn file_type(dtype: WeightType) -> FileType {
-    match dtype {
-        WeightType::F32 => FileType::F32,
-        WeightType::F16 => FileType::F16,
-        WeightType::BF16 => FileType::BF16,
-        WeightType::Q8_0 => FileType::Q8_0,
-        WeightType::Q4_0 => FileType::Q4_0,
-        WeightType::Q4_1 => FileType::Q4_1,
-        WeightType::Q5_0 => FileType::Q5_0,
-        WeightType::Q5_1 => FileType::Q5_1,
-        WeightType::Q2_K => FileType::Q2_K,
-        WeightType::Q3_K_S => FileType::Q3_K_S,
-        WeightType::Q3_K_M => FileType::Q3_K_M,
-        WeightType::Q3_K_L => FileType::Q3_K_L,
-        WeightType::Q4_K_S => FileType::Q4_K_S,
-        WeightType::Q4_K_M => FileType::Q4_K_M,
-        WeightType::Q5_K_S => FileType::Q5_K_S,
-        WeightType::Q5_K_M => FileType::Q5_K_M,
-        WeightType::Q6_K => FileType::Q6_K,
-    }
 }

@@ -8,9 +8,9 @@
 //! greedy decoding has clear winners.
 //!
 //! ```no_run
-//! use backplane_testmodel::{Arch, ModelSpec, Preset, WeightType, write_model};
+//! use backplane_testmodel::{Arch, FileType, ModelSpec, Preset, write_model};
 //!
-//! let spec = ModelSpec { arch: Arch::Qwen3, preset: Preset::Tiny, dtype: WeightType::F16, seed: 0 };
+//! let spec = ModelSpec { arch: Arch::Qwen3, preset: Preset::Tiny, dtype: FileType::F16, seed: 0 };
 //! write_model(&spec, std::path::Path::new("qwen3-tiny-f16.gguf")).unwrap();
 //! ```
 //!
@@ -30,11 +30,17 @@ pub mod weights;
 
 use std::path::PathBuf;
 
+pub use backplane_quantize::FileType;
 pub use generate::{Progress, Stage, WriteOptions, metadata, write_model, write_model_with};
 pub use shape::{Shape, Vocab};
-pub use spec::{Arch, ModelSpec, Preset, WeightType};
+pub use spec::{Arch, ModelSpec, Preset, type_label};
 pub use tensors::{TensorPlan, plan};
 pub use vocab::{default_vocab_dir, is_tokenizer_key, tokenizer_keys};
+
+/// The file type of a generated model, under the name callers of this crate
+/// used before it took [`FileType`] from the quantizer (`cargo xtask
+/// make-model`, the integration tests): the same type, not a copy.
+pub type WeightType = FileType;
 
 /// Why a model could not be written.
 #[derive(Debug, thiserror::Error)]
@@ -79,7 +85,7 @@ pub enum TestModelError {
         /// The output file.
         path: PathBuf,
         /// The file type asked for.
-        dtype: WeightType,
+        dtype: FileType,
         /// The quantizer's error.
         source: backplane_quantize::QuantizeError,
     },

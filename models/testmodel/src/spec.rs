@@ -1,9 +1,50 @@
-//! What to generate: architecture, size preset, weight type and seed.
+//! What to generate: architecture, size preset, file type and seed.
 
 use std::fmt;
 use std::str::FromStr;
 
 use backplane_quant::DType;
+use backplane_quantize::FileType;
+
+/// The member of `all` whose name is `text` (ignoring case), or an error
+/// naming what was asked for and listing the names.
+fn parse_by_name<T: Copy>(
+    all: &[T],
+    name: fn(T) -> &'static str,
+    what: &str,
+    text: &str,
+) -> Result<T, String> {
+    all.iter()
+        .copied()
+        .find(|&t| name(t).eq_ignore_ascii_case(text))
+        .ok_or_else(|| {
+            let names: Vec<&str> = all.iter().map(|&t| name(t)).collect();
+            format!(
+                "unknown {what} {text:?} (expected one of {})",
+                names.join(", ")
+            )
+        })
+}
+
+/// `Display` (the name) and `FromStr` (a name, ignoring case) for an enum
+/// with `ALL` and `name()`.
+macro_rules! display_and_parse_by_name {
+    ($ty:ident, $what:literal) => {
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+
+        impl FromStr for $ty {
+            type Err = String;
+
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                parse_by_name(&$ty::ALL, $ty::name, $what, s)
+            }
+        }
+    };
+}
 
 /// A model architecture, named as llama.cpp names it in
 /// `general.architecture`.
@@ -31,22 +72,7 @@ impl Arch {
     }
 }
 
-impl fmt::Display for Arch {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Arch {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Arch::ALL
-            .into_iter()
-            .find(|a| a.name().eq_ignore_ascii_case(s))
-            .ok_or_else(|| format!("unknown architecture {s:?} (expected llama, qwen2 or qwen3)"))
-    }
-}
+display_and_parse_by_name!(Arch, "architecture");
 
 /// A size preset (see [`crate::Shape::of`] for the numbers).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -70,173 +96,28 @@ impl Preset {
     }
 }
 
-impl fmt::Display for Preset {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
+display_and_parse_by_name!(Preset, "preset");
+
+/// How the names of generated models spell a file type: llama.cpp's name
+/// with its first part (up to the first `_`) in lower case (`f16`, `q8_0`,
+/// `q4_K_M`), the spelling of `cargo xtask make-model --type`.
+///
+/// It is part of `general.name` and of [`ModelSpec::file_name`], so it
+/// must not change: the recorded llama.cpp references name their files'
+/// SHA-256.
+pub fn type_label(dtype: FileType) -> String {
+    let name = dtype.name();
+    let first = name.find('_').unwrap_or(name.len());
+    format!("{}{}", name[..first].to_ascii_lowercase(), &name[first..])
 }
 
-impl FromStr for Preset {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Preset::ALL
-            .into_iter()
-            .find(|p| p.name().eq_ignore_ascii_case(s))
-            .ok_or_else(|| format!("unknown preset {s:?} (expected tiny or 1b)"))
-    }
-}
-
-/// The file type of a model: the type of its 2-D weights, named and coded as
-/// llama.cpp's `llama_ftype`. 1-D tensors (norms, biases) stay f32 in every
-/// file type, as in llama.cpp. The mixed types (`Q4_K_M`, ...) give
-/// different tensors different types, chosen by llama.cpp's rules.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[allow(non_camel_case_types)]
-pub enum WeightType {
-    /// Every tensor f32 (`LLAMA_FTYPE_ALL_F32`).
-    F32,
-    /// 2-D weights f16.
-    F16,
-    /// 2-D weights bf16.
-    BF16,
-    /// 2-D weights q8_0.
-    Q8_0,
-    /// 2-D weights q4_0 (output layer q6_K, as llama.cpp quantizes it).
-    Q4_0,
-    /// 2-D weights q4_1 (output layer q6_K).
-    Q4_1,
-    /// 2-D weights q5_0 (output layer q6_K).
-    Q5_0,
-    /// 2-D weights q5_1 (output layer q6_K).
-    Q5_1,
-    /// llama.cpp's q2_K mix.
-    Q2_K,
-    /// llama.cpp's q3_K_S mix.
-    Q3_K_S,
-    /// llama.cpp's q3_K_M mix.
-    Q3_K_M,
-    /// llama.cpp's q3_K_L mix.
-    Q3_K_L,
-    /// llama.cpp's q4_K_S mix.
-    Q4_K_S,
-    /// llama.cpp's q4_K_M mix.
-    Q4_K_M,
-    /// llama.cpp's q5_K_S mix.
-    Q5_K_S,
-    /// llama.cpp's q5_K_M mix.
-    Q5_K_M,
-    /// llama.cpp's q6_K type.
-    Q6_K,
-}
-
-impl WeightType {
-    /// Every weight type, floats first.
-    pub const ALL: [WeightType; 17] = [
-        WeightType::F32,
-        WeightType::F16,
-        WeightType::BF16,
-        WeightType::Q8_0,
-        WeightType::Q4_0,
-        WeightType::Q4_1,
-        WeightType::Q5_0,
-        WeightType::Q5_1,
-        WeightType::Q2_K,
-        WeightType::Q3_K_S,
-        WeightType::Q3_K_M,
-        WeightType::Q3_K_L,
-        WeightType::Q4_K_S,
-        WeightType::Q4_K_M,
-        WeightType::Q5_K_S,
-        WeightType::Q5_K_M,
-        WeightType::Q6_K,
-    ];
-
-    /// The name used on the command line and by llama.cpp's quantize tool
-    /// (`f16`, `q8_0`, `q4_K_M`, ...).
-    pub const fn name(self) -> &'static str {
-        match self {
-            WeightType::F32 => "f32",
-            WeightType::F16 => "f16",
-            WeightType::BF16 => "bf16",
-            WeightType::Q8_0 => "q8_0",
-            WeightType::Q4_0 => "q4_0",
-            WeightType::Q4_1 => "q4_1",
-            WeightType::Q5_0 => "q5_0",
-            WeightType::Q5_1 => "q5_1",
-            WeightType::Q2_K => "q2_K",
-            WeightType::Q3_K_S => "q3_K_S",
-            WeightType::Q3_K_M => "q3_K_M",
-            WeightType::Q3_K_L => "q3_K_L",
-            WeightType::Q4_K_S => "q4_K_S",
-            WeightType::Q4_K_M => "q4_K_M",
-            WeightType::Q5_K_S => "q5_K_S",
-            WeightType::Q5_K_M => "q5_K_M",
-            WeightType::Q6_K => "q6_K",
-        }
-    }
-
-    /// llama.cpp's `llama_ftype` code, stored as `general.file_type`.
-    pub const fn ftype_code(self) -> u32 {
-        match self {
-            WeightType::F32 => 0,
-            WeightType::F16 => 1,
-            WeightType::Q4_0 => 2,
-            WeightType::Q4_1 => 3,
-            WeightType::Q8_0 => 7,
-            WeightType::Q5_0 => 8,
-            WeightType::Q5_1 => 9,
-            WeightType::Q2_K => 10,
-            WeightType::Q3_K_S => 11,
-            WeightType::Q3_K_M => 12,
-            WeightType::Q3_K_L => 13,
-            WeightType::Q4_K_S => 14,
-            WeightType::Q4_K_M => 15,
-            WeightType::Q5_K_S => 16,
-            WeightType::Q5_K_M => 17,
-            WeightType::Q6_K => 18,
-            WeightType::BF16 => 32,
-        }
-    }
-
-    /// The element type of every 2-D weight when the file type is a plain
-    /// float (f32, f16, bf16); `None` for quantized file types, whose
-    /// per-tensor types llama.cpp's quantizer decides.
-    pub const fn float_dtype(self) -> Option<DType> {
-        match self {
-            WeightType::F32 => Some(DType::F32),
-            WeightType::F16 => Some(DType::F16),
-            WeightType::BF16 => Some(DType::BF16),
-            _ => None,
-        }
-    }
-
-    /// True for the block-quantized file types.
-    pub const fn is_quantized(self) -> bool {
-        self.float_dtype().is_none()
-    }
-}
-
-impl fmt::Display for WeightType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for WeightType {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        WeightType::ALL
-            .into_iter()
-            .find(|t| t.name().eq_ignore_ascii_case(s))
-            .ok_or_else(|| {
-                let names: Vec<&str> = WeightType::ALL.iter().map(|t| t.name()).collect();
-                format!(
-                    "unknown weight type {s:?} (expected one of {})",
-                    names.join(", ")
-                )
-            })
+/// The element type of every 2-D weight when the file type is a plain
+/// float (f32, f16, bf16); `None` for the quantized file types, whose
+/// per-tensor types llama.cpp's rules decide.
+pub(crate) fn float_dtype(dtype: FileType) -> Option<DType> {
+    match dtype {
+        FileType::F32 | FileType::F16 | FileType::BF16 => Some(dtype.default_type()),
+        _ => None,
     }
 }
 
@@ -248,8 +129,9 @@ pub struct ModelSpec {
     pub arch: Arch,
     /// The size preset.
     pub preset: Preset,
-    /// The file type.
-    pub dtype: WeightType,
+    /// The file type: the type of its 2-D weights, or one of llama.cpp's
+    /// mixes (1-D tensors stay f32 in every file type, as in llama.cpp).
+    pub dtype: FileType,
     /// Seed of the weights. Every tensor's values depend only on the seed
     /// and the tensor's name, so the f16 model is the f32 model rounded.
     pub seed: u64,
@@ -264,7 +146,10 @@ impl ModelSpec {
     pub fn general_name(&self) -> String {
         format!(
             "backplane-testmodel {} {} {} seed {}",
-            self.arch, self.preset, self.dtype, self.seed
+            self.arch,
+            self.preset,
+            type_label(self.dtype),
+            self.seed
         )
     }
 
@@ -272,7 +157,71 @@ impl ModelSpec {
     pub fn file_name(&self) -> String {
         format!(
             "{}-{}-{}-s{}.gguf",
-            self.arch, self.preset, self.dtype, self.seed
+            self.arch,
+            self.preset,
+            type_label(self.dtype),
+            self.seed
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn type_labels_keep_the_spelling_of_generated_names_and_parse_back() {
+        let labels: Vec<String> = FileType::ALL.into_iter().map(type_label).collect();
+        assert_eq!(
+            labels,
+            [
+                "f32", "f16", "q4_0", "q4_1", "q8_0", "q5_0", "q5_1", "q2_K", "q3_K_S", "q3_K_M",
+                "q3_K_L", "q4_K_S", "q4_K_M", "q5_K_S", "q5_K_M", "q6_K", "bf16",
+            ]
+        );
+        for t in FileType::ALL {
+            assert_eq!(type_label(t).parse::<FileType>(), Ok(t));
+        }
+    }
+
+    #[test]
+    fn only_the_float_file_types_have_one_weight_dtype() {
+        assert_eq!(float_dtype(FileType::F32), Some(DType::F32));
+        assert_eq!(float_dtype(FileType::F16), Some(DType::F16));
+        assert_eq!(float_dtype(FileType::BF16), Some(DType::BF16));
+        let quantized = FileType::ALL
+            .into_iter()
+            .filter(|&t| float_dtype(t).is_none())
+            .count();
+        assert_eq!(quantized, FileType::ALL.len() - 3);
+    }
+
+    #[test]
+    fn unknown_names_are_refused_listing_the_known_ones() {
+        assert_eq!("QWEN3".parse::<Arch>(), Ok(Arch::Qwen3));
+        assert_eq!("1B".parse::<Preset>(), Ok(Preset::OneB));
+        assert_eq!(
+            "mistral".parse::<Arch>(),
+            Err("unknown architecture \"mistral\" (expected one of llama, qwen2, qwen3)".into())
+        );
+        assert_eq!(
+            "huge".parse::<Preset>(),
+            Err("unknown preset \"huge\" (expected one of tiny, 1b)".into())
+        );
+    }
+
+    #[test]
+    fn names_spell_the_type_in_lower_case_but_the_k_mix() {
+        let spec = ModelSpec {
+            arch: Arch::Llama,
+            preset: Preset::Tiny,
+            dtype: FileType::Q4_K_M,
+            seed: 3,
+        };
+        assert_eq!(spec.file_name(), "llama-tiny-q4_K_M-s3.gguf");
+        assert_eq!(
+            spec.general_name(),
+            "backplane-testmodel llama tiny q4_K_M seed 3"
+        );
     }
 }

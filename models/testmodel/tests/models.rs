@@ -6,13 +6,13 @@ mod forward;
 
 use backplane_gguf::{DType, Gguf, Value};
 use backplane_testmodel::{
-    Arch, Preset, Shape, TestModelError, WeightType, WriteOptions, default_vocab_dir, plan,
+    Arch, FileType, Preset, Shape, TestModelError, WriteOptions, default_vocab_dir, plan,
     write_model, write_model_with,
 };
 use common::{tiny, tmp_path, write_and_open};
 
 /// The float file types, written directly.
-const FLOAT_TYPES: [WeightType; 3] = [WeightType::F32, WeightType::F16, WeightType::BF16];
+const FLOAT_TYPES: [FileType; 3] = [FileType::F32, FileType::F16, FileType::BF16];
 
 fn u32_key(file: &Gguf, key: &str) -> u32 {
     file.get_u32(key).unwrap_or_else(|e| panic!("{key}: {e}"))
@@ -28,7 +28,7 @@ fn float_models_carry_llama_cpp_hyperparameters() {
             let shape = Shape::of(arch, Preset::Tiny);
             assert_eq!(file.get_str("general.architecture").unwrap(), a);
             assert_eq!(file.get_str("general.name").unwrap(), spec.general_name());
-            assert_eq!(u32_key(&file, "general.file_type"), dtype.ftype_code());
+            assert_eq!(u32_key(&file, "general.file_type"), dtype.code());
             assert!(file.get("general.quantization_version").is_none());
             let expected = [
                 ("block_count", 2),
@@ -116,7 +116,7 @@ fn float_models_have_llama_cpp_tensor_names_shapes_and_types() {
                 .map(|t| (t.name.clone(), t.shape().to_vec()))
                 .collect();
             assert_eq!(found, expected_tensors(arch), "{arch} {dtype}");
-            let weight_type = dtype.float_dtype().unwrap();
+            let weight_type = dtype.default_type();
             for t in file.tensors() {
                 let want = if t.n_dims == 1 {
                     DType::F32
@@ -132,7 +132,7 @@ fn float_models_have_llama_cpp_tensor_names_shapes_and_types() {
 #[test]
 fn qwen2_tiny_ties_its_output_to_the_embeddings_and_the_others_do_not() {
     for arch in Arch::ALL {
-        let (_, file) = write_and_open(&tiny(arch, WeightType::F32, 0), "tied");
+        let (_, file) = write_and_open(&tiny(arch, FileType::F32, 0), "tied");
         let has_output = file.tensor("output.weight").is_some();
         assert_eq!(has_output, arch != Arch::Qwen2, "{arch}");
         assert_eq!(!has_output, Shape::of(arch, Preset::Tiny).tied_embeddings);
@@ -142,7 +142,7 @@ fn qwen2_tiny_ties_its_output_to_the_embeddings_and_the_others_do_not() {
 #[test]
 fn the_same_spec_writes_identical_bytes() {
     for arch in Arch::ALL {
-        let spec = tiny(arch, WeightType::F16, 42);
+        let spec = tiny(arch, FileType::F16, 42);
         let a = tmp_path(&format!("twice-a-{}", spec.file_name()));
         let b = tmp_path(&format!("twice-b-{}", spec.file_name()));
         write_model(&spec, &a).unwrap();
@@ -155,8 +155,8 @@ fn the_same_spec_writes_identical_bytes() {
 
 #[test]
 fn another_seed_changes_every_tensor_but_no_key() {
-    let (_, s1) = write_and_open(&tiny(Arch::Qwen3, WeightType::F32, 1), "seed");
-    let (_, s2) = write_and_open(&tiny(Arch::Qwen3, WeightType::F32, 2), "seed");
+    let (_, s1) = write_and_open(&tiny(Arch::Qwen3, FileType::F32, 1), "seed");
+    let (_, s2) = write_and_open(&tiny(Arch::Qwen3, FileType::F32, 2), "seed");
     for (t1, t2) in s1.tensors().iter().zip(s2.tensors()) {
         assert_eq!((&t1.name, t1.ne, t1.dtype), (&t2.name, t2.ne, t2.dtype));
         assert_ne!(s1.tensor_data(t1), s2.tensor_data(t2), "{}", t1.name);
@@ -175,7 +175,7 @@ fn another_seed_changes_every_tensor_but_no_key() {
 fn tokenizer_keys_equal_the_source_vocabulary() {
     for arch in Arch::ALL {
         let shape = Shape::of(arch, Preset::Tiny);
-        let (_, model) = write_and_open(&tiny(arch, WeightType::F16, 0), "vocab");
+        let (_, model) = write_and_open(&tiny(arch, FileType::F16, 0), "vocab");
         let source = Gguf::open(default_vocab_dir().join(shape.vocab.file_name())).unwrap();
         let tokenizer = |f: &Gguf| -> Vec<(String, Value)> {
             f.metadata()
@@ -194,8 +194,8 @@ fn tokenizer_keys_equal_the_source_vocabulary() {
 
 #[test]
 fn the_f16_model_is_the_f32_model_rounded() {
-    let (_, f32_file) = write_and_open(&tiny(Arch::Llama, WeightType::F32, 5), "rounded");
-    let (_, f16_file) = write_and_open(&tiny(Arch::Llama, WeightType::F16, 5), "rounded");
+    let (_, f32_file) = write_and_open(&tiny(Arch::Llama, FileType::F32, 5), "rounded");
+    let (_, f16_file) = write_and_open(&tiny(Arch::Llama, FileType::F16, 5), "rounded");
     for (a, b) in f32_file.tensors().iter().zip(f16_file.tensors()) {
         let exact = forward::read_f32(&f32_file, &a.name);
         let halves = forward::read_f32(&f16_file, &b.name);
@@ -234,7 +234,7 @@ fn a_missing_vocabulary_names_the_file_and_leaves_no_output() {
         vocab_dir: tmp_path("no-such-dir"),
         ..WriteOptions::default()
     };
-    let err = write_model_with(&tiny(Arch::Llama, WeightType::F32, 0), &out, &options).unwrap_err();
+    let err = write_model_with(&tiny(Arch::Llama, FileType::F32, 0), &out, &options).unwrap_err();
     assert!(matches!(err, TestModelError::Gguf { .. }), "{err}");
     assert!(
         err.to_string().contains("ggml-vocab-llama-spm.gguf"),
@@ -246,7 +246,7 @@ fn a_missing_vocabulary_names_the_file_and_leaves_no_output() {
 #[test]
 fn logits_spread_wide_with_clear_winners_and_activations_stay_sane() {
     for arch in Arch::ALL {
-        let (_, file) = write_and_open(&tiny(arch, WeightType::F32, 0), "forward");
+        let (_, file) = write_and_open(&tiny(arch, FileType::F32, 0), "forward");
         let model = forward::Model::load(&file, &Shape::of(arch, Preset::Tiny));
         let mut gaps = Vec::new();
         let mut repeats = 0;

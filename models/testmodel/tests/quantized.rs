@@ -6,7 +6,7 @@ mod common;
 use backplane_gguf::{DType, Gguf};
 use backplane_quant::quantize_row;
 use backplane_testmodel::{
-    Arch, Preset, Shape, WeightType, default_vocab_dir, metadata, tokenizer_keys, write_model,
+    Arch, FileType, Preset, Shape, default_vocab_dir, metadata, tokenizer_keys, write_model,
 };
 use common::{tiny, tmp_path, write_and_open};
 
@@ -15,14 +15,14 @@ use common::{tiny, tmp_path, write_and_open};
 /// 1-D tensors stay f32; the output layer (the embeddings when tied) gets
 /// q6_K unless the type is q8_0; q4_K_M gives attn_v and ffn_down of the
 /// last layer q6_K (its `use_more_bits` is true for layer 1 of 2 only).
-fn llama_cpp_type(dtype: WeightType, tied: bool, name: &str, n_dims: u32) -> DType {
+fn llama_cpp_type(dtype: FileType, tied: bool, name: &str, n_dims: u32) -> DType {
     if n_dims == 1 {
         return DType::F32;
     }
     let base = match dtype {
-        WeightType::Q8_0 => DType::Q8_0,
-        WeightType::Q4_0 => DType::Q4_0,
-        WeightType::Q4_K_M => DType::Q4_K,
+        FileType::Q8_0 => DType::Q8_0,
+        FileType::Q4_0 => DType::Q4_0,
+        FileType::Q4_K_M => DType::Q4_K,
         other => panic!("no hand-derived rule for {other}"),
     };
     let is_output = name == "output.weight" || (tied && name == "token_embd.weight");
@@ -34,7 +34,7 @@ fn llama_cpp_type(dtype: WeightType, tied: bool, name: &str, n_dims: u32) -> DTy
         };
     }
     let more_bits = name == "blk.1.attn_v.weight" || name == "blk.1.ffn_down.weight";
-    if dtype == WeightType::Q4_K_M && more_bits {
+    if dtype == FileType::Q4_K_M && more_bits {
         return DType::Q6_K;
     }
     base
@@ -44,7 +44,7 @@ fn llama_cpp_type(dtype: WeightType, tied: bool, name: &str, n_dims: u32) -> DTy
 fn quantized_models_get_llama_cpp_type_for_every_tensor() {
     for arch in Arch::ALL {
         let tied = Shape::of(arch, Preset::Tiny).tied_embeddings;
-        for dtype in [WeightType::Q8_0, WeightType::Q4_0, WeightType::Q4_K_M] {
+        for dtype in [FileType::Q8_0, FileType::Q4_0, FileType::Q4_K_M] {
             let (_, file) = write_and_open(&tiny(arch, dtype, 0), "mix");
             for t in file.tensors() {
                 let want = llama_cpp_type(dtype, tied, &t.name, t.n_dims);
@@ -57,7 +57,7 @@ fn quantized_models_get_llama_cpp_type_for_every_tensor() {
 #[test]
 fn quantized_metadata_is_the_float_metadata_with_the_file_type_at_the_end() {
     for arch in Arch::ALL {
-        let spec = tiny(arch, WeightType::Q4_K_M, 0);
+        let spec = tiny(arch, FileType::Q4_K_M, 0);
         let (_, file) = write_and_open(&spec, "meta");
         let shape = Shape::of(arch, Preset::Tiny);
         let tokenizer = tokenizer_keys(&default_vocab_dir(), shape.vocab).unwrap();
@@ -70,8 +70,8 @@ fn quantized_metadata_is_the_float_metadata_with_the_file_type_at_the_end() {
 
 #[test]
 fn q8_0_tensors_are_the_f32_model_quantized() {
-    let (_, exact) = write_and_open(&tiny(Arch::Qwen2, WeightType::F32, 9), "q8-src");
-    let (_, quant) = write_and_open(&tiny(Arch::Qwen2, WeightType::Q8_0, 9), "q8");
+    let (_, exact) = write_and_open(&tiny(Arch::Qwen2, FileType::F32, 9), "q8-src");
+    let (_, quant) = write_and_open(&tiny(Arch::Qwen2, FileType::Q8_0, 9), "q8");
     assert_eq!(exact.tensors().len(), quant.tensors().len());
     for t in quant.tensors() {
         let source = exact.tensor(&t.name).unwrap();
@@ -98,7 +98,7 @@ fn q8_0_tensors_are_the_f32_model_quantized() {
 
 #[test]
 fn quantized_writes_are_deterministic_and_leave_no_temporary_files() {
-    let spec = tiny(Arch::Llama, WeightType::Q4_K_M, 3);
+    let spec = tiny(Arch::Llama, FileType::Q4_K_M, 3);
     let dir = tmp_path("q-determinism");
     std::fs::create_dir_all(&dir).unwrap();
     let (a, b) = (dir.join("a.gguf"), dir.join("b.gguf"));
@@ -114,16 +114,13 @@ fn quantized_writes_are_deterministic_and_leave_no_temporary_files() {
 }
 
 #[test]
-fn every_weight_type_writes_a_file_the_reader_accepts() {
-    for dtype in WeightType::ALL {
+fn every_file_type_writes_a_file_the_reader_accepts() {
+    for dtype in FileType::ALL {
         let spec = tiny(Arch::Llama, dtype, 0);
         let path = tmp_path(&format!("all-{}", spec.file_name()));
         write_model(&spec, &path).unwrap();
         let file = Gguf::open(&path).unwrap();
-        assert_eq!(
-            file.get_u32("general.file_type").unwrap(),
-            dtype.ftype_code()
-        );
+        assert_eq!(file.get_u32("general.file_type").unwrap(), dtype.code());
         assert_eq!(file.tensors().len(), 21, "{dtype}");
         for t in file.tensors() {
             if t.n_dims == 1 {
