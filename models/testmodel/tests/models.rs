@@ -5,6 +5,7 @@ mod common;
 mod forward;
 
 use backplane_gguf::{DType, Gguf, Value};
+use backplane_testmodel::weights::{Init, fill, tensor_key};
 use backplane_testmodel::{
     Arch, FileType, Preset, Shape, TestModelError, WriteOptions, default_vocab_dir, plan,
     write_model, write_model_with,
@@ -280,4 +281,17 @@ fn logits_spread_wide_with_clear_winners_and_activations_stay_sane() {
         // embeddings it would if the final state were mostly the input).
         assert!(repeats <= 2, "{arch}: {repeats} tokens predict themselves");
     }
+}
+
+#[test]
+fn weight_values_have_the_requested_mean_and_spread() {
+    let init = Init::around_one(0.05);
+    let mut v = vec![0.0f32; 100_000];
+    fill(tensor_key(1, "x"), init, 0, &mut v);
+    let mean = forward::mean(&v);
+    let std = forward::std(&v);
+    assert!((mean - 1.0).abs() < 0.001, "mean {mean}");
+    assert!((std - 0.05).abs() < 0.001, "std {std}");
+    let half = f64::from(init.half_width);
+    assert!(v.iter().all(|&x| (f64::from(x) - 1.0).abs() <= half + 1e-6));
 }

@@ -156,15 +156,19 @@ impl Model {
     }
 }
 
+/// Mean of `x`.
+pub fn mean(x: &[f32]) -> f64 {
+    x.iter().map(|&v| f64::from(v)).sum::<f64>() / x.len() as f64
+}
+
 /// Standard deviation of `x`.
 pub fn std(x: &[f32]) -> f32 {
-    let n = x.len() as f64;
-    let mean = x.iter().map(|&v| f64::from(v)).sum::<f64>() / n;
+    let mean = mean(x);
     let var = x
         .iter()
         .map(|&v| (f64::from(v) - mean).powi(2))
         .sum::<f64>()
-        / n;
+        / x.len() as f64;
     var.sqrt() as f32
 }
 
