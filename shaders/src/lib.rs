@@ -11,5 +11,7 @@ pub mod sources {
     include!(concat!(env!("OUT_DIR"), "/sources.rs"));
 }
 
-pub use library::{PipelineKey, Shader, file, specialise, storage_type};
+pub use library::{
+    Origin, PipelineKey, SHADER_DIR_ENV, Shader, ShaderFiles, file, specialise, storage_type,
+};
 pub use preprocess::PreprocessError;

@@ -11,6 +11,7 @@
 //! - `enable f16;` (and the cooperative-matrix extension for the
 //!   `coopmat` path) is prepended when any slot is f16 or the key asks.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -123,6 +124,11 @@ pub struct Shader {
     pub entry: &'static str,
     /// Override constants for pipeline creation.
     pub constants: Vec<(String, f64)>,
+    /// Files of this kernel (itself or an include) read from the
+    /// [`SHADER_DIR_ENV`] directory rather than the binary, in the order
+    /// first read; empty for a kernel wholly built in. Nothing vouches for
+    /// the indexing of such a kernel, so it must never run unchecked.
+    pub outside: Vec<String>,
 }
 
 /// The WGSL storage element type of a type name, and whether it is a block
@@ -139,17 +145,103 @@ pub fn storage_type(type_name: &str) -> &'static str {
 
 /// Environment variable naming a directory whose `<name>.wgsl` files
 /// replace the embedded ones of the same name (to try a shader change
-/// without rebuilding the plugin); files it lacks stay embedded.
+/// without rebuilding the plugin); files it lacks stay embedded. Every
+/// kernel built from such a file is reported in [`Shader::outside`], and the
+/// WebGPU backend always compiles those with runtime checks on.
 pub const SHADER_DIR_ENV: &str = "BACKPLANE_SHADER_DIR";
+
+/// Where shader files come from: the embedded set, with the `.wgsl` files
+/// of an outside directory replacing those of the same name. Each file is
+/// read at most once per `ShaderFiles` (pipelines are cached, so a file
+/// changed later would not apply anyway); the texts are kept for the
+/// life of the process.
+pub struct ShaderFiles {
+    /// The outside directory, if any.
+    dir: Option<PathBuf>,
+    /// Per name, the outside file's text, or None when the directory lacks it.
+    read: Mutex<HashMap<String, Option<&'static str>>>,
+}
+
+impl ShaderFiles {
+    /// Only the embedded files.
+    pub fn embedded_only() -> ShaderFiles {
+        ShaderFiles::with_dir(None)
+    }
+
+    /// The embedded files, replaced by those `dir` holds.
+    pub fn with_dir(dir: Option<PathBuf>) -> ShaderFiles {
+        ShaderFiles {
+            dir,
+            read: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The process's files: replaced from [`SHADER_DIR_ENV`] when it is set
+    /// (read once, and said on stderr).
+    pub fn from_env() -> &'static ShaderFiles {
+        static FILES: OnceLock<ShaderFiles> = OnceLock::new();
+        FILES.get_or_init(|| {
+            let dir = std::env::var_os(SHADER_DIR_ENV).map(PathBuf::from);
+            if let Some(dir) = &dir {
+                eprintln!(
+                    "backplane-shaders: {SHADER_DIR_ENV}={}: its .wgsl files replace the built-in ones of the same name (kernels built from them always run with runtime checks)",
+                    dir.display()
+                );
+            }
+            ShaderFiles::with_dir(dir)
+        })
+    }
+
+    /// The file `name` (relative to `wgsl/`, no extension) and whether it
+    /// came from the outside directory.
+    pub fn get(&self, name: &str) -> Option<(&'static str, Origin)> {
+        if let Some(text) = self.outside(name) {
+            return Some((text, Origin::Outside));
+        }
+        embedded(name).map(|t| (t, Origin::Embedded))
+    }
+
+    /// The outside directory's replacement of `name`, read on first use.
+    fn outside(&self, name: &str) -> Option<&'static str> {
+        let dir = self.dir.as_ref()?;
+        let mut read = self.read.lock().unwrap_or_else(|e| e.into_inner());
+        *read
+            .entry(name.to_string())
+            .or_insert_with(|| read_override(dir, name).map(|t| &*Box::leak(t.into_boxed_str())))
+    }
+
+    /// Builds the WGSL for `key` from these files.
+    pub fn specialise(&self, key: &PipelineKey) -> Result<Shader, PreprocessError> {
+        let outside = RefCell::new(Vec::<String>::new());
+        let mut shader = specialise_with(key, &|n: &str| {
+            let (text, origin) = self.get(n)?;
+            if origin == Origin::Outside {
+                let mut o = outside.borrow_mut();
+                if !o.iter().any(|seen| seen == n) {
+                    o.push(n.to_string());
+                }
+            }
+            Some(text)
+        })?;
+        shader.outside = outside.into_inner();
+        Ok(shader)
+    }
+}
+
+/// Where a shader file's text came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// Compiled into the binary from `wgsl/`.
+    Embedded,
+    /// Read at run time from the [`SHADER_DIR_ENV`] directory.
+    Outside,
+}
 
 /// Looks up a shader file by name (relative to `wgsl/`, no extension): from
 /// the [`SHADER_DIR_ENV`] directory when it is set and holds the file,
 /// else the embedded copy.
 pub fn file(name: &str) -> Option<&'static str> {
-    if let Some(text) = overridden(name) {
-        return Some(text);
-    }
-    embedded(name)
+    ShaderFiles::from_env().get(name).map(|(text, _)| text)
 }
 
 /// The embedded shader file `name`.
@@ -158,30 +250,6 @@ pub fn embedded(name: &str) -> Option<&'static str> {
         .iter()
         .find(|(n, _)| *n == name)
         .map(|(_, t)| *t)
-}
-
-/// The [`SHADER_DIR_ENV`] replacement of `name`, read once per process
-/// (pipelines are cached, so a file read later would not apply anyway).
-fn overridden(name: &str) -> Option<&'static str> {
-    static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
-    static READ: OnceLock<Mutex<HashMap<String, Option<&'static str>>>> = OnceLock::new();
-    let dir = DIR
-        .get_or_init(|| {
-            let dir = std::env::var_os(SHADER_DIR_ENV).map(PathBuf::from)?;
-            eprintln!(
-                "backplane-shaders: {SHADER_DIR_ENV}={}: its .wgsl files replace the built-in ones of the same name",
-                dir.display()
-            );
-            Some(dir)
-        })
-        .as_ref()?;
-    let mut read = READ
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    *read
-        .entry(name.to_string())
-        .or_insert_with(|| read_override(dir, name).map(|t| &*Box::leak(t.into_boxed_str())))
 }
 
 /// `dir/<name>.wgsl` when it exists and is readable. Names are the
@@ -217,10 +285,18 @@ fn uses_f16(wgsl: &str) -> bool {
     })
 }
 
-/// Builds the WGSL for `key`.
+/// Builds the WGSL for `key` from the process's files (see
+/// [`ShaderFiles::from_env`]).
 pub fn specialise(key: &PipelineKey) -> Result<Shader, PreprocessError> {
-    let lookup = |n: &str| file(n);
-    let mut p = Preprocessor::new(&lookup);
+    ShaderFiles::from_env().specialise(key)
+}
+
+/// Builds the WGSL for `key`, finding files through `lookup`.
+fn specialise_with<'a>(
+    key: &PipelineKey,
+    lookup: &'a dyn Fn(&str) -> Option<&'a str>,
+) -> Result<Shader, PreprocessError> {
+    let mut p = Preprocessor::new(lookup);
     p.define("WG_SIZE", &key.workgroup_size.to_string());
     let mut f16 = false;
     for (slot, ty) in &key.types {
@@ -261,6 +337,7 @@ pub fn specialise(key: &PipelineKey) -> Result<Shader, PreprocessError> {
             .iter()
             .map(|(n, v)| (n.to_string(), *v as f64))
             .collect(),
+        outside: Vec::new(),
     })
 }
 
@@ -269,10 +346,20 @@ mod tests {
     use super::*;
     use crate::preprocess::Preprocessor;
 
+    /// A fresh directory for one test.
+    fn scratch(test: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "backplane-shader-dir-{test}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        dir
+    }
+
     #[test]
     fn a_shader_dir_file_replaces_only_its_own_name() {
-        let dir = std::env::temp_dir().join(format!("backplane-shader-dir-{}", std::process::id()));
-        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        let dir = scratch("names");
         std::fs::write(dir.join("binary.wgsl"), "// replaced\n").unwrap();
         std::fs::write(dir.join("sub/x.wgsl"), "// nested\n").unwrap();
         assert_eq!(
@@ -282,9 +369,54 @@ mod tests {
         assert_eq!(read_override(&dir, "sub/x").as_deref(), Some("// nested\n"));
         // A name the directory lacks falls back to the embedded file.
         assert_eq!(read_override(&dir, "unary"), None);
-        assert!(embedded("unary").is_some());
+        let files = ShaderFiles::with_dir(Some(dir.clone()));
+        assert_eq!(
+            files.get("binary"),
+            Some(("// replaced\n", Origin::Outside))
+        );
+        assert_eq!(files.get("unary").map(|(_, o)| o), Some(Origin::Embedded));
         // Names cannot climb out of the directory.
         assert_eq!(read_override(&dir.join("sub"), "../binary"), None);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_kernel_from_the_shader_dir_is_reported_as_outside() {
+        let dir = scratch("kernel");
+        let key = PipelineKey::new("binary", "add")
+            .ty("SRC0", "f32")
+            .ty("SRC1", "f32")
+            .ty("DST", "f32");
+        // Built in: nothing from outside.
+        let built_in = ShaderFiles::embedded_only().specialise(&key).unwrap();
+        assert!(built_in.outside.is_empty(), "{:?}", built_in.outside);
+        // The kernel file itself replaced, with the same text.
+        std::fs::write(dir.join("binary.wgsl"), embedded("binary").unwrap()).unwrap();
+        let replaced = ShaderFiles::with_dir(Some(dir.clone()))
+            .specialise(&key)
+            .unwrap();
+        assert_eq!(replaced.outside, ["binary"]);
+        assert_eq!(replaced.source, built_in.source);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_kernel_whose_include_comes_from_the_shader_dir_is_reported_as_outside() {
+        let dir = scratch("include");
+        std::fs::create_dir_all(dir.join("common")).unwrap();
+        std::fs::write(
+            dir.join("common/index.wgsl"),
+            embedded("common/index").unwrap(),
+        )
+        .unwrap();
+        let key = PipelineKey::new("binary", "mul")
+            .ty("SRC0", "f32")
+            .ty("SRC1", "f32")
+            .ty("DST", "f32");
+        let s = ShaderFiles::with_dir(Some(dir.clone()))
+            .specialise(&key)
+            .unwrap();
+        assert_eq!(s.outside, ["common/index"]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

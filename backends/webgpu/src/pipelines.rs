@@ -21,9 +21,82 @@ use crate::context::{PARAM_SLOT_BYTES, lock};
 pub enum Checks {
     /// Checked: the default for every kernel.
     On,
-    /// Unchecked (`create_shader_module_trusted`): only for kernels whose
-    /// indexing is proven by conformance cases with guard regions.
+    /// Unchecked (`create_shader_module_trusted`): only for built-in
+    /// kernels whose indexing is proven by conformance cases with guard
+    /// regions. A kernel with any file from outside the binary never gets
+    /// it (see [`effective_checks`]).
     Trusted,
+}
+
+/// What `BACKPLANE_WEBGPU_CHECKS` asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChecksSetting {
+    /// Unset (or empty): each kernel keeps its own choice.
+    Default,
+    /// `on`: runtime checks on for every kernel.
+    On,
+    /// `off`: trust every built-in kernel. Honoured only by builds with
+    /// debug assertions (for measuring what the checks cost); a release
+    /// build ignores it with a warning.
+    Off,
+    /// Any other value: ignored with a warning.
+    Unknown,
+}
+
+impl ChecksSetting {
+    /// Reads a value of `BACKPLANE_WEBGPU_CHECKS`.
+    pub fn parse(value: Option<&str>) -> ChecksSetting {
+        match value {
+            None | Some("") => ChecksSetting::Default,
+            Some("on") => ChecksSetting::On,
+            Some("off") => ChecksSetting::Off,
+            Some(_) => ChecksSetting::Unknown,
+        }
+    }
+}
+
+/// Whether this build lets `BACKPLANE_WEBGPU_CHECKS=off` trust kernels that
+/// did not ask for it: only builds with debug assertions (tests, local
+/// measurements), never a release plugin.
+pub const CONFIG_MAY_TRUST: bool = cfg!(debug_assertions);
+
+/// The checks a kernel runs with: `requested` is the kernel's own choice,
+/// `setting` the environment's, `from_outside` whether any of its files came
+/// from outside the binary (`BACKPLANE_SHADER_DIR`), and `config_may_trust`
+/// whether this build honours `off` ([`CONFIG_MAY_TRUST`]).
+///
+/// A kernel from outside is always checked: nothing proved its indexing,
+/// whatever its built-in twin asks. `on` checks every kernel. `off`
+/// trusts built-in kernels only where `config_may_trust`.
+pub fn effective_checks(
+    requested: Checks,
+    setting: ChecksSetting,
+    from_outside: bool,
+    config_may_trust: bool,
+) -> Checks {
+    if from_outside {
+        return Checks::On;
+    }
+    match setting {
+        ChecksSetting::On => Checks::On,
+        ChecksSetting::Off if config_may_trust => Checks::Trusted,
+        ChecksSetting::Default | ChecksSetting::Off | ChecksSetting::Unknown => requested,
+    }
+}
+
+/// The warning a setting deserves in this build, if any.
+pub fn setting_warning(setting: ChecksSetting, config_may_trust: bool) -> Option<&'static str> {
+    match setting {
+        ChecksSetting::Off if !config_may_trust => Some(
+            "backplane-webgpu: BACKPLANE_WEBGPU_CHECKS=off ignored: a release build keeps the \
+             runtime checks of every kernel not proven in bounds (only debug builds honour off, \
+             for measuring)",
+        ),
+        ChecksSetting::Unknown => {
+            Some("backplane-webgpu: BACKPLANE_WEBGPU_CHECKS ignored: expected on or off")
+        }
+        _ => None,
+    }
 }
 
 /// One compiled kernel.
@@ -35,6 +108,8 @@ pub struct Pipeline {
     pub layout: wgpu::BindGroupLayout,
     /// Label for profiles and errors.
     pub label: String,
+    /// The checks it was compiled with (see [`effective_checks`]).
+    pub checks: Checks,
 }
 
 /// The cache.
@@ -83,18 +158,18 @@ impl PipelineCache {
     }
 }
 
-/// `BACKPLANE_WEBGPU_CHECKS=on|off` overrides every kernel's choice (for
-/// measuring what the checks cost; `off` is only safe for kernels whose
-/// indexing conformance proves in bounds).
-fn forced_checks() -> Option<Checks> {
-    static FORCED: std::sync::OnceLock<Option<Checks>> = std::sync::OnceLock::new();
-    *FORCED.get_or_init(
-        || match std::env::var("BACKPLANE_WEBGPU_CHECKS").as_deref() {
-            Ok("on") => Some(Checks::On),
-            Ok("off") => Some(Checks::Trusted),
-            _ => None,
-        },
-    )
+/// `BACKPLANE_WEBGPU_CHECKS`, read once per process; its warning, if any,
+/// goes to stderr then.
+fn checks_setting() -> ChecksSetting {
+    static SETTING: std::sync::OnceLock<ChecksSetting> = std::sync::OnceLock::new();
+    *SETTING.get_or_init(|| {
+        let value = std::env::var("BACKPLANE_WEBGPU_CHECKS").ok();
+        let setting = ChecksSetting::parse(value.as_deref());
+        if let Some(w) = setting_warning(setting, CONFIG_MAY_TRUST) {
+            eprintln!("{w}");
+        }
+        setting
+    })
 }
 
 fn layout(device: &wgpu::Device, n_storage: usize) -> wgpu::BindGroupLayout {
@@ -132,9 +207,17 @@ fn compile(
     checks: Checks,
     bgl: wgpu::BindGroupLayout,
 ) -> Result<Pipeline, String> {
-    let checks = forced_checks().unwrap_or(checks);
     let label = key.label();
     let shader = backplane_shaders::specialise(key).map_err(|e| format!("{label}: {e}"))?;
+    let from_outside = !shader.outside.is_empty();
+    let checks = effective_checks(checks, checks_setting(), from_outside, CONFIG_MAY_TRUST);
+    if from_outside {
+        eprintln!(
+            "backplane-webgpu: {label}: built from {} outside the binary ({}): runtime checks on",
+            shader.outside.join(", "),
+            backplane_shaders::SHADER_DIR_ENV
+        );
+    }
     let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
     let desc = wgpu::ShaderModuleDescriptor {
         label: Some(&label),
@@ -142,8 +225,12 @@ fn compile(
     };
     let module = match checks {
         Checks::On => device.create_shader_module(desc),
-        // SAFETY: only kernels whose indexing conformance proves in bounds
-        // (guard regions around every output) ask for Trusted.
+        // SAFETY: Trusted comes only from `effective_checks`, which gives it
+        // to built-in kernels alone (never one with a file from outside the
+        // binary), and only where the kernel asked for it (its indexing
+        // proven in bounds by conformance cases with guard regions around
+        // every output) or, in builds with debug assertions, where
+        // BACKPLANE_WEBGPU_CHECKS=off asks for measuring.
         Checks::Trusted => unsafe {
             device.create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked())
         },
@@ -179,5 +266,87 @@ fn compile(
         pipeline,
         layout: bgl,
         label,
+        checks,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SETTINGS: [ChecksSetting; 4] = [
+        ChecksSetting::Default,
+        ChecksSetting::On,
+        ChecksSetting::Off,
+        ChecksSetting::Unknown,
+    ];
+
+    #[test]
+    fn a_kernel_from_outside_the_binary_is_checked_whatever_the_settings() {
+        for requested in [Checks::On, Checks::Trusted] {
+            for setting in SETTINGS {
+                for may_trust in [false, true] {
+                    assert_eq!(
+                        effective_checks(requested, setting, true, may_trust),
+                        Checks::On,
+                        "{requested:?} {setting:?} may_trust={may_trust}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_release_build_ignores_off_with_a_warning() {
+        for requested in [Checks::On, Checks::Trusted] {
+            assert_eq!(
+                effective_checks(requested, ChecksSetting::Off, false, false),
+                requested
+            );
+        }
+        let w = setting_warning(ChecksSetting::Off, false).expect("a warning");
+        assert!(w.contains("BACKPLANE_WEBGPU_CHECKS=off ignored"), "{w}");
+        // No configuration of a release build trusts a kernel that did not
+        // ask for it.
+        for setting in SETTINGS {
+            assert_eq!(
+                effective_checks(Checks::On, setting, false, false),
+                Checks::On
+            );
+        }
+    }
+
+    #[test]
+    fn a_debug_build_honours_off_for_built_in_kernels_only() {
+        assert_eq!(
+            effective_checks(Checks::On, ChecksSetting::Off, false, true),
+            Checks::Trusted
+        );
+        assert_eq!(
+            effective_checks(Checks::Trusted, ChecksSetting::Off, true, true),
+            Checks::On
+        );
+        assert_eq!(setting_warning(ChecksSetting::Off, true), None);
+    }
+
+    #[test]
+    fn on_checks_every_kernel_and_default_keeps_each_kernels_choice() {
+        for may_trust in [false, true] {
+            assert_eq!(
+                effective_checks(Checks::Trusted, ChecksSetting::On, false, may_trust),
+                Checks::On
+            );
+            for requested in [Checks::On, Checks::Trusted] {
+                assert_eq!(
+                    effective_checks(requested, ChecksSetting::Default, false, may_trust),
+                    requested
+                );
+            }
+        }
+        assert_eq!(ChecksSetting::parse(None), ChecksSetting::Default);
+        assert_eq!(ChecksSetting::parse(Some("on")), ChecksSetting::On);
+        assert_eq!(ChecksSetting::parse(Some("off")), ChecksSetting::Off);
+        assert_eq!(ChecksSetting::parse(Some("yes")), ChecksSetting::Unknown);
+        assert!(setting_warning(ChecksSetting::Unknown, true).is_some());
+    }
 }
