@@ -1,12 +1,15 @@
-//! Builds the DSP-side C of `htp/`:
-//! - with the host emulation layer `emu/htp-emu.c` into a static library
-//!   linked into the plugin (the emulated DSP, and the VTCM planner
-//!   `htp_op_vtcm_need` that supports_op calls);
-//! - on Linux, with the DSP platform layer `htp/htp-dsp.c` and the SDK
-//!   stand-ins `emu/cdsprpc-double*.c` into `OUT_DIR/cdsprpc-double/libcdsprpc.so`,
-//!   the test double of Qualcomm's FastRPC library that the FastRPC
-//!   transport's tests load (path in `BACKPLANE_HEXAGON_CDSPRPC_DOUBLE` at
-//!   compile time). It is never installed or shipped.
+//! Builds the DSP-side C of `htp/` for the host:
+//! - always, the VTCM planner `htp/vtcm-plan.c` (`htp_op_vtcm_need`, which
+//!   supports_op calls so the host and the DSP agree on the budget), as a
+//!   static library linked into the plugin; nothing else of the DSP C;
+//! - with the `emulation` feature instead, every `htp/` source with the host
+//!   emulation layer `emu/htp-emu.c` (the emulated DSP and its fault
+//!   injection) and, on Linux, the DSP platform layer `htp/htp-dsp.c` with
+//!   the SDK stand-ins `emu/cdsprpc-double*.c` into
+//!   `OUT_DIR/cdsprpc-double/libcdsprpc.so`, the test double of Qualcomm's
+//!   FastRPC library that the FastRPC transport's tests load (path in
+//!   `BACKPLANE_HEXAGON_CDSPRPC_DOUBLE` at compile time). The shipped plugin
+//!   is built without the feature, so it holds neither.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -22,24 +25,35 @@ const HTP: [&str; 7] = [
     "rows-ops.c",
 ];
 
+/// The planner alone, for the shipped plugin.
+const PLANNER: &str = "vtcm-plan.c";
+
 fn main() {
+    println!("cargo:rerun-if-changed=htp");
+    println!("cargo:rerun-if-changed=emu");
+    let emulation = std::env::var_os("CARGO_FEATURE_EMULATION").is_some();
     let mut build = cc::Build::new();
-    for f in HTP {
-        build.file(format!("htp/{f}"));
-    }
     build
-        .file("emu/htp-emu.c")
         .include("htp")
-        .include("emu")
         .std("c11")
         .flag("-Wall")
         .flag("-Wextra")
         .flag_if_supported("-ffp-contract=off")
         .opt_level(2)
-        .warnings_into_errors(true)
+        .warnings_into_errors(true);
+    if !emulation {
+        build
+            .file(format!("htp/{PLANNER}"))
+            .compile("backplane_htp_plan");
+        return;
+    }
+    for f in HTP {
+        build.file(format!("htp/{f}"));
+    }
+    build
+        .file("emu/htp-emu.c")
+        .include("emu")
         .compile("backplane_htp_emu");
-    println!("cargo:rerun-if-changed=htp");
-    println!("cargo:rerun-if-changed=emu");
     if std::env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux") {
         println!("cargo:rustc-link-lib=pthread");
         println!("cargo:rustc-link-lib=m");

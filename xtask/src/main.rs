@@ -166,7 +166,19 @@ fn plugins(fixtures: bool) -> Result<(), String> {
         };
         build(&b, &dir)?;
     }
+    // The Hexagon plugin with the emulated DSP and its fault injection, for
+    // tests and CI only, in a directory of its own that only tests search
+    // (BACKPLANE_PLUGIN_PATH): target/plugins keeps what users load.
+    let test_dir = target_dir().join("test-plugins");
+    let b = Build {
+        package: "backplane-hexagon",
+        lib: "backplane_hexagon",
+        features: "emulation",
+        file: plugin_file("hexagon-emu"),
+    };
+    build(&b, &test_dir)?;
     eprintln!("xtask: plugins in {}", dir.display());
+    eprintln!("xtask: test-only plugins in {}", test_dir.display());
     if fixtures {
         let fdir = target_dir().join("plugin-fixtures");
         let behaviours = [

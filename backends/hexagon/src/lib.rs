@@ -7,13 +7,25 @@
 //!   `Backend`) over a session; `supports_op` answers from the same
 //!   [`encode::plan_node`] that builds requests, plus the VTCM budget.
 //! - [`session`]: the HMX clock vote at open, the request window, buffer ids.
-//! - [`transport`]: [`transport::FastRpcTransport`] (real DSP through
-//!   `backplane-hexagon-sys`) and [`transport::EmulatedTransport`] (the
-//!   `htp/` C built for the host and run on a thread, see build.rs).
+//! - [`transport`]: `FastRpcTransport` (real DSP through
+//!   `backplane-hexagon-sys`) and, with the `emulation` feature only,
+//!   `EmulatedTransport` (the `htp/` C built for the host and run on a
+//!   thread, see build.rs).
 //! - [`msg`]: the wire records of `htp/htp-msg.h`.
 //!
-//! Without a DSP the plugin reports zero devices and why; the emulated DSP
-//! is offered only when `BACKPLANE_HEXAGON_EMULATE=1`.
+//! Without a DSP the plugin reports zero devices and why.
+//!
+//! # Two artifacts
+//!
+//! The plugin users load (`libbackplane_hexagon.so`, built without
+//! features) holds the FastRPC path and the host build of the DSP's VTCM
+//! planner, nothing else of the DSP C. The `emulation` feature adds the
+//! emulated DSP with its fault injection (`emu_fault=...` in the session
+//! URI) and, on Linux, builds the `libcdsprpc.so` test double; `cargo xtask
+//! plugins` installs that build as `libbackplane_hexagon-emu.so` in its own
+//! directory, `target/test-plugins/`, which only tests put on the plugin
+//! search path (`BACKPLANE_PLUGIN_PATH`); there it outscores the shipped
+//! file ([`plugin_score`]). The crate's own tests enable the feature.
 
 pub mod device;
 pub mod encode;
@@ -28,14 +40,17 @@ use backplane_hexagon_sys::CdspRpc;
 
 pub use device::HexagonDevice;
 pub use session::{Session, SessionConfig};
-#[cfg(test)]
+#[cfg(all(test, feature = "emulation"))]
 mod tests;
-#[cfg(all(test, target_os = "linux"))]
+#[cfg(all(test, feature = "emulation", target_os = "linux"))]
 mod tests_fastrpc;
 
-pub use transport::{EmulatedTransport, FastRpcTransport, Transport, TransportError, session_uri};
+#[cfg(feature = "emulation")]
+pub use transport::EmulatedTransport;
+pub use transport::{FastRpcTransport, Transport, TransportError, session_uri};
 
-/// Set to `1` to offer the emulated DSP.
+/// Set to `1` to offer the emulated DSP (only the `emulation` build,
+/// `libbackplane_hexagon-emu.so`, has one).
 pub const ENV_EMULATE: &str = "BACKPLANE_HEXAGON_EMULATE";
 /// Number of DSP sessions (devices) to open; default 1.
 pub const ENV_SESSIONS: &str = "BACKPLANE_HEXAGON_SESSIONS";
@@ -48,10 +63,34 @@ pub const ENV_CDSPRPC: &str = "BACKPLANE_HEXAGON_CDSPRPC";
 /// milliseconds (default 30000).
 pub const ENV_TIMEOUT_MS: &str = "BACKPLANE_HEXAGON_TIMEOUT_MS";
 
+/// Why a build without the `emulation` feature opens nothing when asked
+/// for the emulated DSP.
+#[cfg(not(feature = "emulation"))]
+const NO_EMULATION: &str = "BACKPLANE_HEXAGON_EMULATE=1 asks for the emulated DSP, which this \
+     plugin does not contain: it is the test artifact libbackplane_hexagon-emu.so, which `cargo \
+     xtask plugins` puts in target/test-plugins/ (add that directory to BACKPLANE_PLUGIN_PATH)";
+
+/// What to try when no FastRPC library loads.
+#[cfg(feature = "emulation")]
+const NO_DSP_HINT: &str = " (set BACKPLANE_HEXAGON_EMULATE=1 for the emulated DSP)";
+/// What to try when no FastRPC library loads.
+#[cfg(not(feature = "emulation"))]
+const NO_DSP_HINT: &str = "";
+
+/// The score of this build as a plugin variant: 1 for the shipped build,
+/// 2 for the `emulation` build, so that where a test puts the emulation
+/// build's directory on the search path it is chosen over the shipped one.
+/// (Scores are cached per file by the host, so they cannot depend on the
+/// environment.)
+pub const fn plugin_score() -> u32 {
+    if cfg!(feature = "emulation") { 2 } else { 1 }
+}
+
 /// How [`HexagonReg`] opens its sessions.
 #[derive(Clone, Debug, Default)]
 pub struct RegOptions {
-    /// Offer the emulated DSP instead of FastRPC sessions.
+    /// Offer the emulated DSP instead of FastRPC sessions (a build
+    /// without the `emulation` feature has none and says so).
     pub emulate: bool,
     /// Sessions (devices) to open; `None` = 1.
     pub sessions: Option<u32>,
@@ -103,17 +142,18 @@ impl HexagonReg {
             config.timeout_us = t.max(1);
         }
         if opts.emulate {
+            #[cfg(feature = "emulation")]
             return HexagonReg::open_all(n, &config, |i| {
                 Ok(Box::new(EmulatedTransport::open(&session_uri(i, extra))?)
                     as Box<dyn Transport>)
             });
+            #[cfg(not(feature = "emulation"))]
+            return HexagonReg::none(NO_EMULATION);
         }
         let api = match CdspRpc::load(opts.cdsprpc_path.as_deref()) {
             Ok(api) => Arc::new(api),
             Err(e) => {
-                return HexagonReg::none(format!(
-                    "no Hexagon DSP: cannot load {e} (set {ENV_EMULATE}=1 for the emulated DSP)"
-                ));
+                return HexagonReg::none(format!("no Hexagon DSP: cannot load {e}{NO_DSP_HINT}"));
             }
         };
         HexagonReg::open_all(n, &config, |i| {
@@ -184,5 +224,5 @@ impl Reg for HexagonReg {
 
 backplane_abi::export_plugin! {
     reg: HexagonReg::from_env(),
-    score: 1,
+    score: plugin_score(),
 }

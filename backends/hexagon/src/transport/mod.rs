@@ -1,13 +1,15 @@
 //! How the host reaches a DSP session: the [`Transport`] trait and its two
 //! implementations, [`FastRpcTransport`] (a real compute DSP through
-//! `libcdsprpc.so`) and [`EmulatedTransport`] (the same DSP C built for the
-//! host, run on a host thread).
+//! `libcdsprpc.so`) and, in builds with the `emulation` feature only,
+//! `EmulatedTransport` (the same DSP C built for the host, run on a host
+//! thread).
 //!
 //! A transport is one opened session: the constructor opens it (FastRPC
 //! `htp_iface_open`), the methods vote the HMX clock, query the DSP, start
 //! the DSP's message loop on a queue, hand out shared memory, and move
 //! request and response records. Dropping it stops and closes the session.
 
+#[cfg(feature = "emulation")]
 mod emulated;
 mod fastrpc;
 
@@ -15,6 +17,7 @@ use std::fmt;
 
 use backplane_hexagon_sys::HapPowerHmxV2;
 
+#[cfg(feature = "emulation")]
 pub use emulated::{EmulatedTransport, c_struct_sizes};
 pub use fastrpc::FastRpcTransport;
 
