@@ -218,6 +218,80 @@ fn without_an_adapter_the_plugin_loads_with_zero_devices_and_a_reason() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("1 passed"));
 }
 
+/// Env var telling the child test below that it runs with a shader
+/// directory and `BACKPLANE_WEBGPU_CHECKS=off`.
+const OUTSIDE_SHADER_CHILD: &str = "BACKPLANE_TEST_WEBGPU_OUTSIDE_SHADER";
+
+/// A kernel whose WGSL comes from `BACKPLANE_SHADER_DIR` runs with runtime
+/// checks even under `BACKPLANE_WEBGPU_CHECKS=off`, and the release plugin
+/// (as `cargo xtask plugins` builds it) ignores `off` with a warning. The
+/// replacement is the built-in `binary.wgsl` itself, so results stay exact.
+#[test]
+fn a_shader_dir_kernel_runs_checked_and_a_release_plugin_ignores_checks_off() {
+    if std::env::var_os(OUTSIDE_SHADER_CHILD).is_some() {
+        let reg = webgpu();
+        let Some(d) = device(&reg) else { return };
+        let mut g = Graph::new();
+        let a = g.input("a", DType::F32, &[7]).unwrap();
+        let b = g.input("b", DType::F32, &[7]).unwrap();
+        let c = g.add(a, b).unwrap();
+        g.mark_output(c).unwrap();
+        let (descs, buf) = place(&g, &d.buffer_type());
+        let av: Vec<f32> = (0..7).map(|i| i as f32).collect();
+        let bv: Vec<f32> = (0..7).map(|i| 0.5 - i as f32 * 2.0).collect();
+        buf.set_tensor(&descs[a.index()], 0, &f32_bytes(&av))
+            .unwrap();
+        buf.set_tensor(&descs[b.index()], 0, &f32_bytes(&bv))
+            .unwrap();
+        d.init_backend("").unwrap().graph_compute(&descs).unwrap();
+        let mut out = vec![0u8; 28];
+        buf.get_tensor(&descs[c.index()], 0, &mut out).unwrap();
+        let want: Vec<f32> = av.iter().zip(&bv).map(|(x, y)| x + y).collect();
+        assert_eq!(bytes_f32(&out), want);
+        println!("child computed on {}", d.name());
+        return;
+    }
+    let dir = backplane_tests::scratch_dir("webgpu-shader-dir");
+    let built_in = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join("shaders")
+        .join("wgsl")
+        .join("binary.wgsl");
+    std::fs::copy(&built_in, dir.join("binary.wgsl")).expect("copying binary.wgsl");
+    let exe = std::env::current_exe().expect("test binary");
+    let out = std::process::Command::new(exe)
+        .args([
+            "--exact",
+            "a_shader_dir_kernel_runs_checked_and_a_release_plugin_ignores_checks_off",
+            "--nocapture",
+        ])
+        .env(OUTSIDE_SHADER_CHILD, "1")
+        .env("BACKPLANE_SHADER_DIR", &dir)
+        .env("BACKPLANE_WEBGPU_CHECKS", "off")
+        .output()
+        .expect("running the child test");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "child failed:\n{stdout}\n{stderr}"
+    );
+    if !stdout.contains("child computed on") {
+        eprintln!("no WebGPU device here; nothing compiled:\n{stderr}");
+        return;
+    }
+    assert!(
+        stderr.contains("BACKPLANE_WEBGPU_CHECKS=off ignored"),
+        "the release plugin did not say it ignores off:\n{stderr}"
+    );
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("binary.add") && l.contains("binary.wgsl from BACKPLANE_SHADER_DIR"))
+        .unwrap_or_else(|| panic!("no report of the outside ADD kernel:\n{stderr}"));
+    assert!(line.ends_with("runtime checks on"), "{line}");
+    std::fs::remove_dir_all(&dir).expect("removing the scratch dir");
+}
+
 /// `W x` for `w` of `m` rows of `k` and `x` of `n` columns of `k`, as ggml
 /// lays MUL_MAT out (dst[j][i] = row i of w . column j of x).
 fn mul_mat_ref(w: &[f32], x: &[f32], k: usize, m: usize, n: usize) -> Vec<f32> {

@@ -212,9 +212,10 @@ fn compile(
     let from_outside = !shader.outside.is_empty();
     let checks = effective_checks(checks, checks_setting(), from_outside, CONFIG_MAY_TRUST);
     if from_outside {
+        let files: Vec<String> = shader.outside.iter().map(|f| format!("{f}.wgsl")).collect();
         eprintln!(
-            "backplane-webgpu: {label}: built from {} outside the binary ({}): runtime checks on",
-            shader.outside.join(", "),
+            "backplane-webgpu: {label}: {} from {}, not built in: runtime checks on",
+            files.join(", "),
             backplane_shaders::SHADER_DIR_ENV
         );
     }
