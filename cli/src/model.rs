@@ -60,6 +60,11 @@ pub struct ModelArgs {
     /// Search this directory for plugins first (repeatable).
     #[arg(long = "plugin-dir", value_name = "DIR")]
     plugin_dirs: Vec<PathBuf>,
+    /// Keep every weight in ggml's layout instead of its device's
+    /// preferred one (the CPU's repacked mat-mul weights), like llama.cpp's
+    /// --no-repack.
+    #[arg(long = "no-repack", visible_alias = "nr")]
+    no_repack: bool,
 }
 
 /// Arguments of `backplane run`.
@@ -155,6 +160,7 @@ fn load(a: &ModelArgs) -> Result<Model, String> {
         gpu_layers: a.gpu_layers,
         n_ctx: a.ctx_size,
         plugin_dirs: a.plugin_dirs.clone(),
+        repack: !a.no_repack,
     };
     let bar = ProgressBar::new(0).with_style(
         ProgressStyle::with_template("loading {bar:40} {bytes}/{total_bytes} {elapsed}")

@@ -9,7 +9,12 @@
 //! A test that needs a file that is not there fails with a message saying
 //! to run `cargo xtask plugins --fixtures`.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+
+use backplane::registry::{Device, Registry, RegistryOptions, SearchPath};
+use backplane::{DType, Graph};
 
 /// The workspace's target directory as seen at build time.
 fn target_dir() -> PathBuf {
@@ -50,14 +55,25 @@ pub fn require(dir: &Path, backend_and_variant: &str) -> PathBuf {
     p
 }
 
-/// A CPU plugin variant that can run here (`x86-64` / `aarch64` baseline).
-pub fn cpu_plugin() -> PathBuf {
-    let baseline = if cfg!(target_arch = "aarch64") {
+/// The name of the CPU plugin variant that can run here (the `x86-64` or
+/// `aarch64` baseline): [`cpu_plugin`]'s file is that plugin.
+pub fn cpu_plugin_name() -> &'static str {
+    if cfg!(target_arch = "aarch64") {
         "cpu-aarch64"
     } else {
         "cpu-x86-64"
-    };
-    require(&plugin_dir(), baseline)
+    }
+}
+
+/// A CPU plugin variant that can run here (`x86-64` / `aarch64` baseline).
+pub fn cpu_plugin() -> PathBuf {
+    require(&plugin_dir(), cpu_plugin_name())
+}
+
+/// Copies [`cpu_plugin`] into `dir` under its own name; returns the new
+/// path.
+pub fn install_cpu_plugin(dir: &Path) -> PathBuf {
+    install(&cpu_plugin(), dir, cpu_plugin_name())
 }
 
 /// A fixture plugin.
@@ -84,10 +100,20 @@ pub fn install(file: &Path, dir: &Path, backend_and_variant: &str) -> PathBuf {
     dest
 }
 
+/// A fresh scratch directory for test `name` holding each `(file, as)`
+/// of `plugins`, installed as plugin `as` (see [`install`]).
+pub fn scratch_dir_with(name: &str, plugins: &[(PathBuf, &str)]) -> PathBuf {
+    let dir = scratch_dir(name);
+    for (file, backend_and_variant) in plugins {
+        install(file, &dir, backend_and_variant);
+    }
+    dir
+}
+
 /// A graph's tensors placed in one buffer of `buft`: the descriptors with
 /// `buffer` and `offset` filled in, and the buffer.
 pub fn place(
-    graph: &backplane::Graph,
+    graph: &Graph,
     buft: &backplane::registry::BufferType,
 ) -> (Vec<backplane::TensorDesc>, backplane::registry::Buffer) {
     let align = buft.alignment().max(1);
@@ -142,18 +168,154 @@ pub fn nmse(got: &[f32], want: &[f32]) -> f64 {
     if norm == 0.0 { err } else { err / norm }
 }
 
+/// Loads only the plugin files in `dirs`, in that order (no built-in CPU
+/// backend).
+pub fn load_only<P: AsRef<Path>>(dirs: impl IntoIterator<Item = P>) -> Registry {
+    Registry::load(&RegistryOptions {
+        search: SearchPath::only(dirs.into_iter().map(|d| d.as_ref().to_path_buf())),
+        builtin_cpu: false,
+    })
+}
+
 /// Loads only the plugin files in `dir` (no built-in CPU backend) and
 /// checks that backend `name` loaded, listing the refused files when not.
-pub fn load_backend_from(dir: &Path, name: &str) -> backplane::registry::Registry {
-    use backplane::registry::{Registry, RegistryOptions, SearchPath};
-    let reg = Registry::load(&RegistryOptions {
-        search: SearchPath::only([dir]),
-        builtin_cpu: false,
-    });
+pub fn load_backend_from(dir: &Path, name: &str) -> Registry {
+    let reg = load_only([dir]);
     assert!(
         reg.backend(name).is_some(),
         "{name} plugin did not load: {:?}",
         reg.refused()
     );
     reg
+}
+
+/// [`load_only`], checked to refuse no file.
+pub fn load_all_of(dir: &Path) -> Registry {
+    let reg = load_only([dir]);
+    assert!(reg.refused().is_empty(), "{:?}", reg.refused());
+    reg
+}
+
+/// Device `index` of backend `name`, or a panic saying the plugin did not
+/// load and how to build it.
+pub fn device_of(reg: &Registry, name: &str, index: usize) -> Device {
+    let backend = reg.backend(name).unwrap_or_else(|| {
+        panic!(
+            "{name} plugin did not load (run `cargo xtask plugins --fixtures`): {:?}",
+            reg.refused()
+        )
+    });
+    backend.devices.get(index).cloned().unwrap_or_else(|| {
+        panic!(
+            "{name} has no device {index}: {:?}",
+            backend.refused_devices
+        )
+    })
+}
+
+/// Why the registry refused the plugin file named `file`, or a panic
+/// listing what it did refuse.
+pub fn refusal_reason<'a>(reg: &'a Registry, file: &str) -> &'a str {
+    reg.refused()
+        .iter()
+        .find(|r| {
+            r.path
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy() == file)
+        })
+        .map(|r| r.reason.as_str())
+        .unwrap_or_else(|| panic!("{file} not refused; refused: {:?}", reg.refused()))
+}
+
+/// Computes `d = mul_mat(w, a + b)` (k = 8, m = 3, n = 2) on `device`
+/// through its own buffer and stream, after checking that it accepts every
+/// node, and checks `d` against a plain computation: the plumbing between
+/// host and plugin works.
+pub fn assert_add_mul_mat_computes(device: &Device) {
+    let (k, m, n) = (8usize, 3usize, 2usize);
+    let mut g = Graph::new();
+    let a = g.input("a", DType::F32, &[k as i64, n as i64]).unwrap();
+    let b = g.input("b", DType::F32, &[k as i64, n as i64]).unwrap();
+    let w = g.weight("w", DType::F32, &[k as i64, m as i64]).unwrap();
+    let c = g.add(a, b).unwrap();
+    let d = g.mul_mat(w, c).unwrap();
+    g.mark_output(d).unwrap();
+    for node in g.compute_nodes() {
+        let v = device.supports_op(g.tensors(), node.index());
+        assert!(
+            v.is_supported(),
+            "{} refused node {}: {:?}",
+            device.name(),
+            node.index(),
+            v.reason()
+        );
+    }
+    let (descs, buffer) = place(&g, &device.buffer_type());
+    let av: Vec<f32> = (0..k * n).map(|i| i as f32 * 0.5).collect();
+    let bv: Vec<f32> = (0..k * n).map(|i| 1.0 - i as f32 * 0.25).collect();
+    let wv: Vec<f32> = (0..k * m).map(|i| (i % 5) as f32 - 2.0).collect();
+    for (t, v) in [(a, &av), (b, &bv), (w, &wv)] {
+        buffer
+            .set_tensor(&descs[t.index()], 0, &f32_bytes(v))
+            .unwrap();
+    }
+    let stream = device.init_backend("threads=1").unwrap();
+    stream.graph_compute(&descs).unwrap();
+    stream.synchronize().unwrap();
+    let mut out = vec![0u8; m * n * 4];
+    buffer.get_tensor(&descs[d.index()], 0, &mut out).unwrap();
+    let got = bytes_f32(&out);
+    for j in 0..n {
+        for i in 0..m {
+            let terms = (0..k).map(|x| wv[i * k + x] * (av[j * k + x] + bv[j * k + x]));
+            let want: f32 = terms.clone().sum();
+            let scale: f32 = terms.map(f32::abs).sum::<f32>().max(1.0);
+            let g = got[j * m + i];
+            // The plumbing is under test, not kernel precision (conformance
+            // does that): allow for f16-rounded activations.
+            assert!(
+                (g - want).abs() <= 2e-3 * scale,
+                "{}: d[{i},{j}] = {g}, want {want}",
+                device.name()
+            );
+        }
+    }
+}
+
+/// `n` deterministic values in [-0.5, 0.5) (an xorshift stream keyed by
+/// `seed`), the same on every machine.
+pub fn test_values(seed: u64, n: usize) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+        })
+        .collect()
+}
+
+/// The generated model `file_name` in `target/tmp/backplane-models/`,
+/// made by `write` (given the path to write) once per test process, so a
+/// file left by an older generator is never used; later calls with the
+/// same name return the path at once. The file is written under a name of
+/// this process's and renamed into place: another test process may be
+/// reading an identical file.
+pub fn generated_model(file_name: &str, write: impl FnOnce(&Path)) -> PathBuf {
+    static MADE: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
+    let made = MADE.get_or_init(|| Mutex::new(HashMap::new()));
+    let mut made = made.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(path) = made.get(file_name) {
+        return path.clone();
+    }
+    let dir = target_dir().join("tmp").join("backplane-models");
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
+    let path = dir.join(file_name);
+    let part = dir.join(format!("{file_name}.{}.part", std::process::id()));
+    write(&part);
+    std::fs::rename(&part, &path)
+        .unwrap_or_else(|e| panic!("renaming {} to {}: {e}", part.display(), path.display()));
+    made.insert(file_name.to_string(), path.clone());
+    path
 }

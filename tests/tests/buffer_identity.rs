@@ -9,37 +9,27 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use backplane::registry::{Device, Registry, RegistryOptions, SearchPath};
+use backplane::registry::Device;
 use backplane::sched::{SchedOptions, Scheduler};
 use backplane::{DType, Graph, HostTensors, TensorId};
-use backplane_tests::{cpu_plugin, fixture, install, nmse, picky_plugin, scratch_dir};
+use backplane_tests::{
+    cpu_plugin, cpu_plugin_name, device_of, fixture, load_all_of, nmse, picky_plugin,
+    scratch_dir_with, test_values,
+};
 
 /// One directory with the CPU plugin, `picky` and `pickier`.
 fn plugin_dir() -> &'static PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let dir = scratch_dir("buffer-identity");
-        install(&cpu_plugin(), &dir, "cpu-x86-64");
-        install(&picky_plugin(), &dir, "picky");
-        install(&fixture("pickier"), &dir, "pickier");
-        dir
+        scratch_dir_with(
+            "buffer-identity",
+            &[
+                (cpu_plugin(), cpu_plugin_name()),
+                (picky_plugin(), "picky"),
+                (fixture("pickier"), "pickier"),
+            ],
+        )
     })
-}
-
-fn registry() -> Registry {
-    let reg = Registry::load(&RegistryOptions {
-        search: SearchPath::only([plugin_dir()]),
-        builtin_cpu: false,
-    });
-    assert!(reg.refused().is_empty(), "{:?}", reg.refused());
-    reg
-}
-
-fn device(reg: &Registry, backend: &str, index: usize) -> Device {
-    reg.backend(backend)
-        .unwrap_or_else(|| panic!("{backend} loaded (run `cargo xtask plugins --fixtures`)"))
-        .devices[index]
-        .clone()
 }
 
 /// `result = w2 · (w1 · x) + b`, each weight on its own backend.
@@ -58,24 +48,12 @@ fn two_layer() -> Graph {
     g
 }
 
-fn values(seed: u32, n: usize) -> Vec<f32> {
-    (0..n)
-        .map(|i| {
-            let v = (i as u32)
-                .wrapping_mul(2_654_435_761)
-                .wrapping_add(seed * 97)
-                % 1000;
-            v as f32 / 1000.0 - 0.5
-        })
-        .collect()
-}
-
 fn filled(g: &Graph) -> HostTensors {
     let mut host = HostTensors::new(g);
     for (k, name) in ["x", "w1", "w2", "b"].iter().enumerate() {
         let t = g.find(name).unwrap();
         let n = g.desc(t).nelements() as usize;
-        host.set_f32(g, t, &values(k as u32 + 1, n)).unwrap();
+        host.set_f32(g, t, &test_values(k as u64 + 1, n)).unwrap();
     }
     host
 }
@@ -84,11 +62,11 @@ fn id(g: &Graph, name: &str) -> TensorId {
     g.find(name).unwrap()
 }
 
-/// Places `w1` on backend `a`, `w2` on `b`, the bias on the CPU (last),
-/// uploads them, runs, and returns the result.
-fn run_placed(devices: Vec<Device>, a: usize, b: usize) -> (Vec<f32>, Scheduler) {
-    let cpu = devices.len() - 1;
-    let mut s = Scheduler::new(devices, SchedOptions::default()).unwrap();
+/// Places `w1` on backend 0, `w2` on backend 1 and the bias on the CPU
+/// (backend 2), uploads them, runs, and returns the result.
+fn run_placed(devices: [Device; 3]) -> (Vec<f32>, Scheduler) {
+    let (a, b, cpu) = (0, 1, 2);
+    let mut s = Scheduler::new(devices.to_vec(), SchedOptions::default()).unwrap();
     let mut g = two_layer();
     let host = filled(&g);
     let (w1, w2, bias) = (id(&g, "w1"), id(&g, "w2"), id(&g, "b"));
@@ -128,42 +106,34 @@ fn cpu_result() -> Vec<f32> {
     host.get_f32(&g, id(&g, "result"))
 }
 
+/// Loads `picky`, `pickier` and the CPU plugin; places `w1` on device
+/// `first` (backend name, device index) and `w2` on `second`, runs, and
+/// checks the result against the CPU's alone. Returns the scheduler.
+fn assert_placed_run_equals_the_cpu(first: (&str, usize), second: (&str, usize)) -> Scheduler {
+    let reg = load_all_of(plugin_dir());
+    let (got, s) = run_placed([
+        device_of(&reg, first.0, first.1),
+        device_of(&reg, second.0, second.1),
+        device_of(&reg, "cpu", 0),
+    ]);
+    let err = nmse(&got, &cpu_result());
+    assert!(err < 1e-6, "{first:?} and {second:?}: nmse {err}");
+    s
+}
+
 #[test]
 fn weights_on_two_plugins_numbering_buffers_alike_give_the_cpu_result() {
-    let reg = registry();
-    let devices = vec![
-        device(&reg, "picky", 0),
-        device(&reg, "pickier", 0),
-        device(&reg, "cpu", 0),
-    ];
-    let (got, s) = run_placed(devices, 0, 1);
-    let err = nmse(&got, &cpu_result());
-    assert!(err < 1e-6, "nmse {err}");
+    let s = assert_placed_run_equals_the_cpu(("picky", 0), ("pickier", 0));
     assert_eq!(s.weight_blocks().count(), 3);
 }
 
 #[test]
 fn weights_on_two_devices_of_one_plugin_give_the_cpu_result() {
-    let reg = registry();
-    let devices = vec![
-        device(&reg, "pickier", 0),
-        device(&reg, "pickier", 1),
-        device(&reg, "cpu", 0),
-    ];
-    let (got, _s) = run_placed(devices, 0, 1);
-    let err = nmse(&got, &cpu_result());
-    assert!(err < 1e-6, "nmse {err}");
+    assert_placed_run_equals_the_cpu(("pickier", 0), ("pickier", 1));
 }
 
 #[test]
 fn swapping_which_plugin_holds_which_weight_changes_nothing() {
-    let reg = registry();
-    let devices = vec![
-        device(&reg, "pickier", 0),
-        device(&reg, "picky", 0),
-        device(&reg, "cpu", 0),
-    ];
-    let (got, _s) = run_placed(devices, 1, 0);
-    let err = nmse(&got, &cpu_result());
-    assert!(err < 1e-6, "nmse {err}");
+    // w1 on pickier and w2 on picky: the other way round from the first test.
+    assert_placed_run_equals_the_cpu(("pickier", 0), ("picky", 0));
 }

@@ -14,7 +14,8 @@ use backplane::registry::{
 };
 use backplane::{DType, Graph};
 use backplane_tests::{
-    bytes_f32, cpu_plugin, f32_bytes, fixture, install, place, plugin_file_name, scratch_dir,
+    assert_add_mul_mat_computes, cpu_plugin, cpu_plugin_name, fixture, install, install_cpu_plugin,
+    plugin_file_name, refusal_reason, scratch_dir, scratch_dir_with,
 };
 
 /// Probe timeout in these tests (the hang cases wait this long).
@@ -29,40 +30,38 @@ fn probe_options(cache: Option<PathBuf>) -> ProbeOptions {
     }
 }
 
-/// Loads `dir` with the built-in CPU backend, probing every file.
-fn load(dir: &Path) -> Registry {
+/// Loads `dirs` with the built-in CPU backend, probing as `probe` says.
+fn load_probed(dirs: &[&Path], probe: &ProbeOptions) -> Registry {
     Registry::load_with(
         &RegistryOptions {
-            search: SearchPath::only([dir]),
+            search: SearchPath::only(dirs.iter().copied()),
             builtin_cpu: true,
         },
-        &probe_options(None),
+        probe,
     )
+}
+
+/// Loads `dir` with the built-in CPU backend, probing every file.
+fn load(dir: &Path) -> Registry {
+    load_probed(&[dir], &probe_options(None))
 }
 
 /// A scratch dir holding hostile fixture `behaviour` and the CPU plugin.
 fn with_hostile(behaviour: &str) -> (PathBuf, String) {
-    let dir = scratch_dir(&format!("hostile-{behaviour}"));
     let name = format!("hostile-{behaviour}");
-    install(&fixture(&name), &dir, &name);
-    install(&cpu_plugin(), &dir, "cpu-x86-64");
+    let dir = scratch_dir_with(
+        &name,
+        &[(fixture(&name), &name), (cpu_plugin(), cpu_plugin_name())],
+    );
     (dir, plugin_file_name(&name))
 }
 
 /// The refusal of `file`, checked to be one non-empty line.
 fn refusal<'a>(reg: &'a Registry, file: &str) -> &'a str {
-    let r = reg
-        .refused()
-        .iter()
-        .find(|r| {
-            r.path
-                .file_name()
-                .is_some_and(|n| n.to_string_lossy() == file)
-        })
-        .unwrap_or_else(|| panic!("{file} not refused; refused: {:?}", reg.refused()));
-    assert!(!r.reason.trim().is_empty(), "empty reason for {file}");
-    assert_eq!(r.reason.lines().count(), MAX_REASON_LINES, "{}", r.reason);
-    &r.reason
+    let reason = refusal_reason(reg, file);
+    assert!(!reason.trim().is_empty(), "empty reason for {file}");
+    assert_eq!(reason.lines().count(), MAX_REASON_LINES, "{reason}");
+    reason
 }
 
 /// The loaded hostile backend.
@@ -71,42 +70,11 @@ fn hostile(reg: &Registry) -> &LoadedBackend {
         .unwrap_or_else(|| panic!("hostile plugin did not load: {:?}", reg.refused()))
 }
 
-/// d = mul_mat(w, a + b) on the registry's CPU device, checked against a
-/// plain computation: the host still computes right.
+/// The host still computes right: add and mul_mat on the registry's CPU
+/// device.
 fn assert_cpu_still_computes(reg: &Registry) {
     let cpu = reg.backend("cpu").expect("a cpu backend is always there");
-    let device = &cpu.devices[0];
-    let (k, m, n) = (8usize, 3usize, 2usize);
-    let mut g = Graph::new();
-    let a = g.input("a", DType::F32, &[k as i64, n as i64]).unwrap();
-    let b = g.input("b", DType::F32, &[k as i64, n as i64]).unwrap();
-    let w = g.weight("w", DType::F32, &[k as i64, m as i64]).unwrap();
-    let c = g.add(a, b).unwrap();
-    let d = g.mul_mat(w, c).unwrap();
-    g.mark_output(d).unwrap();
-    let (descs, buffer) = place(&g, &device.buffer_type());
-    let av: Vec<f32> = (0..k * n).map(|i| i as f32 * 0.5).collect();
-    let bv: Vec<f32> = (0..k * n).map(|i| 1.0 - i as f32 * 0.25).collect();
-    let wv: Vec<f32> = (0..k * m).map(|i| (i % 5) as f32 - 2.0).collect();
-    for (t, v) in [(a, &av), (b, &bv), (w, &wv)] {
-        buffer
-            .set_tensor(&descs[t.index()], 0, &f32_bytes(v))
-            .unwrap();
-    }
-    let stream = device.init_backend("threads=1").unwrap();
-    stream.graph_compute(&descs).unwrap();
-    stream.synchronize().unwrap();
-    let mut out = vec![0u8; m * n * 4];
-    buffer.get_tensor(&descs[d.index()], 0, &mut out).unwrap();
-    let got = bytes_f32(&out);
-    for j in 0..n {
-        for i in 0..m {
-            let terms = (0..k).map(|x| wv[i * k + x] * (av[j * k + x] + bv[j * k + x]));
-            let want: f32 = terms.clone().sum();
-            let scale: f32 = terms.map(f32::abs).sum::<f32>().max(1.0);
-            assert!((got[j * m + i] - want).abs() <= 2e-3 * scale, "d[{i},{j}]");
-        }
-    }
+    assert_add_mul_mat_computes(&cpu.devices[0]);
 }
 
 /// The file is refused with a reason containing every part of `want`, and
@@ -287,34 +255,31 @@ fn alloc_size_below_the_tensor_size_is_an_error() {
     assert_cpu_still_computes(&reg);
 }
 
-#[test]
-fn buffer_id_zero_is_an_allocation_error() {
-    let (dir, _) = with_hostile("buffer-id-zero");
+/// Asks the device of hostile fixture `behaviour` for a buffer of `size`
+/// bytes, which must fail, then checks the host still computes: the error.
+fn allocation_error(behaviour: &str, size: u64) -> String {
+    let (dir, _) = with_hostile(behaviour);
     let reg = load(&dir);
     let err = hostile(&reg).devices[0]
         .buffer_type()
-        .alloc_buffer(64)
+        .alloc_buffer(size)
         .err()
-        .expect("id 0 refused");
-    assert!(err.message.contains("buffer id 0"), "{err}");
-    assert!(err.message.contains("hostile-mem"), "{err}");
+        .unwrap_or_else(|| panic!("{behaviour}: a buffer of {size} bytes was accepted"));
     assert_cpu_still_computes(&reg);
+    err.message.into()
+}
+
+#[test]
+fn buffer_id_zero_is_an_allocation_error() {
+    let err = allocation_error("buffer-id-zero", 64);
+    assert!(err.contains("buffer id 0"), "{err}");
+    assert!(err.contains("hostile-mem"), "{err}");
 }
 
 #[test]
 fn buffer_shorter_than_asked_is_an_allocation_error() {
-    let (dir, _) = with_hostile("buffer-short");
-    let reg = load(&dir);
-    let err = hostile(&reg).devices[0]
-        .buffer_type()
-        .alloc_buffer(1024)
-        .err()
-        .expect("short buffer refused");
-    assert!(
-        err.message.contains("buffer of 512 bytes for 1024 asked"),
-        "{err}"
-    );
-    assert_cpu_still_computes(&reg);
+    let err = allocation_error("buffer-short", 1024);
+    assert!(err.contains("buffer of 512 bytes for 1024 asked"), "{err}");
 }
 
 #[test]
@@ -343,14 +308,10 @@ fn plugin_registering_another_files_name_is_refused_and_cpu_stays() {
     assert_cpu_still_computes(&reg);
 
     // Next to the real CPU plugin, that one loads.
-    install(&cpu_plugin(), &dir, "cpu-x86-64");
+    let cpu_file = install_cpu_plugin(&dir);
     let reg = load(&dir);
     let cpu = reg.backend("cpu").unwrap();
-    assert!(
-        cpu.source
-            .path()
-            .is_some_and(|p| p.ends_with(plugin_file_name("cpu-x86-64")))
-    );
+    assert_eq!(cpu.source.path(), Some(cpu_file.as_path()));
     assert_cpu_still_computes(&reg);
 }
 
@@ -408,13 +369,7 @@ fn symlink_loops_and_unreadable_directories_are_reported() {
     // A "directory" that is a file cannot be listed.
     let not_dir = dir.join("not-a-dir");
     std::fs::write(&not_dir, b"").unwrap();
-    let reg = Registry::load_with(
-        &RegistryOptions {
-            search: SearchPath::only([dir.clone(), not_dir.clone()]),
-            builtin_cpu: true,
-        },
-        &probe_options(None),
-    );
+    let reg = load_probed(&[&dir, &not_dir], &probe_options(None));
     let why = |p: &Path| {
         reg.refused()
             .iter()
@@ -444,15 +399,7 @@ fn symlink_loops_and_unreadable_directories_are_reported() {
 fn warm_start_uses_the_probe_cache_and_runs_no_probe() {
     let (dir, file) = with_hostile("exit-at-load");
     let cache = dir.join("probe-cache.json");
-    let load_cached = || {
-        Registry::load_with(
-            &RegistryOptions {
-                search: SearchPath::only([&dir]),
-                builtin_cpu: true,
-            },
-            &probe_options(Some(cache.clone())),
-        )
-    };
+    let load_cached = || load_probed(&[&dir], &probe_options(Some(cache.clone())));
     let cold = load_cached();
     assert!(refusal(&cold, &file).contains("exited with code 3"));
     let written = std::fs::read(&cache).expect("the cold start wrote the cache");
@@ -469,7 +416,7 @@ fn warm_start_uses_the_probe_cache_and_runs_no_probe() {
     assert_eq!(std::fs::read(&cache).unwrap(), written);
     assert_cpu_still_computes(&warm);
     // A file changed in place (same name) is probed again.
-    let cpu_file = dir.join(plugin_file_name("cpu-x86-64"));
+    let cpu_file = dir.join(plugin_file_name(cpu_plugin_name()));
     let mut bytes = std::fs::read(&cpu_file).unwrap();
     bytes.push(0);
     std::fs::write(&cpu_file, &bytes).unwrap();
@@ -509,11 +456,8 @@ fn with_probing_off_the_in_process_checks_still_refuse() {
     install(&fixture("hostile-score-max"), &dir, "hostile-score-max");
     install(&fixture("hostile-squat-cpu"), &dir, "squat");
     std::fs::write(dir.join(plugin_file_name("empty")), b"").unwrap();
-    let reg = Registry::load_with(
-        &RegistryOptions {
-            search: SearchPath::only([&dir]),
-            builtin_cpu: true,
-        },
+    let reg = load_probed(
+        &[&dir],
         &ProbeOptions {
             enabled: false,
             ..probe_options(None)

@@ -11,7 +11,8 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use backplane_tests::{fixture, scratch_dir};
+use backplane_testmodel::{Arch, FileType, ModelSpec, write_model};
+use backplane_tests::{fixture, generated_model, install, scratch_dir};
 
 /// Every build of the hostile fixture (`tests/fixtures/hostile`, built by
 /// `cargo xtask plugins --fixtures` as `libbackplane_hostile-<case>.so`).
@@ -102,6 +103,19 @@ fn run_backplane(scratch: &Path, args: &[&str]) -> Output {
         .expect("running backplane")
 }
 
+/// Creates `dir` and installs the hostile fixture of each of `cases` in it
+/// (as `hostile-<case>`): the installed files.
+fn install_hostile(dir: &Path, cases: &[&str]) -> Vec<PathBuf> {
+    std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
+    cases
+        .iter()
+        .map(|case| {
+            let name = format!("hostile-{case}");
+            install(&fixture(&name), dir, &name)
+        })
+        .collect()
+}
+
 /// `devices --json --plugin-dir dir`: exit 0 and the parsed JSON.
 fn devices_json(scratch: &Path, dir: &Path) -> serde_json::Value {
     let out = run_backplane(
@@ -182,12 +196,10 @@ fn devices_json_survives_each_hostile_plugin_alone_with_a_one_line_reason() {
             std::thread::spawn(move || {
                 let scratch = scratch_dir(&format!("hostile-cli-{case}"));
                 let dir = scratch.join("plugins");
-                std::fs::create_dir_all(&dir).expect("creating the plugin dir");
-                let file = backplane_tests::install(
-                    &fixture(&format!("hostile-{case}")),
-                    &dir,
-                    &format!("hostile-{case}"),
-                );
+                let [file] = &install_hostile(&dir, &[case])[..] else {
+                    unreachable!("one case installs one file")
+                };
+                let file = file.clone();
                 let json = devices_json(&scratch, &dir);
                 let _ = std::fs::remove_dir_all(&scratch);
                 (case, file, json)
@@ -226,14 +238,7 @@ fn devices_json_survives_each_hostile_plugin_alone_with_a_one_line_reason() {
 fn devices_json_and_explain_survive_the_whole_catalogue_in_one_directory() {
     let scratch = scratch_dir("hostile-cli-all");
     let dir = scratch.join("plugins");
-    std::fs::create_dir_all(&dir).expect("creating the plugin dir");
-    let files: Vec<PathBuf> = CATALOGUE
-        .iter()
-        .map(|case| {
-            let name = format!("hostile-{case}");
-            backplane_tests::install(&fixture(&name), &dir, &name)
-        })
-        .collect();
+    let files = install_hostile(&dir, CATALOGUE);
     backplane_exe();
     let started = Instant::now();
     let json = devices_json(&scratch, &dir);
@@ -272,18 +277,12 @@ fn devices_json_and_explain_survive_the_whole_catalogue_in_one_directory() {
     let _ = std::fs::remove_dir_all(&scratch);
 }
 
-/// Writes the tiny f32 llama test model into `dir`.
-fn tiny_model(dir: &Path) -> PathBuf {
-    use backplane_testmodel::{ModelSpec, Preset, WeightType, write_model};
-    let spec = ModelSpec {
-        arch: "llama".parse().expect("llama"),
-        preset: Preset::Tiny,
-        dtype: "f32".parse::<WeightType>().expect("f32"),
-        seed: ModelSpec::DEFAULT_SEED,
-    };
-    let path = dir.join(spec.file_name());
-    write_model(&spec, &path).expect("writing the tiny model");
-    path
+/// The tiny f32 llama test model, generated once per test process.
+fn tiny_model() -> PathBuf {
+    let spec = ModelSpec::tiny(Arch::Llama, FileType::F32);
+    generated_model(&spec.file_name(), |path| {
+        write_model(&spec, path).expect("writing the tiny model");
+    })
 }
 
 /// `backplane logits` of tokens 1..8 on `device`, with `plugin_dir` searched
@@ -321,12 +320,8 @@ fn logits(
 fn a_model_run_beside_the_whole_catalogue_gives_the_same_logits() {
     let scratch = scratch_dir("hostile-cli-run");
     let dir = scratch.join("plugins");
-    std::fs::create_dir_all(&dir).expect("creating the plugin dir");
-    for case in CATALOGUE {
-        let name = format!("hostile-{case}");
-        backplane_tests::install(&fixture(&name), &dir, &name);
-    }
-    let model = tiny_model(&scratch);
+    install_hostile(&dir, CATALOGUE);
+    let model = tiny_model();
     let (plain, want) = logits(&scratch, &model, "cpu", None, "plain");
     assert!(
         plain.status.success(),
@@ -352,12 +347,10 @@ fn a_model_run_beside_the_whole_catalogue_gives_the_same_logits() {
 #[test]
 fn a_model_run_on_each_listed_hostile_device_ends_cleanly() {
     let scratch = scratch_dir("hostile-cli-run-on");
-    let model = tiny_model(&scratch);
+    let model = tiny_model();
     for case in LISTED_AT_LOAD {
         let dir = scratch.join(case);
-        std::fs::create_dir_all(&dir).expect("creating the plugin dir");
-        let name = format!("hostile-{case}");
-        backplane_tests::install(&fixture(&name), &dir, &name);
+        install_hostile(&dir, &[case]);
         let (out, written) = logits(&scratch, &model, "hostile", Some(&dir), case);
         let stderr = String::from_utf8_lossy(&out.stderr);
         // Either it ran (whatever the device did was caught or routed

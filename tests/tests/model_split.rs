@@ -6,47 +6,26 @@
 //! logits must equal the CPU-only run. Build the fixtures first with
 //! `cargo xtask plugins --fixtures`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use backplane_llm::{LlmError, LoadOptions, Logits, Model, Split, SplitMode};
-use backplane_testmodel::{ModelSpec, Preset, WeightType, write_model};
-use backplane_tests::{fixture, install, nmse, plugin_dir, scratch_dir};
+use backplane_testmodel::{Arch, FileType, ModelSpec, write_model};
+use backplane_tests::{fixture, generated_model, nmse, plugin_dir, scratch_dir_with};
 
 const PICKIER_BOTH: &str = "pickier:pickier0,pickier:pickier1";
 
 /// A directory holding the `pickier` fixture (two devices).
 fn pickier_dir() -> &'static PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let dir = scratch_dir("model-split-plugins");
-        install(&fixture("pickier"), &dir, "pickier");
-        dir
-    })
+    DIR.get_or_init(|| scratch_dir_with("model-split-plugins", &[(fixture("pickier"), "pickier")]))
 }
 
 /// The tiny llama model in f32, generated once per test process.
-fn tiny_llama() -> &'static Path {
-    static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| {
-        let spec = ModelSpec {
-            arch: "llama".parse().expect("an architecture"),
-            preset: Preset::Tiny,
-            dtype: WeightType::F32,
-            seed: ModelSpec::DEFAULT_SEED,
-        };
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("..")
-            .join("target")
-            .join("tmp")
-            .join("backplane-models");
-        std::fs::create_dir_all(&dir).expect("creating the model dir");
-        let path = dir.join(spec.file_name());
-        let part = dir.join(format!("{}.{}.part", spec.file_name(), std::process::id()));
-        write_model(&spec, &part).expect("writing the tiny model");
-        // Atomic: another test process may be reading an identical file.
-        std::fs::rename(&part, &path).expect("renaming the tiny model");
-        path
+fn tiny_llama() -> PathBuf {
+    let spec = ModelSpec::tiny(Arch::Llama, FileType::F32);
+    generated_model(&spec.file_name(), |path| {
+        write_model(&spec, path).expect("writing the tiny model");
     })
 }
 
@@ -56,6 +35,7 @@ fn options(device: &str) -> LoadOptions {
         gpu_layers: None,
         n_ctx: 256,
         plugin_dirs: vec![pickier_dir().clone(), plugin_dir()],
+        repack: true,
     }
 }
 
@@ -89,6 +69,35 @@ fn cpu_logits() -> &'static [f32] {
     })
 }
 
+/// Checks that `model` (loaded on `devices`) gives the CPU-only run's
+/// logits, printing the error.
+fn assert_logits_match_the_cpu(model: &Model, devices: &str) {
+    let e = nmse(&logits(model), cpu_logits());
+    eprintln!("{devices} vs CPU: nmse {e:e}");
+    assert!(e <= 1e-6, "{devices}: nmse {e} vs the CPU");
+}
+
+/// [`load`] split by layer with `ratios`, or None with the reason printed
+/// when this machine lacks one of `devices`.
+fn load_or_skip(devices: &str, ratios: &[f32]) -> Option<Model> {
+    match load(devices, SplitMode::Layer, ratios) {
+        Ok(m) => Some(m),
+        Err(LlmError::Device { reason, .. }) => {
+            eprintln!("skipping {devices}: {reason}");
+            None
+        }
+        Err(e) => panic!("loading {devices}: {e}"),
+    }
+}
+
+/// Why loading `devices` split by layer with `ratios` fails.
+fn load_error(devices: &str, ratios: &[f32]) -> String {
+    match load(devices, SplitMode::Layer, ratios) {
+        Ok(_) => panic!("{devices} with ratios {ratios:?} loaded"),
+        Err(e) => e.to_string(),
+    }
+}
+
 #[test]
 fn ratios_one_to_three_put_one_block_on_each_pickier_device() {
     let model = load(PICKIER_BOTH, SplitMode::Layer, &[1.0, 3.0]).expect("loading split");
@@ -97,16 +106,10 @@ fn ratios_one_to_three_put_one_block_on_each_pickier_device() {
     assert_eq!(p.backends.len(), 3, "{:?}", p.backends);
     assert_eq!(p.layer_backend, [0, 1], "{p:?}");
     assert_eq!(p.output_backend, 1, "the output goes with the last range");
-    let got = logits(&model);
+    assert_logits_match_the_cpu(&model, "pickier 1,3");
     assert!(
         model.scheduler().stats().copies > 0,
         "activations are copied between devices"
-    );
-    let e = nmse(&got, cpu_logits());
-    eprintln!("pickier 1,3 vs CPU: nmse {e:e}");
-    assert!(
-        e <= 1e-6,
-        "split over two pickier devices: nmse {e} vs the CPU"
     );
 }
 
@@ -118,8 +121,7 @@ fn equal_free_memory_splits_blocks_and_output_like_llama_cpp() {
     let p = model.placement();
     assert_eq!(p.layer_backend, [0, 0], "{p:?}");
     assert_eq!(p.output_backend, 1, "{p:?}");
-    let e = nmse(&logits(&model), cpu_logits());
-    assert!(e <= 1e-6, "default split: nmse {e} vs the CPU");
+    assert_logits_match_the_cpu(&model, "pickier, split by free memory");
 }
 
 #[test]
@@ -132,8 +134,7 @@ fn split_mode_none_uses_only_the_first_device() {
         (p.layer_backend.as_slice(), p.output_backend),
         (&[0, 0][..], 0)
     );
-    let e = nmse(&logits(&model), cpu_logits());
-    assert!(e <= 1e-6, "one pickier device: nmse {e} vs the CPU");
+    assert_logits_match_the_cpu(&model, "one pickier device");
 }
 
 #[test]
@@ -143,68 +144,41 @@ fn the_cpu_can_take_the_first_range() {
     assert_eq!(p.cpu_backend, 1);
     assert_eq!(p.layer_backend, [1, 0], "{p:?}");
     assert_eq!(p.output_backend, 0, "{p:?}");
-    let e = nmse(&logits(&model), cpu_logits());
-    assert!(e <= 1e-6, "cpu,pickier: nmse {e} vs the CPU");
+    assert_logits_match_the_cpu(&model, "cpu,pickier 1,3");
 }
 
 #[test]
 fn cpu_and_webgpu_split_matches_the_cpu() {
-    let model = match load("cpu,webgpu", SplitMode::Layer, &[1.0, 3.0]) {
-        Ok(m) => m,
-        Err(LlmError::Device { reason, .. }) => {
-            eprintln!("skipping cpu,webgpu: {reason}");
-            return;
-        }
-        Err(e) => panic!("loading cpu,webgpu: {e}"),
+    let Some(model) = load_or_skip("cpu,webgpu", &[1.0, 3.0]) else {
+        return;
     };
     let p = model.placement();
     assert_eq!(p.layer_backend, [1, 0], "{p:?}");
-    let e = nmse(&logits(&model), cpu_logits());
-    eprintln!("cpu,webgpu 1,3 vs CPU: nmse {e:e}");
-    assert!(e <= 1e-6, "cpu,webgpu: nmse {e} vs the CPU");
+    assert_logits_match_the_cpu(&model, "cpu,webgpu 1,3");
 }
 
 /// Two GPUs of one machine: wgpu lists each as an adapter (`webgpu:gpu0`,
 /// `webgpu:gpu1`). Skipped, saying so, with fewer than two adapters.
 #[test]
 fn two_webgpu_adapters_split_matches_the_cpu() {
-    let model = match load("webgpu:gpu0,webgpu:gpu1", SplitMode::Layer, &[1.0, 3.0]) {
-        Ok(m) => m,
-        Err(LlmError::Device { reason, .. }) => {
-            eprintln!("skipping two webgpu adapters: {reason}");
-            return;
-        }
-        Err(e) => panic!("loading webgpu:gpu0,webgpu:gpu1: {e}"),
+    let Some(model) = load_or_skip("webgpu:gpu0,webgpu:gpu1", &[1.0, 3.0]) else {
+        return;
     };
     let p = model.placement();
     assert_eq!(p.layer_backend, [0, 1], "{p:?}");
     assert_eq!(p.output_backend, 1, "{p:?}");
-    let e = nmse(&logits(&model), cpu_logits());
-    eprintln!("webgpu gpu0,gpu1 1,3 vs CPU: nmse {e:e}");
-    assert!(e <= 1e-6, "two webgpu adapters: nmse {e} vs the CPU");
+    assert_logits_match_the_cpu(&model, "webgpu gpu0,gpu1 1,3");
 }
 
 #[test]
 fn bad_tensor_split_and_repeated_devices_are_refused_with_the_reason() {
-    let e = load(PICKIER_BOTH, SplitMode::Layer, &[1.0, 2.0, 3.0])
-        .err()
-        .expect("three ratios for two devices")
-        .to_string();
+    let e = load_error(PICKIER_BOTH, &[1.0, 2.0, 3.0]);
     assert!(e.contains("3 ratios for 2 devices"), "{e}");
-    let e = load(PICKIER_BOTH, SplitMode::Layer, &[1.0, -1.0])
-        .err()
-        .expect("a negative ratio")
-        .to_string();
+    let e = load_error(PICKIER_BOTH, &[1.0, -1.0]);
     assert!(e.contains("-1"), "{e}");
-    let e = load("pickier:pickier0,pickier0", SplitMode::Layer, &[])
-        .err()
-        .expect("one device twice")
-        .to_string();
+    let e = load_error("pickier:pickier0,pickier0", &[]);
     assert!(e.contains("listed once"), "{e}");
-    let e = load("pickier:pickier0,nosuch", SplitMode::Layer, &[])
-        .err()
-        .expect("an unknown device")
-        .to_string();
+    let e = load_error("pickier:pickier0,nosuch", &[]);
     assert!(
         e.contains("'nosuch'") && e.contains("pickier:pickier1"),
         "{e}"

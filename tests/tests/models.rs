@@ -7,45 +7,24 @@
 //! where recorded, greedy continuation) compared with llama.cpp's. A backend without a device
 //! is skipped with the reason printed.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
 
 use backplane_llm::{LoadOptions, Logits, Model, Sampler};
-use backplane_testmodel::{ModelSpec, Preset, WeightType, write_model};
-use backplane_tests::{nmse, plugin_dir};
+use backplane_testmodel::{ModelSpec, write_model};
+use backplane_tests::{generated_model, nmse, plugin_dir};
 use sha2::{Digest, Sha256};
 
 /// The generated model for `arch` / `dtype`, made once per test process
 /// (by this process's generator, so a stale file left by an older one is
-/// never used) and kept under `target/tmp/backplane-models/`.
+/// never used; see [`generated_model`]).
 fn tiny_model(arch: &str, dtype: &str) -> PathBuf {
-    static MADE: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
-    let made = MADE.get_or_init(|| Mutex::new(HashMap::new()));
-    let mut made = made.lock().unwrap_or_else(|e| e.into_inner());
-    let key = format!("{arch}-{dtype}");
-    if let Some(p) = made.get(&key) {
-        return p.clone();
-    }
-    let spec = ModelSpec {
-        arch: arch.parse().expect("an architecture"),
-        preset: Preset::Tiny,
-        dtype: dtype.parse::<WeightType>().expect("a weight type"),
-        seed: ModelSpec::DEFAULT_SEED,
-    };
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join("target")
-        .join("tmp")
-        .join("backplane-models");
-    std::fs::create_dir_all(&dir).expect("creating the model cache dir");
-    let path = dir.join(spec.file_name());
-    let tmp = dir.join(format!("{}.{}.part", spec.file_name(), std::process::id()));
-    write_model(&spec, &tmp).expect("writing a test model");
-    // Atomic: another test process may be reading an identical file.
-    std::fs::rename(&tmp, &path).expect("renaming the test model");
-    made.insert(key, path.clone());
-    path
+    let spec = ModelSpec::tiny(
+        arch.parse().expect("an architecture"),
+        dtype.parse().expect("a file type"),
+    );
+    generated_model(&spec.file_name(), |path| {
+        write_model(&spec, path).expect("writing a test model");
+    })
 }
 
 /// SHA-256 of a file, lower-case hex.
@@ -64,6 +43,7 @@ fn options(device: &str, gpu_layers: Option<usize>) -> LoadOptions {
         gpu_layers,
         n_ctx: 512,
         plugin_dirs: vec![plugin_dir()],
+        repack: true,
     }
 }
 

@@ -4,94 +4,34 @@
 use backplane::registry::{MAX_REASON_LINES, Registry, RegistryOptions, SearchPath, Source};
 use backplane::{DType, Graph};
 use backplane_abi::plugin::DeviceType;
-use backplane_tests::{bytes_f32, cpu_plugin, f32_bytes, fixture, install, place, scratch_dir};
+use backplane_tests::{
+    assert_add_mul_mat_computes, bytes_f32, cpu_plugin, cpu_plugin_name, f32_bytes, fixture,
+    install, install_cpu_plugin, load_only, place, plugin_file_name, refusal_reason, scratch_dir,
+    scratch_dir_with,
+};
 
-fn load_only(dirs: &[&std::path::Path]) -> Registry {
-    Registry::load(&RegistryOptions {
-        search: SearchPath::only(dirs.iter().copied()),
-        builtin_cpu: false,
-    })
-}
-
-fn reason_for<'a>(reg: &'a Registry, file: &str) -> &'a str {
-    reg.refused()
-        .iter()
-        .find(|r| {
-            r.path
-                .file_name()
-                .is_some_and(|n| n.to_string_lossy() == file)
-        })
-        .map(|r| r.reason.as_str())
-        .unwrap_or_else(|| panic!("{file} not refused; refused: {:?}", reg.refused()))
-}
-
-fn assert_short(reason: &str) {
-    assert!(!reason.trim().is_empty(), "empty reason");
+/// Why the registry refused `file`, checked to be short and not empty.
+fn short_refusal<'a>(reg: &'a Registry, file: &str) -> &'a str {
+    let reason = refusal_reason(reg, file);
+    assert!(!reason.trim().is_empty(), "empty reason for {file}");
     assert!(
         reason.lines().count() <= MAX_REASON_LINES,
         "reason too long:\n{reason}"
     );
+    reason
 }
 
-/// c = (a + b) then d = mul_mat(w, c), through `device`, checked against a
-/// plain Rust computation.
-fn run_add_mul_mat(device: &backplane::registry::Device) {
-    let (k, m, n) = (8usize, 3usize, 2usize);
-    let mut g = Graph::new();
-    let a = g.input("a", DType::F32, &[k as i64, n as i64]).unwrap();
-    let b = g.input("b", DType::F32, &[k as i64, n as i64]).unwrap();
-    let w = g.weight("w", DType::F32, &[k as i64, m as i64]).unwrap();
-    let c = g.add(a, b).unwrap();
-    let d = g.mul_mat(w, c).unwrap();
-    g.mark_output(d).unwrap();
-
-    for node in g.compute_nodes() {
-        let v = device.supports_op(g.tensors(), node.index());
-        assert!(
-            v.is_supported(),
-            "{} refused node {}: {:?}",
-            device.name(),
-            node.index(),
-            v.reason()
-        );
-    }
-
-    let (descs, buffer) = place(&g, &device.buffer_type());
-    let av: Vec<f32> = (0..k * n).map(|i| i as f32 * 0.5).collect();
-    let bv: Vec<f32> = (0..k * n).map(|i| 1.0 - i as f32 * 0.25).collect();
-    let wv: Vec<f32> = (0..k * m).map(|i| (i % 5) as f32 - 2.0).collect();
-    for (t, v) in [(a, &av), (b, &bv), (w, &wv)] {
-        buffer
-            .set_tensor(&descs[t.index()], 0, &f32_bytes(v))
-            .unwrap();
-    }
-    let stream = device.init_backend("threads=1").unwrap();
-    stream.graph_compute(&descs).unwrap();
-    stream.synchronize().unwrap();
-    let mut out = vec![0u8; m * n * 4];
-    buffer.get_tensor(&descs[d.index()], 0, &mut out).unwrap();
-    let got = bytes_f32(&out);
-    for j in 0..n {
-        for i in 0..m {
-            let terms = (0..k).map(|x| wv[i * k + x] * (av[j * k + x] + bv[j * k + x]));
-            let want: f32 = terms.clone().sum();
-            let scale: f32 = terms.map(f32::abs).sum::<f32>().max(1.0);
-            let g = got[j * m + i];
-            // The plumbing is under test, not kernel precision (conformance
-            // does that): allow for f16-rounded activations.
-            assert!(
-                (g - want).abs() <= 2e-3 * scale,
-                "d[{i},{j}] = {g}, want {want}"
-            );
-        }
-    }
+/// A scratch dir for test `name` holding the CPU plugin.
+fn dir_with_cpu_plugin(name: &str) -> std::path::PathBuf {
+    let dir = scratch_dir(name);
+    install_cpu_plugin(&dir);
+    dir
 }
 
 #[test]
 fn cpu_plugin_runs_a_graph_through_the_abi() {
-    let dir = scratch_dir("cpu-graph");
-    install(&cpu_plugin(), &dir, "cpu-x86-64");
-    let reg = load_only(&[&dir]);
+    let dir = dir_with_cpu_plugin("cpu-graph");
+    let reg = load_only([&dir]);
     assert!(reg.refused().is_empty(), "{:?}", reg.refused());
     let cpu = reg.backend("cpu").expect("cpu plugin loaded");
     assert!(matches!(cpu.source, Source::File { .. }));
@@ -100,7 +40,7 @@ fn cpu_plugin_runs_a_graph_through_the_abi() {
     assert_eq!(dev.device_type(), DeviceType::Cpu);
     assert!(dev.memory().total_bytes > 0);
     assert!(dev.buffer_type().is_host());
-    run_add_mul_mat(dev);
+    assert_add_mul_mat_computes(dev);
 }
 
 #[test]
@@ -112,13 +52,12 @@ fn builtin_cpu_is_there_without_plugins_and_behaves_alike() {
     });
     let cpu = reg.backend("cpu").expect("built-in cpu");
     assert_eq!(cpu.source, Source::Builtin);
-    run_add_mul_mat(&cpu.devices[0]);
+    assert_add_mul_mat_computes(&cpu.devices[0]);
 }
 
 #[test]
 fn cpu_plugin_replaces_builtin_cpu() {
-    let dir = scratch_dir("replace-builtin");
-    install(&cpu_plugin(), &dir, "cpu-x86-64");
+    let dir = dir_with_cpu_plugin("replace-builtin");
     let reg = Registry::load(&RegistryOptions {
         search: SearchPath::only([&dir]),
         builtin_cpu: true,
@@ -130,9 +69,8 @@ fn cpu_plugin_replaces_builtin_cpu() {
 
 #[test]
 fn cpu_plugin_refuses_foreign_buffers_and_explains_unsupported_nodes() {
-    let dir = scratch_dir("cpu-bad-input");
-    install(&cpu_plugin(), &dir, "cpu-x86-64");
-    let reg = load_only(&[&dir]);
+    let dir = dir_with_cpu_plugin("cpu-bad-input");
+    let reg = load_only([&dir]);
     let dev = &reg.backend("cpu").unwrap().devices[0];
     let mut g = Graph::new();
     let a = g.input("a", DType::F32, &[4, 1]).unwrap();
@@ -164,12 +102,15 @@ fn cpu_plugin_refuses_foreign_buffers_and_explains_unsupported_nodes() {
 
 #[test]
 fn refuses_plugin_built_against_other_interface() {
-    let dir = scratch_dir("changed-abi");
-    install(&fixture("changed"), &dir, "changed");
-    install(&cpu_plugin(), &dir, "cpu-x86-64");
-    let reg = load_only(&[&dir]);
-    let reason = reason_for(&reg, &backplane_tests::plugin_file_name("changed"));
-    assert_short(reason);
+    let dir = scratch_dir_with(
+        "changed-abi",
+        &[
+            (fixture("changed"), "changed"),
+            (cpu_plugin(), cpu_plugin_name()),
+        ],
+    );
+    let reg = load_only([&dir]);
+    let reason = short_refusal(&reg, &plugin_file_name("changed"));
     assert!(reason.contains("incompatible plugin interface"), "{reason}");
     // The host goes on: the next plugin loaded.
     assert!(reg.backend("cpu").is_some());
@@ -184,7 +125,7 @@ fn refuses_plugin_built_against_other_interface() {
 fn plugin_of_the_first_abi_1_layout_loads_and_computes() {
     let dir = scratch_dir("older-abi");
     install(&fixture("older"), &dir, "older");
-    let reg = load_only(&[&dir]);
+    let reg = load_only([&dir]);
     let backend = reg
         .backend("older")
         .unwrap_or_else(|| panic!("older plugin refused: {:?}", reg.refused()));
@@ -222,10 +163,14 @@ fn plugin_of_the_first_abi_1_layout_loads_and_computes() {
 
 #[test]
 fn panicking_plugin_returns_errors_and_host_goes_on() {
-    let dir = scratch_dir("panicky");
-    install(&fixture("panicky"), &dir, "panicky");
-    install(&cpu_plugin(), &dir, "cpu-x86-64");
-    let reg = load_only(&[&dir]);
+    let dir = scratch_dir_with(
+        "panicky",
+        &[
+            (fixture("panicky"), "panicky"),
+            (cpu_plugin(), cpu_plugin_name()),
+        ],
+    );
+    let reg = load_only([&dir]);
     let dev = &reg
         .backend("panicky")
         .expect("panicky plugin loads")
@@ -253,28 +198,26 @@ fn panicking_plugin_returns_errors_and_host_goes_on() {
     );
     // Both again: the plugin stays usable, and so does the host.
     assert!(!dev.supports_op(g.tensors(), c.index()).is_supported());
-    run_add_mul_mat(&reg.backend("cpu").unwrap().devices[0]);
+    assert_add_mul_mat_computes(&reg.backend("cpu").unwrap().devices[0]);
 }
 
 #[test]
 fn score_zero_plugin_is_skipped_with_reason() {
     let dir = scratch_dir("zero");
     install(&fixture("zero"), &dir, "zero");
-    let reg = load_only(&[&dir]);
+    let reg = load_only([&dir]);
     assert!(reg.backend("zero").is_none());
-    let reason = reason_for(&reg, &backplane_tests::plugin_file_name("zero"));
-    assert_short(reason);
+    let reason = short_refusal(&reg, &plugin_file_name("zero"));
     assert!(reason.starts_with("score 0"), "{reason}");
 }
 
 #[test]
 fn non_library_file_is_refused_with_reason() {
     let dir = scratch_dir("not-a-library");
-    let name = backplane_tests::plugin_file_name("junk");
+    let name = plugin_file_name("junk");
     std::fs::write(dir.join(&name), "this is not a shared library\n").unwrap();
-    let reg = load_only(&[&dir]);
-    let reason = reason_for(&reg, &name);
-    assert_short(reason);
+    let reg = load_only([&dir]);
+    let reason = short_refusal(&reg, &name);
     assert!(reason.starts_with("not a loadable library"), "{reason}");
 }
 
@@ -282,11 +225,10 @@ fn non_library_file_is_refused_with_reason() {
 fn truncated_library_is_refused_with_reason() {
     let dir = scratch_dir("truncated");
     let bytes = std::fs::read(cpu_plugin()).unwrap();
-    let name = backplane_tests::plugin_file_name("cpu-truncated");
+    let name = plugin_file_name("cpu-truncated");
     std::fs::write(dir.join(&name), &bytes[..4096]).unwrap();
-    let reg = load_only(&[&dir]);
-    let reason = reason_for(&reg, &name);
-    assert_short(reason);
+    let reg = load_only([&dir]);
+    let reason = short_refusal(&reg, &name);
     assert!(reason.starts_with("truncated ELF file"), "{reason}");
     assert!(reg.backends().is_empty());
 }
@@ -306,9 +248,8 @@ fn library_without_plugin_symbols_is_refused_with_reason() {
     let Some(libm) = libm else { return };
     let dir = scratch_dir("no-symbols");
     install(libm, &dir, "m");
-    let reg = load_only(&[&dir]);
-    let reason = reason_for(&reg, &backplane_tests::plugin_file_name("m"));
-    assert_short(reason);
+    let reg = load_only([&dir]);
+    let reason = short_refusal(&reg, &plugin_file_name("m"));
     assert!(
         reason.contains("no `backplane_plugin_abi_version` symbol"),
         "{reason}"
@@ -320,12 +261,12 @@ fn higher_scoring_variant_wins() {
     let dir = scratch_dir("variants");
     install(&fixture("variant-low"), &dir, "variant-low");
     install(&fixture("variant-high"), &dir, "variant-high");
-    let reg = load_only(&[&dir]);
+    let reg = load_only([&dir]);
     let b = reg.backend("variant").expect("one variant loads");
     assert_eq!(b.score, 5);
     assert_eq!(b.devices[0].name(), "variant-high");
     assert!(matches!(&b.source, Source::File { variant: Some(v), .. } if v == "high"));
-    let reason = reason_for(&reg, &backplane_tests::plugin_file_name("variant-low"));
+    let reason = refusal_reason(&reg, &plugin_file_name("variant-low"));
     assert!(reason.starts_with("not chosen: score 1 < 5"), "{reason}");
     assert_eq!(reg.backends().len(), 1);
 }
@@ -337,7 +278,7 @@ fn same_backend_twice_picks_first_in_search_order_and_warns() {
     install(&fixture("twin-one"), &a, "twin");
     install(&fixture("twin-two"), &b, "twin");
     for (dirs, want) in [([&a, &b], "twin-one"), ([&b, &a], "twin-two")] {
-        let reg = load_only(&[dirs[0].as_path(), dirs[1].as_path()]);
+        let reg = load_only(dirs);
         let twins: Vec<_> = reg.backends().iter().filter(|x| x.name == "twin").collect();
         assert_eq!(twins.len(), 1);
         assert_eq!(twins[0].devices[0].name(), want);
@@ -357,7 +298,7 @@ fn same_backend_twice_picks_first_in_search_order_and_warns() {
 fn cpu_variants_are_scored_by_this_machine() {
     // Every variant xtask built is judged; at least the baseline loads, and
     // a variant this CPU lacks is refused with score 0, never run.
-    let reg = load_only(&[&backplane_tests::plugin_dir()]);
+    let reg = load_only([backplane_tests::plugin_dir()]);
     let _ = cpu_plugin();
     let cpu = reg.backend("cpu").expect("a cpu variant loads");
     assert!(cpu.score >= 1);
@@ -373,9 +314,9 @@ fn cpu_variants_are_scored_by_this_machine() {
 fn baseline_cpu_variant_runs_portable_kernels_only() {
     // The baseline variant must not use SIMD kernels even where the CPU has
     // them: it is what gets loaded on CPUs without them.
-    let dir = backplane_tests::scratch_dir("baseline-variant");
-    backplane_tests::install(&cpu_plugin(), &dir, "cpu");
-    let reg = load_only(&[&dir]);
+    let dir = scratch_dir("baseline-variant");
+    install(&cpu_plugin(), &dir, "cpu");
+    let reg = load_only([&dir]);
     let cpu = reg.backend("cpu").expect("the baseline cpu plugin loads");
     let desc = cpu.devices[0].description();
     assert!(desc.contains("scalar mat-mul kernels"), "{desc}");

@@ -475,6 +475,7 @@ fn tiny_model_split_across_the_cpu_and_a_server_gives_the_local_logits() {
         gpu_layers,
         n_ctx: 128,
         plugin_dirs: vec![remote_plugin_dir()],
+        repack: true,
     };
     let local = Model::load(&path, &options("cpu", None)).unwrap();
     let split = Model::load(&path, &options("remote", Some(2))).unwrap();

@@ -7,11 +7,14 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use backplane::registry::{Device, Registry, RegistryOptions, SearchPath};
+use backplane::registry::{Device, Registry};
 use backplane::sched::{Cause, Explanation, SchedError, SchedOptions, Scheduler};
 use backplane::{DType, Graph, HostTensors, Op, RopeParams, TensorId, rope_mode};
 use backplane_abi::plugin::DeviceType;
-use backplane_tests::{cpu_plugin, install, nmse, picky_plugin, scratch_dir};
+use backplane_tests::{
+    cpu_plugin, cpu_plugin_name, device_of, load_all_of, nmse, picky_plugin, scratch_dir_with,
+    test_values,
+};
 
 /// NMSE bounds as conformance uses them.
 const NMSE_MUL_MAT: f64 = 5e-4;
@@ -25,26 +28,18 @@ const Q4_0_REASON: &str = "weight type q4_0 not implemented";
 fn plugin_dir() -> &'static PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let dir = scratch_dir("sched");
-        install(&cpu_plugin(), &dir, "cpu-x86-64");
-        install(&picky_plugin(), &dir, "picky");
-        dir
+        scratch_dir_with(
+            "sched",
+            &[(cpu_plugin(), cpu_plugin_name()), (picky_plugin(), "picky")],
+        )
     })
 }
 
 /// The registry (kept alive by the caller) and `[picky, cpu]`.
 fn devices() -> (Registry, Vec<Device>) {
-    let reg = Registry::load(&RegistryOptions {
-        search: SearchPath::only([plugin_dir()]),
-        builtin_cpu: false,
-    });
-    assert!(reg.refused().is_empty(), "{:?}", reg.refused());
-    let picky = reg
-        .backend("picky")
-        .expect("picky plugin loaded (run `cargo xtask plugins --fixtures`)")
-        .devices[0]
-        .clone();
-    let cpu = reg.backend("cpu").expect("cpu plugin loaded").devices[0].clone();
+    let reg = load_all_of(plugin_dir());
+    let picky = device_of(&reg, "picky", 0);
+    let cpu = device_of(&reg, "cpu", 0);
     assert_eq!(picky.device_type(), DeviceType::Gpu);
     assert!(!picky.buffer_type().is_host());
     assert_eq!(picky.buffer_type().name(), "picky-vram");
@@ -100,36 +95,25 @@ fn llama_ish() -> Graph {
     g
 }
 
-/// Deterministic values in [-0.5, 0.5).
-fn values(seed: u64, n: usize) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5
-        })
-        .collect()
-}
-
-/// Fills every leaf of `g`: positions 0.., the rest from `values`.
-fn fill(g: &Graph, host: &mut HostTensors) {
+/// Host tensors of `g` with every leaf filled: positions 0.., the rest
+/// from `test_values`.
+fn filled(g: &Graph) -> HostTensors {
+    let mut host = HostTensors::new(g);
     for (k, t) in g.ids().filter(|&t| g.op(t) == Op::None).enumerate() {
         let n = g.desc(t).nelements() as usize;
         if g.dtype(t) == DType::I32 {
             host.set_i32(g, t, &(0..n as i32).collect::<Vec<_>>())
                 .unwrap();
         } else {
-            host.set_f32(g, t, &values(k as u64 + 1, n)).unwrap();
+            host.set_f32(g, t, &test_values(k as u64 + 1, n)).unwrap();
         }
     }
+    host
 }
 
 /// The output `result` of `g` computed by the reference kernels.
 fn reference(g: &Graph) -> Vec<f32> {
-    let mut host = HostTensors::new(g);
-    fill(g, &mut host);
+    let mut host = filled(g);
     backplane::reference::compute(g, &mut host).unwrap();
     host.get_f32(g, g.find("result").unwrap())
 }
@@ -154,6 +138,16 @@ fn place_and_upload(s: &mut Scheduler, g: &mut Graph, host: &HostTensors) {
     }
 }
 
+/// [`llama_ish`] with its leaves filled and its weights placed and uploaded
+/// (see [`place_and_upload`]) on a scheduler over `devs`.
+fn placed_llama_ish(devs: &[Device], options: SchedOptions) -> (Graph, HostTensors, Scheduler) {
+    let mut g = llama_ish();
+    let host = filled(&g);
+    let mut s = scheduler(devs, options);
+    place_and_upload(&mut s, &mut g, &host);
+    (g, host, s)
+}
+
 fn node<'a>(ex: &'a Explanation, g: &Graph, name: &str) -> &'a backplane::sched::NodeReport {
     let i = id(g, name).index();
     ex.nodes
@@ -165,12 +159,8 @@ fn node<'a>(ex: &'a Explanation, g: &Graph, name: &str) -> &'a backplane::sched:
 #[test]
 fn llama_ish_graph_over_picky_and_cpu_equals_the_reference() {
     let (_reg, devs) = devices();
-    let mut g = llama_ish();
-    let want = reference(&g);
-    let mut host = HostTensors::new(&g);
-    fill(&g, &mut host);
-    let mut s = scheduler(&devs, SchedOptions::default());
-    place_and_upload(&mut s, &mut g, &host);
+    let want = reference(&llama_ish());
+    let (g, mut host, mut s) = placed_llama_ish(&devs, SchedOptions::default());
     let plan = s.compute(&g, &mut host).unwrap();
     let ex = Explanation::new(&plan, &g);
     // Both backends did real work, with copies between them.
@@ -198,14 +188,7 @@ fn llama_ish_graph_over_picky_and_cpu_equals_the_reference() {
 #[test]
 fn explain_gives_pickys_reasons_for_rope_and_the_q4_0_mul_mat() {
     let (_reg, devs) = devices();
-    let mut g = llama_ish();
-    let host = {
-        let mut h = HostTensors::new(&g);
-        fill(&g, &mut h);
-        h
-    };
-    let mut s = scheduler(&devs, SchedOptions::default());
-    place_and_upload(&mut s, &mut g, &host);
+    let (g, _host, mut s) = placed_llama_ish(&devs, SchedOptions::default());
     let ex = s.explain(&g).unwrap();
     let cpu = &ex.backends[1];
     for (name, reason) in [("q_rope", ROPE_REASON), ("attn_out", Q4_0_REASON)] {
@@ -232,15 +215,11 @@ fn explain_gives_pickys_reasons_for_rope_and_the_q4_0_mul_mat() {
 #[test]
 fn strict_mode_fails_listing_exactly_the_fallback_nodes() {
     let (_reg, devs) = devices();
-    let mut g = llama_ish();
-    let mut host = HostTensors::new(&g);
-    fill(&g, &mut host);
     let strict = SchedOptions {
         strict: true,
         ..SchedOptions::default()
     };
-    let mut s = scheduler(&devs, strict);
-    place_and_upload(&mut s, &mut g, &host);
+    let (g, mut host, mut s) = placed_llama_ish(&devs, strict);
     let err = s.compute(&g, &mut host).unwrap_err();
     let SchedError::Fallback(nodes) = &err else {
         panic!("expected a fallback error, got: {err}")
@@ -287,11 +266,7 @@ fn weights_placed_on_picky_pull_their_ops_there() {
     assert_eq!(q.not_chosen, [PICKY], "{ex}");
 
     // Placed on picky: the ops reading them move there, and say why.
-    let mut g = llama_ish();
-    let mut host = HostTensors::new(&g);
-    fill(&g, &mut host);
-    let mut s = scheduler(&devs, SchedOptions::default());
-    place_and_upload(&mut s, &mut g, &host);
+    let (g, mut host, mut s) = placed_llama_ish(&devs, SchedOptions::default());
     let plan = s.compute(&g, &mut host).unwrap();
     let names = |i: usize| g.name(TensorId(i)).to_string();
     for (op, weight) in [
@@ -349,8 +324,7 @@ fn picky_refuses_tensors_over_its_size_limit_naming_the_limit() {
     g.mark_output(big).unwrap();
     g.mark_output(r).unwrap();
 
-    let mut host = HostTensors::new(&g);
-    fill(&g, &mut host);
+    let mut host = filled(&g);
     let mut s = scheduler(&devs, SchedOptions::default());
     s.place_weights(&mut g, 0, &[small_w]).unwrap();
     s.upload(&g, small_w, host.bytes(small_w)).unwrap();
@@ -368,8 +342,7 @@ fn picky_refuses_tensors_over_its_size_limit_naming_the_limit() {
     assert_eq!(node(&ex, &g, "small_mul").backend, PICKY, "{ex}");
     assert_eq!(node(&ex, &g, "result").backend, PICKY, "{ex}");
 
-    let mut want = HostTensors::new(&g);
-    fill(&g, &mut want);
+    let mut want = filled(&g);
     backplane::reference::compute(&g, &mut want).unwrap();
     s.compute(&g, &mut host).unwrap();
     for t in [big, r] {
@@ -405,8 +378,7 @@ fn allocator_reuses_picky_memory_on_a_long_element_wise_chain() {
     let len = 200;
     let mut g = chain(len);
     let want = reference(&g);
-    let mut host = HostTensors::new(&g);
-    fill(&g, &mut host);
+    let mut host = filled(&g);
     let mut s = scheduler(&devs, SchedOptions::default());
     let w = [id(&g, "c"), id(&g, "g")];
     s.place_weights(&mut g, 0, &w).unwrap();
@@ -436,12 +408,8 @@ fn allocator_reuses_picky_memory_on_a_long_element_wise_chain() {
 #[test]
 fn a_cached_plan_is_not_planned_again_and_a_second_compute_allocates_nothing() {
     let (_reg, devs) = devices();
-    let mut g = llama_ish();
-    let want = reference(&g);
-    let mut host = HostTensors::new(&g);
-    fill(&g, &mut host);
-    let mut s = scheduler(&devs, SchedOptions::default());
-    place_and_upload(&mut s, &mut g, &host);
+    let want = reference(&llama_ish());
+    let (g, mut host, mut s) = placed_llama_ish(&devs, SchedOptions::default());
     s.compute(&g, &mut host).unwrap();
     let (built, hits) = (s.planner().plans_built(), s.planner().cache_hits());
     assert_eq!(built, 1);
@@ -451,8 +419,7 @@ fn a_cached_plan_is_not_planned_again_and_a_second_compute_allocates_nothing() {
     // The same structure, built afresh and bound to the placed weights.
     let mut g2 = llama_ish();
     assert_eq!(s.bind_weights(&mut g2), 5);
-    let mut host2 = HostTensors::new(&g2);
-    fill(&g2, &mut host2);
+    let mut host2 = filled(&g2);
     s.compute(&g2, &mut host2).unwrap();
     assert_eq!(s.planner().plans_built(), built, "no new planning");
     assert_eq!(s.planner().cache_hits(), hits + 1);

@@ -45,6 +45,8 @@ pub struct NodeCtx<'a> {
     pub n_threads: usize,
     /// Reusable scratch memory (quantized activations, ...).
     pub scratch: &'a Mutex<Vec<u8>>,
+    /// Which sources are in the repacked layout of [`crate::repack`].
+    pub src_repacked: [bool; MAX_SRC],
 }
 
 impl<'a> NodeCtx<'a> {
@@ -126,7 +128,12 @@ impl CpuBackend {
     /// Whether the CPU can run `node` (with its sources in `graph`), and if
     /// not, why.
     pub fn supports(&self, graph: &[TensorDesc], node: usize) -> Result<(), String> {
-        let d = &graph[node];
+        Self::supports_node(graph, node)
+    }
+
+    /// As [`CpuBackend::supports`], without a backend.
+    pub fn supports_node(graph: &[TensorDesc], node: usize) -> Result<(), String> {
+        let d = graph.get(node).ok_or("node out of range")?;
         let op = d.op().map_err(|e| e.to_string())?;
         let src = sources(graph, d).map_err(|e| e.to_string())?;
         ops::supports(op, d, &src)
@@ -140,6 +147,25 @@ impl CpuBackend {
     /// their source's memory, and nothing else may access that memory
     /// during the call.
     pub unsafe fn compute(&self, graph: &[TensorDesc], data: &[*mut u8]) -> Result<(), CpuError> {
+        // SAFETY: forwarded contract; nothing is repacked.
+        unsafe { self.compute_with_layouts(graph, data, &[]) }
+    }
+
+    /// As [`CpuBackend::compute`], with `repacked[i]` telling that tensor
+    /// `i` is in the repacked layout of [`crate::repack`] (missing entries:
+    /// not). Only MUL_MAT reads that layout, as its weights; any other use
+    /// is refused naming the node and tensor.
+    ///
+    /// # Safety
+    /// As [`CpuBackend::compute`]; a repacked tensor's bytes must be in
+    /// that layout.
+    pub unsafe fn compute_with_layouts(
+        &self,
+        graph: &[TensorDesc],
+        data: &[*mut u8],
+        repacked: &[bool],
+    ) -> Result<(), CpuError> {
+        let is_repacked = |i: usize| repacked.get(i).copied().unwrap_or(false);
         if data.len() != graph.len() {
             return Err(CpuError::Malformed {
                 node: 0,
@@ -159,9 +185,11 @@ impl CpuBackend {
                 reason,
             })?;
             let mut src_ptr = [SharedPtr(std::ptr::null_mut()); MAX_SRC];
+            let mut src_repacked = [false; MAX_SRC];
             for (i, s) in d.src.iter().enumerate() {
                 if *s >= 0 {
                     src_ptr[i] = SharedPtr(data[*s as usize]);
+                    src_repacked[i] = is_repacked(*s as usize);
                 }
             }
             let ctx = NodeCtx {
@@ -174,8 +202,18 @@ impl CpuBackend {
                 pool: &self.pool,
                 n_threads: self.n_threads,
                 scratch: &self.scratch,
+                src_repacked,
             };
             ops::supports(op, d, &ctx.src).map_err(|r| ctx.unsupported(r))?;
+            if is_repacked(index) {
+                return Err(ctx.unsupported("its output is in a repacked weight buffer"));
+            }
+            if let Some(i) = (0..MAX_SRC).find(|&i| src_repacked[i] && (op != Op::MulMat || i != 0))
+            {
+                return Err(ctx.unsupported(format!(
+                    "source {i} is in a repacked weight buffer, which only MUL_MAT reads (as src0)"
+                )));
+            }
             // SAFETY: the caller guarantees every pointer covers its tensor.
             unsafe { ops::run(&ctx)? };
         }

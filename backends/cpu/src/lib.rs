@@ -7,10 +7,12 @@
 //! The backend sees a graph as [`TensorDesc`]s in topological order plus one
 //! data pointer per tensor; it knows nothing of the host's graph type.
 
+mod buffer;
 mod error;
 mod exec;
 pub mod ops;
 pub mod plugin;
+pub mod repack;
 pub mod simd;
 
 pub use error::CpuError;

@@ -4,23 +4,21 @@
 //! `backplane_abi::plugin::reg_object`), and `backplane-cpu-plugin` exports
 //! it from a `cdylib` in ISA variants scored by [`score`].
 
-use std::alloc::{Layout, alloc_zeroed, dealloc};
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use backplane_abi::plugin::{
-    Backend, Buffer, BufferType, Device, DeviceType, Memory, PluginError, Reg, Verdict,
+    Backend, BufferType, Device, DeviceType, Memory, PluginError, Reg, Verdict,
 };
 use backplane_abi::{MAX_SRC, TensorDesc};
 
+use crate::buffer::{BufferTable, CpuBufferType, find, lock};
 use crate::{CpuBackend, CpuConfig, ops};
 
 /// Alignment of CPU buffers and of tensor offsets in them (one cache line,
 /// enough for AVX-512 loads).
 pub const CPU_ALIGNMENT: u64 = 64;
 
-/// Name of the CPU buffer type.
-pub const CPU_BUFFER_TYPE: &str = "cpu";
+pub use crate::buffer::{CPU_BUFFER_TYPE, CPU_REPACK_BUFFER_TYPE};
 
 /// An instruction-set level a plugin variant is built for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -169,10 +167,6 @@ mod cpu_facts {
     }
 }
 
-/// Live CPU buffers of this library: base address -> size, used to check
-/// that every tensor a graph names lies inside memory we handed out.
-type BufferTable = Arc<Mutex<BTreeMap<usize, u64>>>;
-
 /// The CPU backend's registration: one device.
 pub struct CpuReg {
     device: Arc<CpuDevice>,
@@ -187,11 +181,15 @@ impl CpuReg {
             crate::simd::limit_to_scalar();
         }
         let buffers = BufferTable::default();
-        let buft = Arc::new(CpuBufferType {
-            buffers: buffers.clone(),
-        });
+        let buft = Arc::new(CpuBufferType::new(buffers.clone(), false));
+        let repack = Arc::new(CpuBufferType::new(buffers.clone(), true));
         CpuReg {
-            device: Arc::new(CpuDevice { isa, buft, buffers }),
+            device: Arc::new(CpuDevice {
+                isa,
+                buft,
+                repack,
+                buffers,
+            }),
         }
     }
 }
@@ -210,6 +208,7 @@ impl Reg for CpuReg {
 pub struct CpuDevice {
     isa: Isa,
     buft: Arc<CpuBufferType>,
+    repack: Arc<CpuBufferType>,
     buffers: BufferTable,
 }
 
@@ -261,8 +260,21 @@ impl Device for CpuDevice {
         ops::supports(op, d, &src).into()
     }
 
+    fn supports_buft(&self, name: &str, is_host: bool) -> bool {
+        let _ = is_host;
+        name == CPU_BUFFER_TYPE || name == CPU_REPACK_BUFFER_TYPE
+    }
+
     fn buffer_type(&self) -> Arc<dyn BufferType> {
         self.buft.clone()
+    }
+
+    fn extra_buffer_types(&self) -> Vec<Arc<dyn BufferType>> {
+        if crate::simd::kernels().has_repacked() {
+            vec![self.repack.clone()]
+        } else {
+            Vec::new()
+        }
     }
 
     fn init_backend(&self, params: &str) -> Result<Box<dyn Backend>, PluginError> {
@@ -312,174 +324,6 @@ fn host_memory() -> Memory {
     }
 }
 
-/// Host memory, 64-byte aligned.
-pub struct CpuBufferType {
-    buffers: BufferTable,
-}
-
-impl BufferType for CpuBufferType {
-    fn name(&self) -> String {
-        CPU_BUFFER_TYPE.to_string()
-    }
-
-    fn alloc_buffer(&self, size_bytes: u64) -> Result<Box<dyn Buffer>, PluginError> {
-        let size = usize::try_from(size_bytes)
-            .map_err(|_| PluginError::out_of_memory(format!("cpu buffer of {size_bytes} bytes")))?;
-        let layout = Layout::from_size_align(size.max(1), CPU_ALIGNMENT as usize).map_err(|e| {
-            PluginError::out_of_memory(format!("cpu buffer of {size_bytes} bytes: {e}"))
-        })?;
-        // SAFETY: layout has nonzero size.
-        let ptr = unsafe { alloc_zeroed(layout) };
-        if ptr.is_null() {
-            return Err(PluginError::out_of_memory(format!(
-                "cpu buffer of {size_bytes} bytes"
-            )));
-        }
-        lock(&self.buffers).insert(ptr as usize, size_bytes);
-        Ok(Box::new(CpuBuffer {
-            ptr,
-            layout,
-            size: size_bytes,
-            buffers: self.buffers.clone(),
-        }))
-    }
-
-    fn alignment(&self) -> u64 {
-        CPU_ALIGNMENT
-    }
-
-    fn is_host(&self) -> bool {
-        true
-    }
-}
-
-fn lock(t: &BufferTable) -> std::sync::MutexGuard<'_, BTreeMap<usize, u64>> {
-    t.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// One host allocation; its id is its base address.
-pub struct CpuBuffer {
-    ptr: *mut u8,
-    layout: Layout,
-    size: u64,
-    buffers: BufferTable,
-}
-
-// SAFETY: the buffer owns its allocation; concurrent access to the bytes is
-// the host's responsibility as the contract states (as with ggml buffers).
-unsafe impl Send for CpuBuffer {}
-// SAFETY: as above.
-unsafe impl Sync for CpuBuffer {}
-
-impl Drop for CpuBuffer {
-    fn drop(&mut self) {
-        lock(&self.buffers).remove(&(self.ptr as usize));
-        // SAFETY: allocated in alloc_buffer with this layout.
-        unsafe { dealloc(self.ptr, self.layout) };
-    }
-}
-
-impl CpuBuffer {
-    /// Byte range `[start, start + len)` of this buffer for `offset` bytes
-    /// into `tensor`, or an error when it falls outside.
-    fn range(&self, tensor: &TensorDesc, offset: u64, len: u64) -> Result<usize, PluginError> {
-        if tensor.buffer != self.ptr as u64 {
-            return Err(PluginError::bad_input(format!(
-                "tensor is in buffer {:#x}, not this buffer {:#x}",
-                tensor.buffer, self.ptr as u64
-            )));
-        }
-        let start = tensor.offset.checked_add(offset);
-        let end = start.and_then(|s| s.checked_add(len));
-        match (start, end) {
-            (Some(s), Some(e)) if e <= self.size && offset + len <= tensor.nbytes() => {
-                Ok(s as usize)
-            }
-            _ => Err(PluginError::bad_input(format!(
-                "{len} bytes at offset {offset} of a {}-byte tensor at {} overrun the tensor or the {}-byte buffer",
-                tensor.nbytes(),
-                tensor.offset,
-                self.size
-            ))),
-        }
-    }
-}
-
-impl Buffer for CpuBuffer {
-    fn id(&self) -> u64 {
-        self.ptr as u64
-    }
-
-    fn base(&self) -> usize {
-        self.ptr as usize
-    }
-
-    fn size(&self) -> u64 {
-        self.size
-    }
-
-    fn set_tensor(&self, tensor: &TensorDesc, offset: u64, data: &[u8]) -> Result<(), PluginError> {
-        let start = self.range(tensor, offset, data.len() as u64)?;
-        // SAFETY: range checked against the allocation.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.add(start), data.len()) };
-        Ok(())
-    }
-
-    fn get_tensor(
-        &self,
-        tensor: &TensorDesc,
-        offset: u64,
-        out: &mut [u8],
-    ) -> Result<(), PluginError> {
-        let start = self.range(tensor, offset, out.len() as u64)?;
-        // SAFETY: range checked against the allocation.
-        unsafe { std::ptr::copy_nonoverlapping(self.ptr.add(start), out.as_mut_ptr(), out.len()) };
-        Ok(())
-    }
-
-    fn memset_tensor(
-        &self,
-        tensor: &TensorDesc,
-        value: u8,
-        offset: u64,
-        size: u64,
-    ) -> Result<(), PluginError> {
-        let start = self.range(tensor, offset, size)?;
-        // SAFETY: range checked against the allocation.
-        unsafe { std::ptr::write_bytes(self.ptr.add(start), value, size as usize) };
-        Ok(())
-    }
-
-    fn cpy_tensor(&self, src: &TensorDesc, dst: &TensorDesc) -> Result<bool, PluginError> {
-        let n = src.nbytes();
-        if n != dst.nbytes() {
-            return Err(PluginError::bad_input(format!(
-                "copy of {n} bytes into a {}-byte tensor",
-                dst.nbytes()
-            )));
-        }
-        let dst_start = self.range(dst, 0, n)?;
-        let src_ptr = {
-            let table = lock(&self.buffers);
-            match table.get(&(src.buffer as usize)) {
-                Some(&size) if src.offset.checked_add(n).is_some_and(|e| e <= size) => {
-                    (src.buffer as usize + src.offset as usize) as *const u8
-                }
-                _ => return Ok(false),
-            }
-        };
-        // SAFETY: both ranges checked against live allocations; `copy` allows overlap.
-        unsafe { std::ptr::copy(src_ptr, self.ptr.add(dst_start), n as usize) };
-        Ok(true)
-    }
-
-    fn clear(&self, value: u8) -> Result<(), PluginError> {
-        // SAFETY: the whole allocation.
-        unsafe { std::ptr::write_bytes(self.ptr, value, self.size as usize) };
-        Ok(())
-    }
-}
-
 /// A CPU stream: the thread pool plus the table of buffers it may touch.
 pub struct CpuStream {
     cpu: CpuBackend,
@@ -493,29 +337,23 @@ impl Backend for CpuStream {
 
     fn graph_compute(&self, graph: &[TensorDesc]) -> Result<(), PluginError> {
         let mut data = vec![std::ptr::null_mut::<u8>(); graph.len()];
+        let mut repacked = vec![false; graph.len()];
         {
             let table = lock(&self.buffers);
             for (i, t) in graph.iter().enumerate() {
                 if t.buffer == 0 {
                     continue;
                 }
-                let fits =
-                    table
-                        .range(..=t.buffer as usize)
-                        .next_back()
-                        .is_some_and(|(&base, &size)| {
-                            base as u64 == t.buffer
-                                && t.offset.checked_add(t.nbytes()).is_some_and(|e| e <= size)
-                        });
-                if !fits {
+                let Some(live) = find(&table, t) else {
                     return Err(PluginError::bad_input(format!(
                         "tensor {i}: buffer {:#x} + {} bytes at offset {} is not inside a live cpu buffer",
                         t.buffer,
                         t.nbytes(),
                         t.offset
                     )));
-                }
+                };
                 data[i] = (t.buffer as usize + t.offset as usize) as *mut u8;
+                repacked[i] = live.repacked;
             }
         }
         for (i, t) in graph.iter().enumerate() {
@@ -536,7 +374,7 @@ impl Backend for CpuStream {
         // SAFETY: every non-null pointer covers its tensor inside a live
         // buffer of this plugin (checked above); every computed node and its
         // sources are allocated; exclusive access is the host's contract.
-        unsafe { self.cpu.compute(graph, &data) }.map_err(|e| match e {
+        unsafe { self.cpu.compute_with_layouts(graph, &data, &repacked) }.map_err(|e| match e {
             crate::CpuError::Unsupported { .. } => PluginError::unsupported(e.to_string()),
             _ => PluginError::bad_input(e.to_string()),
         })

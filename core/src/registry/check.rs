@@ -19,6 +19,8 @@ pub const MAX_ALIGNMENT: u64 = 64 * 1024;
 pub const MAX_SCORE: u32 = 1_000_000;
 /// Padding a buffer type may add to a tensor's size beyond doubling it.
 pub const MAX_ALLOC_PADDING: u64 = 64 * 1024;
+/// Most extra buffer types kept per device (the rest are ignored).
+pub const MAX_EXTRA_BUFFER_TYPES: usize = 8;
 
 /// `text` made safe to print on one line: control characters (ESC, NUL,
 /// newlines, ...) become `\u{..}` escapes, and text over `max_chars`

@@ -18,6 +18,8 @@ use backplane_abi::plugin::{
     PluginError, Verdict, caps_bits, device_type_code,
 };
 
+use backplane_abi::plugin::ext::WeightOpsRef;
+
 use super::check::{self, MAX_DESCRIPTION_CHARS, MAX_MESSAGE_CHARS, MAX_NAME_CHARS, clean_text};
 
 /// A plugin call's result with its error message cleaned.
@@ -38,6 +40,7 @@ struct DeviceInfo {
     caps: DeviceCaps,
     buffer_type: BufferType,
     host_buffer_type: Option<BufferType>,
+    extra_buffer_types: Vec<BufferType>,
 }
 
 /// One device of a loaded backend.
@@ -53,12 +56,17 @@ impl Device {
     /// panics when it breaks a rule (see [`Device::check`]).
     #[cfg(test)]
     pub(crate) fn new(backend: Arc<str>, raw: DeviceRef) -> Device {
-        Device::check(backend, raw).unwrap_or_else(|e| panic!("test device refused: {e}"))
+        let none = abi_stable::std_types::RResult::ROk(abi_stable::std_types::RVec::new());
+        Device::check(backend, raw, none).unwrap_or_else(|e| panic!("test device refused: {e}"))
     }
 
     /// Checks the device a plugin handed over; the reason names the field,
     /// the value and the rule it breaks.
-    pub(crate) fn check(backend: Arc<str>, raw: DeviceRef) -> Result<Device, String> {
+    pub(crate) fn check(
+        backend: Arc<str>,
+        raw: DeviceRef,
+        extra: super::ExtraAnswer,
+    ) -> Result<Device, String> {
         let name = clean_text(&at_load(raw.name())?, MAX_NAME_CHARS);
         let in_device = |e: String| format!("device '{name}': {e}");
         let description = clean_text(
@@ -86,6 +94,7 @@ impl Device {
             }
             abi_stable::std_types::ROption::RNone => None,
         };
+        let extra_buffer_types = extra_buffer_types(extra, &name, &buffer_type);
         let info = DeviceInfo {
             name,
             description,
@@ -93,6 +102,7 @@ impl Device {
             caps,
             buffer_type,
             host_buffer_type,
+            extra_buffer_types,
         };
         Ok(Device {
             backend,
@@ -182,6 +192,12 @@ impl Device {
         self.info.host_buffer_type.clone()
     }
 
+    /// Extra buffer types for weights, most preferred first (checked at
+    /// load: each is a layout of the plugin's own, never host-addressable).
+    pub fn extra_buffer_types(&self) -> &[BufferType] {
+        &self.info.extra_buffer_types
+    }
+
     /// A new stream on this device.
     pub fn init_backend(&self, params: &str) -> Result<Stream, PluginError> {
         clean(self.raw.init_backend(RStr::from_str(params))).map(|raw| Stream { raw })
@@ -198,6 +214,44 @@ impl Device {
     }
 }
 
+/// The device's extra buffer types that pass the checks; the others are
+/// left out with a warning naming the rule (a bad extra type costs its
+/// speed-up, not the device).
+fn extra_buffer_types(
+    answer: super::ExtraAnswer,
+    device: &str,
+    default: &BufferType,
+) -> Vec<BufferType> {
+    let list = match at_load(answer) {
+        Ok(list) => list,
+        Err(e) => {
+            tracing::warn!(device, "extra buffer types left out: {e}");
+            return Vec::new();
+        }
+    };
+    let mut out: Vec<BufferType> = Vec::new();
+    for extra in list.into_iter().take(check::MAX_EXTRA_BUFFER_TYPES) {
+        let checked = BufferType::check(extra.buffer_type).and_then(|mut b| {
+            b.ops = Some(extra.ops);
+            if b.info.is_host {
+                Err(format!(
+                    "extra buffer type '{}' says it is host memory; a layout of the plugin's own must not be read as ggml's",
+                    b.info.name
+                ))
+            } else if b.info.name == default.info.name || out.iter().any(|o| o.info.name == b.info.name) {
+                Err(format!("extra buffer type '{}' repeats a name", b.info.name))
+            } else {
+                Ok(b)
+            }
+        });
+        match checked {
+            Ok(b) => out.push(b),
+            Err(e) => tracing::warn!(device, "extra buffer type left out: {e}"),
+        }
+    }
+    out
+}
+
 impl std::fmt::Debug for Device {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Device({}/{})", self.backend, self.info.name)
@@ -209,6 +263,8 @@ impl std::fmt::Debug for Device {
 pub struct BufferType {
     raw: BufferTypeRef,
     info: Arc<BufferTypeInfo>,
+    /// For an extra buffer type: which ops run with weights in it.
+    ops: Option<WeightOpsRef>,
 }
 
 /// What a buffer type says about itself, checked once.
@@ -237,6 +293,7 @@ impl BufferType {
         Ok(BufferType {
             raw,
             info: Arc::new(info),
+            ops: None,
         })
     }
 
@@ -262,6 +319,15 @@ impl BufferType {
             base,
             size,
         })
+    }
+
+    /// For an extra buffer type ([`Device::extra_buffer_types`]): whether
+    /// `graph[node]` can run with its weight operand in a buffer of this
+    /// type.
+    pub fn supports_op(&self, graph: &[TensorDesc], node: usize) -> bool {
+        self.ops
+            .as_ref()
+            .is_some_and(|o| o.supports_op(RSlice::from_slice(graph), node))
     }
 
     /// Alignment of tensor offsets in bytes (a power of two up to 64 KiB).

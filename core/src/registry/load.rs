@@ -12,6 +12,9 @@
 use std::path::Path;
 
 use abi_stable::library::{LibraryError, RootModule, lib_header_from_path};
+use backplane_abi::plugin::ext::{
+    EXTRA_BUFFER_TYPES_SYMBOL, ExtEntry, ExtraBufferTypesV1, check_entry,
+};
 use backplane_abi::plugin::legacy;
 use backplane_abi::plugin::{ABI_VERSION, ABI_VERSION_SYMBOL, PluginModRef, RegBox, SCORE_SYMBOL};
 
@@ -207,6 +210,31 @@ pub fn load(path: &Path) -> Result<RegBox, String> {
         Err(e) => return Err(library_error(path, e)),
     };
     reg.map_err(|e| format!("plugin init failed: {}", short_reason(&e.message)))
+}
+
+/// The plugin's extra-buffer-types extension, if it exports one whose
+/// layout this host accepts (a bad one costs the extension, with a
+/// warning, not the plugin).
+pub fn extra_buffer_types_ext(path: &Path) -> Option<&'static ExtraBufferTypesV1> {
+    // SAFETY: the library is already loaded (this only takes another
+    // reference); plugins are never unloaded.
+    let lib = unsafe { libloading::Library::new(path) }.ok()?;
+    let lib: &'static libloading::Library = Box::leak(Box::new(lib));
+    // SAFETY: the symbol has this type by the extension's contract; its
+    // result's layout is checked before the module is used.
+    let f = unsafe {
+        lib.get::<extern "C" fn() -> ExtEntry<ExtraBufferTypesV1>>(
+            EXTRA_BUFFER_TYPES_SYMBOL.as_bytes(),
+        )
+    }
+    .ok()?;
+    match check_entry(EXTRA_BUFFER_TYPES_SYMBOL, &f()) {
+        Ok(m) => Some(m),
+        Err(e) => {
+            tracing::warn!(path = %path.display(), "{e}");
+            None
+        }
+    }
 }
 
 /// A short reason for an abi_stable error; the full text goes to debug logs.

@@ -221,9 +221,14 @@ impl Registry {
                     path: c.path.clone(),
                     variant: c.variant.clone(),
                 };
-                match load::load(&c.path)
-                    .and_then(|reg| LoadedBackend::new(reg, c.score, source, Some(&name)))
-                {
+                let extra = |_: &RegBox| match load::extra_buffer_types_ext(&c.path) {
+                    Some(m) => ExtraTypes::Module(m),
+                    None => ExtraTypes::None,
+                };
+                match load::load(&c.path).and_then(|reg| {
+                    let extra = extra(&reg);
+                    LoadedBackend::new(reg, c.score, source, Some(&name), extra)
+                }) {
                     Ok(backend) => {
                         backends.push(backend);
                         chosen = Some(c);
@@ -241,11 +246,13 @@ impl Registry {
 
         if options.builtin_cpu && !backends.iter().any(|b| b.name == "cpu") {
             let isa = Isa::detect();
+            let cpu: Arc<dyn backplane_abi::plugin::Reg> = Arc::new(CpuReg::new(isa));
             let builtin = LoadedBackend::new(
-                reg_object(CpuReg::new(isa)),
+                reg_object(cpu.clone()),
                 score(isa),
                 Source::Builtin,
                 None,
+                ExtraTypes::InProcess(cpu),
             );
             match builtin {
                 Ok(b) => backends.push(b),
@@ -276,6 +283,37 @@ impl Registry {
     }
 }
 
+/// Where a backend's extra buffer types come from.
+pub(crate) enum ExtraTypes {
+    /// It offers none.
+    None,
+    /// A plugin file's extension module.
+    Module(&'static backplane_abi::plugin::ext::ExtraBufferTypesV1),
+    /// A backend linked into the host.
+    InProcess(Arc<dyn backplane_abi::plugin::Reg>),
+}
+
+impl ExtraTypes {
+    /// The extra buffer types of device `i`, as the plugin answered.
+    fn of(&self, i: usize) -> ExtraAnswer {
+        use abi_stable::std_types::{RResult, RVec};
+        match self {
+            ExtraTypes::None => RResult::ROk(RVec::new()),
+            ExtraTypes::Module(m) => (m.get)(i),
+            ExtraTypes::InProcess(reg) => match reg.devices().get(i) {
+                Some(d) => backplane_abi::plugin::ext::extra_buffer_types_of(&**d),
+                None => RResult::ROk(RVec::new()),
+            },
+        }
+    }
+}
+
+/// A plugin's answer to "extra buffer types of device i".
+pub(crate) type ExtraAnswer = abi_stable::std_types::RResult<
+    abi_stable::std_types::RVec<backplane_abi::plugin::ext::ExtraBufferType>,
+    backplane_abi::plugin::PluginError,
+>;
+
 /// Everything the registry does with a plugin file in process (preflight,
 /// root module, registration, name rule, device checks), reporting each
 /// stage to `stage`; the score, or why the file is refused. What the probe
@@ -297,7 +335,11 @@ pub(crate) fn judge_in_process(path: &Path, stage: &mut dyn FnMut(&str)) -> Resu
         path: path.to_path_buf(),
         variant: None,
     };
-    let backend = LoadedBackend::new(reg, score, source, family.as_deref())?;
+    let extra = match load::extra_buffer_types_ext(path) {
+        Some(m) => ExtraTypes::Module(m),
+        None => ExtraTypes::None,
+    };
+    let backend = LoadedBackend::new(reg, score, source, family.as_deref(), extra)?;
     stage("drop");
     drop(backend);
     Ok(score)
@@ -363,6 +405,7 @@ impl LoadedBackend {
         score: u32,
         source: Source,
         family: Option<&str>,
+        extra: ExtraTypes,
     ) -> Result<LoadedBackend, String> {
         let raw_name: String = reg
             .name()
@@ -388,7 +431,7 @@ impl LoadedBackend {
         let mut devices = Vec::new();
         let mut refused_devices = Vec::new();
         for (i, d) in raw_devices.into_iter().enumerate() {
-            match Device::check(backend.clone(), d) {
+            match Device::check(backend.clone(), d, extra.of(i)) {
                 Ok(d) => devices.push(d),
                 Err(e) => {
                     let reason = short_reason(&format!("device {i} refused: {e}"));

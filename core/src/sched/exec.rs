@@ -168,6 +168,60 @@ impl Scheduler {
                 count,
             })?;
         let buft = device.buffer_type();
+        self.place_in(graph, backend, &buft, tensors)
+    }
+
+    /// As [`Scheduler::place_weights`], but each tensor goes into the
+    /// first of the device's extra buffer types (a layout of its own, such
+    /// as the CPU's repacked weights) that runs every op of `graph` reading
+    /// it, as ggml's extra buffer types; the rest into the default buffer
+    /// type. Returns the keys of the blocks made, the default one first.
+    pub fn place_weights_preferred(
+        &mut self,
+        graph: &mut Graph,
+        backend: BackendId,
+        tensors: &[TensorId],
+    ) -> Result<Vec<u64>, SchedError> {
+        let count = self.devices.len();
+        let device = self
+            .devices
+            .get(backend)
+            .ok_or(SchedError::UnknownBackend {
+                index: backend,
+                count,
+            })?;
+        let extra = device.extra_buffer_types().to_vec();
+        let groups = weights::by_preferred_type(graph, &extra, tensors);
+        let mut keys = Vec::new();
+        for (slot, group) in groups.iter().enumerate() {
+            if group.is_empty() {
+                continue;
+            }
+            let buft = match slot.checked_sub(1) {
+                Some(i) => extra[i].clone(),
+                None => self.devices[backend].buffer_type(),
+            };
+            match self.place_in(graph, backend, &buft, group) {
+                Ok(block) => keys.push(block.key()),
+                Err(e) => {
+                    for k in keys {
+                        self.release_weights(k);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(keys)
+    }
+
+    /// Places `tensors` in one new buffer of `buft` on `backend`.
+    fn place_in(
+        &mut self,
+        graph: &mut Graph,
+        backend: BackendId,
+        buft: &crate::registry::BufferType,
+        tensors: &[TensorId],
+    ) -> Result<&WeightBlock, SchedError> {
         let align = buft.alignment().max(1);
         let (placed, end) = weights::lay_out(graph, tensors, align, |d| buft.alloc_size(d))?;
         if end > buft.max_size() {
@@ -180,7 +234,10 @@ impl Scheduler {
         let buffer = buft.alloc_buffer(end.max(1)).map_err(|e| {
             plugin_err(
                 self.name(backend),
-                format!("alloc_buffer of {end} bytes for weights"),
+                format!(
+                    "alloc_buffer of {end} bytes in '{}' for weights",
+                    buft.name()
+                ),
                 e,
             )
         })?;

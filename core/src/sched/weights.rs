@@ -139,6 +139,46 @@ impl WeightBlocks {
     }
 }
 
+/// Sorts `tensors` by where they go: slot 0 the default buffer type, slot
+/// `i + 1` the extra buffer type `extra[i]`, the first that runs every op
+/// of `graph` reading the tensor as its weight operand (`src[0]` only; a
+/// tensor read any other way, or by nothing, stays in ggml's layout).
+pub(crate) fn by_preferred_type(
+    graph: &Graph,
+    extra: &[crate::registry::BufferType],
+    tensors: &[TensorId],
+) -> Vec<Vec<TensorId>> {
+    let mut groups = vec![Vec::new(); extra.len() + 1];
+    if extra.is_empty() {
+        groups[0] = tensors.to_vec();
+        return groups;
+    }
+    let descs = graph.tensors();
+    let mut readers: HashMap<i32, Vec<usize>> = HashMap::new();
+    for (n, d) in descs.iter().enumerate() {
+        for (i, &s) in d.src.iter().enumerate() {
+            if s >= 0 {
+                // A read other than as src[0] marks the tensor unmovable.
+                readers
+                    .entry(s)
+                    .or_default()
+                    .push(if i == 0 { n } else { usize::MAX });
+            }
+        }
+    }
+    for &t in tensors {
+        let nodes = readers.get(&(t.index() as i32)).map_or(&[][..], |v| &v[..]);
+        let slot = extra.iter().position(|b| {
+            !nodes.is_empty()
+                && nodes
+                    .iter()
+                    .all(|&n| n != usize::MAX && b.supports_op(descs, n))
+        });
+        groups[slot.map_or(0, |i| i + 1)].push(t);
+    }
+    groups
+}
+
 /// Lays `tensors` out one after another at `align`, each taking what
 /// `size_of` says; returns `(tensor, offset)` pairs and the total size.
 pub(crate) fn lay_out(

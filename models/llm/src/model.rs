@@ -5,7 +5,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
-use backplane::Graph;
 use backplane::registry::Registry;
 use backplane::sched::{SchedOptions, Scheduler};
 
@@ -32,6 +31,10 @@ pub struct LoadOptions {
     pub n_ctx: usize,
     /// Directories searched for backend plugins before the default places.
     pub plugin_dirs: Vec<PathBuf>,
+    /// Put mat-mul weights in their device's preferred layout (an extra
+    /// buffer type such as the CPU's repacked weights) where it has one;
+    /// false keeps ggml's layout everywhere (llama.cpp's `--no-repack`).
+    pub repack: bool,
 }
 
 impl Default for LoadOptions {
@@ -41,6 +44,7 @@ impl Default for LoadOptions {
             gpu_layers: None,
             n_ctx: 0,
             plugin_dirs: Vec::new(),
+            repack: true,
         }
     }
 }
@@ -112,9 +116,9 @@ impl Model {
         let weight_bytes = upload_weights(
             &mut sched,
             source,
-            &weights,
+            (&hparams, &weights),
             &placement,
-            &output_weight,
+            (&output_weight, options.repack),
             progress,
         )?;
         let name = source
@@ -209,17 +213,26 @@ fn file_stem(p: &Path) -> String {
     )
 }
 
-/// Places every weight on its backend (one buffer per backend) and copies
-/// its bytes from the source (a memory map) straight into it.
+/// Places every weight on its backend (one buffer per backend and buffer
+/// type) and copies its bytes from the source (a memory map) straight into
+/// it. With `repack`, each weight goes into its device's preferred buffer
+/// type for the ops of a decode graph that read it.
 fn upload_weights(
     sched: &mut Scheduler,
     source: &dyn ModelSource,
-    weights: &Weights,
+    (hparams, weights): (&HParams, &Weights),
     placement: &Placement,
-    output_weight: &str,
+    (output_weight, repack): (&str, bool),
     progress: &mut dyn FnMut(LoadProgress),
 ) -> Result<u64, LlmError> {
-    let mut g = Graph::new();
+    // The graph whose ops decide each weight's buffer type; no session
+    // uses its cache names.
+    let shape = crate::graph::Shape {
+        n_tokens: 1,
+        n_kv: 256,
+        n_outputs: 1,
+    };
+    let mut g = crate::graph::build(hparams, weights, output_weight, u64::MAX, 256, shape)?.graph;
     let n_backends = placement.cpu_backend + 1;
     let mut by_backend = vec![Vec::new(); n_backends];
     let mut leaves = Vec::new();
@@ -227,9 +240,12 @@ fn upload_weights(
         if spec.name == "output.weight" && output_weight != "output.weight" {
             continue;
         }
-        let t = g
-            .weight(&spec.name, spec.dtype, &spec.ne)
-            .map_err(|e| LlmError::graph("weights", e))?;
+        let t = match g.find(&spec.name) {
+            Some(t) => t,
+            None => g
+                .weight(&spec.name, spec.dtype, &spec.ne)
+                .map_err(|e| LlmError::graph("weights", e))?,
+        };
         by_backend[placement.backend_of(spec.role)].push(t);
         leaves.push((t, spec));
     }
@@ -237,9 +253,16 @@ fn upload_weights(
         if ids.is_empty() {
             continue;
         }
-        sched.place_weights(&mut g, b, ids).map_err(|e| {
-            LlmError::sched(format!("placing {} weights on backend {b}", ids.len()), e)
-        })?;
+        let what = || format!("placing {} weights on backend {b}", ids.len());
+        if repack {
+            sched
+                .place_weights_preferred(&mut g, b, ids)
+                .map_err(|e| LlmError::sched(what(), e))?;
+        } else {
+            sched
+                .place_weights(&mut g, b, ids)
+                .map_err(|e| LlmError::sched(what(), e))?;
+        }
     }
     let total_bytes: u64 = leaves
         .iter()

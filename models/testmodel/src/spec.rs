@@ -141,6 +141,17 @@ impl ModelSpec {
     /// The default seed of the command line.
     pub const DEFAULT_SEED: u64 = 0;
 
+    /// The tiny preset of `arch` in `dtype` with the default seed: the
+    /// models the tests run.
+    pub const fn tiny(arch: Arch, dtype: FileType) -> ModelSpec {
+        ModelSpec {
+            arch,
+            preset: Preset::Tiny,
+            dtype,
+            seed: ModelSpec::DEFAULT_SEED,
+        }
+    }
+
     /// The `general.name` of the generated file, e.g.
     /// `backplane-testmodel llama tiny f16 seed 0`.
     pub fn general_name(&self) -> String {
@@ -213,10 +224,8 @@ mod tests {
     #[test]
     fn names_spell_the_type_in_lower_case_but_the_k_mix() {
         let spec = ModelSpec {
-            arch: Arch::Llama,
-            preset: Preset::Tiny,
-            dtype: FileType::Q4_K_M,
             seed: 3,
+            ..ModelSpec::tiny(Arch::Llama, FileType::Q4_K_M)
         };
         assert_eq!(spec.file_name(), "llama-tiny-q4_K_M-s3.gguf");
         assert_eq!(

@@ -107,57 +107,81 @@ pub unsafe fn run(ctx: &NodeCtx<'_>) -> Result<(), CpuError> {
     par_range(ctx, items, Q_BLOCK.min(n_q) * n_kv * (dk + dv), |range| {
         let mut kbuf: Vec<f32> = Vec::new();
         let mut vbuf: Vec<f32> = Vec::new();
-        let mut loaded: Option<(usize, usize)> = None;
+        // The K/V head whose rows are in kbuf / vbuf, and how many rows.
+        let mut loaded: Option<(usize, usize, usize)> = None;
         let mut qrow = vec![0f32; dk];
         let mut acc = vec![0f32; dv];
-        let mut mrow = vec![0f32; if mask.is_some() { n_kv } else { 0 }];
+        let mut mbuf = vec![
+            0f32;
+            if mask.is_some() {
+                Q_BLOCK.min(n_q) * n_kv
+            } else {
+                0
+            }
+        ];
         for item in range {
             let qb = item % q_blocks;
             let iq2 = (item / q_blocks) % n_head;
             let iq3 = item / (q_blocks * n_head);
             let (ik2, ik3) = (iq2 / rk2, iq3 / rk3);
+            let queries = qb * Q_BLOCK..((qb + 1) * Q_BLOCK).min(n_q);
             // SAFETY: every offset below indexes in-bounds rows of its
             // tensor (shapes checked in supports); dst rows (one per query
             // and head) belong to this item alone.
             unsafe {
+                // The block's mask rows first: keys past the last one any
+                // query can see (a padded KV cache) are never loaded.
+                let mut live = n_kv;
+                if let Some(m) = &mask {
+                    live = 0;
+                    for (row, iq1) in mbuf.chunks_exact_mut(n_kv).zip(queries.clone()) {
+                        m.load_f32(
+                            m.row_offset(iq1, iq2 % m.ne(2), iq3 % m.ne(3)),
+                            m.nb(0),
+                            row,
+                        );
+                        let seen = row.iter().rposition(|&x| x != f32::NEG_INFINITY);
+                        live = live.max(seen.map_or(0, |j| j + 1));
+                    }
+                }
                 let kbase = ik2 * k.nb(2) + ik3 * k.nb(3);
                 let vbase = ik2 * v.nb(2) + ik3 * v.nb(3);
-                if (!k_direct || !v_direct) && loaded != Some((ik2, ik3)) {
+                let have = match loaded {
+                    Some((h2, h3, n)) if (h2, h3) == (ik2, ik3) => n,
+                    _ => 0,
+                };
+                if (!k_direct || !v_direct) && have < live {
                     if !k_direct {
                         kbuf.resize(n_kv * dk, 0.0);
-                        for (j, row) in kbuf.chunks_exact_mut(dk).enumerate() {
+                        for (j, row) in kbuf.chunks_exact_mut(dk).enumerate().take(live).skip(have)
+                        {
                             k.load_f32(kbase + j * k.nb(1), k.nb(0), row);
                         }
                     }
                     if !v_direct {
                         vbuf.resize(n_kv * dv, 0.0);
-                        for (j, row) in vbuf.chunks_exact_mut(dv).enumerate() {
+                        for (j, row) in vbuf.chunks_exact_mut(dv).enumerate().take(live).skip(have)
+                        {
                             v.load_f32(vbase + j * v.nb(1), v.nb(0), row);
                         }
                     }
-                    loaded = Some((ik2, ik3));
+                    loaded = Some((ik2, ik3, live));
                 }
                 let keys: &[f32] = if k_direct {
-                    k.slice(kbase, n_kv * dk)
+                    k.slice(kbase, live * dk)
                 } else {
-                    &kbuf
+                    &kbuf[..live * dk]
                 };
                 let vals: &[f32] = if v_direct {
-                    v.slice(vbase, n_kv * dv)
+                    v.slice(vbase, live * dv)
                 } else {
-                    &vbuf
+                    &vbuf[..live * dv]
                 };
                 let slope = alibi_slope(max_bias, iq2, n_head);
                 let sink = sinks.as_ref().map(|s| s.get_f32(iq2 * s.nb(0)));
-                for iq1 in qb * Q_BLOCK..((qb + 1) * Q_BLOCK).min(n_q) {
+                for (qi, iq1) in queries.clone().enumerate() {
                     q.load_f32(q.row_offset(iq1, iq2, iq3), q.nb(0), &mut qrow);
-                    if let Some(m) = &mask {
-                        m.load_f32(
-                            m.row_offset(iq1, iq2 % m.ne(2), iq3 % m.ne(3)),
-                            m.nb(0),
-                            &mut mrow,
-                        );
-                    }
+                    let mrow = mbuf.get(qi * n_kv..(qi + 1) * n_kv).unwrap_or(&[]);
                     acc.fill(0.0);
                     let mut max = f32::NEG_INFINITY;
                     let mut sum = 0f32;

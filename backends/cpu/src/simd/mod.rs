@@ -187,6 +187,7 @@ pub const MAT_TYPES: [DType; 13] = DType::WEIGHT_TYPES;
 #[derive(Debug)]
 pub struct Kernels {
     table: [Option<MatKernel>; MAT_TYPES.len()],
+    repacked: [Option<MatKernel>; crate::repack::REPACK_TYPES.len()],
     isa: Isa,
 }
 
@@ -197,6 +198,20 @@ impl Kernels {
         self.table[i].as_ref()
     }
 
+    /// The kernel for weights of type `dtype` stored in the repacked
+    /// layout of [`crate::repack`], if this CPU has one.
+    pub fn repacked(&self, dtype: DType) -> Option<&MatKernel> {
+        let i = crate::repack::REPACK_TYPES
+            .iter()
+            .position(|&t| t == dtype)?;
+        self.repacked[i].as_ref()
+    }
+
+    /// Whether this CPU has any repacked-layout kernel.
+    pub fn has_repacked(&self) -> bool {
+        self.repacked.iter().any(Option::is_some)
+    }
+
     /// The best instruction set found on this CPU.
     pub fn isa(&self) -> Isa {
         self.isa
@@ -205,6 +220,7 @@ impl Kernels {
     fn detect() -> Kernels {
         let mut k = Kernels {
             table: MAT_TYPES.map(scalar::kernel),
+            repacked: [None; crate::repack::REPACK_TYPES.len()],
             isa: Isa::Scalar,
         };
         #[cfg(target_arch = "x86_64")]
@@ -214,6 +230,9 @@ impl Kernels {
                 if let Some(kern) = x86::kernel(t) {
                     *slot = Some(kern);
                 }
+            }
+            for (slot, t) in k.repacked.iter_mut().zip(crate::repack::REPACK_TYPES) {
+                *slot = x86::repacked_kernel(t);
             }
         }
         k

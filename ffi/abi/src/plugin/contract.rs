@@ -39,6 +39,20 @@ pub trait Reg: Send + Sync + 'static {
     }
 }
 
+/// A shared registration is a registration (what `export_plugin!` keeps
+/// for the extension symbols).
+impl<R: Reg + ?Sized> Reg for Arc<R> {
+    fn name(&self) -> String {
+        (**self).name()
+    }
+    fn devices(&self) -> Vec<Arc<dyn Device>> {
+        (**self).devices()
+    }
+    fn no_device_reason(&self) -> Option<String> {
+        (**self).no_device_reason()
+    }
+}
+
 /// One device of a backend (ggml's `ggml_backend_device`).
 pub trait Device: Send + Sync + 'static {
     /// Required; panic fallback `"?"`. Short unique name within the backend (`"cpu"`, `"gpu0"`).
@@ -93,6 +107,10 @@ pub trait Device: Send + Sync + 'static {
     /// Required. Creates a stream on this device; `params` is a backend-specific option string ("" = defaults).
     fn init_backend(&self, params: &str) -> Result<Box<dyn Backend>, PluginError>;
 
+    /// Optional, default none; panic fallback none. Extra buffer types for weights, most preferred first, whose bytes may be in a layout of the plugin's own (ggml's "extra" buffer types such as a repacked CPU layout). `Buffer::set_tensor` / `get_tensor` of such buffers take and give ggml's layout and convert; the host places a weight in one only when every op reading it passes that type's [`BufferType::supports_op`], and copies to other devices go through `get_tensor`. Crosses the ABI through the extension symbol of `ext` (older plugins have none); asked of the devices of a later `Reg::devices` call, which must list the same devices.
+    fn extra_buffer_types(&self) -> Vec<Arc<dyn BufferType>> {
+        Vec::new()
+    }
     /// Optional, default `Err(unsupported)`; the host calls it only when `caps().events`. Creates an event.
     fn new_event(&self) -> Result<Box<dyn Event>, PluginError> {
         Err(PluginError::unsupported(format!(
@@ -123,8 +141,13 @@ pub trait BufferType: Send + Sync + 'static {
         tensor.nbytes()
     }
 
-    /// Optional, default false; panic fallback false. True when buffers live in host memory and `Buffer::base` is a valid host address.
+    /// Optional, default false; panic fallback false. True when buffers live in host memory and `Buffer::base` is a valid host address (never for a layout of the plugin's own: the host would read its bytes as ggml's).
     fn is_host(&self) -> bool {
+        false
+    }
+    /// Optional, default false; panic fallback false. Only asked of [`Device::extra_buffer_types`]: whether `graph[node]` can run on the device with its weight operand (`src[0]`) in a buffer of this type. Must be cheap and pure.
+    fn supports_op(&self, graph: &[TensorDesc], node: usize) -> bool {
+        let _ = (graph, node);
         false
     }
 }

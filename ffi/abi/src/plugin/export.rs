@@ -1,6 +1,7 @@
 //! [`export_plugin!`](crate::export_plugin) and the helpers its expansion calls.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
 
 use abi_stable::prefix_type::PrefixTypeTrait;
 use abi_stable::std_types::RResult;
@@ -22,7 +23,13 @@ pub fn score(f: impl FnOnce() -> u32) -> u32 {
 
 #[doc(hidden)]
 pub fn new_reg<R: Reg>(f: impl FnOnce() -> R) -> RResult<RegBox, PluginError> {
-    match catch_unwind(AssertUnwindSafe(|| reg_object(f()))) {
+    let made = catch_unwind(AssertUnwindSafe(|| {
+        let reg: Arc<dyn Reg> = Arc::new(f());
+        // Kept for the extension symbols (see `ext`); the first load wins.
+        let _ = crate::plugin::ext::EXPORTED_REG.set(reg.clone());
+        reg_object(reg)
+    }));
+    match made {
         Ok(r) => RResult::ROk(r),
         Err(p) => RResult::RErr(PluginError::panicked("plugin init", &*p)),
     }
@@ -43,7 +50,8 @@ pub fn root_module(
 }
 
 /// Exports a backend from a `cdylib`: the `abi_stable` root module plus the
-/// plain C symbols `backplane_plugin_abi_version` and `backplane_plugin_score`.
+/// plain C symbols `backplane_plugin_abi_version` and `backplane_plugin_score`
+/// and the extension symbols of [`ext`](crate::plugin::ext).
 ///
 /// `reg` is an expression building the [`Reg`](crate::plugin::Reg) (run once,
 /// when the host loads the plugin); `score` an expression giving this
@@ -78,6 +86,13 @@ macro_rules! export_plugin {
             $crate::plugin::PluginError,
         > {
             $crate::plugin::export::new_reg(|| $reg)
+        }
+
+        /// Extension: the devices' extra buffer types for weights.
+        #[unsafe(no_mangle)]
+        pub extern "C" fn backplane_plugin_extra_buffer_types_v1()
+        -> $crate::plugin::ext::ExtEntry<$crate::plugin::ext::ExtraBufferTypesV1> {
+            $crate::plugin::ext::exported_extra_buffer_types_entry()
         }
 
         #[doc(hidden)]

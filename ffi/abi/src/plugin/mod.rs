@@ -16,6 +16,7 @@
 
 pub mod contract;
 pub mod export;
+pub mod ext;
 pub mod ffi;
 /// The first ABI 1 layout and its adapters (plugins built before open codes).
 pub mod legacy;

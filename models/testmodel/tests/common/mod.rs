@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use backplane_gguf::Gguf;
-use backplane_testmodel::{Arch, FileType, ModelSpec, Preset, write_model};
+use backplane_testmodel::{Arch, FileType, ModelSpec, write_model};
 
 /// A path under the test target's temporary directory.
 pub fn tmp_path(name: &str) -> PathBuf {
@@ -15,10 +15,8 @@ pub fn tmp_path(name: &str) -> PathBuf {
 /// The tiny preset of `arch` in `dtype`.
 pub fn tiny(arch: Arch, dtype: FileType, seed: u64) -> ModelSpec {
     ModelSpec {
-        arch,
-        preset: Preset::Tiny,
-        dtype,
         seed,
+        ..ModelSpec::tiny(arch, dtype)
     }
 }
 

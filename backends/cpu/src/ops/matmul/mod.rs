@@ -190,7 +190,14 @@ pub unsafe fn run_mul_mat(ctx: &NodeCtx<'_>) -> Result<(), CpuError> {
     if ctx.dst.nelements() == 0 {
         return Ok(());
     }
-    let kern = kernel_for(ctx, s.ta)?;
+    let kern = if ctx.src_repacked[0] {
+        crate::repack::Repack::for_tensor(&s.a).map_err(|r| ctx.unsupported(r))?;
+        simd::kernels()
+            .repacked(s.ta)
+            .ok_or_else(|| ctx.unsupported(format!("no repacked {} kernel on this CPU", s.ta)))?
+    } else {
+        kernel_for(ctx, s.ta)?
+    };
     let gemm = kern.gemm.filter(|g| ctx.dst.ne[1] as usize >= g.min_n);
     let (vt, pack) = match &gemm {
         Some(g) => (

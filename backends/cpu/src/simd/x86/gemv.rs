@@ -35,7 +35,7 @@ const B_BYTES: usize = 34;
 /// `b` must cover one q8_0 block.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn offset_sum(b: *const u8) -> __m256i {
+pub(super) unsafe fn offset_sum(b: *const u8) -> __m256i {
     // SAFETY: caller's contract.
     let q = unsafe { load256(b.add(2)) };
     let p = _mm256_maddubs_epi16(_mm256_set1_epi8(8), q);

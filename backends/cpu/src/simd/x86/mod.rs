@@ -26,6 +26,7 @@ mod kgemm;
 mod kquants;
 mod legacy;
 mod qgemm;
+mod repacked;
 
 use std::arch::x86_64::*;
 
@@ -137,6 +138,41 @@ pub fn kernel(dtype: DType) -> Option<MatKernel> {
         DType::Q5_K => k(kquants::tile_q5_k, 2, 4, 4096),
         DType::Q6_K => k(kquants::tile_q6_k, 2, 4, 4096),
         _ => return None,
+    })
+}
+
+/// The kernel for weights of type `dtype` in the repacked layout of
+/// [`crate::repack`] (AVX-512 VNNI tiles where the CPU has them), with
+/// the packed GEMM reading the same layout. Only call when [`available`]
+/// returned true.
+pub fn repacked_kernel(dtype: DType) -> Option<MatKernel> {
+    let vnni = is_x86_feature_detected!("avx512vnni") && is_x86_feature_detected!("avx512vl");
+    let (tile, pack, base): (super::TileFn, PackFn, DType) = match dtype {
+        DType::Q4_0 if vnni => (
+            repacked::tile_q4_0x8_vnni,
+            repacked::pack_q4_0x8,
+            DType::Q4_0,
+        ),
+        DType::Q4_0 => (repacked::tile_q4_0x8, repacked::pack_q4_0x8, DType::Q4_0),
+        DType::Q8_0 if vnni => (
+            repacked::tile_q8_0x8_vnni,
+            repacked::pack_q8_0x8,
+            DType::Q8_0,
+        ),
+        DType::Q8_0 => (repacked::tile_q8_0x8, repacked::pack_q8_0x8, DType::Q8_0),
+        _ => return None,
+    };
+    let ggml = kernel(base)?;
+    Some(MatKernel {
+        tile,
+        mr: gemv::ROWS,
+        mr_vec: gemv::ROWS,
+        nr: 4,
+        // Whole K per tile call: a repacked group's blocks are not at the
+        // byte offsets a K panel of ggml rows would start at.
+        kc: usize::MAX,
+        isa: Isa::Avx2,
+        gemm: ggml.gemm.map(|g| Gemm { pack, ..g }),
     })
 }
 

@@ -1,0 +1,302 @@
+//! CPU buffers: host memory in ggml's layout (`cpu`), and the repacked
+//! weight layout of [`crate::repack`] (`cpu_repack`), an extra buffer type
+//! the host puts mat-mul weights in.
+//!
+//! Every buffer is registered in the library's [`BufferTable`] while it
+//! lives, so a graph naming memory we never handed out is refused, and a
+//! stream knows which tensors are repacked.
+
+use std::alloc::{Layout, alloc_zeroed, dealloc};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use backplane_abi::plugin::{Buffer, BufferType, PluginError};
+use backplane_abi::{Op, TensorDesc};
+
+use crate::plugin::CPU_ALIGNMENT;
+use crate::repack::Repack;
+
+/// Name of the CPU buffer type.
+pub const CPU_BUFFER_TYPE: &str = "cpu";
+
+/// Name of the CPU's repacked weight buffer type.
+pub const CPU_REPACK_BUFFER_TYPE: &str = "cpu_repack";
+
+/// What the table knows of one live buffer.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Live {
+    /// Size in bytes.
+    pub size: u64,
+    /// Whether tensors in it are in the repacked layout.
+    pub repacked: bool,
+}
+
+/// Live CPU buffers of this library by base address, used to check that
+/// every tensor a graph names lies inside memory we handed out.
+pub(crate) type BufferTable = Arc<Mutex<BTreeMap<usize, Live>>>;
+
+/// The table, locked (a panic elsewhere does not poison it for us).
+pub(crate) fn lock(t: &BufferTable) -> MutexGuard<'_, BTreeMap<usize, Live>> {
+    t.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The live buffer holding `t` whole, if any.
+pub(crate) fn find(table: &BTreeMap<usize, Live>, t: &TensorDesc) -> Option<Live> {
+    let (&base, &live) = table.range(..=t.buffer as usize).next_back()?;
+    let fits = base as u64 == t.buffer
+        && t.offset
+            .checked_add(t.nbytes())
+            .is_some_and(|e| e <= live.size);
+    fits.then_some(live)
+}
+
+/// Host memory, 64-byte aligned, in ggml's layout or repacked.
+pub struct CpuBufferType {
+    buffers: BufferTable,
+    repacked: bool,
+}
+
+impl CpuBufferType {
+    /// The plain (`repacked = false`) or repacked buffer type over `buffers`.
+    pub(crate) fn new(buffers: BufferTable, repacked: bool) -> CpuBufferType {
+        CpuBufferType { buffers, repacked }
+    }
+}
+
+impl BufferType for CpuBufferType {
+    fn name(&self) -> String {
+        if self.repacked {
+            CPU_REPACK_BUFFER_TYPE
+        } else {
+            CPU_BUFFER_TYPE
+        }
+        .to_string()
+    }
+
+    fn alloc_buffer(&self, size_bytes: u64) -> Result<Box<dyn Buffer>, PluginError> {
+        let size = usize::try_from(size_bytes)
+            .map_err(|_| PluginError::out_of_memory(format!("cpu buffer of {size_bytes} bytes")))?;
+        let layout = Layout::from_size_align(size.max(1), CPU_ALIGNMENT as usize).map_err(|e| {
+            PluginError::out_of_memory(format!("cpu buffer of {size_bytes} bytes: {e}"))
+        })?;
+        // SAFETY: layout has nonzero size.
+        let ptr = unsafe { alloc_zeroed(layout) };
+        if ptr.is_null() {
+            return Err(PluginError::out_of_memory(format!(
+                "cpu buffer of {size_bytes} bytes"
+            )));
+        }
+        let live = Live {
+            size: size_bytes,
+            repacked: self.repacked,
+        };
+        lock(&self.buffers).insert(ptr as usize, live);
+        Ok(Box::new(CpuBuffer {
+            ptr,
+            layout,
+            live,
+            buffers: self.buffers.clone(),
+        }))
+    }
+
+    fn alignment(&self) -> u64 {
+        CPU_ALIGNMENT
+    }
+
+    fn is_host(&self) -> bool {
+        // Repacked bytes must not be read as ggml's.
+        !self.repacked
+    }
+
+    fn supports_op(&self, graph: &[TensorDesc], node: usize) -> bool {
+        self.repacked && runs_repacked(graph, node).is_ok()
+    }
+}
+
+/// Whether `graph[node]` runs with its weights (`src[0]`) repacked: a
+/// MUL_MAT the CPU supports, on a weight the layout and this CPU's kernels
+/// cover; otherwise why not.
+pub(crate) fn runs_repacked(graph: &[TensorDesc], node: usize) -> Result<(), String> {
+    let d = graph.get(node).ok_or("node out of range")?;
+    if d.op().map_err(|e| e.to_string())? != Op::MulMat {
+        return Err("only MUL_MAT reads repacked weights".into());
+    }
+    let w = d
+        .src(0)
+        .and_then(|s| graph.get(s))
+        .ok_or("MUL_MAT without its weights")?;
+    let r = Repack::for_tensor(w)?;
+    if crate::simd::kernels().repacked(r.dtype).is_none() {
+        return Err(format!("this CPU has no repacked {} kernel", r.dtype));
+    }
+    crate::CpuBackend::supports_node(graph, node)
+}
+
+/// One host allocation; its id is its base address.
+pub struct CpuBuffer {
+    ptr: *mut u8,
+    layout: Layout,
+    live: Live,
+    buffers: BufferTable,
+}
+
+// SAFETY: the buffer owns its allocation; concurrent access to the bytes is
+// the host's responsibility as the contract states (as with ggml buffers).
+unsafe impl Send for CpuBuffer {}
+// SAFETY: as above.
+unsafe impl Sync for CpuBuffer {}
+
+impl Drop for CpuBuffer {
+    fn drop(&mut self) {
+        lock(&self.buffers).remove(&(self.ptr as usize));
+        // SAFETY: allocated in alloc_buffer with this layout.
+        unsafe { dealloc(self.ptr, self.layout) };
+    }
+}
+
+impl CpuBuffer {
+    /// Byte range `[start, start + len)` of this buffer for `offset` bytes
+    /// into `tensor`, or an error when it falls outside.
+    fn range(&self, tensor: &TensorDesc, offset: u64, len: u64) -> Result<usize, PluginError> {
+        if tensor.buffer != self.ptr as u64 {
+            return Err(PluginError::bad_input(format!(
+                "tensor is in buffer {:#x}, not this buffer {:#x}",
+                tensor.buffer, self.ptr as u64
+            )));
+        }
+        let start = tensor.offset.checked_add(offset);
+        let end = start.and_then(|s| s.checked_add(len));
+        match (start, end) {
+            (Some(s), Some(e)) if e <= self.live.size && offset + len <= tensor.nbytes() => {
+                Ok(s as usize)
+            }
+            _ => Err(PluginError::bad_input(format!(
+                "{len} bytes at offset {offset} of a {}-byte tensor at {} overrun the tensor or the {}-byte buffer",
+                tensor.nbytes(),
+                tensor.offset,
+                self.live.size
+            ))),
+        }
+    }
+
+    /// The repacked geometry of `tensor` and its whole bytes, after the
+    /// same range check as every access.
+    fn repacked(
+        &self,
+        tensor: &TensorDesc,
+        offset: u64,
+        len: u64,
+    ) -> Result<(Repack, *mut u8), PluginError> {
+        self.range(tensor, offset, len)?;
+        let r = Repack::for_tensor(tensor).map_err(|e| {
+            PluginError::bad_input(format!("tensor in a {CPU_REPACK_BUFFER_TYPE} buffer: {e}"))
+        })?;
+        // The range check covered offset 0 of the tensor too.
+        Ok((r, self.ptr.wrapping_add(tensor.offset as usize)))
+    }
+}
+
+impl Buffer for CpuBuffer {
+    fn id(&self) -> u64 {
+        self.ptr as u64
+    }
+
+    fn base(&self) -> usize {
+        if self.live.repacked {
+            0
+        } else {
+            self.ptr as usize
+        }
+    }
+
+    fn size(&self) -> u64 {
+        self.live.size
+    }
+
+    fn set_tensor(&self, tensor: &TensorDesc, offset: u64, data: &[u8]) -> Result<(), PluginError> {
+        if self.live.repacked {
+            let (r, p) = self.repacked(tensor, offset, data.len() as u64)?;
+            // SAFETY: the tensor lies inside the allocation (range checked);
+            // exclusive access during the call is the host's contract.
+            let bytes = unsafe { std::slice::from_raw_parts_mut(p, tensor.nbytes() as usize) };
+            r.write(bytes, offset as usize, data);
+            return Ok(());
+        }
+        let start = self.range(tensor, offset, data.len() as u64)?;
+        // SAFETY: range checked against the allocation.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.add(start), data.len()) };
+        Ok(())
+    }
+
+    fn get_tensor(
+        &self,
+        tensor: &TensorDesc,
+        offset: u64,
+        out: &mut [u8],
+    ) -> Result<(), PluginError> {
+        if self.live.repacked {
+            let (r, p) = self.repacked(tensor, offset, out.len() as u64)?;
+            // SAFETY: as in set_tensor, reading only.
+            let bytes = unsafe { std::slice::from_raw_parts(p, tensor.nbytes() as usize) };
+            r.read(bytes, offset as usize, out);
+            return Ok(());
+        }
+        let start = self.range(tensor, offset, out.len() as u64)?;
+        // SAFETY: range checked against the allocation.
+        unsafe { std::ptr::copy_nonoverlapping(self.ptr.add(start), out.as_mut_ptr(), out.len()) };
+        Ok(())
+    }
+
+    fn memset_tensor(
+        &self,
+        tensor: &TensorDesc,
+        value: u8,
+        offset: u64,
+        size: u64,
+    ) -> Result<(), PluginError> {
+        let start = self.range(tensor, offset, size)?;
+        // A range of ggml's layout is scattered over repacked groups: go
+        // through set_tensor's conversion.
+        if self.live.repacked {
+            return self.set_tensor(tensor, offset, &vec![value; size as usize]);
+        }
+        // SAFETY: range checked against the allocation.
+        unsafe { std::ptr::write_bytes(self.ptr.add(start), value, size as usize) };
+        Ok(())
+    }
+
+    fn cpy_tensor(&self, src: &TensorDesc, dst: &TensorDesc) -> Result<bool, PluginError> {
+        let n = src.nbytes();
+        if n != dst.nbytes() {
+            return Err(PluginError::bad_input(format!(
+                "copy of {n} bytes into a {}-byte tensor",
+                dst.nbytes()
+            )));
+        }
+        let dst_start = self.range(dst, 0, n)?;
+        if self.live.repacked {
+            // The host converts through get_tensor / set_tensor.
+            return Ok(false);
+        }
+        let src_ptr = {
+            let table = lock(&self.buffers);
+            match find(&table, src) {
+                Some(live) if !live.repacked => {
+                    (src.buffer as usize + src.offset as usize) as *const u8
+                }
+                _ => return Ok(false),
+            }
+        };
+        // SAFETY: both ranges checked against live allocations; `copy` allows overlap.
+        unsafe { std::ptr::copy(src_ptr, self.ptr.add(dst_start), n as usize) };
+        Ok(true)
+    }
+
+    fn clear(&self, value: u8) -> Result<(), PluginError> {
+        // Repacking only moves bytes, so a buffer of one value is that in
+        // either layout.
+        // SAFETY: the whole allocation.
+        unsafe { std::ptr::write_bytes(self.ptr, value, self.live.size as usize) };
+        Ok(())
+    }
+}

@@ -1,0 +1,406 @@
+//! Kernels for weights in the repacked layout of [`crate::repack`].
+//!
+//! A repacked group of eight rows holds, per block, the rows' f16 scales
+//! and then their quants already transposed into 4-byte slices (row `r` in
+//! 32-bit lane `r`), so one contiguous 32-byte load gives what the
+//! ggml-layout kernels of [`super::gemv`] build with eight loads and a
+//! transpose: every row's own dot product accumulates in its own lane.
+//!
+//! The tiles take up to four activation columns at once, reusing each
+//! unpacked weight vector for all of them. `tile_*` use AVX2 `maddubs`;
+//! `tile_*_vnni` use AVX-512 VNNI's `dpbusd` on 256-bit vectors (one
+//! instruction for the multiply and the widening sum). The `pack_*`
+//! functions feed the packed GEMM of [`super::qgemm`] from the repacked
+//! layout: no transposes left, only unpacking nibbles and converting
+//! scales.
+
+use std::arch::x86_64::*;
+
+use super::{first, h2f, load128, load256};
+
+/// Rows per repacked group.
+const ROWS: usize = crate::repack::GROUP_ROWS;
+/// Bytes of a q8_0 activation block.
+const B_BYTES: usize = 34;
+/// Bytes of one block of a repacked q4_0 / q8_0 group.
+const Q4_GROUP_BLOCK: usize = 8 * 18;
+const Q8_GROUP_BLOCK: usize = 8 * 34;
+/// Bytes of the scales opening each group block.
+const SCALES: usize = 16;
+
+/// Quants `4t..4t + 4` of activation block `i` of `b`, in every lane.
+///
+/// # Safety
+/// `b` must cover block `i`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn bcast(b: *const u8, i: usize, t: usize) -> __m256i {
+    // SAFETY: caller's contract.
+    _mm256_set1_epi32(unsafe {
+        b.add(i * B_BYTES + 2 + 4 * t)
+            .cast::<i32>()
+            .read_unaligned()
+    })
+}
+
+/// Writes (or adds) the first `mr` lanes of `v` at `c`.
+///
+/// # Safety
+/// `c` must cover `mr` floats, `mr <= 8`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn store(c: *mut f32, v: __m256, mr: usize, acc: bool) {
+    if mr == ROWS {
+        // SAFETY: c covers eight floats.
+        unsafe {
+            let v = if acc {
+                _mm256_add_ps(v, _mm256_loadu_ps(c))
+            } else {
+                v
+            };
+            _mm256_storeu_ps(c, v);
+        }
+    } else {
+        let mut t = [0.0f32; ROWS];
+        // SAFETY: t holds eight floats; c covers mr.
+        unsafe {
+            _mm256_storeu_ps(t.as_mut_ptr(), v);
+            for (r, &x) in t.iter().enumerate().take(mr) {
+                super::put(c.add(r), x, acc);
+            }
+        }
+    }
+}
+
+/// The q4_0 tile body: `$dot(acc, u8 weights, i8 activations)` adds the
+/// 4-product sums of each 32-bit lane, in 16 bits (`$wide = false`, summed
+/// to 32 by one `madd` per block) or 32 bits.
+macro_rules! q4_0x8_body {
+    ($n:ident, $k:ident, $a:ident, $b:ident, $c:ident, $mr:ident, $acc:ident, $dot:expr, $wide:expr) => {{
+        // SAFETY: the caller passes N pointers of each kind.
+        let (bp, cp): ([*const u8; $n], [*mut f32; $n]) = unsafe { (first($b), first($c)) };
+        let m4 = _mm256_set1_epi8(0x0F);
+        let ones = _mm256_set1_epi16(1);
+        let mut sum = [_mm256_setzero_ps(); $n];
+        for i in 0..$k / 32 {
+            let blk = $a.wrapping_add(i * Q4_GROUP_BLOCK);
+            // SAFETY: the group holds block i; every column covers it.
+            unsafe {
+                let da = _mm256_cvtph_ps(load128(blk));
+                let v: [__m256i; 4] = std::array::from_fn(|g| load256(blk.add(SCALES + 32 * g)));
+                let lo = v.map(|x| _mm256_and_si256(x, m4));
+                let hi = v.map(|x| _mm256_and_si256(_mm256_srli_epi16::<4>(x), m4));
+                for j in 0..$n {
+                    let mut isum = _mm256_setzero_si256();
+                    for g in 0..4 {
+                        isum = $dot(isum, lo[g], bcast(bp[j], i, g));
+                        isum = $dot(isum, hi[g], bcast(bp[j], i, 4 + g));
+                    }
+                    let isum = if $wide {
+                        isum
+                    } else {
+                        _mm256_madd_epi16(isum, ones)
+                    };
+                    let bb = bp[j].add(i * B_BYTES);
+                    let dot = _mm256_sub_epi32(isum, super::gemv::offset_sum(bb));
+                    let d = _mm256_mul_ps(da, _mm256_set1_ps(h2f(bb)));
+                    sum[j] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot), sum[j]);
+                }
+            }
+        }
+        for j in 0..$n {
+            // SAFETY: c[j] covers mr outputs.
+            unsafe { store(cp[j], sum[j], $mr, $acc) };
+        }
+    }};
+}
+
+/// The q8_0 tile body: `$dot(acc, |w|, sign(y, w))` adds 32-bit sums.
+macro_rules! q8_0x8_body {
+    ($n:ident, $k:ident, $a:ident, $b:ident, $c:ident, $mr:ident, $acc:ident, $dot:expr) => {{
+        // SAFETY: the caller passes N pointers of each kind.
+        let (bp, cp): ([*const u8; $n], [*mut f32; $n]) = unsafe { (first($b), first($c)) };
+        let mut sum = [_mm256_setzero_ps(); $n];
+        for i in 0..$k / 32 {
+            let blk = $a.wrapping_add(i * Q8_GROUP_BLOCK);
+            // SAFETY: the group holds block i; every column covers it.
+            unsafe {
+                let da = _mm256_cvtph_ps(load128(blk));
+                let mut isum = [_mm256_setzero_si256(); $n];
+                for t in 0..8 {
+                    let v = load256(blk.add(SCALES + 32 * t));
+                    let ax = _mm256_sign_epi8(v, v);
+                    for j in 0..$n {
+                        let y = _mm256_sign_epi8(bcast(bp[j], i, t), v);
+                        isum[j] = $dot(isum[j], ax, y);
+                    }
+                }
+                for j in 0..$n {
+                    let d = _mm256_mul_ps(da, _mm256_set1_ps(h2f(bp[j].add(i * B_BYTES))));
+                    sum[j] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum[j]), sum[j]);
+                }
+            }
+        }
+        for j in 0..$n {
+            // SAFETY: c[j] covers mr outputs.
+            unsafe { store(cp[j], sum[j], $mr, $acc) };
+        }
+    }};
+}
+
+/// `acc + maddubs(w, y)` in 16-bit lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn dot16(acc: __m256i, w: __m256i, y: __m256i) -> __m256i {
+    _mm256_add_epi16(acc, _mm256_maddubs_epi16(w, y))
+}
+
+/// `acc + madd(maddubs(w, y), 1)` in 32-bit lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn dot32(acc: __m256i, w: __m256i, y: __m256i) -> __m256i {
+    let p = _mm256_madd_epi16(_mm256_maddubs_epi16(w, y), _mm256_set1_epi16(1));
+    _mm256_add_epi32(acc, p)
+}
+
+/// `acc + dpbusd(w, y)` (AVX-512 VNNI on 256 bits).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512vnni,avx512vl")]
+fn dot_vnni(acc: __m256i, w: __m256i, y: __m256i) -> __m256i {
+    _mm256_dpbusd_epi32(acc, w, y)
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q4_0x8<const N: usize>(
+    k: usize,
+    a: *const u8,
+    b: &[*const u8],
+    c: &[*mut f32],
+    mr: usize,
+    acc: bool,
+) {
+    q4_0x8_body!(N, k, a, b, c, mr, acc, dot16, false)
+}
+
+#[target_feature(enable = "avx2,fma,f16c,avx512vnni,avx512vl")]
+unsafe fn q4_0x8_vnni<const N: usize>(
+    k: usize,
+    a: *const u8,
+    b: &[*const u8],
+    c: &[*mut f32],
+    mr: usize,
+    acc: bool,
+) {
+    q4_0x8_body!(N, k, a, b, c, mr, acc, dot_vnni, true)
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q8_0x8<const N: usize>(
+    k: usize,
+    a: *const u8,
+    b: &[*const u8],
+    c: &[*mut f32],
+    mr: usize,
+    acc: bool,
+) {
+    q8_0x8_body!(N, k, a, b, c, mr, acc, dot32)
+}
+
+#[target_feature(enable = "avx2,fma,f16c,avx512vnni,avx512vl")]
+unsafe fn q8_0x8_vnni<const N: usize>(
+    k: usize,
+    a: *const u8,
+    b: &[*const u8],
+    c: &[*mut f32],
+    mr: usize,
+    acc: bool,
+) {
+    q8_0x8_body!(N, k, a, b, c, mr, acc, dot_vnni)
+}
+
+/// Tile functions for repacked groups: one group of eight rows (`a` at
+/// the group, whole K: the driver never cuts K for these) x 1..=4 columns.
+macro_rules! repacked_tile {
+    ($name:ident, $kern:ident, $what:literal) => {
+        #[doc = concat!("[`crate::simd::TileFn`] for repacked ", $what, ".")]
+        ///
+        /// # Safety
+        /// As [`crate::simd::TileFn`], with `a` at the start of a repacked
+        /// group covering `k` weights, `mr <= 8` and 1..=4 columns; the CPU
+        /// must have the kernel's features.
+        pub unsafe fn $name(
+            k: usize,
+            a: *const u8,
+            _lda: usize,
+            mr: usize,
+            b: &[*const u8],
+            c: &[*mut f32],
+            acc: bool,
+        ) {
+            // SAFETY: forwarded contract; features checked at detection.
+            unsafe {
+                match b.len() {
+                    1 => $kern::<1>(k, a, b, c, mr, acc),
+                    2 => $kern::<2>(k, a, b, c, mr, acc),
+                    3 => $kern::<3>(k, a, b, c, mr, acc),
+                    4 => $kern::<4>(k, a, b, c, mr, acc),
+                    _ => debug_assert!(false, "tile width outside the kernel's contract"),
+                }
+            }
+        }
+    };
+}
+
+repacked_tile!(tile_q4_0x8, q4_0x8, "q4_0 (AVX2)");
+repacked_tile!(tile_q4_0x8_vnni, q4_0x8_vnni, "q4_0 (AVX-512 VNNI)");
+repacked_tile!(tile_q8_0x8, q8_0x8, "q8_0 (AVX2)");
+repacked_tile!(tile_q8_0x8_vnni, q8_0x8_vnni, "q8_0 (AVX-512 VNNI)");
+
+/// Packs repacked groups for the packed GEMM of [`super::qgemm`]: its
+/// group block is eight f32 scales, then per 4-quant slice `t` one vector
+/// (q4_0: nibbles widened to bytes) or the pair `|q|`, `q` (q8_0).
+///
+/// # Safety
+/// As [`crate::simd::PackFn`], with `a` at the start of a repacked group
+/// and `rows` a multiple of eight.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn pack<const Q4: bool>(
+    a: *const u8,
+    lda: usize,
+    rows: usize,
+    k0: usize,
+    kc: usize,
+    dst: *mut u8,
+) {
+    let (src_block, out_block) = if Q4 {
+        (Q4_GROUP_BLOCK, 32 + 256)
+    } else {
+        (Q8_GROUP_BLOCK, 32 + 512)
+    };
+    let (blk0, nblk) = (k0 / 32, kc / 32);
+    let m4 = _mm256_set1_epi8(0x0F);
+    for g in 0..rows / ROWS {
+        let group = a.wrapping_add(g * ROWS * lda);
+        for i in 0..nblk {
+            let src = group.wrapping_add((blk0 + i) * src_block);
+            let out = dst.wrapping_add((g * nblk + i) * out_block);
+            // SAFETY: the group covers block blk0 + i; `out` has out_block
+            // bytes for this group and block.
+            unsafe {
+                _mm256_storeu_ps(out.cast(), _mm256_cvtph_ps(load128(src)));
+                if Q4 {
+                    for s in 0..4 {
+                        let v = load256(src.add(SCALES + 32 * s));
+                        let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), m4);
+                        _mm256_storeu_si256(out.add(32 + 32 * s).cast(), _mm256_and_si256(v, m4));
+                        _mm256_storeu_si256(out.add(32 + 32 * (4 + s)).cast(), hi);
+                    }
+                } else {
+                    for t in 0..8 {
+                        let v = load256(src.add(SCALES + 32 * t));
+                        let q = out.add(32 + 64 * t);
+                        _mm256_storeu_si256(q.cast(), _mm256_sign_epi8(v, v));
+                        _mm256_storeu_si256(q.add(32).cast(), v);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// [`crate::simd::PackFn`] for repacked q4_0 groups.
+///
+/// # Safety
+/// As [`pack`]; the CPU must have AVX2, FMA and F16C.
+pub unsafe fn pack_q4_0x8(a: *const u8, lda: usize, rows: usize, k0: usize, kc: usize, d: *mut u8) {
+    // SAFETY: forwarded contract.
+    unsafe { pack::<true>(a, lda, rows, k0, kc, d) }
+}
+
+/// [`crate::simd::PackFn`] for repacked q8_0 groups.
+///
+/// # Safety
+/// As [`pack`]; the CPU must have AVX2, FMA and F16C.
+pub unsafe fn pack_q8_0x8(a: *const u8, lda: usize, rows: usize, k0: usize, kc: usize, d: *mut u8) {
+    // SAFETY: forwarded contract.
+    unsafe { pack::<false>(a, lda, rows, k0, kc, d) }
+}
+
+#[cfg(test)]
+mod tests {
+    use backplane_abi::{DType, TensorDesc};
+
+    use super::*;
+    use crate::repack::Repack;
+
+    fn values(n: usize, seed: u32) -> Vec<f32> {
+        let mut x = seed.max(1);
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                (x % 2001) as f32 / 1000.0 - 1.0
+            })
+            .collect()
+    }
+
+    /// Every tile variant of this file (AVX2 always, VNNI where the CPU
+    /// has it) gives the ggml-layout kernel's results.
+    #[test]
+    fn avx2_and_vnni_tiles_equal_the_ggml_layout_kernel() {
+        if !super::super::available() {
+            return;
+        }
+        let vnni = is_x86_feature_detected!("avx512vnni") && is_x86_feature_detected!("avx512vl");
+        let (k, n) = (256usize, 3usize);
+        for dtype in crate::repack::REPACK_TYPES {
+            let t = TensorDesc::new(dtype, [k as i64, 8, 1, 1]);
+            let r = Repack::for_tensor(&t).unwrap();
+            let mut ggml = vec![0u8; t.nbytes() as usize];
+            for (row, out) in ggml.chunks_exact_mut(r.row_bytes()).enumerate() {
+                backplane_quant::quantize_row(dtype, &values(k, row as u32 + 3), out).unwrap();
+            }
+            let mut packed = vec![0u8; ggml.len()];
+            r.write(&mut packed, 0, &ggml);
+            let cols: Vec<Vec<u8>> = (0..n)
+                .map(|j| {
+                    let mut q = vec![0u8; DType::Q8_0.row_size(k).unwrap()];
+                    backplane_quant::quantize_row(DType::Q8_0, &values(k, 99 + j as u32), &mut q)
+                        .unwrap();
+                    q
+                })
+                .collect();
+            let b: Vec<*const u8> = cols.iter().map(|c| c.as_ptr()).collect();
+            let reference = super::super::kernel(dtype).unwrap().tile;
+            let mut tiles: Vec<(&str, crate::simd::TileFn)> = Vec::new();
+            match dtype {
+                DType::Q4_0 => {
+                    tiles.push(("avx2", tile_q4_0x8));
+                    if vnni {
+                        tiles.push(("vnni", tile_q4_0x8_vnni));
+                    }
+                }
+                _ => {
+                    tiles.push(("avx2", tile_q8_0x8));
+                    if vnni {
+                        tiles.push(("vnni", tile_q8_0x8_vnni));
+                    }
+                }
+            }
+            let mut want = vec![[0f32; 8]; n];
+            for j in 0..n {
+                let c = [want[j].as_mut_ptr()];
+                // SAFETY: eight ggml rows and one column of k weights.
+                unsafe { reference(k, ggml.as_ptr(), r.row_bytes(), 8, &b[j..j + 1], &c, false) };
+            }
+            for (name, tile) in tiles {
+                let mut got = vec![[0f32; 8]; n];
+                let c: Vec<*mut f32> = got.iter_mut().map(|g| g.as_mut_ptr()).collect();
+                // SAFETY: one repacked group of k weights and n columns.
+                unsafe { tile(k, packed.as_ptr(), r.row_bytes(), 8, &b, &c, false) };
+                assert_eq!(got, want, "{dtype} {name}");
+            }
+        }
+    }
+}
