@@ -15,6 +15,30 @@ struct Loaded {
     buffer: Buffer,
     /// (root, start of its bytes, len, guarded span end) per storage root.
     roots: Vec<(TensorId, u64, u64, u64)>,
+    /// Bytes of the buffer the case uses.
+    total: u64,
+    /// Those bytes as read back after the last compute, for cases of at
+    /// most [`SNAPSHOT_MAX`] bytes: the output and every guard come from
+    /// one read instead of one per tensor and guard.
+    snapshot: Option<Vec<u8>>,
+}
+
+impl Loaded {
+    /// The whole case as read back once (small cases only).
+    fn snapshot(&mut self) -> Result<Option<&[u8]>, String> {
+        if self.total > SNAPSHOT_MAX {
+            return Ok(None);
+        }
+        if self.snapshot.is_none() {
+            let mut bytes = vec![0u8; self.total as usize];
+            let raw = DeviceTarget::raw_desc(&self.buffer, 0, self.total);
+            self.buffer
+                .get_tensor(&raw, 0, &mut bytes)
+                .map_err(|e| format!("reading back the case's {} bytes: {e}", self.total))?;
+            self.snapshot = Some(bytes);
+        }
+        Ok(self.snapshot.as_deref())
+    }
 }
 
 /// A registry device under test.
@@ -46,6 +70,15 @@ impl DeviceTarget {
         d
     }
 }
+
+/// Cases using at most this many bytes are read back in one call.
+const SNAPSHOT_MAX: u64 = 1 << 20;
+/// A buffer from the previous case is kept for the next when it is large
+/// enough and no larger than 4 times the need (or this).
+const REUSE_MAX_SLACK: u64 = 1 << 20;
+
+/// Guard regions at most this far apart are read in one call.
+const GUARD_READ_GAP: u64 = 64 << 10;
 
 fn round_up(x: u64, a: u64) -> u64 {
     x.div_ceil(a.max(1)) * a.max(1)
@@ -96,9 +129,18 @@ impl Target for DeviceTarget {
                 buft.max_size()
             ));
         }
-        let buffer = buft
-            .alloc_buffer(total)
-            .map_err(|e| format!("alloc {total} bytes: {e}"))?;
+        // The previous case's buffer serves again when it fits (it is
+        // cleared below like a new one): one allocation less per case, which
+        // is a round trip on a remote device.
+        let kept = self.loaded.take().map(|l| l.buffer).filter(|b| {
+            b.size() >= total && b.size() <= total.saturating_mul(4).max(REUSE_MAX_SLACK)
+        });
+        let buffer = match kept {
+            Some(b) => b,
+            None => buft
+                .alloc_buffer(total)
+                .map_err(|e| format!("alloc {total} bytes: {e}"))?,
+        };
         buffer
             .clear(GUARD_FILL)
             .map_err(|e| format!("clear: {e}"))?;
@@ -124,12 +166,15 @@ impl Target for DeviceTarget {
             descs,
             buffer,
             roots,
+            total,
+            snapshot: None,
         });
         Ok(())
     }
 
     fn compute(&mut self) -> Result<(), String> {
-        let l = self.loaded.as_ref().ok_or("nothing loaded")?;
+        let l = self.loaded.as_mut().ok_or("nothing loaded")?;
+        l.snapshot = None;
         self.stream
             .graph_compute(&l.descs)
             .map_err(|e| e.to_string())?;
@@ -137,7 +182,8 @@ impl Target for DeviceTarget {
     }
 
     fn compute_repeated(&mut self, reps: usize) -> Result<(), String> {
-        let l = self.loaded.as_ref().ok_or("nothing loaded")?;
+        let l = self.loaded.as_mut().ok_or("nothing loaded")?;
+        l.snapshot = None;
         // Copies of the compute nodes appended after the graph: each reads
         // the same sources (earlier in the array) and rewrites the same
         // output, so the array stays in topological order.
@@ -157,8 +203,16 @@ impl Target for DeviceTarget {
     }
 
     fn read_f32(&mut self, t: TensorId) -> Result<Vec<f32>, String> {
-        let l = self.loaded.as_ref().ok_or("nothing loaded")?;
-        let d = &l.descs[t.index()];
+        let l = self.loaded.as_mut().ok_or("nothing loaded")?;
+        let d = l.descs[t.index()];
+        if let Some(all) = l.snapshot()? {
+            let start = d.offset as usize;
+            let bytes = all
+                .get(start..start + d.nbytes() as usize)
+                .ok_or_else(|| format!("tensor {} lies outside the case's bytes", t.index()))?;
+            return Ok(backplane::host::read_f32(&d, bytes));
+        }
+        let d = &d;
         let mut bytes = vec![0u8; d.nbytes() as usize];
         l.buffer
             .get_tensor(d, 0, &mut bytes)
@@ -167,32 +221,76 @@ impl Target for DeviceTarget {
     }
 
     fn guard_violations(&mut self) -> Vec<String> {
-        let Some(l) = self.loaded.as_ref() else {
+        let Some(l) = self.loaded.as_mut() else {
             return Vec::new();
         };
-        let mut out = Vec::new();
+        if let Err(e) = l.snapshot() {
+            return vec![format!("cannot read guards: {e}")];
+        }
+        let l = &*l;
+        let snapshot = l.snapshot.as_deref();
+        // The guard regions of every root in buffer order, read in as few
+        // get_tensor calls as reasonable: regions closer than
+        // GUARD_READ_GAP bytes are read in one span (tensor bytes between
+        // them come along and are skipped), since each call can be a round
+        // trip (a remote device) or a queue submission (a GPU).
+        let mut regions: Vec<(usize, u64, u64)> = Vec::new();
         let mut prev_end = 0u64;
-        for &(t, start, len, end) in &l.roots {
-            let mut bad = 0usize;
+        for (k, &(_, start, len, end)) in l.roots.iter().enumerate() {
             for (from, to) in [(prev_end, start), (start + len, end)] {
-                if to <= from {
-                    continue;
+                if to > from {
+                    regions.push((k, from, to));
                 }
-                let mut bytes = vec![0u8; (to - from) as usize];
-                let raw = DeviceTarget::raw_desc(&l.buffer, from, to - from);
-                if let Err(e) = l.buffer.get_tensor(&raw, 0, &mut bytes) {
-                    out.push(format!("cannot read guards of '{}': {e}", l.graph.name(t)));
-                    continue;
-                }
-                bad += bytes.iter().filter(|&&b| b != GUARD_FILL).count();
-            }
-            if bad > 0 {
-                out.push(format!(
-                    "tensor '{}': {bad} guard bytes around its {len} bytes were written",
-                    l.graph.name(t)
-                ));
             }
             prev_end = end;
+        }
+        let mut bad = vec![0usize; l.roots.len()];
+        let mut unreadable: Vec<String> = Vec::new();
+        let mut i = 0;
+        while i < regions.len() {
+            let span_start = regions[i].1;
+            let mut j = i;
+            while j + 1 < regions.len() && regions[j + 1].1 - regions[j].2 <= GUARD_READ_GAP {
+                j += 1;
+            }
+            let span_end = regions[j].2;
+            let read = match snapshot {
+                Some(all) => Ok(all[span_start as usize..span_end as usize].to_vec()),
+                None => {
+                    let mut bytes = vec![0u8; (span_end - span_start) as usize];
+                    let raw =
+                        DeviceTarget::raw_desc(&l.buffer, span_start, span_end - span_start);
+                    l.buffer.get_tensor(&raw, 0, &mut bytes).map(|()| bytes)
+                }
+            };
+            match read {
+                Ok(bytes) => {
+                    for &(k, from, to) in &regions[i..=j] {
+                        let part = &bytes[(from - span_start) as usize..(to - span_start) as usize];
+                        bad[k] += part.iter().filter(|&&b| b != GUARD_FILL).count();
+                    }
+                }
+                Err(e) => {
+                    for &(k, _, _) in &regions[i..=j] {
+                        let name = l.graph.name(l.roots[k].0);
+                        let line = format!("cannot read guards of '{name}': {e}");
+                        if !unreadable.contains(&line) {
+                            unreadable.push(line);
+                        }
+                    }
+                }
+            }
+            i = j + 1;
+        }
+        let mut out = unreadable;
+        for (k, &(t, _, len, _)) in l.roots.iter().enumerate() {
+            if bad[k] > 0 {
+                out.push(format!(
+                    "tensor '{}': {} guard bytes around its {len} bytes were written",
+                    l.graph.name(t),
+                    bad[k]
+                ));
+            }
         }
         out
     }

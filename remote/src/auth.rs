@@ -103,6 +103,46 @@ impl Identity {
         })
     }
 
+    /// A new certificate authority (`CN=<name>`, self-signed, allowed to
+    /// sign) and `clients` client certificates it signed (`CN=<name>
+    /// client <k>`, extended key usage client authentication): what a
+    /// server's `--client-ca` and its clients' `BACKPLANE_REMOTE_CERT` /
+    /// `_KEY` need, for tests and small setups without a PKI of their own.
+    pub fn client_ca(name: &str, clients: usize) -> Result<(Identity, Vec<Identity>), String> {
+        use rcgen::{
+            BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
+            KeyPair, KeyUsagePurpose,
+        };
+        let fail = |what: &str, e: rcgen::Error| format!("generating {what}: {e}");
+        let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(|e| fail("a CA", e))?;
+        ca.distinguished_name.push(DnType::CommonName, name);
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        let ca_key = KeyPair::generate().map_err(|e| fail("a CA key", e))?;
+        let ca_cert = ca.self_signed(&ca_key).map_err(|e| fail("a CA", e))?;
+        let authority = Identity {
+            cert_pem: ca_cert.pem(),
+            key_pem: ca_key.serialize_pem(),
+        };
+        let issuer = Issuer::from_params(&ca, &ca_key);
+        let mut out = Vec::with_capacity(clients);
+        for k in 0..clients {
+            let cn = format!("{name} client {k}");
+            let mut p = CertificateParams::new(vec![format!("client-{k}.invalid")])
+                .map_err(|e| fail(&cn, e))?;
+            p.distinguished_name.push(DnType::CommonName, cn.as_str());
+            p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+            p.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+            let key = KeyPair::generate().map_err(|e| fail(&cn, e))?;
+            let cert = p.signed_by(&key, &issuer).map_err(|e| fail(&cn, e))?;
+            out.push(Identity {
+                cert_pem: cert.pem(),
+                key_pem: key.serialize_pem(),
+            });
+        }
+        Ok((authority, out))
+    }
+
     /// SHA-256 of the certificate's PEM text, hex (printed at server start
     /// so that an operator can check the file a client trusts).
     pub fn fingerprint(&self) -> String {

@@ -4,6 +4,7 @@
 
 use std::collections::HashSet;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -16,7 +17,10 @@ use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 use crate::auth::ClientHeaders;
 use crate::codec::{encode_desc, encode_graph, graph_hash};
 use crate::pb;
+use crate::pb::buffer_op::Op;
 use crate::pb::remote_client::RemoteClient;
+use crate::queue::{self, Pending, QUEUE_UPLOAD_MAX};
+use crate::store::{MIN_STORED_BYTES, content_hash};
 
 /// Where a server is.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -58,6 +62,10 @@ pub struct ClientOptions {
     /// PEM file of the certificate (or CA) to trust for TLS; `None` with
     /// `insecure` false uses TLS with... nothing trusted, so set one of them.
     pub ca_file: Option<PathBuf>,
+    /// PEM files of a client certificate (chain) and its private key, for
+    /// servers that require client certificates (`--client-ca`); both or
+    /// neither.
+    pub client_identity: Option<(PathBuf, PathBuf)>,
     /// Plain TCP (loopback servers started with `--insecure`).
     pub insecure: bool,
     /// Deadline of one call.
@@ -86,6 +94,7 @@ impl Default for ClientOptions {
         ClientOptions {
             token: None,
             ca_file: None,
+            client_identity: None,
             insecure: false,
             call_timeout: Duration::from_secs(60),
             connect_timeout: Duration::from_secs(3),
@@ -130,6 +139,26 @@ struct Conn {
     session: u64,
     hello: pb::OpenReply,
     graphs: HashSet<[u8; 32]>,
+    pending: Pending,
+}
+
+impl Conn {
+    /// Sends the queued operations now (one `Apply`), if any.
+    async fn flush(&mut self) -> Result<(), tonic::Status> {
+        if !self.pending.is_empty() {
+            let ops = self.pending.take();
+            self.grpc.apply(pb::ApplyRequest { ops }).await?;
+        }
+        Ok(())
+    }
+
+    /// Makes room for an operation carrying `bytes` of data.
+    async fn room_for(&mut self, bytes: usize) -> Result<(), tonic::Status> {
+        if !self.pending.has_room(bytes) {
+            self.flush().await?;
+        }
+        Ok(())
+    }
 }
 
 struct Backoff {
@@ -144,6 +173,20 @@ pub struct Client {
     opts: ClientOptions,
     conn: Mutex<Option<Conn>>,
     backoff: Mutex<Backoff>,
+    sent_bytes: AtomicU64,
+    stored_bytes: AtomicU64,
+}
+
+/// Tensor bytes a client moved to its server so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TransferStats {
+    /// Sent over the connection (uploads, queued or streamed).
+    pub sent_bytes: u64,
+    /// Filled by the server from its own files instead ([`Client::upload`]
+    /// asks first for tensors of at least
+    /// [`MIN_STORED_BYTES`](crate::store::MIN_STORED_BYTES) when the server
+    /// has a model store).
+    pub stored_bytes: u64,
 }
 
 /// A buffer handle on a server, valid within one session.
@@ -184,6 +227,16 @@ impl Client {
                 failures: 0,
                 next_try: None,
             }),
+            sent_bytes: AtomicU64::new(0),
+            stored_bytes: AtomicU64::new(0),
+        }
+    }
+
+    /// Tensor bytes sent, and filled by the server from its own files.
+    pub fn transfer_stats(&self) -> TransferStats {
+        TransferStats {
+            sent_bytes: self.sent_bytes.load(Ordering::Relaxed),
+            stored_bytes: self.stored_bytes.load(Ordering::Relaxed),
         }
     }
 
@@ -225,6 +278,16 @@ impl Client {
                         let pem = std::fs::read_to_string(ca)
                             .map_err(|e| fail(format!("reading {}: {e}", ca.display())))?;
                         tls = tls.ca_certificate(Certificate::from_pem(pem));
+                    }
+                    if let Some((cert, key)) = &self.opts.client_identity {
+                        let read = |p: &PathBuf| {
+                            std::fs::read_to_string(p)
+                                .map_err(|e| fail(format!("reading {}: {e}", p.display())))
+                        };
+                        tls = tls.identity(tonic::transport::Identity::from_pem(
+                            read(cert)?,
+                            read(key)?,
+                        ));
                     }
                     ep = ep.tls_config(tls).map_err(|e| fail(format!("TLS: {e}")))?;
                 }
@@ -276,6 +339,7 @@ impl Client {
             session: hello.session,
             hello,
             graphs: HashSet::new(),
+            pending: Pending::default(),
         })
     }
 
@@ -397,9 +461,14 @@ impl Client {
         self.with(
             &format!("alloc of {size} bytes on device {device}"),
             async |c| {
+                let before = c.pending.take();
                 let r = c
                     .grpc
-                    .alloc(pb::AllocRequest { device, size })
+                    .alloc(pb::AllocRequest {
+                        device,
+                        size,
+                        before,
+                    })
                     .await?
                     .into_inner();
                 Ok(RemoteBuffer {
@@ -417,7 +486,9 @@ impl Client {
             return Ok(());
         }
         self.with("free", async |c| {
-            c.grpc.free(pb::BufferRequest { handle: b.handle }).await?;
+            c.room_for(0).await?;
+            c.pending
+                .push(Op::Free(pb::BufferRequest { handle: b.handle }), 0);
             Ok(())
         })
     }
@@ -430,10 +501,52 @@ impl Client {
         offset: u64,
         data: &[u8],
     ) -> Result<(), RemoteError> {
+        let what = format!("upload of {} bytes", data.len());
         let packed = encode_desc(tensor);
-        let data: Arc<[u8]> = Arc::from(data);
-        self.with(&format!("upload of {} bytes", data.len()), async |c| {
+        self.with(&what, async |c| {
             self.check_session(c, b)?;
+            queue::check_range("upload", tensor, b.size, offset, data.len() as u64)
+                .map_err(tonic::Status::invalid_argument)?;
+            let ask_store = c.hello.stored_tensors > 0 && data.len() as u64 >= MIN_STORED_BYTES;
+            let queueable = QUEUE_UPLOAD_MAX.min(c.hello.max_chunk_bytes as usize);
+            if !ask_store && data.len() <= queueable {
+                c.room_for(data.len()).await?;
+                let part = pb::UploadChunk {
+                    handle: b.handle,
+                    tensor: packed,
+                    offset,
+                    data: data.to_vec(),
+                };
+                c.pending.push(Op::Upload(part), data.len());
+                self.sent_bytes
+                    .fetch_add(data.len() as u64, Ordering::Relaxed);
+                return Ok(());
+            }
+            if ask_store {
+                // Ask the server to fill it from its own files first.
+                let before = c.pending.take();
+                let r = c
+                    .grpc
+                    .upload_stored(pb::UploadStoredRequest {
+                        handle: b.handle,
+                        tensor: packed.clone(),
+                        offset,
+                        size: data.len() as u64,
+                        hash: content_hash(data).to_vec(),
+                        before,
+                    })
+                    .await?
+                    .into_inner();
+                if r.found {
+                    self.stored_bytes
+                        .fetch_add(data.len() as u64, Ordering::Relaxed);
+                    return Ok(());
+                }
+            }
+            c.flush().await?;
+            self.sent_bytes
+                .fetch_add(data.len() as u64, Ordering::Relaxed);
+            let data: Arc<[u8]> = Arc::from(data);
             let chunk = (c.hello.max_chunk_bytes.max(1) as usize).min(4 << 20);
             let n = data.len().div_ceil(chunk).max(1);
             let (h, packed, data) = (b.handle, packed.clone(), data.clone());
@@ -463,6 +576,7 @@ impl Client {
         let packed = encode_desc(tensor);
         self.with(&format!("download of {} bytes", out.len()), async |c| {
             self.check_session(c, b)?;
+            let before = c.pending.take();
             let mut s = c
                 .grpc
                 .download(pb::DownloadRequest {
@@ -470,6 +584,7 @@ impl Client {
                     tensor: packed,
                     offset,
                     size: out.len() as u64,
+                    before,
                 })
                 .await?
                 .into_inner();
@@ -506,15 +621,17 @@ impl Client {
         let packed = encode_desc(tensor);
         self.with("memset", async |c| {
             self.check_session(c, b)?;
-            c.grpc
-                .memset(pb::MemsetRequest {
-                    handle: b.handle,
-                    tensor: packed,
-                    value: value.into(),
-                    offset,
-                    size,
-                })
-                .await?;
+            queue::check_range("memset", tensor, b.size, offset, size)
+                .map_err(tonic::Status::invalid_argument)?;
+            c.room_for(0).await?;
+            let op = pb::MemsetRequest {
+                handle: b.handle,
+                tensor: packed,
+                value: value.into(),
+                offset,
+                size,
+            };
+            c.pending.push(Op::Memset(op), 0);
             Ok(())
         })
     }
@@ -523,12 +640,12 @@ impl Client {
     pub fn clear(&self, b: &RemoteBuffer, value: u8) -> Result<(), RemoteError> {
         self.with("clear", async |c| {
             self.check_session(c, b)?;
-            c.grpc
-                .clear(pb::ClearRequest {
-                    handle: b.handle,
-                    value: value.into(),
-                })
-                .await?;
+            c.room_for(0).await?;
+            let op = pb::ClearRequest {
+                handle: b.handle,
+                value: value.into(),
+            };
+            c.pending.push(Op::Clear(op), 0);
             Ok(())
         })
     }
@@ -577,23 +694,38 @@ impl Client {
                     "the graph's buffers belonged to session {s}, lost with the connection (server restarted or unreachable); reload them"
                 )));
             }
+            // The queued operations and, the first time, the graph itself
+            // travel with the call; a server that lost the graph (evicted
+            // from its cache) answers NOT_FOUND and gets it again.
+            let before = c.pending.take();
+            let mut request = pb::ComputeRequest {
+                device,
+                hash: hash.to_vec(),
+                before,
+                graph: if c.graphs.contains(&hash) { Vec::new() } else { packed.clone() },
+            };
             for attempt in 0..2 {
-                if !c.graphs.contains(&hash) {
-                    c.grpc
-                        .put_graph(pb::PutGraphRequest { hash: hash.to_vec(), graph: packed.clone() })
-                        .await?;
-                    c.graphs.insert(hash);
-                }
-                match c.grpc.compute(pb::ComputeRequest { device, hash: hash.to_vec() }).await {
-                    Ok(_) => return Ok(()),
+                match c.grpc.compute(request.clone()).await {
+                    Ok(_) => {
+                        c.graphs.insert(hash);
+                        return Ok(());
+                    }
                     Err(s) if s.code() == Code::NotFound && attempt == 0 => {
                         c.graphs.remove(&hash);
+                        request.before.clear();
+                        request.graph = packed.clone();
                     }
                     Err(s) => return Err(s),
                 }
             }
             Err(tonic::Status::internal("graph evicted twice in a row"))
         })
+    }
+
+    /// Sends the queued buffer operations now (they otherwise travel with
+    /// the next alloc, download or compute); their first error, if any.
+    pub fn flush(&self) -> Result<(), RemoteError> {
+        self.with("queued buffer operations", async |c| c.flush().await)
     }
 
     /// Closes the session (its buffers are freed on the server).

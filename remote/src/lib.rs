@@ -8,8 +8,11 @@ pub mod client;
 pub mod codec;
 pub mod limits;
 pub mod listen;
+pub mod ops;
+pub mod queue;
 pub mod server;
 pub mod session;
+pub mod store;
 
 /// Generated protocol messages and services (`proto/backplane.proto`).
 #[allow(missing_docs, clippy::all)]
@@ -19,7 +22,7 @@ pub mod pb {
 
 pub use client::{Client, ClientOptions, RemoteBuffer, RemoteError, Target};
 pub use limits::Limits;
-pub use listen::{Listen, RunningServer, ServeOptions, Tls, start};
+pub use listen::{Listen, RunningServer, ServeOptions, Tls, start, start_with_store};
 
 /// An error and its sources, joined with ": ".
 pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {

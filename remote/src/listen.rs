@@ -17,6 +17,7 @@ use crate::auth::{Identity, TokenCheck, insecure_allowed};
 use crate::limits::Limits;
 use crate::pb::remote_server::RemoteServer;
 use crate::server::RemoteService;
+use crate::store::{MODELS_ENV, ModelStore, StoreSummary};
 
 /// Where to listen.
 #[derive(Clone, Debug)]
@@ -65,6 +66,8 @@ pub struct RunningServer {
     pub fingerprint: Option<String>,
     /// Number of devices served.
     pub devices: usize,
+    /// What the model store indexed, when there is one.
+    pub stored: Option<StoreSummary>,
     stop: Option<watch::Sender<bool>>,
     thread: Option<std::thread::JoinHandle<Result<(), String>>>,
 }
@@ -91,8 +94,42 @@ impl Drop for RunningServer {
 }
 
 /// Starts serving `registry`'s devices as `opts` say; returns once the
-/// socket is bound.
+/// socket is bound. When `BACKPLANE_SERVE_MODELS` names directories, their
+/// GGUF files are indexed first ([`ModelStore`]) and a line says what was
+/// found.
 pub fn start(registry: Registry, opts: ServeOptions) -> Result<RunningServer, String> {
+    let dirs: Vec<PathBuf> = std::env::var_os(MODELS_ENV)
+        .map(|v| {
+            std::env::split_paths(&v)
+                .filter(|p| !p.as_os_str().is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
+    let store = if dirs.is_empty() {
+        None
+    } else {
+        let (store, summary) = ModelStore::index(&dirs)?;
+        eprintln!(
+            "backplane serve: model store: {} tensors ({} bytes) of {} GGUF files indexed in {:.1} s",
+            summary.tensors,
+            summary.bytes,
+            summary.files,
+            store.indexing_time().as_secs_f64()
+        );
+        for s in &summary.skipped {
+            eprintln!("backplane serve: model store: skipped {s}");
+        }
+        Some((store, summary))
+    };
+    start_with_store(registry, opts, store)
+}
+
+/// [`start`] with a model store already indexed (or none).
+pub fn start_with_store(
+    registry: Registry,
+    opts: ServeOptions,
+    store: Option<(ModelStore, StoreSummary)>,
+) -> Result<RunningServer, String> {
     let needs_token = matches!(opts.listen, Listen::Tcp(_))
         && !matches!(
             &opts.tls,
@@ -116,7 +153,11 @@ pub fn start(registry: Registry, opts: ServeOptions) -> Result<RunningServer, St
         .build()
         .map_err(|e| format!("starting the server runtime: {e}"))?;
     let limits = opts.limits.clone();
-    let service = RemoteService::new(Arc::new(registry), limits.clone());
+    let (store, stored) = match store {
+        Some((s, summary)) => (Some(Arc::new(s)), Some(summary)),
+        None => (None, None),
+    };
+    let service = RemoteService::with_store(Arc::new(registry), limits.clone(), store);
     let devices = service.device_count();
     let token = match opts.listen {
         Listen::Unix(_) => None,
@@ -160,7 +201,12 @@ pub fn start(registry: Registry, opts: ServeOptions) -> Result<RunningServer, St
                 .block_on(tokio::net::TcpListener::bind(addr))
                 .map_err(|e| format!("binding {addr}: {e}"))?;
             let local = listener.local_addr().map_err(|e| format!("{addr}: {e}"))?;
-            let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+            // TCP_NODELAY on every accepted connection: without it a
+            // reply written in several small frames waits for the client's
+            // delayed ACK (about 40 ms per call on Linux loopback).
+            let incoming = tonic::transport::server::TcpIncoming::from(listener)
+                .with_nodelay(Some(true))
+                .with_keepalive(Some(Duration::from_secs(30)));
             let fut: std::pin::Pin<
                 Box<dyn std::future::Future<Output = Result<(), String>> + Send>,
             > = Box::pin(async move {
@@ -215,6 +261,7 @@ pub fn start(registry: Registry, opts: ServeOptions) -> Result<RunningServer, St
         address,
         fingerprint,
         devices,
+        stored,
         stop: Some(stop_tx),
         thread: Some(thread),
     })

@@ -13,10 +13,12 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::auth::SESSION_HEADER;
-use crate::codec::{decode_desc, decode_graph};
+use crate::codec::decode_graph;
 use crate::limits::{self, Limits};
+use crate::ops::{self, bind_tensor, plugin};
 use crate::pb;
 use crate::session::Session;
+use crate::store::ModelStore;
 
 /// The gRPC service over one registry's devices.
 pub struct RemoteService {
@@ -25,6 +27,7 @@ pub struct RemoteService {
 
 struct State {
     devices: Vec<Device>,
+    store: Option<Arc<ModelStore>>,
     limits: Limits,
     sessions: Mutex<Sessions>,
     _registry: Arc<Registry>,
@@ -41,10 +44,21 @@ type Reply<T> = Result<Response<T>, Status>;
 impl RemoteService {
     /// Serves every device of `registry` under `limits`.
     pub fn new(registry: Arc<Registry>, limits: Limits) -> RemoteService {
+        RemoteService::with_store(registry, limits, None)
+    }
+
+    /// Serves every device of `registry` under `limits`, filling tensors
+    /// from `store` when a client names their content by hash.
+    pub fn with_store(
+        registry: Arc<Registry>,
+        limits: Limits,
+        store: Option<Arc<ModelStore>>,
+    ) -> RemoteService {
         let devices = registry.devices().cloned().collect();
         RemoteService {
             state: Arc::new(State {
                 devices,
+                store,
                 limits,
                 sessions: Mutex::new(Sessions::default()),
                 _registry: registry,
@@ -64,16 +78,6 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 fn bad(e: impl Into<String>) -> Status {
     Status::invalid_argument(e.into())
-}
-
-fn plugin(what: &str, e: backplane_abi::plugin::PluginError) -> Status {
-    let msg = format!("{what}: {e}");
-    match e.kind {
-        backplane_abi::plugin::error_kind::BAD_INPUT => Status::invalid_argument(msg),
-        backplane_abi::plugin::error_kind::OUT_OF_MEMORY => Status::resource_exhausted(msg),
-        backplane_abi::plugin::error_kind::UNSUPPORTED => Status::unimplemented(msg),
-        _ => Status::internal(msg),
-    }
 }
 
 /// Runs blocking plugin work off the async threads.
@@ -150,6 +154,31 @@ impl State {
 /// Sessions opened by any server of this process.
 static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
 
+/// Checks a graph sent by a client (its hash, its values, its buffers in
+/// the session) and caches it; returns the hash.
+fn store_graph(
+    session: &Mutex<Session>,
+    limits: &Limits,
+    hash: &[u8],
+    packed: &[u8],
+) -> Result<[u8; 32], Status> {
+    let hash: [u8; 32] = hash
+        .try_into()
+        .map_err(|_| bad(format!("graph hash of {} bytes, expected 32", hash.len())))?;
+    if crate::codec::graph_hash(packed) != hash {
+        return Err(bad("graph hash does not match its bytes"));
+    }
+    let graph = decode_graph(packed).map_err(bad)?;
+    let mut probe = graph.clone();
+    let s = &mut *lock(session);
+    limits::check_graph(&mut probe, limits, |h| {
+        s.buffer(h).ok().map(|o| (o.buffer.id(), o.buffer.size()))
+    })
+    .map_err(bad)?;
+    s.put_graph(hash, graph, limits.graph_cache);
+    Ok(hash)
+}
+
 /// A session id that another client cannot guess and that a restarted
 /// server does not hand out again (so stale client handles never alias):
 /// the counter hashed with a per-process random key, never 0.
@@ -175,37 +204,6 @@ fn session_id<T>(req: &Request<T>) -> Result<u64, Status> {
         })
 }
 
-/// A tensor record from a client, bound to the buffer `handle` of `session`:
-/// checked values, the buffer it names, inside that buffer.
-fn bind_tensor(
-    session: &Session,
-    handle: u64,
-    packed: &[u8],
-) -> Result<
-    (
-        backplane_abi::TensorDesc,
-        Arc<backplane::registry::Buffer>,
-        u64,
-    ),
-    Status,
-> {
-    let mut d = decode_desc(packed).map_err(bad)?;
-    // Alone, a tensor has no graph: its links mean nothing and are cleared.
-    d.src = [backplane_abi::tensor::NO_TENSOR; backplane_abi::tensor::MAX_SRC];
-    d.view_src = backplane_abi::tensor::NO_TENSOR;
-    let nbytes = limits::check_desc(&d, 0).map_err(bad)?;
-    if d.buffer != handle {
-        return Err(bad(format!(
-            "tensor names buffer {} but the request buffer {handle}",
-            d.buffer
-        )));
-    }
-    let owned = session.buffer(handle).map_err(bad)?;
-    let (id, size) = (owned.buffer.id(), owned.buffer.size());
-    limits::bind(&mut d, nbytes, &mut |_| Some((id, size))).map_err(bad)?;
-    Ok((d, owned.buffer.clone(), nbytes))
-}
-
 #[tonic::async_trait]
 impl pb::remote_server::Remote for RemoteService {
     async fn open(&self, req: Request<pb::OpenRequest>) -> Reply<pb::OpenReply> {
@@ -229,6 +227,7 @@ impl pb::remote_server::Remote for RemoteService {
             max_chunk_bytes: l.max_chunk_bytes as u64,
             max_session_bytes: l.max_session_bytes,
             max_graph_nodes: l.max_graph_nodes as u32,
+            stored_tensors: self.state.store.as_ref().map_or(0, |s| s.len() as u64),
         }))
     }
 
@@ -243,6 +242,7 @@ impl pb::remote_server::Remote for RemoteService {
         let st = self.state.clone();
         let r = req.into_inner();
         blocking(move || {
+            ops::apply(&session, &st.limits, &r.before)?;
             let dev = st.device(r.device)?;
             let mut s = lock(&session);
             let room = st.limits.max_session_bytes.saturating_sub(s.bytes());
@@ -273,12 +273,8 @@ impl pb::remote_server::Remote for RemoteService {
 
     async fn free(&self, req: Request<pb::BufferRequest>) -> Reply<pb::Empty> {
         let session = self.state.session(&req)?;
-        let h = req.into_inner().handle;
-        if lock(&session).remove(h) {
-            Ok(Response::new(pb::Empty {}))
-        } else {
-            Err(bad(format!("free of unknown buffer handle {h}")))
-        }
+        ops::free(&session, req.into_inner().handle)?;
+        Ok(Response::new(pb::Empty {}))
     }
 
     async fn upload(&self, req: Request<Streaming<pb::UploadChunk>>) -> Reply<pb::Empty> {
@@ -317,7 +313,15 @@ impl pb::remote_server::Remote for RemoteService {
     async fn download(&self, req: Request<pb::DownloadRequest>) -> Reply<Self::DownloadStream> {
         let session = self.state.session(&req)?;
         let max_chunk = self.state.limits.max_chunk_bytes as u64;
-        let r = req.into_inner();
+        let mut r = req.into_inner();
+        if !r.before.is_empty() {
+            let (session, limits, before) = (
+                session.clone(),
+                self.state.limits.clone(),
+                std::mem::take(&mut r.before),
+            );
+            blocking(move || ops::apply(&session, &limits, &before)).await?;
+        }
         let (desc, buffer, nbytes) = bind_tensor(&lock(&session), r.handle, &r.tensor)?;
         limits::check_range(r.offset, r.size, nbytes, "download").map_err(bad)?;
         let (tx, rx) = mpsc::channel(2);
@@ -343,26 +347,47 @@ impl pb::remote_server::Remote for RemoteService {
     async fn memset(&self, req: Request<pb::MemsetRequest>) -> Reply<pb::Empty> {
         let session = self.state.session(&req)?;
         let r = req.into_inner();
-        let (desc, buffer, nbytes) = bind_tensor(&lock(&session), r.handle, &r.tensor)?;
-        limits::check_range(r.offset, r.size, nbytes, "memset").map_err(bad)?;
-        let value = u8::try_from(r.value)
-            .map_err(|_| bad(format!("memset value {} is not a byte", r.value)))?;
-        blocking(move || {
-            buffer
-                .memset_tensor(&desc, value, r.offset, r.size)
-                .map_err(|e| plugin("memset_tensor", e))
-        })
-        .await?;
+        blocking(move || ops::memset(&session, &r)).await?;
         Ok(Response::new(pb::Empty {}))
     }
 
     async fn clear(&self, req: Request<pb::ClearRequest>) -> Reply<pb::Empty> {
         let session = self.state.session(&req)?;
         let r = req.into_inner();
-        let buffer = lock(&session).buffer(r.handle).map_err(bad)?.buffer.clone();
-        let value = u8::try_from(r.value)
-            .map_err(|_| bad(format!("clear value {} is not a byte", r.value)))?;
-        blocking(move || buffer.clear(value).map_err(|e| plugin("clear", e))).await?;
+        blocking(move || ops::clear(&session, &r)).await?;
+        Ok(Response::new(pb::Empty {}))
+    }
+
+    async fn upload_stored(&self, req: Request<pb::UploadStoredRequest>) -> Reply<pb::StoredReply> {
+        let session = self.state.session(&req)?;
+        let st = self.state.clone();
+        let r = req.into_inner();
+        blocking(move || {
+            ops::apply(&session, &st.limits, &r.before)?;
+            let (desc, buffer, nbytes) = bind_tensor(&lock(&session), r.handle, &r.tensor)?;
+            limits::check_range(r.offset, r.size, nbytes, "upload_stored").map_err(bad)?;
+            let hash: [u8; 32] = r.hash.as_slice().try_into().map_err(|_| {
+                bad(format!("content hash of {} bytes, expected 32", r.hash.len()))
+            })?;
+            let found = st.store.as_ref().and_then(|s| s.get(&hash));
+            let Some((data, file, name)) = found.filter(|(d, _, _)| d.len() as u64 == r.size)
+            else {
+                return Ok(Response::new(pb::StoredReply { found: false }));
+            };
+            buffer
+                .set_tensor(&desc, r.offset, data)
+                .map_err(|e| plugin("set_tensor from the model store", e))?;
+            tracing::debug!(tensor = name, file = %file.display(), bytes = r.size, "filled from the model store");
+            Ok(Response::new(pb::StoredReply { found: true }))
+        })
+        .await
+    }
+
+    async fn apply(&self, req: Request<pb::ApplyRequest>) -> Reply<pb::Empty> {
+        let session = self.state.session(&req)?;
+        let limits = self.state.limits.clone();
+        let r = req.into_inner();
+        blocking(move || ops::apply(&session, &limits, &r.ops)).await?;
         Ok(Response::new(pb::Empty {}))
     }
 
@@ -392,25 +417,8 @@ impl pb::remote_server::Remote for RemoteService {
 
     async fn put_graph(&self, req: Request<pb::PutGraphRequest>) -> Reply<pb::Empty> {
         let session = self.state.session(&req)?;
-        let keep = self.state.limits.graph_cache;
-        let limits = self.state.limits.clone();
         let r = req.into_inner();
-        let hash: [u8; 32] = r
-            .hash
-            .as_slice()
-            .try_into()
-            .map_err(|_| bad(format!("graph hash of {} bytes, expected 32", r.hash.len())))?;
-        if crate::codec::graph_hash(&r.graph) != hash {
-            return Err(bad("graph hash does not match its bytes"));
-        }
-        let graph = decode_graph(&r.graph).map_err(bad)?;
-        let mut probe = graph.clone();
-        let s = &mut *lock(&session);
-        limits::check_graph(&mut probe, &limits, |h| {
-            s.buffer(h).ok().map(|o| (o.buffer.id(), o.buffer.size()))
-        })
-        .map_err(bad)?;
-        s.put_graph(hash, graph, keep);
+        store_graph(&session, &self.state.limits, &r.hash, &r.graph)?;
         Ok(Response::new(pb::Empty {}))
     }
 
@@ -419,12 +427,16 @@ impl pb::remote_server::Remote for RemoteService {
         let st = self.state.clone();
         let r = req.into_inner();
         blocking(move || {
+            ops::apply(&session, &st.limits, &r.before)?;
             let dev = st.device(r.device)?.clone();
-            let hash: [u8; 32] = r
-                .hash
-                .as_slice()
-                .try_into()
-                .map_err(|_| bad("graph hash is not 32 bytes"))?;
+            let hash = if r.graph.is_empty() {
+                r.hash
+                    .as_slice()
+                    .try_into()
+                    .map_err(|_| bad("graph hash is not 32 bytes"))?
+            } else {
+                store_graph(&session, &st.limits, &r.hash, &r.graph)?
+            };
             let (mut graph, stream, _keep) = {
                 let mut s = lock(&session);
                 let g = s

@@ -85,16 +85,19 @@ fn garbage_from_a_client_gets_errors_and_the_server_keeps_serving() {
         let r = c.req(pb::AllocRequest {
             device: 0,
             size: u64::MAX,
+            ..Default::default()
         });
         expect_err(c.grpc.alloc(r).await, Code::ResourceExhausted, "may hold");
         let r = c.req(pb::AllocRequest {
             device: 7,
             size: 16,
+            ..Default::default()
         });
         expect_err(c.grpc.alloc(r).await, Code::InvalidArgument, "no device 7");
         let r = c.req(pb::AllocRequest {
             device: 0,
             size: 1024,
+            ..Default::default()
         });
         let h = c.grpc.alloc(r).await.unwrap().into_inner().handle;
         // Out-of-range offsets, bad shapes, unknown handles, ragged records.
@@ -150,6 +153,7 @@ fn garbage_from_a_client_gets_errors_and_the_server_keeps_serving() {
             tensor: encode_desc(&t),
             offset: u64::MAX - 2,
             size: 8,
+            ..Default::default()
         });
         expect_err(
             c.grpc.download(r).await,
@@ -216,6 +220,7 @@ fn garbage_from_a_client_gets_errors_and_the_server_keeps_serving() {
         let r = c.req(pb::ComputeRequest {
             device: 0,
             hash: vec![7; 32],
+            ..Default::default()
         });
         expect_err(c.grpc.compute(r).await, Code::NotFound, "not cached");
         let r = c.req(pb::SupportsOpRequest {
@@ -228,6 +233,7 @@ fn garbage_from_a_client_gets_errors_and_the_server_keeps_serving() {
         let mut r = tonic::Request::new(pb::AllocRequest {
             device: 0,
             size: 16,
+            ..Default::default()
         });
         r.metadata_mut()
             .insert(TOKEN_HEADER, format!("Bearer {TOKEN}").parse().unwrap());
@@ -239,6 +245,7 @@ fn garbage_from_a_client_gets_errors_and_the_server_keeps_serving() {
         let mut other = c.req(pb::AllocRequest {
             device: 0,
             size: 16,
+            ..Default::default()
         });
         other
             .metadata_mut()
@@ -270,6 +277,7 @@ fn garbage_from_a_client_gets_errors_and_the_server_keeps_serving() {
             tensor: encode_desc(&t),
             offset: 0,
             size: 8,
+            ..Default::default()
         });
         let mut s = c.grpc.download(r).await.unwrap().into_inner();
         let chunk = s.message().await.unwrap().unwrap();
@@ -289,6 +297,7 @@ fn random_bytes_as_graphs_and_tensors_never_crash_the_server() {
         let r = c.req(pb::AllocRequest {
             device: 0,
             size: 4096,
+            ..Default::default()
         });
         let h = c.grpc.alloc(r).await.unwrap().into_inner().handle;
         let mut state = 0x9e3779b97f4a7c15u64;
@@ -330,6 +339,7 @@ fn random_bytes_as_graphs_and_tensors_never_crash_the_server() {
                 tensor: bytes[..rec].to_vec(),
                 offset: next() % 64,
                 size: next() % 64,
+                ..Default::default()
             });
             if let Ok(s) = c.grpc.download(r).await {
                 let mut s = s.into_inner();
@@ -344,6 +354,7 @@ fn random_bytes_as_graphs_and_tensors_never_crash_the_server() {
             tensor: encode_desc(&t),
             offset: 0,
             size: 16,
+            ..Default::default()
         });
         assert!(c.grpc.download(r).await.is_ok());
     });

@@ -57,6 +57,16 @@ impl Config {
             insecure: var("BACKPLANE_REMOTE_INSECURE").is_some_and(|v| v == "1" || v == "true"),
             ..ClientOptions::default()
         };
+        match (var("BACKPLANE_REMOTE_CERT"), var("BACKPLANE_REMOTE_KEY")) {
+            (Some(cert), Some(key)) => {
+                options.client_identity = Some((PathBuf::from(cert), PathBuf::from(key)))
+            }
+            (None, None) => {}
+            (Some(_), None) => problems
+                .push("BACKPLANE_REMOTE_CERT is set but BACKPLANE_REMOTE_KEY is not: no client certificate sent".into()),
+            (None, Some(_)) => problems
+                .push("BACKPLANE_REMOTE_KEY is set but BACKPLANE_REMOTE_CERT is not: no client certificate sent".into()),
+        }
         if let Some(ms) = var("BACKPLANE_REMOTE_TIMEOUT_MS") {
             match ms.parse::<u64>() {
                 Ok(ms) if ms > 0 => options.call_timeout = Duration::from_millis(ms),

@@ -6,6 +6,8 @@
 //!   accepted): the servers.
 //! - `BACKPLANE_REMOTE_TOKEN`: the shared token.
 //! - `BACKPLANE_REMOTE_CA=/path/cert.pem`: the certificate to trust for TLS.
+//! - `BACKPLANE_REMOTE_CERT=/path/client.pem`, `BACKPLANE_REMOTE_KEY=/path/client.key`:
+//!   a client certificate and its key, for servers started with `--client-ca`.
 //! - `BACKPLANE_REMOTE_INSECURE=1`: plain TCP (loopback servers only).
 //! - `BACKPLANE_REMOTE_TIMEOUT_MS`: deadline of one call (default 60000).
 //! - `BACKPLANE_REMOTE_ISOLATE=/path/libbackplane_x.so,...`: run each of
