@@ -16,8 +16,9 @@ use std::sync::{Mutex, OnceLock};
 use backplane::registry::{Device, Registry, RegistryOptions, SearchPath};
 use backplane::{DType, Graph};
 
-/// The workspace's target directory as seen at build time.
-fn target_dir() -> PathBuf {
+/// The workspace's target directory as seen at build time
+/// (`$CARGO_TARGET_DIR`, else `target/` of the workspace).
+pub fn target_dir() -> PathBuf {
     match option_env!("CARGO_TARGET_DIR") {
         Some(d) => PathBuf::from(d),
         None => Path::new(env!("CARGO_MANIFEST_DIR"))

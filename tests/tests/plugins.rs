@@ -21,6 +21,19 @@ fn short_refusal<'a>(reg: &'a Registry, file: &str) -> &'a str {
     reason
 }
 
+/// Loads fixture `fixture_name` (installed under that name) beside the CPU
+/// plugin, from a scratch dir for test `test`.
+fn load_beside_cpu(test: &str, fixture_name: &str) -> Registry {
+    let dir = scratch_dir_with(
+        test,
+        &[
+            (fixture(fixture_name), fixture_name),
+            (cpu_plugin(), cpu_plugin_name()),
+        ],
+    );
+    load_only([&dir])
+}
+
 /// A scratch dir for test `name` holding the CPU plugin.
 fn dir_with_cpu_plugin(name: &str) -> std::path::PathBuf {
     let dir = scratch_dir(name);
@@ -102,14 +115,7 @@ fn cpu_plugin_refuses_foreign_buffers_and_explains_unsupported_nodes() {
 
 #[test]
 fn refuses_plugin_built_against_other_interface() {
-    let dir = scratch_dir_with(
-        "changed-abi",
-        &[
-            (fixture("changed"), "changed"),
-            (cpu_plugin(), cpu_plugin_name()),
-        ],
-    );
-    let reg = load_only([&dir]);
+    let reg = load_beside_cpu("changed-abi", "changed");
     let reason = short_refusal(&reg, &plugin_file_name("changed"));
     assert!(reason.contains("incompatible plugin interface"), "{reason}");
     // The host goes on: the next plugin loaded.
@@ -163,14 +169,7 @@ fn plugin_of_the_first_abi_1_layout_loads_and_computes() {
 
 #[test]
 fn panicking_plugin_returns_errors_and_host_goes_on() {
-    let dir = scratch_dir_with(
-        "panicky",
-        &[
-            (fixture("panicky"), "panicky"),
-            (cpu_plugin(), cpu_plugin_name()),
-        ],
-    );
-    let reg = load_only([&dir]);
+    let reg = load_beside_cpu("panicky", "panicky");
     let dev = &reg
         .backend("panicky")
         .expect("panicky plugin loads")
