@@ -34,6 +34,14 @@ fn load_beside_cpu(test: &str, fixture_name: &str) -> Registry {
     load_only([&dir])
 }
 
+/// Loads the plugin files in `dir` and the built-in CPU backend.
+fn load_with_builtin_cpu(dir: &std::path::Path) -> Registry {
+    Registry::load(&RegistryOptions {
+        search: SearchPath::only([dir]),
+        builtin_cpu: true,
+    })
+}
+
 /// A scratch dir for test `name` holding the CPU plugin.
 fn dir_with_cpu_plugin(name: &str) -> std::path::PathBuf {
     let dir = scratch_dir(name);
@@ -59,10 +67,7 @@ fn cpu_plugin_runs_a_graph_through_the_abi() {
 #[test]
 fn builtin_cpu_is_there_without_plugins_and_behaves_alike() {
     let dir = scratch_dir("builtin");
-    let reg = Registry::load(&RegistryOptions {
-        search: SearchPath::only([&dir]),
-        builtin_cpu: true,
-    });
+    let reg = load_with_builtin_cpu(&dir);
     let cpu = reg.backend("cpu").expect("built-in cpu");
     assert_eq!(cpu.source, Source::Builtin);
     assert_add_mul_mat_computes(&cpu.devices[0]);
@@ -71,10 +76,7 @@ fn builtin_cpu_is_there_without_plugins_and_behaves_alike() {
 #[test]
 fn cpu_plugin_replaces_builtin_cpu() {
     let dir = dir_with_cpu_plugin("replace-builtin");
-    let reg = Registry::load(&RegistryOptions {
-        search: SearchPath::only([&dir]),
-        builtin_cpu: true,
-    });
+    let reg = load_with_builtin_cpu(&dir);
     let cpus: Vec<_> = reg.backends().iter().filter(|b| b.name == "cpu").collect();
     assert_eq!(cpus.len(), 1);
     assert!(matches!(cpus[0].source, Source::File { .. }));
