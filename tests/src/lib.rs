@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
 use backplane::registry::{Device, Registry, RegistryOptions, SearchPath};
-use backplane::{DType, Graph};
+use backplane::{DType, Graph, HostTensors, Op};
 
 /// The workspace's target directory as seen at build time
 /// (`$CARGO_TARGET_DIR`, else `target/` of the workspace).
@@ -295,6 +295,37 @@ pub fn test_values(seed: u64, n: usize) -> Vec<f32> {
             (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5
         })
         .collect()
+}
+
+/// Host tensors of `g` with every leaf filled: i32 leaves with positions
+/// 0, 1, ...; an f32 leaf named `kq_mask` with a causal mask (0 where the
+/// key's position is at most the query's, -inf elsewhere); every other leaf
+/// `k` (in id order, counting all leaves) with [`test_values`] of seed
+/// `k + 1`.
+pub fn filled_leaves(g: &Graph) -> HostTensors {
+    let mut host = HostTensors::new(g);
+    for (k, t) in g.ids().filter(|&t| g.op(t) == Op::None).enumerate() {
+        let n = g.desc(t).nelements() as usize;
+        if g.dtype(t) == DType::I32 {
+            let positions: Vec<i32> = (0..n as i32).collect();
+            host.set_i32(g, t, &positions).unwrap();
+        } else if g.name(t) == "kq_mask" {
+            let side = g.desc(t).ne[0] as usize;
+            let mask: Vec<f32> = (0..n)
+                .map(|i| {
+                    if i % side <= i / side {
+                        0.0
+                    } else {
+                        f32::NEG_INFINITY
+                    }
+                })
+                .collect();
+            host.set_f32(g, t, &mask).unwrap();
+        } else {
+            host.set_f32(g, t, &test_values(k as u64 + 1, n)).unwrap();
+        }
+    }
+    host
 }
 
 /// The generated model `file_name` in `target/tmp/backplane-models/`,

@@ -11,10 +11,10 @@ use std::sync::OnceLock;
 
 use backplane::registry::Device;
 use backplane::sched::{SchedOptions, Scheduler};
-use backplane::{DType, Graph, HostTensors, TensorId};
+use backplane::{DType, Graph, TensorId};
 use backplane_tests::{
-    cpu_plugin, cpu_plugin_name, device_of, fixture, load_all_of, nmse, picky_plugin,
-    scratch_dir_with, test_values,
+    cpu_plugin, cpu_plugin_name, device_of, filled_leaves, fixture, load_all_of, nmse,
+    picky_plugin, scratch_dir_with,
 };
 
 /// One directory with the CPU plugin, `picky` and `pickier`.
@@ -48,16 +48,6 @@ fn two_layer() -> Graph {
     g
 }
 
-fn filled(g: &Graph) -> HostTensors {
-    let mut host = HostTensors::new(g);
-    for (k, name) in ["x", "w1", "w2", "b"].iter().enumerate() {
-        let t = g.find(name).unwrap();
-        let n = g.desc(t).nelements() as usize;
-        host.set_f32(g, t, &test_values(k as u64 + 1, n)).unwrap();
-    }
-    host
-}
-
 fn id(g: &Graph, name: &str) -> TensorId {
     g.find(name).unwrap()
 }
@@ -68,7 +58,7 @@ fn run_placed(devices: [Device; 3]) -> (Vec<f32>, Scheduler) {
     let (a, b, cpu) = (0, 1, 2);
     let mut s = Scheduler::new(devices.to_vec(), SchedOptions::default()).unwrap();
     let mut g = two_layer();
-    let host = filled(&g);
+    let host = filled_leaves(&g);
     let (w1, w2, bias) = (id(&g, "w1"), id(&g, "w2"), id(&g, "b"));
     let k1 = s.place_weights(&mut g, a, &[w1]).unwrap().key();
     let k2 = s.place_weights(&mut g, b, &[w2]).unwrap().key();
@@ -101,7 +91,7 @@ fn run_placed(devices: [Device; 3]) -> (Vec<f32>, Scheduler) {
 
 fn cpu_result() -> Vec<f32> {
     let g = two_layer();
-    let mut host = filled(&g);
+    let mut host = filled_leaves(&g);
     backplane::reference::compute(&g, &mut host).unwrap();
     host.get_f32(&g, id(&g, "result"))
 }

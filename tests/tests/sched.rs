@@ -12,8 +12,8 @@ use backplane::sched::{Cause, Explanation, SchedError, SchedOptions, Scheduler};
 use backplane::{DType, Graph, HostTensors, Op, RopeParams, TensorId, rope_mode};
 use backplane_abi::plugin::DeviceType;
 use backplane_tests::{
-    cpu_plugin, cpu_plugin_name, device_of, load_all_of, nmse, picky_plugin, scratch_dir_with,
-    test_values,
+    cpu_plugin, cpu_plugin_name, device_of, filled_leaves, load_all_of, nmse, picky_plugin,
+    scratch_dir_with,
 };
 
 /// NMSE bounds as conformance uses them.
@@ -95,25 +95,9 @@ fn llama_ish() -> Graph {
     g
 }
 
-/// Host tensors of `g` with every leaf filled: positions 0.., the rest
-/// from `test_values`.
-fn filled(g: &Graph) -> HostTensors {
-    let mut host = HostTensors::new(g);
-    for (k, t) in g.ids().filter(|&t| g.op(t) == Op::None).enumerate() {
-        let n = g.desc(t).nelements() as usize;
-        if g.dtype(t) == DType::I32 {
-            host.set_i32(g, t, &(0..n as i32).collect::<Vec<_>>())
-                .unwrap();
-        } else {
-            host.set_f32(g, t, &test_values(k as u64 + 1, n)).unwrap();
-        }
-    }
-    host
-}
-
 /// The output `result` of `g` computed by the reference kernels.
 fn reference(g: &Graph) -> Vec<f32> {
-    let mut host = filled(g);
+    let mut host = filled_leaves(g);
     backplane::reference::compute(g, &mut host).unwrap();
     host.get_f32(g, g.find("result").unwrap())
 }
@@ -142,7 +126,7 @@ fn place_and_upload(s: &mut Scheduler, g: &mut Graph, host: &HostTensors) {
 /// (see [`place_and_upload`]) on a scheduler over `devs`.
 fn placed_llama_ish(devs: &[Device], options: SchedOptions) -> (Graph, HostTensors, Scheduler) {
     let mut g = llama_ish();
-    let host = filled(&g);
+    let host = filled_leaves(&g);
     let mut s = scheduler(devs, options);
     place_and_upload(&mut s, &mut g, &host);
     (g, host, s)
@@ -324,7 +308,7 @@ fn picky_refuses_tensors_over_its_size_limit_naming_the_limit() {
     g.mark_output(big).unwrap();
     g.mark_output(r).unwrap();
 
-    let mut host = filled(&g);
+    let mut host = filled_leaves(&g);
     let mut s = scheduler(&devs, SchedOptions::default());
     s.place_weights(&mut g, 0, &[small_w]).unwrap();
     s.upload(&g, small_w, host.bytes(small_w)).unwrap();
@@ -342,7 +326,7 @@ fn picky_refuses_tensors_over_its_size_limit_naming_the_limit() {
     assert_eq!(node(&ex, &g, "small_mul").backend, PICKY, "{ex}");
     assert_eq!(node(&ex, &g, "result").backend, PICKY, "{ex}");
 
-    let mut want = filled(&g);
+    let mut want = filled_leaves(&g);
     backplane::reference::compute(&g, &mut want).unwrap();
     s.compute(&g, &mut host).unwrap();
     for t in [big, r] {
@@ -378,7 +362,7 @@ fn allocator_reuses_picky_memory_on_a_long_element_wise_chain() {
     let len = 200;
     let mut g = chain(len);
     let want = reference(&g);
-    let mut host = filled(&g);
+    let mut host = filled_leaves(&g);
     let mut s = scheduler(&devs, SchedOptions::default());
     let w = [id(&g, "c"), id(&g, "g")];
     s.place_weights(&mut g, 0, &w).unwrap();
@@ -419,7 +403,7 @@ fn a_cached_plan_is_not_planned_again_and_a_second_compute_allocates_nothing() {
     // The same structure, built afresh and bound to the placed weights.
     let mut g2 = llama_ish();
     assert_eq!(s.bind_weights(&mut g2), 5);
-    let mut host2 = filled(&g2);
+    let mut host2 = filled_leaves(&g2);
     s.compute(&g2, &mut host2).unwrap();
     assert_eq!(s.planner().plans_built(), built, "no new planning");
     assert_eq!(s.planner().cache_hits(), hits + 1);
