@@ -258,8 +258,7 @@ impl Target for DeviceTarget {
                 Some(all) => Ok(all[span_start as usize..span_end as usize].to_vec()),
                 None => {
                     let mut bytes = vec![0u8; (span_end - span_start) as usize];
-                    let raw =
-                        DeviceTarget::raw_desc(&l.buffer, span_start, span_end - span_start);
+                    let raw = DeviceTarget::raw_desc(&l.buffer, span_start, span_end - span_start);
                     l.buffer.get_tensor(&raw, 0, &mut bytes).map(|()| bytes)
                 }
             };

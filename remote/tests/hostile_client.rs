@@ -359,3 +359,155 @@ fn random_bytes_as_graphs_and_tensors_never_crash_the_server() {
         assert!(c.grpc.download(r).await.is_ok());
     });
 }
+
+#[test]
+fn garbage_in_queued_operations_inline_graphs_and_stored_uploads_gets_errors() {
+    use pb::buffer_op::Op as BufOp;
+    let server = loopback_server(Limits {
+        max_chunk_bytes: 1024,
+        ..Limits::default()
+    });
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut c = connect(&server.address).await;
+        let r = c.req(pb::AllocRequest {
+            device: 0,
+            size: 1024,
+            ..Default::default()
+        });
+        let h = c.grpc.alloc(r).await.unwrap().into_inner().handle;
+        let t = f32_tensor(256, h);
+        let op = |o: BufOp| pb::BufferOp { op: Some(o) };
+        let memset = |handle: u64, offset: u64, size: u64| {
+            op(BufOp::Memset(pb::MemsetRequest {
+                handle,
+                tensor: encode_desc(&f32_tensor(256, handle)),
+                value: 1,
+                offset,
+                size,
+            }))
+        };
+        // The second of three queued operations is out of range: the error
+        // names it and its place; the first ran.
+        let r = c.req(pb::ApplyRequest {
+            ops: vec![memset(h, 0, 16), memset(h, 1020, 8), memset(h, 0, 4)],
+        });
+        expect_err(
+            c.grpc.apply(r).await,
+            Code::InvalidArgument,
+            "queued operation 1 of 3 (memset of 8 bytes in buffer",
+        );
+        // Unknown handles, an empty operation, an oversized part, too many.
+        let r = c.req(pb::ApplyRequest {
+            ops: vec![op(BufOp::Free(pb::BufferRequest { handle: 999 }))],
+        });
+        expect_err(
+            c.grpc.apply(r).await,
+            Code::InvalidArgument,
+            "unknown buffer handle 999",
+        );
+        let r = c.req(pb::ApplyRequest {
+            ops: vec![pb::BufferOp { op: None }],
+        });
+        expect_err(
+            c.grpc.apply(r).await,
+            Code::InvalidArgument,
+            "no operation given",
+        );
+        let r = c.req(pb::ApplyRequest {
+            ops: vec![op(BufOp::Upload(pb::UploadChunk {
+                handle: h,
+                tensor: encode_desc(&t),
+                offset: 0,
+                data: vec![0; 2048],
+            }))],
+        });
+        expect_err(
+            c.grpc.apply(r).await,
+            Code::InvalidArgument,
+            "more than 1024",
+        );
+        let r = c.req(pb::ApplyRequest {
+            ops: vec![memset(h, 0, 4); backplane_remote::ops::MAX_QUEUED_OPS + 1],
+        });
+        expect_err(
+            c.grpc.apply(r).await,
+            Code::InvalidArgument,
+            "queued operations in one request",
+        );
+        // Queued operations in front of a download: run before it.
+        let r = c.req(pb::DownloadRequest {
+            handle: h,
+            tensor: encode_desc(&t),
+            offset: 0,
+            size: 8,
+            before: vec![memset(h, 0, 8)],
+        });
+        let mut s = c.grpc.download(r).await.unwrap().into_inner();
+        let got = s.message().await.unwrap().unwrap().data;
+        assert_eq!(got, vec![1u8; 8]);
+        // An inline graph whose hash does not match, or that names a
+        // buffer the session does not hold.
+        let g = encode_graph(&[t]);
+        let r = c.req(pb::ComputeRequest {
+            device: 0,
+            hash: vec![0; 32],
+            graph: g.clone(),
+            ..Default::default()
+        });
+        expect_err(
+            c.grpc.compute(r).await,
+            Code::InvalidArgument,
+            "does not match",
+        );
+        let stranger = encode_graph(&[f32_tensor(4, 4242)]);
+        let r = c.req(pb::ComputeRequest {
+            device: 0,
+            hash: graph_hash(&stranger).to_vec(),
+            graph: stranger,
+            ..Default::default()
+        });
+        expect_err(
+            c.grpc.compute(r).await,
+            Code::InvalidArgument,
+            "unknown buffer handle 4242",
+        );
+        // Stored uploads: a short hash, a range outside the tensor, and a
+        // hash the server (with no model store) does not hold.
+        let session = c.session;
+        let stored = move |hash: Vec<u8>, size: u64| {
+            req_for(
+                session,
+                pb::UploadStoredRequest {
+                    handle: h,
+                    tensor: encode_desc(&t),
+                    offset: 0,
+                    size,
+                    hash,
+                    before: Vec::new(),
+                },
+            )
+        };
+        expect_err(
+            c.grpc.upload_stored(stored(vec![1; 5], 16)).await,
+            Code::InvalidArgument,
+            "content hash of 5 bytes",
+        );
+        expect_err(
+            c.grpc.upload_stored(stored(vec![1; 32], 4096)).await,
+            Code::InvalidArgument,
+            "outside the tensor",
+        );
+        let miss = c.grpc.upload_stored(stored(vec![1; 32], 16)).await.unwrap();
+        assert!(!miss.into_inner().found);
+        // Still serving.
+        let r = c.req(pb::ClearRequest {
+            handle: h,
+            value: 0,
+        });
+        c.grpc.clear(r).await.unwrap();
+    });
+}

@@ -502,3 +502,122 @@ fn tiny_model_split_across_the_cpu_and_a_server_gives_the_local_logits() {
     }
     eprintln!("placement {:?}", split.placement());
 }
+
+/// The newest built conformance runner (release or debug).
+fn conformance_bin() -> PathBuf {
+    ["release", "debug"]
+        .iter()
+        .map(|p| target_dir().join(p).join("backplane-conformance"))
+        .filter(|p| p.is_file())
+        .max_by_key(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok())
+        .unwrap_or_else(|| {
+            panic!("conformance runner missing: cargo build --release -p backplane-conformance")
+        })
+}
+
+/// Ops of the representative subset the conformance test runs on a remote
+/// device (sampled tier): element-wise, copies and conversions, row
+/// gathers and scatters, normalisation, softmax, rope, gated units, matrix
+/// products with and without ids, attention.
+const CONFORMANCE_OPS: &[&str] = &[
+    "ADD",
+    "MUL",
+    "CPY",
+    "CONT",
+    "GET_ROWS",
+    "SET_ROWS",
+    "RMS_NORM",
+    "SOFT_MAX",
+    "ROPE",
+    "GLU",
+    "MUL_MAT",
+    "MUL_MAT_ID",
+    "FLASH_ATTN_EXT",
+];
+
+#[test]
+fn conformance_runner_on_a_remote_device_passes_the_cases_the_local_cpu_passes() {
+    let server = Serve::start_best_cpu();
+    let scratch = scratch_dir("remote-conformance");
+    let out = scratch.join("report.json");
+    let log = scratch.join("runner.log");
+    let mut cmd = Command::new(conformance_bin());
+    cmd.args([
+        "test",
+        "--backend",
+        "cpu",
+        "--backend",
+        "remote",
+        "--tier",
+        "sampled",
+    ]);
+    for op in CONFORMANCE_OPS {
+        cmd.args(["--op", op]);
+    }
+    cmd.arg("--json")
+        .arg(&out)
+        .env("BACKPLANE_REMOTE", &server.address)
+        .env("BACKPLANE_REMOTE_TOKEN", TOKEN)
+        .env("BACKPLANE_REMOTE_INSECURE", "1")
+        .env("BACKPLANE_REMOTE_ISOLATE", "")
+        .env("BACKPLANE_PLUGIN_PATH", remote_plugin_dir())
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(std::fs::File::create(scratch.join("runner.err")).unwrap());
+    let started = Instant::now();
+    let mut child = cmd.spawn().expect("starting the conformance runner");
+    // Bounded wait: the runner is killed after 300 s.
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if started.elapsed() > Duration::from_secs(300) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("conformance runner still running after 300 s");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let stdout = std::fs::read_to_string(&log).unwrap_or_default();
+    let stderr = std::fs::read_to_string(scratch.join("runner.err")).unwrap_or_default();
+    eprintln!(
+        "conformance on remote took {:.1} s\n{stdout}{stderr}",
+        started.elapsed().as_secs_f64()
+    );
+    assert!(status.success(), "runner failed: {status}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let cases = report["cases"].as_array().unwrap();
+    let status_of = |backend: &str| -> std::collections::BTreeMap<String, String> {
+        cases
+            .iter()
+            .filter(|c| c["backend"] == backend)
+            .map(|c| {
+                (
+                    c["case"].as_str().unwrap().to_string(),
+                    c["status"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    let (cpu, remote) = (status_of("cpu"), status_of("remote"));
+    assert!(cpu.len() > 500, "only {} cases ran on the cpu", cpu.len());
+    assert_eq!(
+        cpu.keys().collect::<Vec<_>>(),
+        remote.keys().collect::<Vec<_>>(),
+        "the remote device ran other cases"
+    );
+    let differ: Vec<_> = cpu
+        .iter()
+        .filter(|(case, s)| remote[*case] != **s)
+        .map(|(case, s)| format!("{case}: cpu {s}, remote {}", remote[case]))
+        .collect();
+    assert!(differ.is_empty(), "{differ:#?}");
+    assert!(
+        remote.values().all(|s| s == "pass"),
+        "{:?}",
+        remote
+            .iter()
+            .filter(|(_, s)| *s != "pass")
+            .collect::<Vec<_>>()
+    );
+}
