@@ -98,19 +98,41 @@ impl Serve {
     /// A server of the CPU plugin this machine's registry picks (the same
     /// kernels as the local CPU device).
     fn start_best_cpu() -> Serve {
-        let reg = Registry::load(&RegistryOptions {
-            search: SearchPath::only([backplane_tests::plugin_dir()]),
-            builtin_cpu: false,
-        });
-        let best = reg
-            .backend("cpu")
-            .and_then(|b| b.source.path().map(Path::to_path_buf))
-            .unwrap_or_else(cpu_plugin);
-        Serve::start_with(&best)
+        Serve::start_with(&best_cpu_plugin())
+    }
+}
+
+/// The CPU plugin this machine's registry picks.
+fn best_cpu_plugin() -> PathBuf {
+    let reg = Registry::load(&RegistryOptions {
+        search: SearchPath::only([backplane_tests::plugin_dir()]),
+        builtin_cpu: false,
+    });
+    reg.backend("cpu")
+        .and_then(|b| b.source.path().map(Path::to_path_buf))
+        .unwrap_or_else(cpu_plugin)
+}
+
+impl Serve {
+    fn start_with(plugin: &Path) -> Serve {
+        Serve::start_configured(plugin, &[], None)
     }
 
-    fn start_with(plugin: &Path) -> Serve {
-        let mut child = Command::new(backplane_bin())
+    /// A server of `plugin` with extra environment variables, its stderr
+    /// into `stderr` when given.
+    fn start_configured(
+        plugin: &Path,
+        env: &[(&str, &std::ffi::OsStr)],
+        stderr: Option<&Path>,
+    ) -> Serve {
+        let mut cmd = Command::new(backplane_bin());
+        cmd.envs(env.iter().copied());
+        if let Some(p) = stderr {
+            cmd.stderr(std::fs::File::create(p).unwrap());
+        } else {
+            cmd.stderr(Stdio::inherit());
+        }
+        let mut child = cmd
             .args([
                 "serve",
                 "--listen",
@@ -124,7 +146,6 @@ impl Serve {
             .env_remove("BACKPLANE_REMOTE")
             .env_remove("BACKPLANE_REMOTE_ISOLATE")
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
             .spawn()
             .expect("starting backplane serve");
         let out = child.stdout.take().unwrap();
@@ -619,5 +640,64 @@ fn conformance_runner_on_a_remote_device_passes_the_cases_the_local_cpu_passes()
             .iter()
             .filter(|(_, s)| *s != "pass")
             .collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn model_weights_come_from_the_servers_own_copy_and_give_the_local_logits() {
+    use backplane_llm::{LoadOptions, Logits, Model};
+    use backplane_testmodel::{ModelSpec, Preset, WeightType, write_model};
+    let _env = env_lock();
+    let spec = ModelSpec {
+        arch: "llama".parse().unwrap(),
+        preset: Preset::Tiny,
+        dtype: "f32".parse::<WeightType>().unwrap(),
+        seed: ModelSpec::DEFAULT_SEED,
+    };
+    let dir = scratch_dir("remote-store-model");
+    let path = dir.join(spec.file_name());
+    write_model(&spec, &path).unwrap();
+    let log = scratch_dir("remote-store-log").join("serve.err");
+    let server = Serve::start_configured(
+        &best_cpu_plugin(),
+        &[
+            ("BACKPLANE_SERVE_MODELS", dir.as_os_str()),
+            ("BACKPLANE_LOG", "debug".as_ref()),
+        ],
+        Some(&log),
+    );
+    set_remote_env(&server.address, "", 60_000);
+    let options = |device: &str, gpu_layers| LoadOptions {
+        device: device.into(),
+        gpu_layers,
+        n_ctx: 64,
+        plugin_dirs: vec![remote_plugin_dir()],
+        repack: true,
+    };
+    let local = Model::load(&path, &options("cpu", None)).unwrap();
+    let split = Model::load(&path, &options("remote", Some(2))).unwrap();
+    let tokens: Vec<u32> = (1..12).collect();
+    let want = local
+        .session(64)
+        .unwrap()
+        .eval(&tokens, Logits::All)
+        .unwrap()
+        .to_vec();
+    let got = split
+        .session(64)
+        .unwrap()
+        .eval(&tokens, Logits::All)
+        .unwrap()
+        .to_vec();
+    assert_eq!(got, want, "logits with server-side weights differ");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains("model store: ") && text.contains("of 1 GGUF files indexed"),
+        "{text}"
+    );
+    let filled = text.matches("filled from the model store").count();
+    assert!(
+        filled >= 4,
+        "only {filled} tensors came from the server's copy:\n{text}"
     );
 }
