@@ -97,6 +97,8 @@ fn server_fills_a_tensor_it_holds_by_hash_and_takes_other_bytes_over_the_wire() 
 #[test]
 fn a_model_directory_that_cannot_be_read_is_an_error_naming_it() {
     let missing = std::env::temp_dir().join("backplane-remote-store-no-such-dir");
-    let err = ModelStore::index(&[missing.clone()]).err().unwrap();
+    let err = ModelStore::index(std::slice::from_ref(&missing))
+        .err()
+        .unwrap();
     assert!(err.contains(&missing.display().to_string()), "{err}");
 }
