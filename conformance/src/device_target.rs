@@ -294,3 +294,86 @@ impl Target for DeviceTarget {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use backplane::registry::{Registry, RegistryOptions, SearchPath};
+
+    fn cpu_device() -> Device {
+        let empty = std::env::temp_dir().join(format!(
+            "backplane-conformance-empty-{}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&empty).unwrap();
+        let reg = Registry::load(&RegistryOptions {
+            search: SearchPath::only([empty]),
+            builtin_cpu: true,
+        });
+        reg.backend("cpu").unwrap().devices[0].clone()
+    }
+
+    /// `a + b` of `n` f32 each, loaded on a built-in CPU target and computed.
+    fn add_case(target: &mut DeviceTarget, n: i64) -> (Graph, TensorId) {
+        let mut g = Graph::new();
+        let a = g.input("a", DType::F32, &[n]).unwrap();
+        let b = g.input("b", DType::F32, &[n]).unwrap();
+        let c = g.add(a, b).unwrap();
+        g.mark_output(c).unwrap();
+        let ones: Vec<u8> = (0..n).flat_map(|_| 1f32.to_le_bytes()).collect();
+        let twos: Vec<u8> = (0..n).flat_map(|_| 2f32.to_le_bytes()).collect();
+        target.load(&g, &[(a, ones), (b, twos)]).unwrap();
+        target.compute().unwrap();
+        (g, c)
+    }
+
+    /// Writes one byte just past the end of `t`'s bytes, as a kernel
+    /// overrunning its output would.
+    fn overrun(target: &DeviceTarget, t: TensorId) {
+        let l = target.loaded.as_ref().unwrap();
+        let d = &l.descs[t.index()];
+        let raw = DeviceTarget::raw_desc(&l.buffer, d.offset + d.nbytes(), 1);
+        l.buffer.set_tensor(&raw, 0, &[0]).unwrap();
+    }
+
+    #[test]
+    fn overrun_is_caught_in_a_small_case_read_back_in_one_call() {
+        let mut target = DeviceTarget::new("cpu".into(), cpu_device()).unwrap();
+        let (_, c) = add_case(&mut target, 64);
+        assert!(target.loaded.as_ref().unwrap().total <= SNAPSHOT_MAX);
+        assert_eq!(target.read_f32(c).unwrap(), vec![3.0; 64]);
+        assert!(target.guard_violations().is_empty());
+        overrun(&target, c);
+        // The snapshot read before the overrun is dropped by the next compute.
+        target.compute().unwrap();
+        let v = target.guard_violations();
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].contains("1 guard bytes"), "{v:?}");
+    }
+
+    #[test]
+    fn overrun_is_caught_in_a_large_case_read_in_spans() {
+        let mut target = DeviceTarget::new("cpu".into(), cpu_device()).unwrap();
+        let n = 200_000; // 800 kB per tensor: over the one-read size
+        let (_, c) = add_case(&mut target, n);
+        assert!(target.loaded.as_ref().unwrap().total > SNAPSHOT_MAX);
+        assert!(target.read_f32(c).unwrap().iter().all(|&v| v == 3.0));
+        assert!(target.guard_violations().is_empty());
+        overrun(&target, c);
+        let v = target.guard_violations();
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].contains("1 guard bytes"), "{v:?}");
+    }
+
+    #[test]
+    fn a_smaller_case_reuses_the_buffer_and_starts_from_clean_guards() {
+        let mut target = DeviceTarget::new("cpu".into(), cpu_device()).unwrap();
+        let (_, c) = add_case(&mut target, 256);
+        overrun(&target, c);
+        let first = target.loaded.as_ref().unwrap().buffer.id();
+        let (_, c) = add_case(&mut target, 64);
+        assert_eq!(target.loaded.as_ref().unwrap().buffer.id(), first);
+        assert_eq!(target.read_f32(c).unwrap(), vec![3.0; 64]);
+        assert!(target.guard_violations().is_empty());
+    }
+}
