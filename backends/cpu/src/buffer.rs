@@ -114,17 +114,19 @@ impl BufferType for CpuBufferType {
 }
 
 /// Whether `graph[node]` runs with its weights (`src[0]`) repacked: a
-/// MUL_MAT the CPU supports, on a weight the layout and this CPU's kernels
-/// cover; otherwise why not.
+/// MUL_MAT (or the GET_ROWS of a tied embedding, which reads rows back)
+/// the CPU supports, on a weight the layout and this CPU's kernels cover;
+/// otherwise why not.
 pub(crate) fn runs_repacked(graph: &[TensorDesc], node: usize) -> Result<(), String> {
     let d = graph.get(node).ok_or("node out of range")?;
-    if d.op().map_err(|e| e.to_string())? != Op::MulMat {
-        return Err("only MUL_MAT reads repacked weights".into());
+    let op = d.op().map_err(|e| e.to_string())?;
+    if !matches!(op, Op::MulMat | Op::GetRows) {
+        return Err("only MUL_MAT and GET_ROWS read repacked weights".into());
     }
     let w = d
         .src(0)
         .and_then(|s| graph.get(s))
-        .ok_or("MUL_MAT without its weights")?;
+        .ok_or("an op without its weights")?;
     let r = Repack::for_tensor(w)?;
     if crate::simd::kernels().repacked(r.dtype).is_none() {
         return Err(format!("this CPU has no repacked {} kernel", r.dtype));

@@ -208,10 +208,11 @@ impl CpuBackend {
             if is_repacked(index) {
                 return Err(ctx.unsupported("its output is in a repacked weight buffer"));
             }
-            if let Some(i) = (0..MAX_SRC).find(|&i| src_repacked[i] && (op != Op::MulMat || i != 0))
+            let reads_repacked = matches!(op, Op::MulMat | Op::GetRows);
+            if let Some(i) = (0..MAX_SRC).find(|&i| src_repacked[i] && (!reads_repacked || i != 0))
             {
                 return Err(ctx.unsupported(format!(
-                    "source {i} is in a repacked weight buffer, which only MUL_MAT reads (as src0)"
+                    "source {i} is in a repacked weight buffer, which only MUL_MAT and GET_ROWS read (as src0)"
                 )));
             }
             // SAFETY: the caller guarantees every pointer covers its tensor.

@@ -10,10 +10,13 @@
 //! * the eight rows' f16 scales (16 bytes), then
 //! * their quant bytes in 4-byte slices: slice `g` of row `r` at
 //!   `16 + 32 * g + 4 * r` (q4_0: 4 slices of nibble pairs, q8_0: 8 slices
-//!   of int8 quants).
+//!   of int8 quants);
+//! * q6_K's super-blocks likewise: the eight `d`, then each row's sixteen
+//!   sub-block scales, low quant bits and high quant bits as 4-byte slices
+//!   (see `fields`).
 //!
-//! A group takes exactly the bytes of its eight ggml rows (144 or 272 bytes
-//! per block), so a repacked tensor has the same size and offsets as in
+//! A group takes exactly the bytes of its eight ggml rows (144, 272 or 1680
+//! bytes per block), so a repacked tensor has the same size and offsets as in
 //! ggml's layout, and row `r` (a multiple of 8) starts at the same byte.
 //! Only whole groups are repacked: a tensor qualifies when its rows are
 //! contiguous and their count is a multiple of eight ([`Repack::for_tensor`]).
@@ -25,8 +28,21 @@ use backplane_abi::{DType, TensorDesc};
 /// Rows per repacked group.
 pub const GROUP_ROWS: usize = 8;
 
-/// Bytes of the eight f16 scales that open each block of a group.
-const SCALE_BYTES: usize = 2 * GROUP_ROWS;
+/// Where each field of a ggml block goes in a repacked group block: the
+/// fields in repacked order as `(offset in the ggml block, bytes)`. A
+/// 2-byte field (an f16 scale) is stored as the eight rows' values side by
+/// side; a longer one as 4-byte slices, slice `g` of row `r` at
+/// `32 * g + 4 * r` from the field's start.
+fn fields(dtype: DType) -> &'static [(usize, usize)] {
+    match dtype {
+        DType::Q4_0 => &[(0, 2), (2, 16)],
+        DType::Q8_0 => &[(0, 2), (2, 32)],
+        // d, then the 8-bit sub-block scales, the low 4 bits (ql) and the
+        // high 2 bits (qh) of the quants.
+        DType::Q6_K => &[(208, 2), (192, 16), (0, 128), (128, 64)],
+        _ => &[],
+    }
+}
 
 /// A repackable weight type and the geometry of one tensor of it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,7 +54,7 @@ pub struct Repack {
 }
 
 /// The weight types the repacked layout exists for.
-pub const REPACK_TYPES: [DType; 2] = [DType::Q4_0, DType::Q8_0];
+pub const REPACK_TYPES: [DType; 3] = [DType::Q4_0, DType::Q8_0, DType::Q6_K];
 
 impl Repack {
     /// The repacked geometry of `t`, or why it cannot be repacked.
@@ -88,37 +104,44 @@ impl Repack {
         GROUP_ROWS * self.row_bytes()
     }
 
-    /// Quant bytes per row and block.
-    fn quant_bytes(self) -> usize {
-        self.dtype.type_size() - 2
-    }
-
     /// Repacks one group: `rows` (eight ggml rows) into `out`.
     fn pack_group(self, rows: &[u8], out: &mut [u8]) {
-        let (tb, qb, rb) = (self.dtype.type_size(), self.quant_bytes(), self.row_bytes());
+        let (tb, rb) = (self.dtype.type_size(), self.row_bytes());
         for (i, blk) in out.chunks_exact_mut(GROUP_ROWS * tb).enumerate() {
-            let (scales, quants) = blk.split_at_mut(SCALE_BYTES);
-            for r in 0..GROUP_ROWS {
-                let src = &rows[r * rb + i * tb..][..tb];
-                scales[2 * r..2 * r + 2].copy_from_slice(&src[..2]);
-                for g in 0..qb / 4 {
-                    quants[32 * g + 4 * r..][..4].copy_from_slice(&src[2 + 4 * g..][..4]);
+            let mut at = 0;
+            for &(off, len) in fields(self.dtype) {
+                for r in 0..GROUP_ROWS {
+                    let src = &rows[r * rb + i * tb + off..][..len];
+                    if len == 2 {
+                        blk[at + 2 * r..][..2].copy_from_slice(src);
+                    } else {
+                        for g in 0..len / 4 {
+                            blk[at + 32 * g + 4 * r..][..4].copy_from_slice(&src[4 * g..][..4]);
+                        }
+                    }
                 }
+                at += GROUP_ROWS * len;
             }
         }
     }
 
     /// Undoes [`Repack::pack_group`]: `group` back into eight ggml rows.
     fn unpack_group(self, group: &[u8], rows: &mut [u8]) {
-        let (tb, qb, rb) = (self.dtype.type_size(), self.quant_bytes(), self.row_bytes());
+        let (tb, rb) = (self.dtype.type_size(), self.row_bytes());
         for (i, blk) in group.chunks_exact(GROUP_ROWS * tb).enumerate() {
-            let (scales, quants) = blk.split_at(SCALE_BYTES);
-            for r in 0..GROUP_ROWS {
-                let dst = &mut rows[r * rb + i * tb..][..tb];
-                dst[..2].copy_from_slice(&scales[2 * r..2 * r + 2]);
-                for g in 0..qb / 4 {
-                    dst[2 + 4 * g..][..4].copy_from_slice(&quants[32 * g + 4 * r..][..4]);
+            let mut at = 0;
+            for &(off, len) in fields(self.dtype) {
+                for r in 0..GROUP_ROWS {
+                    let dst = &mut rows[r * rb + i * tb + off..][..len];
+                    if len == 2 {
+                        dst.copy_from_slice(&blk[at + 2 * r..][..2]);
+                    } else {
+                        for g in 0..len / 4 {
+                            dst[4 * g..][..4].copy_from_slice(&blk[at + 32 * g + 4 * r..][..4]);
+                        }
+                    }
                 }
+                at += GROUP_ROWS * len;
             }
         }
     }
@@ -174,7 +197,8 @@ mod tests {
     #[test]
     fn round_trip_restores_ggml_bytes_for_any_range() {
         for dtype in REPACK_TYPES {
-            let t = TensorDesc::new(dtype, [96, 16, 2, 1]);
+            let k = if dtype == DType::Q6_K { 512 } else { 96 };
+            let t = TensorDesc::new(dtype, [k, 16, 2, 1]);
             let r = Repack::for_tensor(&t).unwrap();
             let n = t.nbytes() as usize;
             let ggml = bytes(n, 7);

@@ -257,6 +257,17 @@ unsafe fn get_rows(ctx: &NodeCtx<'_>) -> Result<(), CpuError> {
     let rows_t = Tensor::src(ctx, 1)?;
     let d = Tensor::dst(ctx)?;
     let ne0 = d.ne(0);
+    // Rows of a repacked weight (a tied embedding) are read back into
+    // ggml's layout one at a time.
+    let repacked = if ctx.src_repacked[0] {
+        let desc = ctx.src(0)?;
+        let r = crate::repack::Repack::for_tensor(desc).map_err(|e| ctx.unsupported(e))?;
+        // SAFETY: the caller guarantees src0 covers its tensor.
+        let bytes = unsafe { std::slice::from_raw_parts(ctx.src_ptr[0].0, desc.nbytes() as usize) };
+        Some((r, bytes))
+    } else {
+        None
+    };
     let n_src = a.ne(1) as i64;
     par_range(ctx, d.nrows(), ne0, |rows| {
         for r in rows {
@@ -279,7 +290,13 @@ unsafe fn get_rows(ctx: &NodeCtx<'_>) -> Result<(), CpuError> {
             // SAFETY: idx was checked; dst is fresh and each worker writes
             // its own rows.
             unsafe {
-                if a.dtype == DType::I32 {
+                if let Some((r, bytes)) = repacked {
+                    let mut row = vec![0u8; r.row_bytes()];
+                    r.read(bytes, aoff, &mut row);
+                    let out = d.slice_mut::<f32>(doff, ne0);
+                    // Whole blocks by construction (checked in supports).
+                    let _ = backplane_quant::dequantize_row(r.dtype, &row, out);
+                } else if a.dtype == DType::I32 {
                     copy_elems(&d, doff, &a, aoff, ne0);
                 } else {
                     a.load_f32(aoff, a.nb(0), d.slice_mut::<f32>(doff, ne0));

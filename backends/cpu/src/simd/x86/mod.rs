@@ -160,6 +160,8 @@ pub fn repacked_kernel(dtype: DType) -> Option<MatKernel> {
             DType::Q8_0,
         ),
         DType::Q8_0 => (repacked::tile_q8_0x8, repacked::pack_q8_0x8, DType::Q8_0),
+        DType::Q6_K if vnni => (repacked::tile_q6_kx8_vnni, no_pack, DType::Q6_K),
+        DType::Q6_K => (repacked::tile_q6_kx8, no_pack, DType::Q6_K),
         _ => return None,
     };
     let ggml = kernel(base)?;
@@ -175,6 +177,10 @@ pub fn repacked_kernel(dtype: DType) -> Option<MatKernel> {
         gemm: ggml.gemm.map(|g| Gemm { pack, ..g }),
     })
 }
+
+/// Stands in for a pack function where the weight type has no packed GEMM
+/// (never called: `gemm` is then `None`).
+unsafe fn no_pack(_: *const u8, _: usize, _: usize, _: usize, _: usize, _: *mut u8) {}
 
 /// The packed GEMM of float weights packed as f32 by `pack`: the whole
 /// of up to 1020 columns per block (the weights are packed once per row

@@ -218,6 +218,142 @@ unsafe fn q8_0x8_vnni<const N: usize>(
     q8_0x8_body!(N, k, a, b, c, mr, acc, dot_vnni)
 }
 
+/// Bytes of one super-block of a repacked q6_K group and the offsets of
+/// its fields (eight `d`, scales, low bits, high bits; see `repack`).
+const Q6_GROUP_BLOCK: usize = 8 * 210;
+const Q6_SCALES: usize = 16;
+const Q6_QL: usize = Q6_SCALES + 128;
+const Q6_QH: usize = Q6_QL + 1024;
+/// q8_K activation block bytes and field offsets.
+const K8_BYTES: usize = 292;
+const K8_QS: usize = 4;
+const K8_BSUMS: usize = 260;
+
+/// Byte `B` of each 32-bit lane of `v`, sign-extended.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn lane_byte<const B: i32>(v: __m256i) -> __m256i {
+    match B {
+        0 => _mm256_srai_epi32::<24>(_mm256_slli_epi32::<24>(v)),
+        1 => _mm256_srai_epi32::<24>(_mm256_slli_epi32::<16>(v)),
+        2 => _mm256_srai_epi32::<24>(_mm256_slli_epi32::<8>(v)),
+        _ => _mm256_srai_epi32::<24>(v),
+    }
+}
+
+/// The q6_K tile body: 6-bit quants rebuilt per 4-byte slice (low 4 bits
+/// from `ql`, high 2 from `qh`), `$dot(acc, q, y)` into 32-bit sums per
+/// 16-weight sub-block, then `scale * (dot - 32 * bsum)` per sub-block.
+macro_rules! q6_kx8_body {
+    ($n:ident, $k:ident, $a:ident, $b:ident, $c:ident, $mr:ident, $acc:ident, $dot:expr) => {{
+        // SAFETY: the caller passes N pointers of each kind.
+        let (bp, cp): ([*const u8; $n], [*mut f32; $n]) = unsafe { (first($b), first($c)) };
+        let m4 = _mm256_set1_epi8(0x0F);
+        let m30 = _mm256_set1_epi8(0x30);
+        let mut sum = [_mm256_setzero_ps(); $n];
+        for i in 0..$k / 256 {
+            let blk = $a.wrapping_add(i * Q6_GROUP_BLOCK);
+            // SAFETY: the group holds super-block i; every column covers it.
+            unsafe {
+                let d = _mm256_cvtph_ps(load128(blk));
+                let scv: [__m256i; 4] =
+                    std::array::from_fn(|t| load256(blk.add(Q6_SCALES + 32 * t)));
+                let mut isum = [_mm256_setzero_si256(); $n];
+                for half in 0..2 {
+                    for quarter in 0..2 {
+                        // Sub-blocks 8 * half + quarter + {0, 2, 4, 6}.
+                        let mut dots = [[_mm256_setzero_si256(); 4]; $n];
+                        for c in 4 * quarter..4 * quarter + 4 {
+                            let v1 = load256(blk.add(Q6_QL + 32 * (16 * half + c)));
+                            let v2 = load256(blk.add(Q6_QL + 32 * (16 * half + 8 + c)));
+                            let h = load256(blk.add(Q6_QH + 32 * (8 * half + c)));
+                            let q = [
+                                _mm256_or_si256(
+                                    _mm256_and_si256(v1, m4),
+                                    _mm256_and_si256(_mm256_slli_epi16::<4>(h), m30),
+                                ),
+                                _mm256_or_si256(
+                                    _mm256_and_si256(v2, m4),
+                                    _mm256_and_si256(_mm256_slli_epi16::<2>(h), m30),
+                                ),
+                                _mm256_or_si256(
+                                    _mm256_and_si256(_mm256_srli_epi16::<4>(v1), m4),
+                                    _mm256_and_si256(h, m30),
+                                ),
+                                _mm256_or_si256(
+                                    _mm256_and_si256(_mm256_srli_epi16::<4>(v2), m4),
+                                    _mm256_and_si256(_mm256_srli_epi16::<2>(h), m30),
+                                ),
+                            ];
+                            for j in 0..$n {
+                                let y = bp[j].add(i * K8_BYTES + K8_QS + 128 * half + 4 * c);
+                                for (kq, qk) in q.iter().enumerate() {
+                                    let yv = _mm256_set1_epi32(
+                                        y.add(32 * kq).cast::<i32>().read_unaligned(),
+                                    );
+                                    dots[j][kq] = $dot(dots[j][kq], *qk, yv);
+                                }
+                            }
+                        }
+                        for kq in 0..4 {
+                            let s = 8 * half + quarter + 2 * kq;
+                            let v = scv[s / 4];
+                            let scale = match s % 4 {
+                                0 => lane_byte::<0>(v),
+                                1 => lane_byte::<1>(v),
+                                2 => lane_byte::<2>(v),
+                                _ => lane_byte::<3>(v),
+                            };
+                            for j in 0..$n {
+                                let bsum = bp[j]
+                                    .add(i * K8_BYTES + K8_BSUMS + 2 * s)
+                                    .cast::<i16>()
+                                    .read_unaligned();
+                                let off = _mm256_set1_epi32(32 * i32::from(bsum));
+                                let t = _mm256_sub_epi32(dots[j][kq], off);
+                                isum[j] = _mm256_add_epi32(isum[j], _mm256_mullo_epi32(t, scale));
+                            }
+                        }
+                    }
+                }
+                for j in 0..$n {
+                    let db = bp[j].add(i * K8_BYTES).cast::<f32>().read_unaligned();
+                    let dd = _mm256_mul_ps(d, _mm256_set1_ps(db));
+                    sum[j] = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(isum[j]), sum[j]);
+                }
+            }
+        }
+        for j in 0..$n {
+            // SAFETY: c[j] covers mr outputs.
+            unsafe { store(cp[j], sum[j], $mr, $acc) };
+        }
+    }};
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q6_kx8<const N: usize>(
+    k: usize,
+    a: *const u8,
+    b: &[*const u8],
+    c: &[*mut f32],
+    mr: usize,
+    acc: bool,
+) {
+    q6_kx8_body!(N, k, a, b, c, mr, acc, dot32)
+}
+
+#[target_feature(enable = "avx2,fma,f16c,avx512vnni,avx512vl")]
+unsafe fn q6_kx8_vnni<const N: usize>(
+    k: usize,
+    a: *const u8,
+    b: &[*const u8],
+    c: &[*mut f32],
+    mr: usize,
+    acc: bool,
+) {
+    q6_kx8_body!(N, k, a, b, c, mr, acc, dot_vnni)
+}
+
 /// Tile functions for repacked groups: one group of eight rows (`a` at
 /// the group, whole K: the driver never cuts K for these) x 1..=4 columns.
 macro_rules! repacked_tile {
@@ -255,6 +391,8 @@ repacked_tile!(tile_q4_0x8, q4_0x8, "q4_0 (AVX2)");
 repacked_tile!(tile_q4_0x8_vnni, q4_0x8_vnni, "q4_0 (AVX-512 VNNI)");
 repacked_tile!(tile_q8_0x8, q8_0x8, "q8_0 (AVX2)");
 repacked_tile!(tile_q8_0x8_vnni, q8_0x8_vnni, "q8_0 (AVX-512 VNNI)");
+repacked_tile!(tile_q6_kx8, q6_kx8, "q6_K (AVX2)");
+repacked_tile!(tile_q6_kx8_vnni, q6_kx8_vnni, "q6_K (AVX-512 VNNI)");
 
 /// Packs repacked groups for the packed GEMM of [`super::qgemm`]: its
 /// group block is eight f32 scales, then per 4-quant slice `t` one vector
@@ -353,8 +491,9 @@ mod tests {
             return;
         }
         let vnni = is_x86_feature_detected!("avx512vnni") && is_x86_feature_detected!("avx512vl");
-        let (k, n) = (256usize, 3usize);
+        let n = 3usize;
         for dtype in crate::repack::REPACK_TYPES {
+            let k = if dtype == DType::Q6_K { 512 } else { 256 };
             let t = TensorDesc::new(dtype, [k as i64, 8, 1, 1]);
             let r = Repack::for_tensor(&t).unwrap();
             let mut ggml = vec![0u8; t.nbytes() as usize];
@@ -365,14 +504,14 @@ mod tests {
             r.write(&mut packed, 0, &ggml);
             let cols: Vec<Vec<u8>> = (0..n)
                 .map(|j| {
-                    let mut q = vec![0u8; DType::Q8_0.row_size(k).unwrap()];
-                    backplane_quant::quantize_row(DType::Q8_0, &values(k, 99 + j as u32), &mut q)
-                        .unwrap();
+                    let vt = backplane_quant::vec_dot_type(dtype);
+                    let mut q = vec![0u8; vt.row_size(k).unwrap()];
+                    backplane_quant::quantize_row(vt, &values(k, 99 + j as u32), &mut q).unwrap();
                     q
                 })
                 .collect();
             let b: Vec<*const u8> = cols.iter().map(|c| c.as_ptr()).collect();
-            let reference = super::super::kernel(dtype).unwrap().tile;
+            let reference = super::super::kernel(dtype).unwrap();
             let mut tiles: Vec<(&str, crate::simd::TileFn)> = Vec::new();
             match dtype {
                 DType::Q4_0 => {
@@ -381,25 +520,45 @@ mod tests {
                         tiles.push(("vnni", tile_q4_0x8_vnni));
                     }
                 }
-                _ => {
+                DType::Q8_0 => {
                     tiles.push(("avx2", tile_q8_0x8));
                     if vnni {
                         tiles.push(("vnni", tile_q8_0x8_vnni));
                     }
                 }
+                _ => {
+                    tiles.push(("avx2", tile_q6_kx8));
+                    if vnni {
+                        tiles.push(("vnni", tile_q6_kx8_vnni));
+                    }
+                }
             }
             let mut want = vec![[0f32; 8]; n];
             for j in 0..n {
-                let c = [want[j].as_mut_ptr()];
-                // SAFETY: eight ggml rows and one column of k weights.
-                unsafe { reference(k, ggml.as_ptr(), r.row_bytes(), 8, &b[j..j + 1], &c, false) };
+                for r0 in (0..8).step_by(reference.mr_vec) {
+                    let c = [want[j][r0..].as_mut_ptr()];
+                    let a = ggml[r0 * r.row_bytes()..].as_ptr();
+                    let mr = reference.mr_vec.min(8 - r0);
+                    // SAFETY: mr ggml rows and one column of k weights.
+                    unsafe { (reference.tile)(k, a, r.row_bytes(), mr, &b[j..j + 1], &c, false) };
+                }
             }
             for (name, tile) in tiles {
                 let mut got = vec![[0f32; 8]; n];
                 let c: Vec<*mut f32> = got.iter_mut().map(|g| g.as_mut_ptr()).collect();
                 // SAFETY: one repacked group of k weights and n columns.
                 unsafe { tile(k, packed.as_ptr(), r.row_bytes(), 8, &b, &c, false) };
-                assert_eq!(got, want, "{dtype} {name}");
+                if dtype == DType::Q6_K {
+                    // Same integer sums; the float sums run in another order.
+                    for (g, w) in got.iter().flatten().zip(want.iter().flatten()) {
+                        assert!(
+                            (g - w).abs() <= 1e-5 * w.abs().max(1.0),
+                            "{dtype} {name}: {g} vs {w}"
+                        );
+                    }
+                } else {
+                    assert_eq!(got, want, "{dtype} {name}");
+                }
             }
         }
     }
