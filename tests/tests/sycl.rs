@@ -14,9 +14,9 @@ use std::sync::OnceLock;
 use backplane::examples::{BlockConfig, llama_block, weights};
 use backplane::registry::{Device, Registry};
 use backplane::sched::{Explanation, SchedOptions, Scheduler};
-use backplane::{DType, Graph, HostTensors, Op, SortOrder};
+use backplane::{DType, Graph, Op, SortOrder};
 use backplane_tests::{bytes_f32, cpu_plugin, f32_bytes, install, nmse, plugin_dir, require};
-use backplane_tests::{load_backend_from, place, scratch_dir};
+use backplane_tests::{filled_leaves, load_backend_from, place, scratch_dir};
 
 /// NMSE bound of a whole block against the CPU backend (conformance's
 /// MUL_MAT bound: every projection is a product).
@@ -227,52 +227,11 @@ fn supports_op_refuses_unimplemented_ops_with_reasons() {
     }
 }
 
-/// Deterministic values in [-0.5, 0.5).
-fn values(seed: u64, n: usize) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5
-        })
-        .collect()
-}
-
-/// Host tensors of `g` with every leaf filled: positions 0.., a causal
-/// mask, the rest from `values`.
-fn filled(g: &Graph) -> HostTensors {
-    let mut host = HostTensors::new(g);
-    for (k, t) in g.ids().filter(|&t| g.op(t) == Op::None).enumerate() {
-        let n = g.desc(t).nelements() as usize;
-        if g.dtype(t) == DType::I32 {
-            host.set_i32(g, t, &(0..n as i32).collect::<Vec<_>>())
-                .unwrap();
-        } else if g.name(t) == "kq_mask" {
-            let side = g.desc(t).ne[0] as usize;
-            let mask: Vec<f32> = (0..n)
-                .map(|i| {
-                    if i % side <= i / side {
-                        0.0
-                    } else {
-                        f32::NEG_INFINITY
-                    }
-                })
-                .collect();
-            host.set_f32(g, t, &mask).unwrap();
-        } else {
-            host.set_f32(g, t, &values(k as u64 + 1, n)).unwrap();
-        }
-    }
-    host
-}
-
 /// The block's result on the CPU plugin alone.
 fn on_cpu(reg: &Registry, g: &Graph) -> Vec<f32> {
     let cpu = reg.backend("cpu").expect("cpu plugin loaded").devices[0].clone();
     let mut s = Scheduler::new(vec![cpu], SchedOptions::default()).expect("scheduler");
-    let mut host = filled(g);
+    let mut host = filled_leaves(g);
     s.compute(g, &mut host).expect("CPU compute");
     host.get_f32(g, g.find("result").expect("result"))
 }
@@ -292,7 +251,7 @@ fn block_on_sycl(cfg: &BlockConfig) {
         ..SchedOptions::default()
     };
     let mut s = Scheduler::new(vec![sycl, cpu], strict).expect("scheduler");
-    let mut host = filled(&g);
+    let mut host = filled_leaves(&g);
     let w = weights(&g);
     s.place_weights(&mut g, 0, &w).expect("placing weights");
     for &t in &w {
@@ -363,8 +322,8 @@ fn graph_results_match_the_host_after_place() {
     let r = g.mul_mat(w, n).unwrap();
     g.set_name(r, "result");
     g.mark_output(r).unwrap();
-    let host = filled(&g);
-    let mut want = filled(&g);
+    let host = filled_leaves(&g);
+    let mut want = filled_leaves(&g);
     backplane::reference::compute(&g, &mut want).unwrap();
 
     let (descs, buf) = place(&g, &d.buffer_type());

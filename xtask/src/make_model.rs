@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use backplane_testmodel::{
-    Arch, ModelSpec, Preset, Progress, Shape, Stage, WeightType, WriteOptions, write_model_with,
+    Arch, FileType, ModelSpec, Preset, Progress, Shape, Stage, WriteOptions, write_model_with,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -20,7 +20,7 @@ pub struct Args {
     preset: Preset,
     /// File type: f32, f16, bf16, q8_0, q4_0, q4_K_M, ... (llama.cpp's names).
     #[arg(long = "type")]
-    dtype: WeightType,
+    dtype: FileType,
     /// Seed of the weights.
     #[arg(long, default_value_t = ModelSpec::DEFAULT_SEED)]
     seed: u64,
