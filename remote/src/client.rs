@@ -140,6 +140,10 @@ struct Conn {
     hello: pb::OpenReply,
     graphs: HashSet<[u8; 32]>,
     pending: Pending,
+    /// Places (buffer handle, tensor offset) whose upload the model store
+    /// did not hold: activations copied in at every step, not weights;
+    /// later uploads there skip the hash and the question.
+    store_misses: HashSet<(u64, u64)>,
 }
 
 impl Conn {
@@ -340,6 +344,7 @@ impl Client {
             hello,
             graphs: HashSet::new(),
             pending: Pending::default(),
+            store_misses: HashSet::new(),
         })
     }
 
@@ -507,7 +512,10 @@ impl Client {
             self.check_session(c, b)?;
             queue::check_range("upload", tensor, b.size, offset, data.len() as u64)
                 .map_err(tonic::Status::invalid_argument)?;
-            let ask_store = c.hello.stored_tensors > 0 && data.len() as u64 >= MIN_STORED_BYTES;
+            let place = (b.handle, tensor.offset);
+            let ask_store = c.hello.stored_tensors > 0
+                && data.len() as u64 >= MIN_STORED_BYTES
+                && !c.store_misses.contains(&place);
             let queueable = QUEUE_UPLOAD_MAX.min(c.hello.max_chunk_bytes as usize);
             if !ask_store && data.len() <= queueable {
                 c.room_for(data.len()).await?;
@@ -542,6 +550,10 @@ impl Client {
                         .fetch_add(data.len() as u64, Ordering::Relaxed);
                     return Ok(());
                 }
+                if c.store_misses.len() >= 65536 {
+                    c.store_misses.clear();
+                }
+                c.store_misses.insert(place);
             }
             c.flush().await?;
             self.sent_bytes
