@@ -11,12 +11,14 @@
 //! * their quant bytes in 4-byte slices: slice `g` of row `r` at
 //!   `16 + 32 * g + 4 * r` (q4_0: 4 slices of nibble pairs, q8_0: 8 slices
 //!   of int8 quants);
+//! * q4_K's super-blocks: each row's 16-byte header (`d`, `dmin`, 6-bit
+//!   scales and mins) as four slices, then its quants as 32 slices;
 //! * q6_K's super-blocks likewise: the eight `d`, then each row's sixteen
 //!   sub-block scales, low quant bits and high quant bits as 4-byte slices
 //!   (see `fields`).
 //!
-//! A group takes exactly the bytes of its eight ggml rows (144, 272 or 1680
-//! bytes per block), so a repacked tensor has the same size and offsets as in
+//! A group takes exactly the bytes of its eight ggml rows (144, 272, 1152 or
+//! 1680 bytes per block), so a repacked tensor has the same size and offsets as in
 //! ggml's layout, and row `r` (a multiple of 8) starts at the same byte.
 //! Only whole groups are repacked: a tensor qualifies when its rows are
 //! contiguous and their count is a multiple of eight ([`Repack::for_tensor`]).
@@ -37,6 +39,9 @@ fn fields(dtype: DType) -> &'static [(usize, usize)] {
     match dtype {
         DType::Q4_0 => &[(0, 2), (2, 16)],
         DType::Q8_0 => &[(0, 2), (2, 32)],
+        // d, dmin and the 6-bit scales and mins as four slices (the
+        // header the eight-row kernels unpack together), then the quants.
+        DType::Q4_K => &[(0, 16), (16, 128)],
         // d, then the 8-bit sub-block scales, the low 4 bits (ql) and the
         // high 2 bits (qh) of the quants.
         DType::Q6_K => &[(208, 2), (192, 16), (0, 128), (128, 64)],
@@ -54,7 +59,7 @@ pub struct Repack {
 }
 
 /// The weight types the repacked layout exists for.
-pub const REPACK_TYPES: [DType; 3] = [DType::Q4_0, DType::Q8_0, DType::Q6_K];
+pub const REPACK_TYPES: [DType; 4] = [DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K];
 
 impl Repack {
     /// The repacked geometry of `t`, or why it cannot be repacked.
@@ -197,7 +202,7 @@ mod tests {
     #[test]
     fn round_trip_restores_ggml_bytes_for_any_range() {
         for dtype in REPACK_TYPES {
-            let k = if dtype == DType::Q6_K { 512 } else { 96 };
+            let k = if dtype.block_size() == 256 { 512 } else { 96 };
             let t = TensorDesc::new(dtype, [k, 16, 2, 1]);
             let r = Repack::for_tensor(&t).unwrap();
             let n = t.nbytes() as usize;

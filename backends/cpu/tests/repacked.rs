@@ -73,8 +73,8 @@ fn check(ta: DType, k: i64, m: i64, n: i64, a_batch: [i64; 2], b_batch: [i64; 2]
         "{ta} k={k} m={m} n={n}: repacked vs ggml layout nmse {e:e}"
     );
     // q4_0 and q8_0 share their ggml-layout kernels' summation order
-    // there; q6_K's ggml-layout kernel sums sub-blocks in another order.
-    if (n == 1 || n >= 16) && ta != DType::Q6_K {
+    // there; the K-quant ggml-layout kernels sum in another order.
+    if (n == 1 || n >= 16) && ta.block_size() == 32 {
         assert_eq!(
             packed, plain,
             "{ta} n={n}: the mat-vec and GEMM paths sum in the same order"
@@ -86,7 +86,7 @@ fn check(ta: DType, k: i64, m: i64, n: i64, a_batch: [i64; 2], b_batch: [i64; 2]
 fn repacked_mul_mat_equals_ggml_layout_on_every_path() {
     for ta in REPACK_TYPES {
         let k = |n: i64| {
-            if ta == DType::Q6_K {
+            if ta.block_size() == 256 {
                 256 * ((n + 31) / 32)
             } else {
                 n
@@ -103,7 +103,7 @@ fn repacked_mul_mat_equals_ggml_layout_on_every_path() {
 #[test]
 fn repacked_weights_broadcast_over_batches() {
     for ta in REPACK_TYPES {
-        let k = if ta == DType::Q6_K { 256 } else { 64 };
+        let k = if ta.block_size() == 256 { 256 } else { 64 };
         check(ta, k, 16, 1, [2, 1], [4, 3]);
         check(ta, k, 16, 20, [1, 3], [2, 3]);
     }
@@ -112,7 +112,7 @@ fn repacked_weights_broadcast_over_batches() {
 #[test]
 fn get_rows_reads_repacked_rows_back() {
     for ta in REPACK_TYPES {
-        let k = if ta == DType::Q6_K { 512 } else { 64 };
+        let k = if ta.block_size() == 256 { 512 } else { 64 };
         let mut g = Graph::new();
         let a = g.weight("a", ta, &[k, 16, 1, 1]).unwrap();
         let idx = g.input("i", DType::I32, &[3, 1, 1, 1]).unwrap();

@@ -373,6 +373,15 @@ pub(super) struct K4Lanes {
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn k4_lanes(p: [*const u8; ROWS]) -> K4Lanes {
+    // SAFETY: caller's contract.
+    k4_lanes_of(unsafe { rows16(p) })
+}
+
+/// As [`k4_lanes`], from the headers' 4-byte slices already in lanes:
+/// vector `g` holds bytes `4g..4g + 4` of every row's first 16 bytes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn k4_lanes_of([dd, u0, u1, u2]: [__m256i; 4]) -> K4Lanes {
     let k1 = _mm256_set1_epi32(0x3f3f3f3f);
     let k2 = _mm256_set1_epi32(0x0f0f0f0f);
     // (u >> 6 & 0x03..) << 4 == u >> 2 & 0x30.. byte by byte.
@@ -386,8 +395,6 @@ pub(super) unsafe fn k4_lanes(p: [*const u8; ROWS]) -> K4Lanes {
     };
     let spread = m(0x80008000, 0x80048004, 0x80088008, 0x800C800C);
     let pairs = m(0x80018000, 0x80058004, 0x80098008, 0x800D800C);
-    // SAFETY: caller's contract.
-    let [dd, u0, u1, u2] = unsafe { rows16(p) };
     // Bytes of scales 0..4, 4..8 and mins 0..4, 4..8 of every row.
     let s0 = _mm256_and_si256(u0, k1);
     let s1 = _mm256_or_si256(

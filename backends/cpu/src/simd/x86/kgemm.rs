@@ -44,7 +44,6 @@ static ZERO: [u8; A_BYTES] = [0; A_BYTES];
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn pack_q4_k(a: *const u8, lda: usize, rows: usize, k0: usize, kc: usize, dst: *mut u8) {
     let (sb0, nsb) = (k0 / 256, kc / 256);
-    let m4 = _mm256_set1_epi8(0x0F);
     for g in 0..rows.div_ceil(MR) {
         let live = rows.saturating_sub(g * MR).min(MR);
         for i in 0..nsb {
@@ -59,29 +58,78 @@ pub unsafe fn pack_q4_k(a: *const u8, lda: usize, rows: usize, k0: usize, kc: us
             // SAFETY: every row pointer covers a super-block; `out` has SB
             // bytes for this group and super-block.
             unsafe {
-                let s = super::gemv::k4_lanes(row);
-                _mm256_storeu_ps(out.add(OFF_D).cast(), s.d);
-                _mm256_storeu_ps(out.add(OFF_DMIN).cast(), s.dmin);
-                for (sb, v) in s.sc.iter().enumerate() {
-                    _mm256_storeu_si256(out.add(OFF_SC + 32 * sb).cast(), *v);
-                }
-                for (p, v) in s.mn.iter().enumerate() {
-                    _mm256_storeu_si256(out.add(OFF_MIN + 32 * p).cast(), *v);
-                }
-                for ch in 0..4 {
+                let q: [[__m256i; 8]; 4] = std::array::from_fn(|ch| {
                     let mut q: [__m256; 8] = std::array::from_fn(|r| {
                         _mm256_castsi256_ps(load256(row[r].add(16 + 32 * ch)))
                     });
                     super::gemm::transpose8(&mut q);
-                    for (t, qt) in q.iter().enumerate() {
-                        let v = _mm256_castps_si256(*qt);
-                        let lo = _mm256_and_si256(v, m4);
-                        let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), m4);
-                        let base = out.add(OFF_Q + 32 * 16 * ch);
-                        _mm256_storeu_si256(base.add(32 * t).cast(), lo);
-                        _mm256_storeu_si256(base.add(32 * (8 + t)).cast(), hi);
-                    }
-                }
+                    q.map(|x| _mm256_castps_si256(x))
+                });
+                write_group(out, &super::gemv::k4_lanes(row), &q);
+            }
+        }
+    }
+}
+
+/// [`crate::simd::PackFn`] for q4_K weights in the repacked layout of
+/// [`crate::repack`] (headers and quants already in lanes).
+///
+/// # Safety
+/// As [`crate::simd::PackFn`], with `a` at a repacked group and `rows` a
+/// multiple of eight; the CPU must have AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn pack_q4_kx8(
+    a: *const u8,
+    lda: usize,
+    rows: usize,
+    k0: usize,
+    kc: usize,
+    dst: *mut u8,
+) {
+    let (sb0, nsb) = (k0 / 256, kc / 256);
+    for g in 0..rows / MR {
+        for i in 0..nsb {
+            let src = a.wrapping_add(g * MR * lda + (sb0 + i) * MR * A_BYTES);
+            let out = dst.wrapping_add((g * nsb + i) * SB);
+            // SAFETY: the group covers super-block sb0 + i; `out` has SB
+            // bytes for this group and super-block.
+            unsafe {
+                let hdr: [__m256i; 4] = std::array::from_fn(|t| load256(src.add(32 * t)));
+                let q: [[__m256i; 8]; 4] = std::array::from_fn(|ch| {
+                    std::array::from_fn(|t| load256(src.add(128 + 32 * (8 * ch + t))))
+                });
+                write_group(out, &super::gemv::k4_lanes_of(hdr), &q);
+            }
+        }
+    }
+}
+
+/// Writes one packed super-block of a group: headers `s` and, per
+/// 64-weight chunk, the eight 4-byte slices of quants in lanes.
+///
+/// # Safety
+/// `out` must have [`SB`] bytes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn write_group(out: *mut u8, s: &super::gemv::K4Lanes, q: &[[__m256i; 8]; 4]) {
+    let m4 = _mm256_set1_epi8(0x0F);
+    // SAFETY: caller's contract.
+    unsafe {
+        _mm256_storeu_ps(out.add(OFF_D).cast(), s.d);
+        _mm256_storeu_ps(out.add(OFF_DMIN).cast(), s.dmin);
+        for (sb, v) in s.sc.iter().enumerate() {
+            _mm256_storeu_si256(out.add(OFF_SC + 32 * sb).cast(), *v);
+        }
+        for (p, v) in s.mn.iter().enumerate() {
+            _mm256_storeu_si256(out.add(OFF_MIN + 32 * p).cast(), *v);
+        }
+        for (ch, qc) in q.iter().enumerate() {
+            let base = out.add(OFF_Q + 32 * 16 * ch);
+            for (t, v) in qc.iter().enumerate() {
+                let lo = _mm256_and_si256(*v, m4);
+                let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(*v), m4);
+                _mm256_storeu_si256(base.add(32 * t).cast(), lo);
+                _mm256_storeu_si256(base.add(32 * (8 + t)).cast(), hi);
             }
         }
     }

@@ -354,6 +354,73 @@ unsafe fn q6_kx8_vnni<const N: usize>(
     q6_kx8_body!(N, k, a, b, c, mr, acc, dot_vnni)
 }
 
+/// Bytes of one super-block of a repacked q4_K group (four header
+/// slices, then 32 quant slices).
+const Q4K_GROUP_BLOCK: usize = 8 * 144;
+const Q4K_QS: usize = 128;
+
+/// Repacked q4_K, eight rows x `N` columns: the rows' headers unpacked
+/// once per super-block ([`super::gemv::k4_lanes_of`]), quants from their
+/// slices, `maddubs` summed in 16 bits per 32-weight sub-block (at most
+/// 8 * 2 * 15 * 127 < 2^15), one `madd` with the scales, the mins through
+/// the activations' sub-block sums.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q4_kx8<const N: usize>(
+    k: usize,
+    a: *const u8,
+    b: &[*const u8],
+    c: &[*mut f32],
+    mr: usize,
+    acc: bool,
+) {
+    // SAFETY: the caller passes N pointers of each kind.
+    let (bp, cp): ([*const u8; N], [*mut f32; N]) = unsafe { (first(b), first(c)) };
+    let m4 = _mm256_set1_epi8(0x0F);
+    let mut sum = [_mm256_setzero_ps(); N];
+    for i in 0..k / 256 {
+        let blk = a.wrapping_add(i * Q4K_GROUP_BLOCK);
+        // SAFETY: the group holds super-block i; every column covers it.
+        unsafe {
+            let s = super::gemv::k4_lanes_of(std::array::from_fn(|t| load256(blk.add(32 * t))));
+            let mut isum = [_mm256_setzero_si256(); N];
+            for ch in 0..4 {
+                let mut lo16 = [_mm256_setzero_si256(); N];
+                let mut hi16 = [_mm256_setzero_si256(); N];
+                for t in 0..8 {
+                    let v = load256(blk.add(Q4K_QS + 32 * (8 * ch + t)));
+                    let lo = _mm256_and_si256(v, m4);
+                    let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), m4);
+                    for j in 0..N {
+                        let bq = bp[j].add(i * K8_BYTES + K8_QS + 64 * ch).cast::<i32>();
+                        let blo = _mm256_set1_epi32(bq.add(t).read_unaligned());
+                        let bhi = _mm256_set1_epi32(bq.add(8 + t).read_unaligned());
+                        lo16[j] = _mm256_add_epi16(lo16[j], _mm256_maddubs_epi16(lo, blo));
+                        hi16[j] = _mm256_add_epi16(hi16[j], _mm256_maddubs_epi16(hi, bhi));
+                    }
+                }
+                for j in 0..N {
+                    let x = _mm256_madd_epi16(lo16[j], s.sc[2 * ch]);
+                    let y = _mm256_madd_epi16(hi16[j], s.sc[2 * ch + 1]);
+                    isum[j] = _mm256_add_epi32(isum[j], _mm256_add_epi32(x, y));
+                }
+            }
+            for j in 0..N {
+                let y = bp[j].add(i * K8_BYTES);
+                let db = _mm256_set1_ps(y.cast::<f32>().read_unaligned());
+                let msum = super::gemv::k4_min_sum(&s.mn, y);
+                let d = _mm256_mul_ps(s.d, db);
+                sum[j] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum[j]), sum[j]);
+                let dmin = _mm256_mul_ps(s.dmin, db);
+                sum[j] = _mm256_fnmadd_ps(dmin, _mm256_cvtepi32_ps(msum), sum[j]);
+            }
+        }
+    }
+    for j in 0..N {
+        // SAFETY: c[j] covers mr outputs.
+        unsafe { store(cp[j], sum[j], mr, acc) };
+    }
+}
+
 /// Tile functions for repacked groups: one group of eight rows (`a` at
 /// the group, whole K: the driver never cuts K for these) x 1..=4 columns.
 macro_rules! repacked_tile {
@@ -391,6 +458,7 @@ repacked_tile!(tile_q4_0x8, q4_0x8, "q4_0 (AVX2)");
 repacked_tile!(tile_q4_0x8_vnni, q4_0x8_vnni, "q4_0 (AVX-512 VNNI)");
 repacked_tile!(tile_q8_0x8, q8_0x8, "q8_0 (AVX2)");
 repacked_tile!(tile_q8_0x8_vnni, q8_0x8_vnni, "q8_0 (AVX-512 VNNI)");
+repacked_tile!(tile_q4_kx8, q4_kx8, "q4_K (AVX2)");
 repacked_tile!(tile_q6_kx8, q6_kx8, "q6_K (AVX2)");
 repacked_tile!(tile_q6_kx8_vnni, q6_kx8_vnni, "q6_K (AVX-512 VNNI)");
 
@@ -493,7 +561,7 @@ mod tests {
         let vnni = is_x86_feature_detected!("avx512vnni") && is_x86_feature_detected!("avx512vl");
         let n = 3usize;
         for dtype in crate::repack::REPACK_TYPES {
-            let k = if dtype == DType::Q6_K { 512 } else { 256 };
+            let k = if dtype.block_size() == 256 { 512 } else { 256 };
             let t = TensorDesc::new(dtype, [k as i64, 8, 1, 1]);
             let r = Repack::for_tensor(&t).unwrap();
             let mut ggml = vec![0u8; t.nbytes() as usize];
@@ -520,6 +588,7 @@ mod tests {
                         tiles.push(("vnni", tile_q4_0x8_vnni));
                     }
                 }
+                DType::Q4_K => tiles.push(("avx2", tile_q4_kx8)),
                 DType::Q8_0 => {
                     tiles.push(("avx2", tile_q8_0x8));
                     if vnni {
