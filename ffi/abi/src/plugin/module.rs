@@ -11,7 +11,8 @@ use crate::plugin::types::PluginError;
 
 /// Major version of the plugin ABI, returned by the plain C symbol
 /// `backplane_plugin_abi_version`. Bumped only on a breaking change;
-/// additions append prefix fields or trait methods and keep this number.
+/// additions are new extension symbols ([`ext`](super::ext)) and keep this
+/// number.
 pub const ABI_VERSION: u32 = 1;
 
 /// Name of the plain C symbol `extern "C" fn() -> u32` giving [`ABI_VERSION`].
@@ -24,7 +25,9 @@ pub const ABI_VERSION_SYMBOL: &str = "backplane_plugin_abi_version";
 pub const SCORE_SYMBOL: &str = "backplane_plugin_score";
 
 /// The root module of a plugin (an `abi_stable` prefix type: fields are only
-/// ever appended after the last prefix field, so older plugins keep loading).
+/// ever appended after the last prefix field; but abi_stable refuses a
+/// plugin with fewer fields than the host declares, so new entry points go
+/// into [`ext`](super::ext) symbols instead).
 #[repr(C)]
 #[derive(StableAbi)]
 #[sabi(kind(Prefix(prefix_ref = PluginModRef)))]
