@@ -367,7 +367,8 @@ fn server_killed_mid_run_is_an_error_naming_it_and_the_host_goes_on() {
     let g = layers();
     let host = filled(&g);
     let want = run_layers(vec![cpu(&reg)], &host).unwrap();
-    // Kill server A while graphs run (bounded: at most 40 runs or 60 s).
+    // Kill server A while graphs run (bounded: 60 s; not by a count of
+    // runs, which can all finish before the kill on a fast client).
     let killer = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(300));
         a.kill9();
@@ -375,7 +376,7 @@ fn server_killed_mid_run_is_an_error_naming_it_and_the_host_goes_on() {
     });
     let t0 = Instant::now();
     let mut failure = None;
-    for _ in 0..40 {
+    loop {
         match run_layers(vec![remote[0].clone(), remote[1].clone(), cpu(&reg)], &host) {
             Ok(got) => assert!(nmse(&got, &want) < 1e-10),
             Err(e) => {
@@ -558,6 +559,10 @@ const CONFORMANCE_OPS: &[&str] = &[
 
 #[test]
 fn conformance_runner_on_a_remote_device_passes_the_cases_the_local_cpu_passes() {
+    // Not for the environment (the runner gets its own), but so that its
+    // load on a small machine does not run beside the timing-sensitive
+    // tests (connection deadlines, child restarts).
+    let _env = env_lock();
     let server = Serve::start_best_cpu();
     let scratch = scratch_dir("remote-conformance");
     let out = scratch.join("report.json");
