@@ -167,6 +167,7 @@ fn devices_json(registry: &Registry) -> serde_json::Value {
                     "memory_total": mem.total_bytes,
                     "memory_free": mem.free_bytes,
                     "caps": { "async": caps.async_ops, "host_buffer": caps.host_buffer, "events": caps.events },
+                    "weight_layouts": d.extra_buffer_types().iter().map(|t| t.name()).collect::<Vec<_>>(),
                     "score": b.score,
                     "path": b.source.path().map(|p| p.display().to_string()),
                 })
@@ -252,6 +253,10 @@ fn devices_text(registry: &Registry) -> String {
                     caps.join(", ")
                 }
             );
+            let extra: Vec<String> = d.extra_buffer_types().iter().map(|b| b.name()).collect();
+            if !extra.is_empty() {
+                let _ = writeln!(out, "    weight layouts: {}", extra.join(", "));
+            }
         }
     }
     if !registry.refused().is_empty() {
