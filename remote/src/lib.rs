@@ -1,7 +1,9 @@
 //! Remote devices over gRPC: the wire protocol ([`pb`], [`codec`]), the
 //! server behind `backplane serve` ([`server`], [`listen`]), its bounds
-//! ([`limits`]), credentials ([`auth`]) and the blocking client the
-//! `remote` plugin uses ([`client`]).
+//! ([`limits`]), credentials ([`auth`]), the buffer operations a client
+//! queues ([`queue`] on the client, [`ops`] on the server), weights the
+//! server holds in its own GGUF files ([`store`]) and the blocking client
+//! the `remote` plugin uses ([`client`]).
 
 pub mod auth;
 pub mod client;
