@@ -188,7 +188,7 @@ pub struct TransferStats {
     pub sent_bytes: u64,
     /// Filled by the server from its own files instead ([`Client::upload`]
     /// asks first for tensors of at least
-    /// [`MIN_STORED_BYTES`](crate::store::MIN_STORED_BYTES) when the server
+    /// [`MIN_STORED_BYTES`] when the server
     /// has a model store).
     pub stored_bytes: u64,
 }
