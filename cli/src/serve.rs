@@ -69,6 +69,11 @@ pub struct Args {
     /// Exit when standard input closes (a supervising parent died).
     #[arg(long)]
     exit_on_stdin_eof: bool,
+    /// Index the GGUF files in this directory (or this file; repeatable)
+    /// so clients' weight uploads are filled from the server's own copy
+    /// when the contents match (default: $BACKPLANE_SERVE_MODELS).
+    #[arg(long = "models", value_name = "DIR")]
+    models: Vec<PathBuf>,
 }
 
 /// Runs the server until it fails (or stdin closes with --exit-on-stdin-eof).
@@ -113,15 +118,25 @@ pub fn run(args: Args) -> Result<(), String> {
         max_graph_nodes: args.max_graph_nodes,
         ..Limits::default()
     };
-    let server = backplane_remote::start(
-        registry,
-        ServeOptions {
-            listen,
-            tls,
-            token,
-            limits,
-        },
-    )?;
+    let opts = ServeOptions {
+        listen,
+        tls,
+        token,
+        limits,
+    };
+    let server = if args.models.is_empty() {
+        backplane_remote::start(registry, opts)?
+    } else {
+        let (store, sum) = backplane_remote::store::ModelStore::index(&args.models)?;
+        eprintln!(
+            "backplane serve: model store: {} tensors ({} bytes) of {} GGUF files",
+            sum.tensors, sum.bytes, sum.files
+        );
+        for skipped in &sum.skipped {
+            eprintln!("backplane serve: model store: skipped {skipped}");
+        }
+        backplane_remote::start_with_store(registry, opts, Some((store, sum)))?
+    };
     let tls_note = server
         .fingerprint
         .as_ref()

@@ -18,18 +18,9 @@ use backplane::examples::{BlockConfig, llama_layers, weights};
 use backplane::registry::{Device, Registry, RegistryOptions, SearchPath};
 use backplane::sched::{SchedOptions, Scheduler};
 use backplane::{Graph, HostTensors};
-use backplane_tests::{cpu_plugin, install, nmse, scratch_dir};
+use backplane_tests::{cpu_plugin, generated_model, install, nmse, scratch_dir, target_dir};
 
 const TOKEN: &str = "loopback-test-token";
-
-fn target_dir() -> PathBuf {
-    match option_env!("CARGO_TARGET_DIR") {
-        Some(d) => PathBuf::from(d),
-        None => Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("..")
-            .join("target"),
-    }
-}
 
 /// The built `backplane` binary.
 fn backplane_bin() -> PathBuf {
@@ -480,18 +471,14 @@ fn isolated_hostile_plugin_that_crashes_leaves_an_error_and_the_host_computing()
 #[test]
 fn tiny_model_split_across_the_cpu_and_a_server_gives_the_local_logits() {
     use backplane_llm::{LoadOptions, Logits, Model};
-    use backplane_testmodel::{ModelSpec, Preset, WeightType, write_model};
+    use backplane_testmodel::{Arch, FileType, ModelSpec, write_model};
     let _env = env_lock();
     let server = Serve::start_best_cpu();
     set_remote_env(&server.address, "", 60_000);
-    let spec = ModelSpec {
-        arch: "llama".parse().unwrap(),
-        preset: Preset::Tiny,
-        dtype: "f32".parse::<WeightType>().unwrap(),
-        seed: ModelSpec::DEFAULT_SEED,
-    };
-    let path = scratch_dir("remote-model").join(spec.file_name());
-    write_model(&spec, &path).unwrap();
+    let spec = ModelSpec::tiny(Arch::Llama, FileType::F32);
+    let path = generated_model(&spec.file_name(), |p| {
+        write_model(&spec, p).expect("writing the tiny model");
+    });
     let options = |device: &str, gpu_layers| LoadOptions {
         device: device.into(),
         gpu_layers,
@@ -651,14 +638,9 @@ fn conformance_runner_on_a_remote_device_passes_the_cases_the_local_cpu_passes()
 #[test]
 fn model_weights_come_from_the_servers_own_copy_and_give_the_local_logits() {
     use backplane_llm::{LoadOptions, Logits, Model};
-    use backplane_testmodel::{ModelSpec, Preset, WeightType, write_model};
+    use backplane_testmodel::{Arch, FileType, ModelSpec, write_model};
     let _env = env_lock();
-    let spec = ModelSpec {
-        arch: "llama".parse().unwrap(),
-        preset: Preset::Tiny,
-        dtype: "f32".parse::<WeightType>().unwrap(),
-        seed: ModelSpec::DEFAULT_SEED,
-    };
+    let spec = ModelSpec::tiny(Arch::Llama, FileType::F32);
     let dir = scratch_dir("remote-store-model");
     let path = dir.join(spec.file_name());
     write_model(&spec, &path).unwrap();

@@ -70,6 +70,11 @@ pub fn run() -> Result<(), String> {
     // catalogue through the CLI) need it built; `cargo test` does not build
     // another package's binaries.
     cargo("cli binary", &["build", "-p", "backplane-cli"])?;
+    // The remote tests run the conformance runner against a server.
+    cargo(
+        "conformance runner",
+        &["build", "--release", "-p", "backplane-conformance"],
+    )?;
     cargo("tests", &["test", "--workspace"])?;
     eprintln!("xtask test: hexagon-qemu");
     crate::hexagon_qemu::run_all()?;

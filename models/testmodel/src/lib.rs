@@ -37,11 +37,6 @@ pub use spec::{Arch, ModelSpec, Preset, type_label};
 pub use tensors::{TensorPlan, plan};
 pub use vocab::{default_vocab_dir, is_tokenizer_key, tokenizer_keys};
 
-/// The file type of a generated model, under the name callers of this crate
-/// used before it took [`FileType`] from the quantizer (`cargo xtask
-/// make-model`, the integration tests): the same type, not a copy.
-pub type WeightType = FileType;
-
 /// Why a model could not be written.
 #[derive(Debug, thiserror::Error)]
 pub enum TestModelError {
