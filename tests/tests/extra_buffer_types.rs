@@ -11,14 +11,24 @@ use backplane_tests::{bytes_f32, load_only, plugin_dir, require, scratch_dir_wit
 /// The AVX2 CPU plugin (the baseline variant has no repacked kernels),
 /// or None on a CPU without AVX2.
 fn avx2_cpu(test: &str) -> Option<backplane::registry::Device> {
+    avx2_cpus(test, 1).pop()
+}
+
+/// The AVX2 CPU plugin's device from `count` registries loaded one after
+/// another from the same file (one library, several registrations).
+fn avx2_cpus(test: &str, count: usize) -> Vec<backplane::registry::Device> {
     if !std::arch::is_x86_feature_detected!("avx2") {
         eprintln!("no AVX2: the repacked kernels are not offered; skipped");
-        return None;
+        return Vec::new();
     }
     let file = require(&plugin_dir(), "cpu-avx2");
     let dir = scratch_dir_with(test, &[(file, "cpu-avx2")]);
-    let reg = load_only([&dir]);
-    Some(reg.devices().next().expect("the cpu device").clone())
+    (0..count)
+        .map(|_| {
+            let reg = load_only([&dir]);
+            reg.devices().next().expect("the cpu device").clone()
+        })
+        .collect()
 }
 
 /// Weights `w` (q4_0 [256, 16]) read by MUL_MAT with `x` and by GET_ROWS
@@ -134,6 +144,20 @@ fn repacked_weights_give_the_results_of_ggml_layout() {
     assert_eq!(blocks, 2);
     // One column: the repacked mat-vec sums in the ggml-layout kernel's
     // order, so the results are equal, not just close.
+    assert_eq!(out_packed, out_plain);
+    assert_eq!(rows_packed, rows_plain);
+}
+
+#[test]
+fn each_registration_of_one_plugin_file_gets_its_own_repacked_buffers() {
+    // The same file loaded by two registries is one library with two
+    // registrations, each with its own table of live buffers: the second's
+    // extra buffer type must be its own, or its device refuses the buffers.
+    let cpus = avx2_cpus("extra-types-two-registries", 2);
+    let Some(second) = cpus.last() else { return };
+    let (out_plain, rows_plain, _) = run(second, false);
+    let (out_packed, rows_packed, blocks) = run(second, true);
+    assert_eq!(blocks, 2);
     assert_eq!(out_packed, out_plain);
     assert_eq!(rows_packed, rows_plain);
 }

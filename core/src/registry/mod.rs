@@ -246,13 +246,12 @@ impl Registry {
 
         if options.builtin_cpu && !backends.iter().any(|b| b.name == "cpu") {
             let isa = Isa::detect();
-            let cpu: Arc<dyn backplane_abi::plugin::Reg> = Arc::new(CpuReg::new(isa));
             let builtin = LoadedBackend::new(
-                reg_object(cpu.clone()),
+                reg_object(CpuReg::new(isa)),
                 score(isa),
                 Source::Builtin,
                 None,
-                ExtraTypes::InProcess(cpu),
+                ExtraTypes::InProcess,
             );
             match builtin {
                 Ok(b) => backends.push(b),
@@ -289,26 +288,25 @@ pub(crate) enum ExtraTypes {
     None,
     /// A plugin file's extension module.
     Module(&'static backplane_abi::plugin::ext::ExtraBufferTypesV1),
-    /// A backend linked into the host.
-    InProcess(Arc<dyn backplane_abi::plugin::Reg>),
+    /// A backend linked into the host (its objects are the host's own).
+    InProcess,
 }
 
 impl ExtraTypes {
-    /// The extra buffer types of device `i`, as the plugin answered.
-    fn of(&self, i: usize) -> ExtraAnswer {
+    /// The extra buffer types of `device`, as its plugin answered.
+    fn of(&self, device: &backplane_abi::plugin::DeviceRef) -> ExtraAnswer {
         use abi_stable::std_types::{RResult, RVec};
         match self {
             ExtraTypes::None => RResult::ROk(RVec::new()),
-            ExtraTypes::Module(m) => (m.get)(i),
-            ExtraTypes::InProcess(reg) => match reg.devices().get(i) {
-                Some(d) => backplane_abi::plugin::ext::extra_buffer_types_of(&**d),
-                None => RResult::ROk(RVec::new()),
-            },
+            ExtraTypes::Module(m) => (m.get)(device),
+            ExtraTypes::InProcess => {
+                backplane_abi::plugin::ext::extra_buffer_types_of_object(device)
+            }
         }
     }
 }
 
-/// A plugin's answer to "extra buffer types of device i".
+/// A plugin's answer to "extra buffer types of this device".
 pub(crate) type ExtraAnswer = abi_stable::std_types::RResult<
     abi_stable::std_types::RVec<backplane_abi::plugin::ext::ExtraBufferType>,
     backplane_abi::plugin::PluginError,
@@ -431,7 +429,8 @@ impl LoadedBackend {
         let mut devices = Vec::new();
         let mut refused_devices = Vec::new();
         for (i, d) in raw_devices.into_iter().enumerate() {
-            match Device::check(backend.clone(), d, extra.of(i)) {
+            let answer = extra.of(&d);
+            match Device::check(backend.clone(), d, answer) {
                 Ok(d) => devices.push(d),
                 Err(e) => {
                     let reason = short_reason(&format!("device {i} refused: {e}"));

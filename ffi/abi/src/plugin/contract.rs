@@ -39,20 +39,6 @@ pub trait Reg: Send + Sync + 'static {
     }
 }
 
-/// A shared registration is a registration (what `export_plugin!` keeps
-/// for the extension symbols).
-impl<R: Reg + ?Sized> Reg for Arc<R> {
-    fn name(&self) -> String {
-        (**self).name()
-    }
-    fn devices(&self) -> Vec<Arc<dyn Device>> {
-        (**self).devices()
-    }
-    fn no_device_reason(&self) -> Option<String> {
-        (**self).no_device_reason()
-    }
-}
-
 /// One device of a backend (ggml's `ggml_backend_device`).
 pub trait Device: Send + Sync + 'static {
     /// Required; panic fallback `"?"`. Short unique name within the backend (`"cpu"`, `"gpu0"`).
@@ -107,7 +93,7 @@ pub trait Device: Send + Sync + 'static {
     /// Required. Creates a stream on this device; `params` is a backend-specific option string ("" = defaults).
     fn init_backend(&self, params: &str) -> Result<Box<dyn Backend>, PluginError>;
 
-    /// Optional, default none; panic fallback none. Extra buffer types for weights, most preferred first, whose bytes may be in a layout of the plugin's own (ggml's "extra" buffer types such as a repacked CPU layout). `Buffer::set_tensor` / `get_tensor` of such buffers take and give ggml's layout and convert; the host places a weight in one only when every op reading it passes that type's [`BufferType::supports_op`], and copies to other devices go through `get_tensor`. Crosses the ABI through the extension symbol of `ext` (older plugins have none); asked of the devices of a later `Reg::devices` call, which must list the same devices.
+    /// Optional, default none; panic fallback none. Extra buffer types for weights, most preferred first, whose bytes may be in a layout of the plugin's own (ggml's "extra" buffer types such as a repacked CPU layout). `Buffer::set_tensor` / `get_tensor` of such buffers take and give ggml's layout and convert; the host places a weight in one only when every op reading it passes that type's [`BufferType::supports_op`], and copies to other devices go through `get_tensor`. Crosses the ABI through the extension symbol of `ext` (older plugins have none).
     fn extra_buffer_types(&self) -> Vec<Arc<dyn BufferType>> {
         Vec::new()
     }

@@ -1,7 +1,6 @@
 //! [`export_plugin!`](crate::export_plugin) and the helpers its expansion calls.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Arc;
 
 use abi_stable::prefix_type::PrefixTypeTrait;
 use abi_stable::std_types::RResult;
@@ -23,13 +22,7 @@ pub fn score(f: impl FnOnce() -> u32) -> u32 {
 
 #[doc(hidden)]
 pub fn new_reg<R: Reg>(f: impl FnOnce() -> R) -> RResult<RegBox, PluginError> {
-    let made = catch_unwind(AssertUnwindSafe(|| {
-        let reg: Arc<dyn Reg> = Arc::new(f());
-        // Kept for the extension symbols (see `ext`); the first load wins.
-        let _ = crate::plugin::ext::EXPORTED_REG.set(reg.clone());
-        reg_object(reg)
-    }));
-    match made {
+    match catch_unwind(AssertUnwindSafe(|| reg_object(f()))) {
         Ok(r) => RResult::ROk(r),
         Err(p) => RResult::RErr(PluginError::panicked("plugin init", &*p)),
     }

@@ -20,7 +20,7 @@
 #![allow(non_local_definitions)] // sabi_trait expands impls inside a const
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use abi_stable::StableAbi;
 use abi_stable::sabi_trait;
@@ -28,8 +28,8 @@ use abi_stable::sabi_trait::prelude::TD_Opaque;
 use abi_stable::std_types::{RArc, RResult, RSlice, RVec};
 use abi_stable::type_layout::TypeLayout;
 
-use crate::plugin::contract::{BufferType, Device, Reg};
-use crate::plugin::ffi::{BufferTypeRef, buffer_type_object};
+use crate::plugin::contract::{BufferType, Device};
+use crate::plugin::ffi::{BufferTypeRef, DeviceRef, buffer_type_object, own_device};
 use crate::plugin::types::PluginError;
 use crate::tensor::TensorDesc;
 
@@ -71,9 +71,9 @@ pub struct ExtraBufferType {
 #[repr(C)]
 #[derive(StableAbi)]
 pub struct ExtraBufferTypesV1 {
-    /// The extra buffer types of device `index` (in `Reg::devices` order),
+    /// The extra buffer types of `device` (an object this plugin made),
     /// most preferred first.
-    pub get: extern "C" fn(index: usize) -> RResult<RVec<ExtraBufferType>, PluginError>,
+    pub get: extern "C" fn(device: &DeviceRef) -> RResult<RVec<ExtraBufferType>, PluginError>,
 }
 
 #[derive(Clone)]
@@ -103,26 +103,22 @@ pub fn extra_buffer_types_of(device: &dyn Device) -> RResult<RVec<ExtraBufferTyp
     }
 }
 
-/// The registration `export_plugin!` made, for the extension symbols.
-#[doc(hidden)]
-pub static EXPORTED_REG: OnceLock<Arc<dyn Reg>> = OnceLock::new();
-
-extern "C" fn exported_extra_buffer_types(
-    index: usize,
+/// The extra buffer types of `device` when this copy of the crate made
+/// it (what a plugin's extension symbol answers, and the host for its
+/// linked-in backends); an error for another library's device.
+pub extern "C" fn extra_buffer_types_of_object(
+    device: &DeviceRef,
 ) -> RResult<RVec<ExtraBufferType>, PluginError> {
-    let found = catch_unwind(AssertUnwindSafe(|| {
-        EXPORTED_REG.get().map(|r| r.devices().get(index).cloned())
-    }));
-    match found {
-        Ok(Some(Some(device))) => extra_buffer_types_of(&*device),
-        Ok(Some(None)) => RResult::RErr(PluginError::bad_input(format!("no device {index}"))),
-        Ok(None) => RResult::RErr(PluginError::bad_input("the plugin is not initialized")),
-        Err(p) => RResult::RErr(PluginError::panicked("devices", &*p)),
+    match own_device(device) {
+        Some(d) => extra_buffer_types_of(&*d),
+        None => RResult::RErr(PluginError::bad_input(
+            "extra_buffer_types: not a device of this plugin",
+        )),
     }
 }
 
 static EXTRA_BUFFER_TYPES_V1: ExtraBufferTypesV1 = ExtraBufferTypesV1 {
-    get: exported_extra_buffer_types,
+    get: extra_buffer_types_of_object,
 };
 
 /// The entry `export_plugin!`'s extra-buffer-types symbol returns.

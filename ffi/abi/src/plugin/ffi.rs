@@ -207,10 +207,22 @@ pub fn reg_object(reg: impl Reg) -> RegBox {
 
 /// Wraps a contract [`Device`] into its ABI object.
 pub fn device_object(device: Arc<dyn Device>) -> DeviceRef {
+    // Downcastable, so that this library's extension entry points can find
+    // the device behind an object the host passes back (see `ext`).
     FfiDevice_TO::from_ptr(
         RArc::new(DeviceAdapter(Arc::new(Guarded::new("Device", device)))),
-        TD_Opaque,
+        TD_CanDowncast,
     )
+}
+
+/// The device behind `device` when this copy of the crate made it (a
+/// plugin's own objects, inside that plugin; the host's in the host).
+pub fn own_device(device: &DeviceRef) -> Option<Arc<dyn Device>> {
+    device
+        .obj
+        .downcast_as::<DeviceAdapter>()
+        .ok()
+        .map(|d| Arc::clone(&**d.0))
 }
 
 /// Wraps a contract [`BufferType`] into its ABI object.
