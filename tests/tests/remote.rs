@@ -110,12 +110,32 @@ impl Serve {
     }
 
     /// A server of `plugin` with extra environment variables, its stderr
-    /// into `stderr` when given.
+    /// into `stderr` when given. A server that exits before printing its
+    /// address (seen once under a full workspace test run, exit status
+    /// unknown then) is reported with its status and started once more.
     fn start_configured(
         plugin: &Path,
         env: &[(&str, &std::ffi::OsStr)],
         stderr: Option<&Path>,
     ) -> Serve {
+        match Serve::try_start(plugin, env, stderr) {
+            Ok(s) => s,
+            Err(status) => {
+                eprintln!(
+                    "backplane serve exited before printing its address ({status}); starting it again"
+                );
+                Serve::try_start(plugin, env, stderr).unwrap_or_else(|status| {
+                    panic!("backplane serve exited twice before printing its address ({status})")
+                })
+            }
+        }
+    }
+
+    fn try_start(
+        plugin: &Path,
+        env: &[(&str, &std::ffi::OsStr)],
+        stderr: Option<&Path>,
+    ) -> Result<Serve, String> {
         let mut cmd = Command::new(backplane_bin());
         cmd.envs(env.iter().copied());
         if let Some(p) = stderr {
@@ -149,13 +169,19 @@ impl Serve {
         let line = rx
             .recv_timeout(Duration::from_secs(60))
             .expect("serve printed its address");
+        if line.is_empty() {
+            let status = child
+                .wait()
+                .map_or_else(|e| e.to_string(), |s| s.to_string());
+            return Err(status);
+        }
         let address = line
             .split(" on ")
             .nth(1)
             .and_then(|s| s.split_whitespace().next())
             .unwrap_or_else(|| panic!("no address in {line:?}"))
             .to_string();
-        Serve { child, address }
+        Ok(Serve { child, address })
     }
 
     fn kill9(&mut self) {

@@ -147,7 +147,6 @@ pub fn kernel(dtype: DType) -> Option<MatKernel> {
 /// returned true.
 pub fn repacked_kernel(dtype: DType) -> Option<MatKernel> {
     let vnni = is_x86_feature_detected!("avx512vnni") && is_x86_feature_detected!("avx512vl");
-    let zmm = vnni && is_x86_feature_detected!("avx512bw");
     let (tile, pack, base): (super::TileFn, PackFn, DType) = match dtype {
         DType::Q4_0 if vnni => (
             repacked::tile_q4_0x8_vnni,
@@ -162,7 +161,6 @@ pub fn repacked_kernel(dtype: DType) -> Option<MatKernel> {
         ),
         DType::Q8_0 => (repacked::tile_q8_0x8, repacked::pack_q8_0x8, DType::Q8_0),
         DType::Q4_K => (repacked::tile_q4_kx8, kgemm::pack_q4_kx8, DType::Q4_K),
-        DType::Q6_K if zmm => (repacked::tile_q6_kx8_zmm, no_pack, DType::Q6_K),
         DType::Q6_K if vnni => (repacked::tile_q6_kx8_vnni, no_pack, DType::Q6_K),
         DType::Q6_K => (repacked::tile_q6_kx8, no_pack, DType::Q6_K),
         _ => return None,

@@ -372,111 +372,6 @@ unsafe fn q6_kx8_vnni<const N: usize>(
     q6_kx8_body!(N, k, a, b, c, mr, acc, dot_vnni)
 }
 
-/// Repacked q6_K on 512-bit vectors (AVX-512 BW + VNNI): two 4-byte
-/// slices per vector (lanes 0..8 slice `c`, 8..16 slice `c + 1`), so the
-/// quants are rebuilt for sixteen rows' worth of lanes per instruction;
-/// the activations' matching two groups are spread over the halves with
-/// one permute, and the halves are added per sub-block.
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn q6_kx8_zmm<const N: usize>(
-    k: usize,
-    a: *const u8,
-    b: &[*const u8],
-    c: &[*mut f32],
-    mr: usize,
-    acc: bool,
-) {
-    // SAFETY: the caller passes N pointers of each kind.
-    let (bp, cp): ([*const u8; N], [*mut f32; N]) = unsafe { (first(b), first(c)) };
-    let m4 = _mm512_set1_epi8(0x0F);
-    let m30 = _mm512_set1_epi8(0x30);
-    // Group 0 of two to lanes 0..8, group 1 to lanes 8..16.
-    let spread = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-    let mut sum = [_mm256_setzero_ps(); N];
-    for i in 0..k / 256 {
-        let blk = a.wrapping_add(i * Q6_GROUP_BLOCK);
-        prefetch_ahead(blk, Q6_GROUP_BLOCK);
-        // SAFETY: the group holds super-block i; every column covers it.
-        unsafe {
-            let d = _mm256_cvtph_ps(load128(blk));
-            let scv: [__m256i; 4] = std::array::from_fn(|t| load256(blk.add(Q6_SCALES + 32 * t)));
-            let mut isum = [_mm256_setzero_si256(); N];
-            for half in 0..2 {
-                for quarter in 0..2 {
-                    let mut dots = [[_mm512_setzero_si512(); 4]; N];
-                    for pair in 0..2 {
-                        let c = 4 * quarter + 2 * pair;
-                        let v1 = _mm512_loadu_si512(blk.add(Q6_QL + 32 * (16 * half + c)).cast());
-                        let v2 =
-                            _mm512_loadu_si512(blk.add(Q6_QL + 32 * (16 * half + 8 + c)).cast());
-                        let h = _mm512_loadu_si512(blk.add(Q6_QH + 32 * (8 * half + c)).cast());
-                        let q = [
-                            _mm512_or_si512(
-                                _mm512_and_si512(v1, m4),
-                                _mm512_and_si512(_mm512_slli_epi16::<4>(h), m30),
-                            ),
-                            _mm512_or_si512(
-                                _mm512_and_si512(v2, m4),
-                                _mm512_and_si512(_mm512_slli_epi16::<2>(h), m30),
-                            ),
-                            _mm512_or_si512(
-                                _mm512_and_si512(_mm512_srli_epi16::<4>(v1), m4),
-                                _mm512_and_si512(h, m30),
-                            ),
-                            _mm512_or_si512(
-                                _mm512_and_si512(_mm512_srli_epi16::<4>(v2), m4),
-                                _mm512_and_si512(_mm512_srli_epi16::<2>(h), m30),
-                            ),
-                        ];
-                        for j in 0..N {
-                            let y = bp[j].add(i * K8_BYTES + K8_QS + 128 * half + 4 * c);
-                            for (kq, qk) in q.iter().enumerate() {
-                                let x = _mm_loadl_epi64(y.add(32 * kq).cast());
-                                let yv =
-                                    _mm512_permutexvar_epi32(spread, _mm512_castsi128_si512(x));
-                                dots[j][kq] = _mm512_dpbusd_epi32(dots[j][kq], *qk, yv);
-                            }
-                        }
-                    }
-                    for kq in 0..4 {
-                        let s = 8 * half + quarter + 2 * kq;
-                        let v = scv[s / 4];
-                        let scale = match s % 4 {
-                            0 => lane_byte::<0>(v),
-                            1 => lane_byte::<1>(v),
-                            2 => lane_byte::<2>(v),
-                            _ => lane_byte::<3>(v),
-                        };
-                        for j in 0..N {
-                            let z = dots[j][kq];
-                            let dot = _mm256_add_epi32(
-                                _mm512_castsi512_si256(z),
-                                _mm512_extracti64x4_epi64::<1>(z),
-                            );
-                            let bsum = bp[j]
-                                .add(i * K8_BYTES + K8_BSUMS + 2 * s)
-                                .cast::<i16>()
-                                .read_unaligned();
-                            let off = _mm256_set1_epi32(32 * i32::from(bsum));
-                            let t = _mm256_sub_epi32(dot, off);
-                            isum[j] = _mm256_add_epi32(isum[j], _mm256_mullo_epi32(t, scale));
-                        }
-                    }
-                }
-            }
-            for j in 0..N {
-                let db = bp[j].add(i * K8_BYTES).cast::<f32>().read_unaligned();
-                let dd = _mm256_mul_ps(d, _mm256_set1_ps(db));
-                sum[j] = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(isum[j]), sum[j]);
-            }
-        }
-    }
-    for j in 0..N {
-        // SAFETY: c[j] covers mr outputs.
-        unsafe { store(cp[j], sum[j], mr, acc) };
-    }
-}
-
 /// Bytes of one super-block of a repacked q4_K group (four header
 /// slices, then 32 quant slices).
 const Q4K_GROUP_BLOCK: usize = 8 * 144;
@@ -584,11 +479,6 @@ repacked_tile!(tile_q8_0x8_vnni, q8_0x8_vnni, "q8_0 (AVX-512 VNNI)");
 repacked_tile!(tile_q4_kx8, q4_kx8, "q4_K (AVX2)");
 repacked_tile!(tile_q6_kx8, q6_kx8, "q6_K (AVX2)");
 repacked_tile!(tile_q6_kx8_vnni, q6_kx8_vnni, "q6_K (AVX-512 VNNI)");
-repacked_tile!(
-    tile_q6_kx8_zmm,
-    q6_kx8_zmm,
-    "q6_K (AVX-512 BW + VNNI, 512-bit)"
-);
 
 /// Packs repacked groups for the packed GEMM of [`super::qgemm`]: its
 /// group block is eight f32 scales, then per 4-quant slice `t` one vector
@@ -727,9 +617,6 @@ mod tests {
                     tiles.push(("avx2", tile_q6_kx8));
                     if vnni {
                         tiles.push(("vnni", tile_q6_kx8_vnni));
-                    }
-                    if vnni && is_x86_feature_detected!("avx512bw") {
-                        tiles.push(("zmm", tile_q6_kx8_zmm));
                     }
                 }
             }
