@@ -1,7 +1,10 @@
 //! A device from the registry (a loaded plugin, or the built-in CPU) as a
 //! conformance [`Target`]: tensors live in one buffer of the device's
 //! buffer type, with guard regions around each, and graphs run through the
-//! plugin ABI exactly as the scheduler would run them.
+//! plugin ABI exactly as the scheduler would run them. With weight layouts
+//! on, leaves whose every reader an extra buffer type of the device runs
+//! (the CPU's repacked weights) go into a buffer of that type instead, as
+//! the model loader places them.
 
 use backplane::registry::{Buffer, Device, Stream};
 use backplane::{DType, Graph, TensorDesc, TensorId};
@@ -13,6 +16,9 @@ struct Loaded {
     graph: Graph,
     descs: Vec<TensorDesc>,
     buffer: Buffer,
+    /// Buffers of extra buffer types holding leaves in the device's own
+    /// layout (kept alive with the case).
+    _extra: Vec<Buffer>,
     /// (root, start of its bytes, len, guarded span end) per storage root.
     roots: Vec<(TensorId, u64, u64, u64)>,
     /// Bytes of the buffer the case uses.
@@ -47,6 +53,7 @@ pub struct DeviceTarget {
     device: Device,
     stream: Stream,
     loaded: Option<Loaded>,
+    weight_layouts: bool,
 }
 
 impl DeviceTarget {
@@ -60,7 +67,54 @@ impl DeviceTarget {
             device,
             stream,
             loaded: None,
+            weight_layouts: false,
         })
+    }
+
+    /// Whether leaves go into the device's extra buffer types where one
+    /// runs every op reading them (off by default).
+    pub fn use_weight_layouts(&mut self, on: bool) {
+        self.weight_layouts = on;
+    }
+
+    /// The leaves of `graph` to place in extra buffer type `i` of the
+    /// device: those every reader of which (as `src[0]`) that type runs.
+    fn in_extra_types(&self, graph: &Graph) -> Vec<Option<usize>> {
+        let mut slot = vec![None; graph.len()];
+        let extra = self.device.extra_buffer_types();
+        if !self.weight_layouts || extra.is_empty() {
+            return slot;
+        }
+        let descs = graph.tensors();
+        for t in graph.ids() {
+            let d = graph.desc(t);
+            if d.op().is_ok_and(|op| op != backplane::Op::None) || d.view_source().is_some() {
+                continue;
+            }
+            let mut readers = Vec::new();
+            let mut other_use = false;
+            for (n, r) in descs.iter().enumerate() {
+                for (k, &s) in r.src.iter().enumerate() {
+                    if s == t.index() as i32 {
+                        if k == 0 {
+                            readers.push(n);
+                        } else {
+                            other_use = true;
+                        }
+                    }
+                }
+                if r.view_source() == Some(t.index()) {
+                    other_use = true;
+                }
+            }
+            if other_use || readers.is_empty() {
+                continue;
+            }
+            slot[t.index()] = extra
+                .iter()
+                .position(|b| readers.iter().all(|&n| b.supports_op(descs, n)));
+        }
+        slot
     }
 
     fn raw_desc(buffer: &Buffer, offset: u64, len: u64) -> TensorDesc {
@@ -150,13 +204,49 @@ impl Target for DeviceTarget {
             d.buffer = buffer.id();
             d.offset = root_off[graph.storage_root(t).index()] + graph.offset_in_root(t);
         }
+        // Leaves in the device's own layouts: one buffer per extra type.
+        let slots = self.in_extra_types(graph);
+        let mut extra_buffers = Vec::new();
+        for (i, buft) in self.device.extra_buffer_types().iter().enumerate() {
+            let mine: Vec<TensorId> = graph
+                .ids()
+                .filter(|t| slots[t.index()] == Some(i))
+                .collect();
+            if mine.is_empty() {
+                continue;
+            }
+            let align = buft.alignment().max(1);
+            let mut offsets = Vec::new();
+            let mut end = 0u64;
+            for &t in &mine {
+                let off = round_up(end, align);
+                end = off + buft.alloc_size(graph.desc(t)).max(graph.desc(t).nbytes());
+                offsets.push(off);
+            }
+            let extra = buft
+                .alloc_buffer(end.max(1))
+                .map_err(|e| format!("alloc {end} bytes of {}: {e}", buft.name()))?;
+            for (&t, off) in mine.iter().zip(offsets) {
+                let d = &mut descs[t.index()];
+                d.buffer = extra.id();
+                d.offset = off;
+            }
+            extra_buffers.push(extra);
+        }
         for &(t, _, len, _) in &roots {
             let d = &descs[t.index()];
+            let buf = match slots[t.index()] {
+                Some(_) => extra_buffers
+                    .iter()
+                    .find(|b| b.id() == d.buffer)
+                    .ok_or("extra buffer lost")?,
+                None => &buffer,
+            };
             match leaves.iter().find(|(l, _)| *l == t) {
-                Some((_, data)) => buffer
+                Some((_, data)) => buf
                     .set_tensor(d, 0, data)
                     .map_err(|e| format!("set {}: {e}", graph.name(t)))?,
-                None => buffer
+                None => buf
                     .memset_tensor(d, UNWRITTEN_FILL, 0, len)
                     .map_err(|e| format!("memset {}: {e}", graph.name(t)))?,
             }
@@ -165,6 +255,7 @@ impl Target for DeviceTarget {
             graph: graph.clone(),
             descs,
             buffer,
+            _extra: extra_buffers,
             roots,
             total,
             snapshot: None,
@@ -375,5 +466,42 @@ mod tests {
         assert_eq!(target.loaded.as_ref().unwrap().buffer.id(), first);
         assert_eq!(target.read_f32(c).unwrap(), vec![3.0; 64]);
         assert!(target.guard_violations().is_empty());
+    }
+
+    #[test]
+    fn weight_layouts_put_mat_mul_weights_in_the_devices_own_layout() {
+        let cpu = cpu_device();
+        if cpu.extra_buffer_types().is_empty() {
+            return; // no repacked kernels on this CPU
+        }
+        let mut g = Graph::new();
+        let w = g.weight("w", DType::Q8_0, &[64, 16]).unwrap();
+        let x = g.input("x", DType::F32, &[64, 1]).unwrap();
+        let y = g.mul_mat(w, x).unwrap();
+        g.mark_output(y).unwrap();
+        let mut q = vec![0u8; DType::Q8_0.row_size(64).unwrap() * 16];
+        for (r, row) in q
+            .chunks_exact_mut(DType::Q8_0.row_size(64).unwrap())
+            .enumerate()
+        {
+            let v: Vec<f32> = (0..64).map(|k| ((r * 64 + k) % 7) as f32 - 3.0).collect();
+            backplane_quant::quantize_row(DType::Q8_0, &v, row).unwrap();
+        }
+        let ones: Vec<u8> = (0..64).flat_map(|_| 1f32.to_le_bytes()).collect();
+        let mut out = Vec::new();
+        for on in [false, true] {
+            let mut target = DeviceTarget::new("cpu".into(), cpu.clone()).unwrap();
+            target.use_weight_layouts(on);
+            target
+                .load(&g, &[(w, q.clone()), (x, ones.clone())])
+                .unwrap();
+            let l = target.loaded.as_ref().unwrap();
+            assert_eq!(l.descs[w.index()].buffer != l.buffer.id(), on);
+            assert_eq!(l.descs[x.index()].buffer, l.buffer.id());
+            target.compute().unwrap();
+            out.push(target.read_f32(y).unwrap());
+            assert!(target.guard_violations().is_empty());
+        }
+        assert_eq!(out[0], out[1]);
     }
 }

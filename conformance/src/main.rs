@@ -82,6 +82,11 @@ struct Args {
     /// Print every failing and unsupported case, not only failures.
     #[arg(long, short)]
     verbose: bool,
+    /// Put each weight in its device's preferred layout (an extra buffer
+    /// type such as the CPU's repacked weights) where one runs every op
+    /// reading it, as the model loader does; the rest as usual.
+    #[arg(long)]
+    weight_layouts: bool,
 }
 
 fn main() -> ExitCode {
@@ -133,7 +138,7 @@ fn run(args: Args) -> Result<ExitCode, String> {
         println!("{:<16} {:>6} {:>8}", "total", cases.len(), sampled);
         return Ok(ExitCode::SUCCESS);
     }
-    let mut targets = backplane_conformance::target::discover(&args.backends)?;
+    let mut targets = backplane_conformance::target::discover(&args.backends, args.weight_layouts)?;
     if targets.is_empty() {
         return Err(format!("no backend matches {:?}", args.backends));
     }

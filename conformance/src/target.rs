@@ -104,7 +104,7 @@ impl Target for CpuTarget {
 /// devices), keeping those whose backend or full name matches `filter`
 /// (all when empty). Backends that load with no devices are reported on
 /// stderr with their reason.
-pub fn discover(filter: &[String]) -> Result<Vec<Box<dyn Target>>, String> {
+pub fn discover(filter: &[String], weight_layouts: bool) -> Result<Vec<Box<dyn Target>>, String> {
     let registry = backplane::registry::Registry::discover();
     let mut out: Vec<Box<dyn Target>> = Vec::new();
     let mut names = Vec::new();
@@ -129,10 +129,9 @@ pub fn discover(filter: &[String]) -> Result<Vec<Box<dyn Target>>, String> {
                     f.eq_ignore_ascii_case(&name) || f.eq_ignore_ascii_case(&backend.name)
                 });
             if wanted {
-                out.push(Box::new(crate::device_target::DeviceTarget::new(
-                    name,
-                    device.clone(),
-                )?));
+                let mut target = crate::device_target::DeviceTarget::new(name, device.clone())?;
+                target.use_weight_layouts(weight_layouts);
+                out.push(Box::new(target));
             }
         }
     }

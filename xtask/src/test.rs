@@ -81,6 +81,20 @@ pub fn run() -> Result<(), String> {
     eprintln!("xtask test: conformance");
     let args = ["test", "--vectors", "conformance/vectors/cpy-quant"].map(String::from);
     conformance(&args, TEST_ENV)?;
+    // Weights in the devices' own layouts (the CPU's repacked q4_0, q8_0,
+    // q4_K and q6_K), as the model loader places them: every MUL_MAT and
+    // GET_ROWS case whose weight a layout takes.
+    eprintln!("xtask test: conformance, weights in the devices' own layouts");
+    let args = [
+        "test",
+        "--op",
+        "MUL_MAT",
+        "--op",
+        "GET_ROWS",
+        "--weight-layouts",
+    ]
+    .map(String::from);
+    conformance(&args, TEST_ENV)?;
     // The cooperative-matrix kernels need hardware CI lacks; their
     // emulations (the same tiling, plain code for the matrix calls) run on
     // lavapipe.
