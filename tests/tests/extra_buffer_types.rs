@@ -1,7 +1,9 @@
 //! Extra buffer types through real plugin files: the CPU plugin's
 //! `cpu_repack` layout offered through the ABI extension symbol, chosen by
 //! the scheduler for the weights whose every reader it runs, and giving
-//! the same results as ggml's layout.
+//! the same results as ggml's layout. (x86-64: the repacked kernels exist
+//! there only.)
+#![cfg(target_arch = "x86_64")]
 
 use backplane::sched::{SchedOptions, Scheduler};
 use backplane::{DType, Graph, TensorId};
