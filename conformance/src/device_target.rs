@@ -77,42 +77,27 @@ impl DeviceTarget {
         self.weight_layouts = on;
     }
 
-    /// The leaves of `graph` to place in extra buffer type `i` of the
-    /// device: those every reader of which (as `src[0]`) that type runs.
+    /// The extra buffer type (index) of the device each tensor of `graph`
+    /// goes into: the scheduler's choice for leaves
+    /// ([`backplane::sched::by_preferred_type`]), none when off.
     fn in_extra_types(&self, graph: &Graph) -> Vec<Option<usize>> {
         let mut slot = vec![None; graph.len()];
         let extra = self.device.extra_buffer_types();
         if !self.weight_layouts || extra.is_empty() {
             return slot;
         }
-        let descs = graph.tensors();
-        for t in graph.ids() {
-            let d = graph.desc(t);
-            if d.op().is_ok_and(|op| op != backplane::Op::None) || d.view_source().is_some() {
-                continue;
+        let leaves: Vec<TensorId> = graph
+            .ids()
+            .filter(|&t| {
+                let d = graph.desc(t);
+                d.op().is_ok_and(|op| op == backplane::Op::None) && d.view_source().is_none()
+            })
+            .collect();
+        let groups = backplane::sched::by_preferred_type(graph, extra, &leaves);
+        for (i, group) in groups.iter().enumerate().skip(1) {
+            for t in group {
+                slot[t.index()] = Some(i - 1);
             }
-            let mut readers = Vec::new();
-            let mut other_use = false;
-            for (n, r) in descs.iter().enumerate() {
-                for (k, &s) in r.src.iter().enumerate() {
-                    if s == t.index() as i32 {
-                        if k == 0 {
-                            readers.push(n);
-                        } else {
-                            other_use = true;
-                        }
-                    }
-                }
-                if r.view_source() == Some(t.index()) {
-                    other_use = true;
-                }
-            }
-            if other_use || readers.is_empty() {
-                continue;
-            }
-            slot[t.index()] = extra
-                .iter()
-                .position(|b| readers.iter().all(|&n| b.supports_op(descs, n)));
         }
         slot
     }

@@ -41,6 +41,7 @@ mod tests;
 use backplane_abi::Op;
 
 pub use alloc::{Allocation, Loc};
+pub use weights::by_preferred_type;
 pub use cache::{PlanCache, structure_hash};
 pub use exec::{RunStats, Scheduler};
 pub use explain::{

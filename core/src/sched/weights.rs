@@ -143,7 +143,7 @@ impl WeightBlocks {
 /// `i + 1` the extra buffer type `extra[i]`, the first that runs every op
 /// of `graph` reading the tensor as its weight operand (`src[0]` only; a
 /// tensor read any other way, or by nothing, stays in ggml's layout).
-pub(crate) fn by_preferred_type(
+pub fn by_preferred_type(
     graph: &Graph,
     extra: &[crate::registry::BufferType],
     tensors: &[TensorId],

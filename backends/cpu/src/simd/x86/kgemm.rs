@@ -13,7 +13,7 @@
 
 use std::arch::x86_64::*;
 
-use super::{load256, put};
+use super::load256;
 
 /// Rows per packed group.
 pub const MR: usize = 8;
@@ -184,13 +184,7 @@ pub unsafe fn panel_q4_k(
                 sum = _mm256_fnmadd_ps(dmin, _mm256_cvtepi32_ps(msum), sum);
             }
         }
-        let mut t = [0.0f32; MR];
-        // SAFETY: t holds MR floats; c[j] covers mr outputs.
-        unsafe {
-            _mm256_storeu_ps(t.as_mut_ptr(), sum);
-            for (r, &v) in t.iter().enumerate().take(mr) {
-                put(cj.add(r), v, acc);
-            }
-        }
+        // SAFETY: c[j] covers mr outputs.
+        unsafe { super::store_lanes(cj, sum, mr, acc) };
     }
 }

@@ -283,6 +283,35 @@ unsafe fn put(p: *mut f32, v: f32, acc: bool) {
     unsafe { super::scalar::store(p, v, acc) }
 }
 
+/// Writes (or adds) the first `mr` lanes of `v` at `c`.
+///
+/// # Safety
+/// `c` must cover `mr` floats, `mr <= 8`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn store_lanes(c: *mut f32, v: __m256, mr: usize, acc: bool) {
+    if mr == 8 {
+        // SAFETY: c covers eight floats.
+        unsafe {
+            let v = if acc {
+                _mm256_add_ps(v, _mm256_loadu_ps(c))
+            } else {
+                v
+            };
+            _mm256_storeu_ps(c, v);
+        }
+    } else {
+        let mut t = [0.0f32; 8];
+        // SAFETY: t holds eight floats; c covers mr.
+        unsafe {
+            _mm256_storeu_ps(t.as_mut_ptr(), v);
+            for (r, &x) in t.iter().enumerate().take(mr) {
+                put(c.add(r), x, acc);
+            }
+        }
+    }
+}
+
 /// Copies the first `N` pointers of `s` into an array.
 ///
 /// # Safety

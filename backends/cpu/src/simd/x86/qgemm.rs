@@ -199,25 +199,8 @@ unsafe fn micro<const T: u8, const N: usize>(
         }
     }
     for j in 0..N {
-        if mr == MR {
-            // SAFETY: c[j] covers MR outputs.
-            unsafe {
-                let v = if acc {
-                    _mm256_add_ps(sum[j], _mm256_loadu_ps(cp[j]))
-                } else {
-                    sum[j]
-                };
-                _mm256_storeu_ps(cp[j], v);
-            }
-        } else {
-            let mut t = [0.0f32; MR];
-            // SAFETY: t holds MR floats.
-            unsafe { _mm256_storeu_ps(t.as_mut_ptr(), sum[j]) };
-            for (r, &v) in t.iter().enumerate().take(mr) {
-                // SAFETY: c[j] covers mr outputs.
-                unsafe { super::put(cp[j].add(r), v, acc) };
-            }
-        }
+        // SAFETY: c[j] covers mr outputs.
+        unsafe { super::store_lanes(cp[j], sum[j], mr, acc) };
     }
 }
 

@@ -16,7 +16,7 @@
 
 use std::arch::x86_64::*;
 
-use super::{first, h2f, load128, load256};
+use super::{first, h2f, load128, load256, store_lanes};
 
 /// Rows per repacked group.
 const ROWS: usize = crate::repack::GROUP_ROWS;
@@ -41,35 +41,6 @@ unsafe fn bcast(b: *const u8, i: usize, t: usize) -> __m256i {
             .cast::<i32>()
             .read_unaligned()
     })
-}
-
-/// Writes (or adds) the first `mr` lanes of `v` at `c`.
-///
-/// # Safety
-/// `c` must cover `mr` floats, `mr <= 8`.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn store(c: *mut f32, v: __m256, mr: usize, acc: bool) {
-    if mr == ROWS {
-        // SAFETY: c covers eight floats.
-        unsafe {
-            let v = if acc {
-                _mm256_add_ps(v, _mm256_loadu_ps(c))
-            } else {
-                v
-            };
-            _mm256_storeu_ps(c, v);
-        }
-    } else {
-        let mut t = [0.0f32; ROWS];
-        // SAFETY: t holds eight floats; c covers mr.
-        unsafe {
-            _mm256_storeu_ps(t.as_mut_ptr(), v);
-            for (r, &x) in t.iter().enumerate().take(mr) {
-                super::put(c.add(r), x, acc);
-            }
-        }
-    }
 }
 
 /// The q4_0 tile body: `$dot(acc, u8 weights, i8 activations)` adds the
@@ -110,7 +81,7 @@ macro_rules! q4_0x8_body {
         }
         for j in 0..$n {
             // SAFETY: c[j] covers mr outputs.
-            unsafe { store(cp[j], sum[j], $mr, $acc) };
+            unsafe { store_lanes(cp[j], sum[j], $mr, $acc) };
         }
     }};
 }
@@ -143,7 +114,7 @@ macro_rules! q8_0x8_body {
         }
         for j in 0..$n {
             // SAFETY: c[j] covers mr outputs.
-            unsafe { store(cp[j], sum[j], $mr, $acc) };
+            unsafe { store_lanes(cp[j], sum[j], $mr, $acc) };
         }
     }};
 }
@@ -343,7 +314,7 @@ macro_rules! q6_kx8_body {
         }
         for j in 0..$n {
             // SAFETY: c[j] covers mr outputs.
-            unsafe { store(cp[j], sum[j], $mr, $acc) };
+            unsafe { store_lanes(cp[j], sum[j], $mr, $acc) };
         }
     }};
 }
@@ -435,7 +406,7 @@ unsafe fn q4_kx8<const N: usize>(
     }
     for j in 0..N {
         // SAFETY: c[j] covers mr outputs.
-        unsafe { store(cp[j], sum[j], mr, acc) };
+        unsafe { store_lanes(cp[j], sum[j], mr, acc) };
     }
 }
 
