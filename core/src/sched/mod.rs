@@ -41,7 +41,6 @@ mod tests;
 use backplane_abi::Op;
 
 pub use alloc::{Allocation, Loc};
-pub use weights::by_preferred_type;
 pub use cache::{PlanCache, structure_hash};
 pub use exec::{RunStats, Scheduler};
 pub use explain::{
@@ -51,6 +50,7 @@ pub use placement::{DevicePlacement, Placement};
 pub use plan::{Assignment, Cause, Decline, Plan, PlanStats, Planner};
 pub use split::{Copy, Split};
 pub use weights::WeightBlock;
+pub use weights::by_preferred_type;
 
 /// Index of a backend in the scheduler's priority order (0 = highest).
 pub type BackendId = usize;
