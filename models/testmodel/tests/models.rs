@@ -24,7 +24,7 @@ fn float_models_carry_llama_cpp_hyperparameters() {
     for arch in Arch::ALL {
         for dtype in FLOAT_TYPES {
             let spec = tiny(arch, dtype, 0);
-            let (_, file) = write_and_open(&spec, "hparams");
+            let file = write_and_open(&spec, "hparams");
             let a = arch.name();
             let shape = Shape::of(arch, Preset::Tiny);
             assert_eq!(file.get_str("general.architecture").unwrap(), a);
@@ -110,7 +110,7 @@ fn shape_vocab(arch: Arch) -> i64 {
 fn float_models_have_llama_cpp_tensor_names_shapes_and_types() {
     for arch in Arch::ALL {
         for dtype in FLOAT_TYPES {
-            let (_, file) = write_and_open(&tiny(arch, dtype, 0), "tensors");
+            let file = write_and_open(&tiny(arch, dtype, 0), "tensors");
             let found: Vec<(String, Vec<i64>)> = file
                 .tensors()
                 .iter()
@@ -133,7 +133,7 @@ fn float_models_have_llama_cpp_tensor_names_shapes_and_types() {
 #[test]
 fn qwen2_tiny_ties_its_output_to_the_embeddings_and_the_others_do_not() {
     for arch in Arch::ALL {
-        let (_, file) = write_and_open(&tiny(arch, FileType::F32, 0), "tied");
+        let file = write_and_open(&tiny(arch, FileType::F32, 0), "tied");
         let has_output = file.tensor("output.weight").is_some();
         assert_eq!(has_output, arch != Arch::Qwen2, "{arch}");
         assert_eq!(!has_output, Shape::of(arch, Preset::Tiny).tied_embeddings);
@@ -148,7 +148,10 @@ fn the_same_spec_writes_identical_bytes() {
         let b = tmp_path(&format!("twice-b-{}", spec.file_name()));
         write_model(&spec, &a).unwrap();
         write_model(&spec, &b).unwrap();
-        let (a, b) = (std::fs::read(a).unwrap(), std::fs::read(b).unwrap());
+        let bytes = (std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+        std::fs::remove_file(a).unwrap();
+        std::fs::remove_file(b).unwrap();
+        let (a, b) = bytes;
         assert!(a.len() > 1_000_000);
         assert!(a == b, "{arch}: two runs differ");
     }
@@ -156,8 +159,8 @@ fn the_same_spec_writes_identical_bytes() {
 
 #[test]
 fn another_seed_changes_every_tensor_but_no_key() {
-    let (_, s1) = write_and_open(&tiny(Arch::Qwen3, FileType::F32, 1), "seed");
-    let (_, s2) = write_and_open(&tiny(Arch::Qwen3, FileType::F32, 2), "seed");
+    let s1 = write_and_open(&tiny(Arch::Qwen3, FileType::F32, 1), "seed");
+    let s2 = write_and_open(&tiny(Arch::Qwen3, FileType::F32, 2), "seed");
     for (t1, t2) in s1.tensors().iter().zip(s2.tensors()) {
         assert_eq!((&t1.name, t1.ne, t1.dtype), (&t2.name, t2.ne, t2.dtype));
         assert_ne!(s1.tensor_data(t1), s2.tensor_data(t2), "{}", t1.name);
@@ -176,7 +179,7 @@ fn another_seed_changes_every_tensor_but_no_key() {
 fn tokenizer_keys_equal_the_source_vocabulary() {
     for arch in Arch::ALL {
         let shape = Shape::of(arch, Preset::Tiny);
-        let (_, model) = write_and_open(&tiny(arch, FileType::F16, 0), "vocab");
+        let model = write_and_open(&tiny(arch, FileType::F16, 0), "vocab");
         let source = Gguf::open(default_vocab_dir().join(shape.vocab.file_name())).unwrap();
         let tokenizer = |f: &Gguf| -> Vec<(String, Value)> {
             f.metadata()
@@ -195,8 +198,8 @@ fn tokenizer_keys_equal_the_source_vocabulary() {
 
 #[test]
 fn the_f16_model_is_the_f32_model_rounded() {
-    let (_, f32_file) = write_and_open(&tiny(Arch::Llama, FileType::F32, 5), "rounded");
-    let (_, f16_file) = write_and_open(&tiny(Arch::Llama, FileType::F16, 5), "rounded");
+    let f32_file = write_and_open(&tiny(Arch::Llama, FileType::F32, 5), "rounded");
+    let f16_file = write_and_open(&tiny(Arch::Llama, FileType::F16, 5), "rounded");
     for (a, b) in f32_file.tensors().iter().zip(f16_file.tensors()) {
         let exact = forward::read_f32(&f32_file, &a.name);
         let halves = forward::read_f32(&f16_file, &b.name);
@@ -247,7 +250,7 @@ fn a_missing_vocabulary_names_the_file_and_leaves_no_output() {
 #[test]
 fn logits_spread_wide_with_clear_winners_and_activations_stay_sane() {
     for arch in Arch::ALL {
-        let (_, file) = write_and_open(&tiny(arch, FileType::F32, 0), "forward");
+        let file = write_and_open(&tiny(arch, FileType::F32, 0), "forward");
         let model = forward::Model::load(&file, &Shape::of(arch, Preset::Tiny));
         let mut gaps = Vec::new();
         let mut repeats = 0;

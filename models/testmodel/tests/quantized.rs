@@ -45,7 +45,7 @@ fn quantized_models_get_llama_cpp_type_for_every_tensor() {
     for arch in Arch::ALL {
         let tied = Shape::of(arch, Preset::Tiny).tied_embeddings;
         for dtype in [FileType::Q8_0, FileType::Q4_0, FileType::Q4_K_M] {
-            let (_, file) = write_and_open(&tiny(arch, dtype, 0), "mix");
+            let file = write_and_open(&tiny(arch, dtype, 0), "mix");
             for t in file.tensors() {
                 let want = llama_cpp_type(dtype, tied, &t.name, t.n_dims);
                 assert_eq!(t.dtype, want, "{arch} {dtype} {}", t.name);
@@ -58,7 +58,7 @@ fn quantized_models_get_llama_cpp_type_for_every_tensor() {
 fn quantized_metadata_is_the_float_metadata_with_the_file_type_at_the_end() {
     for arch in Arch::ALL {
         let spec = tiny(arch, FileType::Q4_K_M, 0);
-        let (_, file) = write_and_open(&spec, "meta");
+        let file = write_and_open(&spec, "meta");
         let shape = Shape::of(arch, Preset::Tiny);
         let tokenizer = tokenizer_keys(&default_vocab_dir(), shape.vocab).unwrap();
         assert_eq!(file.metadata(), &metadata(&spec, &shape, tokenizer)[..]);
@@ -70,8 +70,8 @@ fn quantized_metadata_is_the_float_metadata_with_the_file_type_at_the_end() {
 
 #[test]
 fn q8_0_tensors_are_the_f32_model_quantized() {
-    let (_, exact) = write_and_open(&tiny(Arch::Qwen2, FileType::F32, 9), "q8-src");
-    let (_, quant) = write_and_open(&tiny(Arch::Qwen2, FileType::Q8_0, 9), "q8");
+    let exact = write_and_open(&tiny(Arch::Qwen2, FileType::F32, 9), "q8-src");
+    let quant = write_and_open(&tiny(Arch::Qwen2, FileType::Q8_0, 9), "q8");
     assert_eq!(exact.tensors().len(), quant.tensors().len());
     for t in quant.tensors() {
         let source = exact.tensor(&t.name).unwrap();
@@ -110,6 +110,7 @@ fn quantized_writes_are_deterministic_and_leave_no_temporary_files() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     names.sort();
+    std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(names, ["a.gguf", "b.gguf"]);
 }
 
