@@ -1,6 +1,7 @@
 //! Helpers for writing `supports_op` and kernels' argument checks: resolve
 //! a node's sources and check types, with reasons worded for users.
 
+use crate::contract::{type_list, wording};
 use crate::{DType, MAX_SRC, TensorDesc};
 
 /// The sources of `d` as descriptors of `graph` (`None` for absent slots);
@@ -27,21 +28,26 @@ pub fn dtype(d: &TensorDesc) -> Result<DType, String> {
     d.dtype().map_err(|e| e.to_string())
 }
 
-/// Requires `d`'s type to be one of `allowed`; the refusal names `what`,
-/// the type and the allowed ones ("src0 type q5_1 not implemented (have
-/// f32, f16)").
+/// Requires `d`'s type to be one of the `allowed` ones a backend
+/// implements; the refusal is worded as the op contract's
+/// ("src0: expected type f32 or f16 (implemented here), found q5_1").
 pub fn want_type(what: &str, d: &TensorDesc, allowed: &[DType]) -> Result<DType, String> {
     let t = dtype(d)?;
     if allowed.contains(&t) {
         Ok(t)
     } else {
-        let names: Vec<&str> = allowed.iter().map(|t| t.name()).collect();
-        Err(format!(
-            "{what} type {} not implemented (have {})",
-            t.name(),
-            names.join(", ")
-        ))
+        Err(implemented_types(what, t, allowed))
     }
+}
+
+/// The refusal of a type a backend does not implement, in the contract's
+/// wording: "src0: expected type f32 or f16 (implemented here), found q5_1".
+pub fn implemented_types(what: &str, found: DType, allowed: &[DType]) -> String {
+    wording(
+        what,
+        &format!("{} (implemented here)", type_list(allowed)),
+        found.name(),
+    )
 }
 
 #[cfg(test)]
@@ -60,7 +66,10 @@ mod tests {
             "source 1 index 7 out of range"
         );
         let e = want_type("src0", &g[0], &[DType::F32, DType::F16]).unwrap_err();
-        assert_eq!(e, "src0 type q5_1 not implemented (have f32, f16)");
+        assert_eq!(
+            e,
+            "src0: expected type f32 or f16 (implemented here), found q5_1"
+        );
         assert_eq!(want_type("dst", &g[1], &[DType::F32]), Ok(DType::F32));
     }
 }
