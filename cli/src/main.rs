@@ -1,7 +1,8 @@
 //! The `backplane` command line.
 //!
-//! `backplane devices [--json] [--plugin-dir DIR]...` lists every loaded
-//! backend and device, then every plugin file that was refused and why.
+//! `backplane devices [--json] [--options] [--plugin-dir DIR]...` lists
+//! every loaded backend and device (with `--options`, each backend's
+//! options), then every plugin file that was refused and why.
 //! `backplane explain` routes an example transformer block. The model
 //! commands (`run`, `tokenize`, `logits`, `bench`) live in [`model`], and
 //! `quantize` in [`quantize`].
@@ -13,6 +14,7 @@ use backplane::registry::{Registry, RegistryOptions, SearchPath};
 use clap::{Parser, Subcommand};
 
 mod model;
+mod options;
 mod quantize;
 mod serve;
 
@@ -40,6 +42,9 @@ enum Command {
         /// Do not add the built-in CPU backend.
         #[arg(long)]
         no_builtin: bool,
+        /// Also list each backend's options (type, default, meaning).
+        #[arg(long)]
+        options: bool,
     },
     /// Show how the scheduler routes an example transformer block over this
     /// machine's devices, and why better backends refused any node.
@@ -68,6 +73,7 @@ fn main() {
             json,
             plugin_dirs,
             no_builtin,
+            options: with_options,
         } => {
             let options = RegistryOptions {
                 search: SearchPath {
@@ -80,11 +86,11 @@ fn main() {
             if json {
                 println!(
                     "{}",
-                    serde_json::to_string_pretty(&devices_json(&registry))
+                    serde_json::to_string_pretty(&devices_json(&registry, with_options))
                         .expect("serializing JSON")
                 );
             } else {
-                print!("{}", devices_text(&registry));
+                print!("{}", devices_text(&registry, with_options));
             }
         }
         Command::Explain { dot, plugin_dirs } => {
@@ -151,7 +157,7 @@ fn exit_on_error(result: Result<(), String>) {
     }
 }
 
-fn devices_json(registry: &Registry) -> serde_json::Value {
+fn devices_json(registry: &Registry, with_options: bool) -> serde_json::Value {
     let devices: Vec<serde_json::Value> = registry
         .backends()
         .iter()
@@ -179,14 +185,18 @@ fn devices_json(registry: &Registry) -> serde_json::Value {
         .backends()
         .iter()
         .map(|b| {
-            serde_json::json!({
+            let mut j = serde_json::json!({
                 "backend": b.name,
                 "score": b.score,
                 "path": b.source.path().map(|p| p.display().to_string()),
                 "devices": b.devices.len(),
                 "no_device_reason": b.no_device_reason,
                 "refused_devices": b.refused_devices,
-            })
+            });
+            if with_options {
+                j["options"] = options::json(b);
+            }
+            j
         })
         .collect();
     let refused: Vec<serde_json::Value> = registry
@@ -201,7 +211,7 @@ fn gib(bytes: u64) -> String {
     format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
 }
 
-fn devices_text(registry: &Registry) -> String {
+fn devices_text(registry: &Registry, with_options: bool) -> String {
     use std::fmt::Write;
     let mut out = String::new();
     for b in registry.backends() {
@@ -210,6 +220,9 @@ fn devices_text(registry: &Registry) -> String {
             .path()
             .map_or("built-in".to_string(), |p| p.display().to_string());
         let _ = writeln!(out, "backend {}  score {}  {}", b.name, b.score, from);
+        if with_options {
+            options::text(b, &mut out);
+        }
         if b.devices.is_empty() {
             let why = b
                 .no_device_reason

@@ -65,6 +65,10 @@ pub struct ModelArgs {
     /// --no-repack.
     #[arg(long = "no-repack", visible_alias = "nr")]
     no_repack: bool,
+    /// Set a backend option, NAME.KEY=VALUE (repeatable; `backplane
+    /// devices --options` lists them), e.g. webgpu.matmul_path=tiled.
+    #[arg(long = "backend-option", value_name = "NAME.KEY=VALUE")]
+    backend_options: Vec<String>,
 }
 
 /// Arguments of `backplane run`.
@@ -161,6 +165,7 @@ fn load(a: &ModelArgs) -> Result<Model, String> {
         n_ctx: a.ctx_size,
         plugin_dirs: a.plugin_dirs.clone(),
         repack: !a.no_repack,
+        backend_options: crate::options::parse(&a.backend_options)?,
     };
     let bar = ProgressBar::new(0).with_style(
         ProgressStyle::with_template("loading {bar:40} {bytes}/{total_bytes} {elapsed}")

@@ -36,6 +36,7 @@ fn options(device: &str) -> LoadOptions {
         n_ctx: 256,
         plugin_dirs: vec![pickier_dir().clone(), plugin_dir()],
         repack: true,
+        ..LoadOptions::default()
     }
 }
 

@@ -44,6 +44,7 @@ fn options(device: &str, gpu_layers: Option<usize>) -> LoadOptions {
         n_ctx: 512,
         plugin_dirs: vec![plugin_dir()],
         repack: true,
+        ..LoadOptions::default()
     }
 }
 

@@ -511,6 +511,7 @@ fn tiny_model_split_across_the_cpu_and_a_server_gives_the_local_logits() {
         n_ctx: 128,
         plugin_dirs: vec![remote_plugin_dir()],
         repack: true,
+        ..LoadOptions::default()
     };
     let local = Model::load(&path, &options("cpu", None)).unwrap();
     let split = Model::load(&path, &options("remote", Some(2))).unwrap();
@@ -686,6 +687,7 @@ fn model_weights_come_from_the_servers_own_copy_and_give_the_local_logits() {
         n_ctx: 64,
         plugin_dirs: vec![remote_plugin_dir()],
         repack: true,
+        ..LoadOptions::default()
     };
     let local = Model::load(&path, &options("cpu", None)).unwrap();
     let split = Model::load(&path, &options("remote", Some(2))).unwrap();

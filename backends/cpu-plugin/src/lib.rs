@@ -3,7 +3,7 @@
 //!
 //! Build every variant with `cargo xtask plugins`.
 
-use backplane_cpu::plugin::{CpuReg, Isa, score};
+use backplane_cpu::plugin::{CPU_OPTIONS, CpuReg, Isa, score};
 
 /// The ISA this build of the plugin is for.
 const ISA: Isa = if cfg!(feature = "avx512") {
@@ -21,4 +21,5 @@ const ISA: Isa = if cfg!(feature = "avx512") {
 backplane_abi::export_plugin! {
     reg: CpuReg::new(ISA),
     score: score(ISA),
+    options: CPU_OPTIONS,
 }

@@ -7,10 +7,10 @@
 //! stream knows which tensors are repacked.
 
 use std::alloc::{Layout, alloc, alloc_zeroed, dealloc};
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use backplane_abi::plugin::{Buffer, BufferType, PluginError};
+use backplane_abi::support::memory::{LiveBuffers, check_access};
 use backplane_abi::{Op, TensorDesc};
 
 use crate::plugin::CPU_ALIGNMENT;
@@ -39,32 +39,14 @@ fn advise_huge_pages(ptr: *mut u8, len: usize) {
     let _ = (ptr, len);
 }
 
-/// What the table knows of one live buffer.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Live {
-    /// Size in bytes.
-    pub size: u64,
-    /// Whether tensors in it are in the repacked layout.
-    pub repacked: bool,
-}
+/// Live CPU buffers of this library by base address (their id), each
+/// with whether tensors in it are in the repacked layout; used to check
+/// that every tensor a graph names lies inside memory we handed out.
+pub(crate) type BufferTable = Arc<LiveBuffers<bool>>;
 
-/// Live CPU buffers of this library by base address, used to check that
-/// every tensor a graph names lies inside memory we handed out.
-pub(crate) type BufferTable = Arc<Mutex<BTreeMap<usize, Live>>>;
-
-/// The table, locked (a panic elsewhere does not poison it for us).
-pub(crate) fn lock(t: &BufferTable) -> MutexGuard<'_, BTreeMap<usize, Live>> {
-    t.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// The live buffer holding `t` whole, if any.
-pub(crate) fn find(table: &BTreeMap<usize, Live>, t: &TensorDesc) -> Option<Live> {
-    let (&base, &live) = table.range(..=t.buffer as usize).next_back()?;
-    let fits = base as u64 == t.buffer
-        && t.offset
-            .checked_add(t.nbytes())
-            .is_some_and(|e| e <= live.size);
-    fits.then_some(live)
+/// An empty table of this library's buffers.
+pub(crate) fn new_table() -> BufferTable {
+    Arc::new(LiveBuffers::new(CPU_BUFFER_TYPE))
 }
 
 /// Host memory, 64-byte aligned, in ggml's layout or repacked.
@@ -124,15 +106,12 @@ impl BufferType for CpuBufferType {
                 "cpu buffer of {size_bytes} bytes"
             )));
         }
-        let live = Live {
-            size: size_bytes,
-            repacked: self.repacked,
-        };
-        lock(&self.buffers).insert(ptr as usize, live);
+        self.buffers.insert(ptr as u64, size_bytes, self.repacked);
         Ok(Box::new(CpuBuffer {
             ptr,
             layout,
-            live,
+            size: size_bytes,
+            repacked: self.repacked,
             buffers: self.buffers.clone(),
         }))
     }
@@ -176,7 +155,8 @@ pub(crate) fn runs_repacked(graph: &[TensorDesc], node: usize) -> Result<(), Str
 pub struct CpuBuffer {
     ptr: *mut u8,
     layout: Layout,
-    live: Live,
+    size: u64,
+    repacked: bool,
     buffers: BufferTable,
 }
 
@@ -188,7 +168,7 @@ unsafe impl Sync for CpuBuffer {}
 
 impl Drop for CpuBuffer {
     fn drop(&mut self) {
-        lock(&self.buffers).remove(&(self.ptr as usize));
+        self.buffers.remove(self.ptr as u64);
         // SAFETY: allocated in alloc_buffer with this layout.
         unsafe { dealloc(self.ptr, self.layout) };
     }
@@ -198,25 +178,10 @@ impl CpuBuffer {
     /// Byte range `[start, start + len)` of this buffer for `offset` bytes
     /// into `tensor`, or an error when it falls outside.
     fn range(&self, tensor: &TensorDesc, offset: u64, len: u64) -> Result<usize, PluginError> {
-        if tensor.buffer != self.ptr as u64 {
-            return Err(PluginError::bad_input(format!(
-                "tensor is in buffer {:#x}, not this buffer {:#x}",
-                tensor.buffer, self.ptr as u64
-            )));
-        }
-        let start = tensor.offset.checked_add(offset);
-        let end = start.and_then(|s| s.checked_add(len));
-        match (start, end) {
-            (Some(s), Some(e)) if e <= self.live.size && offset + len <= tensor.nbytes() => {
-                Ok(s as usize)
-            }
-            _ => Err(PluginError::bad_input(format!(
-                "{len} bytes at offset {offset} of a {}-byte tensor at {} overrun the tensor or the {}-byte buffer",
-                tensor.nbytes(),
-                tensor.offset,
-                self.live.size
-            ))),
-        }
+        let kind = self.buffers.kind();
+        let start = check_access(kind, self.ptr as u64, self.size, tensor, offset, len)?;
+        // Inside an allocation of `size` bytes, which fit a usize.
+        Ok(start as usize)
     }
 
     /// The repacked geometry of `tensor` and its whole bytes, after the
@@ -242,19 +207,15 @@ impl Buffer for CpuBuffer {
     }
 
     fn base(&self) -> usize {
-        if self.live.repacked {
-            0
-        } else {
-            self.ptr as usize
-        }
+        if self.repacked { 0 } else { self.ptr as usize }
     }
 
     fn size(&self) -> u64 {
-        self.live.size
+        self.size
     }
 
     fn set_tensor(&self, tensor: &TensorDesc, offset: u64, data: &[u8]) -> Result<(), PluginError> {
-        if self.live.repacked {
+        if self.repacked {
             let (r, p) = self.repacked(tensor, offset, data.len() as u64)?;
             // SAFETY: the tensor lies inside the allocation (range checked);
             // exclusive access during the call is the host's contract.
@@ -274,7 +235,7 @@ impl Buffer for CpuBuffer {
         offset: u64,
         out: &mut [u8],
     ) -> Result<(), PluginError> {
-        if self.live.repacked {
+        if self.repacked {
             let (r, p) = self.repacked(tensor, offset, out.len() as u64)?;
             // SAFETY: as in set_tensor, reading only.
             let bytes = unsafe { std::slice::from_raw_parts(p, tensor.nbytes() as usize) };
@@ -297,7 +258,7 @@ impl Buffer for CpuBuffer {
         let start = self.range(tensor, offset, size)?;
         // A range of ggml's layout is scattered over repacked groups: go
         // through set_tensor's conversion.
-        if self.live.repacked {
+        if self.repacked {
             return self.set_tensor(tensor, offset, &vec![value; size as usize]);
         }
         // SAFETY: range checked against the allocation.
@@ -314,18 +275,13 @@ impl Buffer for CpuBuffer {
             )));
         }
         let dst_start = self.range(dst, 0, n)?;
-        if self.live.repacked {
+        if self.repacked {
             // The host converts through get_tensor / set_tensor.
             return Ok(false);
         }
-        let src_ptr = {
-            let table = lock(&self.buffers);
-            match find(&table, src) {
-                Some(live) if !live.repacked => {
-                    (src.buffer as usize + src.offset as usize) as *const u8
-                }
-                _ => return Ok(false),
-            }
+        let src_ptr = match self.buffers.locate(None, src) {
+            Ok(live) if !live.data => (src.buffer as usize + src.offset as usize) as *const u8,
+            _ => return Ok(false),
         };
         // SAFETY: both ranges checked against live allocations; `copy` allows overlap.
         unsafe { std::ptr::copy(src_ptr, self.ptr.add(dst_start), n as usize) };
@@ -336,7 +292,7 @@ impl Buffer for CpuBuffer {
         // Repacking only moves bytes, so a buffer of one value is that in
         // either layout.
         // SAFETY: the whole allocation.
-        unsafe { std::ptr::write_bytes(self.ptr, value, self.live.size as usize) };
+        unsafe { std::ptr::write_bytes(self.ptr, value, self.size as usize) };
         Ok(())
     }
 }

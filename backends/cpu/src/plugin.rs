@@ -9,9 +9,10 @@ use std::sync::Arc;
 use backplane_abi::plugin::{
     Backend, BufferType, Device, DeviceType, Memory, PluginError, Reg, Verdict,
 };
+use backplane_abi::support::options::{OptionKind, OptionSpec, Options};
 use backplane_abi::{MAX_SRC, TensorDesc};
 
-use crate::buffer::{BufferTable, CpuBufferType, find, lock};
+use crate::buffer::{BufferTable, CpuBufferType, new_table};
 use crate::{CpuBackend, CpuConfig, ops};
 
 /// Alignment of CPU buffers and of tensor offsets in them (one cache line,
@@ -19,6 +20,16 @@ use crate::{CpuBackend, CpuConfig, ops};
 pub const CPU_ALIGNMENT: u64 = 64;
 
 pub use crate::buffer::{CPU_BUFFER_TYPE, CPU_REPACK_BUFFER_TYPE};
+
+/// The CPU backend's options (`init_backend` params, see
+/// `backplane_abi::support::options`).
+pub const CPU_OPTIONS: &[OptionSpec] = &[OptionSpec {
+    name: "threads",
+    kind: OptionKind::Integer { min: 1, max: 4096 },
+    default: "",
+    meaning: "worker threads of a stream (default: one per physical core)",
+    env: "",
+}];
 
 /// An instruction-set level a plugin variant is built for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -180,7 +191,7 @@ impl CpuReg {
         if matches!(isa, Isa::X86_64 | Isa::Aarch64) {
             crate::simd::limit_to_scalar();
         }
-        let buffers = BufferTable::default();
+        let buffers = new_table();
         let buft = Arc::new(CpuBufferType::new(buffers.clone(), false));
         let repack = Arc::new(CpuBufferType::new(buffers.clone(), true));
         CpuReg {
@@ -278,22 +289,11 @@ impl Device for CpuDevice {
     }
 
     fn init_backend(&self, params: &str) -> Result<Box<dyn Backend>, PluginError> {
-        let mut config = CpuConfig::default();
-        for kv in params.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            match kv.split_once('=') {
-                Some(("threads", n)) => {
-                    let n = n.parse().map_err(|_| {
-                        PluginError::bad_input(format!("threads={n}: not a number"))
-                    })?;
-                    config.n_threads = Some(n);
-                }
-                _ => {
-                    return Err(PluginError::bad_input(format!(
-                        "unknown cpu backend option '{kv}' (known: threads=N)"
-                    )));
-                }
-            }
-        }
+        let options = Options::from_params_and_env("cpu", CPU_OPTIONS, params, &[])?;
+        let config = CpuConfig {
+            // In 1..=4096 by the schema.
+            n_threads: options.integer("threads").map(|n| n as usize),
+        };
         Ok(Box::new(CpuStream {
             cpu: CpuBackend::new(config),
             buffers: self.buffers.clone(),
@@ -338,24 +338,10 @@ impl Backend for CpuStream {
     fn graph_compute(&self, graph: &[TensorDesc]) -> Result<(), PluginError> {
         let mut data = vec![std::ptr::null_mut::<u8>(); graph.len()];
         let mut repacked = vec![false; graph.len()];
-        {
-            let table = lock(&self.buffers);
-            for (i, t) in graph.iter().enumerate() {
-                if t.buffer == 0 {
-                    continue;
-                }
-                let Some(live) = find(&table, t) else {
-                    return Err(PluginError::bad_input(format!(
-                        "tensor {i}: buffer {:#x} + {} bytes at offset {} is not inside a live cpu buffer",
-                        t.buffer,
-                        t.nbytes(),
-                        t.offset
-                    )));
-                };
-                data[i] = (t.buffer as usize + t.offset as usize) as *mut u8;
-                repacked[i] = live.repacked;
-            }
-        }
+        self.buffers.lock().check_graph(graph, |i, t, live| {
+            data[i] = (t.buffer as usize + t.offset as usize) as *mut u8;
+            repacked[i] = live.data;
+        })?;
         for (i, t) in graph.iter().enumerate() {
             let is_compute = t
                 .op()

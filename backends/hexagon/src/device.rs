@@ -2,13 +2,13 @@
 //! session, its buffers in shared memory, and a stream that sends each
 //! compute node of a graph to the DSP as one message.
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use backplane_abi::TensorDesc;
 use backplane_abi::plugin::{
     Backend, Buffer, BufferType, Device, DeviceType, Memory, PluginError, Verdict,
 };
+use backplane_abi::support::memory::{LiveBuffers, check_access};
 
 use crate::encode::{Planned, mib, plan_node};
 use crate::msg::{HtpReq, vtcm_need};
@@ -20,12 +20,8 @@ pub const HEXAGON_ALIGNMENT: u64 = 128;
 /// Largest buffer: rpcmem sizes are a C `int`.
 pub const HEXAGON_MAX_BUFFER: u64 = (1 << 31) - 4096;
 
-/// Live buffers of one device: id -> (host address, size).
-type BufferTable = Arc<Mutex<BTreeMap<u64, (usize, u64)>>>;
-
-fn lock(t: &BufferTable) -> MutexGuard<'_, BTreeMap<u64, (usize, u64)>> {
-    t.lock().unwrap_or_else(|e| e.into_inner())
-}
+/// Live buffers of one device by id.
+type BufferTable = Arc<LiveBuffers<()>>;
 
 /// One DSP session as a device.
 pub struct HexagonDevice {
@@ -41,7 +37,7 @@ impl HexagonDevice {
         let buft = Arc::new(HexagonBufferType {
             index,
             session: session.clone(),
-            buffers: BufferTable::default(),
+            buffers: Arc::new(LiveBuffers::new(format!("hexagon{index}"))),
         });
         HexagonDevice {
             index,
@@ -141,7 +137,7 @@ impl BufferType for HexagonBufferType {
             )));
         }
         let (id, mem) = self.session.alloc_buffer(size_bytes.max(1))?;
-        lock(&self.buffers).insert(id, (mem.ptr as usize, size_bytes));
+        self.buffers.insert(id, size_bytes, ());
         Ok(Box::new(HexagonBuffer {
             id,
             mem,
@@ -175,7 +171,7 @@ pub struct HexagonBuffer {
 
 impl Drop for HexagonBuffer {
     fn drop(&mut self) {
-        lock(&self.buffers).remove(&self.id);
+        self.buffers.remove(self.id);
         self.session.free_buffer(self.id, &self.mem);
     }
 }
@@ -183,26 +179,10 @@ impl Drop for HexagonBuffer {
 impl HexagonBuffer {
     /// Byte offset in this buffer of `len` bytes at `offset` into `tensor`.
     fn range(&self, tensor: &TensorDesc, offset: u64, len: u64) -> Result<usize, PluginError> {
-        if tensor.buffer != self.id {
-            return Err(PluginError::bad_input(format!(
-                "tensor is in buffer {}, not in this buffer {}",
-                tensor.buffer, self.id
-            )));
-        }
-        let start = tensor.offset.checked_add(offset);
-        match (start, start.and_then(|s| s.checked_add(len))) {
-            (Some(s), Some(e))
-                if e <= self.size && offset.saturating_add(len) <= tensor.nbytes() =>
-            {
-                Ok(s as usize)
-            }
-            _ => Err(PluginError::bad_input(format!(
-                "{len} bytes at offset {offset} of a {}-byte tensor at {} overrun the tensor or the {}-byte buffer",
-                tensor.nbytes(),
-                tensor.offset,
-                self.size
-            ))),
-        }
+        let kind = self.buffers.kind();
+        let start = check_access(kind, self.id, self.size, tensor, offset, len)?;
+        // Inside the shared allocation, which is addressable.
+        Ok(start as usize)
     }
 }
 
@@ -277,21 +257,11 @@ impl HexagonStream {
         node: usize,
         planned: &Planned,
     ) -> Result<(), PluginError> {
-        let table = lock(&self.buffers);
+        let table = self.buffers.lock();
         for &t in &planned.tensors {
-            let d = &graph[t];
-            let fits = table.get(&d.buffer).is_some_and(|&(_, size)| {
-                d.offset.checked_add(d.nbytes()).is_some_and(|e| e <= size)
-            });
-            if !fits {
-                return Err(PluginError::bad_input(format!(
-                    "node {node}: tensor {t} ({} bytes at offset {} of buffer {}) is not inside a live {} buffer",
-                    d.nbytes(),
-                    d.offset,
-                    d.buffer,
-                    self.name
-                )));
-            }
+            table
+                .locate(Some(t), &graph[t])
+                .map_err(|e| PluginError::bad_input(format!("node {node}: {e}")))?;
         }
         Ok(())
     }

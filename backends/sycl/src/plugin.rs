@@ -1,12 +1,12 @@
 //! The plugin contract of `backplane-abi` over SYCL devices: registration,
 //! devices, device-memory buffers (USM) and streams (in-order queues).
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use backplane_abi::plugin::{
     Backend, Buffer, BufferType, Device, DeviceCaps, DeviceType, Memory, PluginError, Reg, Verdict,
 };
+use backplane_abi::support::memory::{LiveBuffers, check_access};
 use backplane_abi::{Op, TensorDesc};
 
 use crate::kernels::Library;
@@ -17,9 +17,6 @@ use crate::runtime::{DeviceInfo, DeviceKind, Queue, runtime};
 /// Alignment of buffers and tensor offsets (a cache line, enough for every
 /// vector load the kernels do).
 pub const ALIGNMENT: u64 = 128;
-
-/// Live buffers of one device: base address -> size.
-type BufferTable = Mutex<BTreeMap<usize, u64>>;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -97,17 +94,16 @@ pub struct Ctx {
     pub queue: Queue,
     /// Built kernels.
     pub library: Library,
-    buffers: BufferTable,
+    /// Live buffers of the device by id (their device address).
+    buffers: LiveBuffers<()>,
 }
 
 impl Ctx {
-    /// The device address of `t`, checked to lie inside a live buffer.
-    pub fn address(&self, t: &TensorDesc) -> Option<*mut u8> {
-        let table = lock(&self.buffers);
-        let (&base, &size) = table.range(..=t.buffer as usize).next_back()?;
-        let fits =
-            base as u64 == t.buffer && t.offset.checked_add(t.nbytes()).is_some_and(|e| e <= size);
-        fits.then(|| (base + t.offset as usize) as *mut u8)
+    /// The device address of `t` (index `index` of a graph, if any),
+    /// checked to lie inside a live buffer.
+    pub fn address(&self, index: Option<usize>, t: &TensorDesc) -> Result<*mut u8, PluginError> {
+        self.buffers.locate(index, t)?;
+        Ok((t.buffer as usize + t.offset as usize) as *mut u8)
     }
 }
 
@@ -140,7 +136,7 @@ impl SyclDevice {
                     toggles: self.toggles,
                     queue,
                     library: Library::new(),
-                    buffers: Mutex::default(),
+                    buffers: LiveBuffers::new(self.name.clone()),
                 }))
             })
             .clone()
@@ -252,7 +248,7 @@ impl BufferType for SyclBufferType {
             .queue
             .malloc(size.max(1), ALIGNMENT as usize)
             .map_err(|e| PluginError::out_of_memory(format!("{}: {e}", self.name)))?;
-        lock(&ctx.buffers).insert(ptr as usize, size_bytes);
+        ctx.buffers.insert(ptr as u64, size_bytes, ());
         Ok(Box::new(SyclBuffer {
             ptr,
             size: size_bytes,
@@ -283,7 +279,7 @@ unsafe impl Sync for SyclBuffer {}
 
 impl Drop for SyclBuffer {
     fn drop(&mut self) {
-        lock(&self.ctx.buffers).remove(&(self.ptr as usize));
+        self.ctx.buffers.remove(self.ptr as u64);
         let _ = self.ctx.queue.wait();
         let _ = self.ctx.queue.free(self.ptr);
     }
@@ -291,23 +287,10 @@ impl Drop for SyclBuffer {
 
 impl SyclBuffer {
     fn range(&self, tensor: &TensorDesc, offset: u64, len: u64) -> Result<*mut u8, PluginError> {
-        if tensor.buffer != self.ptr as u64 {
-            return Err(PluginError::bad_input(format!(
-                "tensor is in buffer {:#x}, not this buffer {:#x}",
-                tensor.buffer, self.ptr as u64
-            )));
-        }
-        let start = tensor.offset.checked_add(offset);
-        match start.and_then(|s| s.checked_add(len)) {
-            Some(end) if end <= self.size && offset + len <= tensor.nbytes().max(len) => {
-                // SAFETY: inside the allocation (checked above).
-                Ok(unsafe { self.ptr.add(tensor.offset as usize + offset as usize) })
-            }
-            _ => Err(PluginError::bad_input(format!(
-                "{len} bytes at offset {offset} of a tensor at {} overrun the {}-byte buffer",
-                tensor.offset, self.size
-            ))),
-        }
+        let kind = self.ctx.buffers.kind();
+        let start = check_access(kind, self.ptr as u64, self.size, tensor, offset, len)?;
+        // SAFETY: inside the allocation (checked above).
+        Ok(unsafe { self.ptr.add(start as usize) })
     }
 }
 
@@ -361,7 +344,7 @@ impl Buffer for SyclBuffer {
             )));
         }
         let d = self.range(dst, 0, n)?;
-        let Some(s) = self.ctx.address(src) else {
+        let Ok(s) = self.ctx.address(None, src) else {
             return Ok(false);
         };
         // SAFETY: both ranges checked against live buffers of this device.
@@ -432,19 +415,9 @@ impl Backend for SyclStream {
 
     fn graph_compute(&self, graph: &[TensorDesc]) -> Result<(), PluginError> {
         let mut ptrs = vec![std::ptr::null_mut::<u8>(); graph.len()];
-        for (i, t) in graph.iter().enumerate() {
-            if t.buffer != 0 {
-                ptrs[i] = self.ctx.address(t).ok_or_else(|| {
-                    PluginError::bad_input(format!(
-                        "tensor {i}: {} bytes at offset {} of buffer {:#x} are not inside a live {} buffer",
-                        t.nbytes(),
-                        t.offset,
-                        t.buffer,
-                        self.name
-                    ))
-                })?;
-            }
-        }
+        self.ctx.buffers.lock().check_graph(graph, |i, t, _| {
+            ptrs[i] = (t.buffer as usize + t.offset as usize) as *mut u8;
+        })?;
         for (i, t) in graph.iter().enumerate() {
             let op = t
                 .op()

@@ -31,16 +31,16 @@ pub struct BindGroupCache {
     enabled: bool,
 }
 
-impl Default for BindGroupCache {
-    fn default() -> Self {
+impl BindGroupCache {
+    /// An empty cache; with `enabled` false (the `bind_cache` option off)
+    /// every lookup builds a new bind group.
+    pub fn new(enabled: bool) -> BindGroupCache {
         BindGroupCache {
             map: Mutex::default(),
-            enabled: std::env::var("BACKPLANE_WEBGPU_BIND_CACHE").as_deref() != Ok("0"),
+            enabled,
         }
     }
-}
 
-impl BindGroupCache {
     /// The bind group of `bindings` (storage, in order) and one
     /// [`PARAM_SLOT_BYTES`] slot of `params` at a dynamic offset, for a
     /// pipeline whose layout is `layout`.

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use backplane_abi::TensorDesc;
 use backplane_abi::plugin::{Buffer, BufferType, PluginError};
+use backplane_abi::support::memory::check_access;
 
 use crate::context::Ctx;
 use crate::facts::{Facts, human_bytes};
@@ -68,7 +69,7 @@ impl BufferType for WebGpuBufferType {
             )));
         }
         let buffer = Arc::new(buffer);
-        let id = ctx.register(Arc::clone(&buffer));
+        let id = ctx.register(Arc::clone(&buffer), size_bytes);
         Ok(Box::new(WebGpuBuffer {
             id,
             buffer,
@@ -107,20 +108,8 @@ fn other(e: String) -> PluginError {
 impl WebGpuBuffer {
     /// Absolute byte start of `len` bytes at `offset` within `tensor`.
     fn range(&self, tensor: &TensorDesc, offset: u64, len: u64) -> Result<u64, PluginError> {
-        if tensor.buffer != self.id {
-            return Err(PluginError::bad_input(format!(
-                "tensor is in buffer {}, not this buffer {}",
-                tensor.buffer, self.id
-            )));
-        }
-        let start = tensor.offset.checked_add(offset);
-        match start.and_then(|s| s.checked_add(len).map(|e| (s, e))) {
-            Some((s, end)) if end <= self.size && offset + len <= tensor.nbytes().max(len) => Ok(s),
-            _ => Err(PluginError::bad_input(format!(
-                "{len} bytes at offset {offset} of a tensor at {} overrun the {}-byte buffer",
-                tensor.offset, self.size
-            ))),
-        }
+        let kind = self.ctx.buffers.kind();
+        Ok(check_access(kind, self.id, self.size, tensor, offset, len)?)
     }
 
     /// Reads `out.len()` bytes at absolute `start`.
@@ -239,7 +228,7 @@ impl Buffer for WebGpuBuffer {
             )));
         }
         let d = self.range(dst, 0, n)?;
-        let Some(sbuf) = self.ctx.buffer(src.buffer) else {
+        let Ok(sbuf) = self.ctx.buffer_of(None, src) else {
             return Ok(false);
         };
         let s = src.offset;
@@ -248,7 +237,7 @@ impl Buffer for WebGpuBuffer {
             && n.is_multiple_of(COPY_ALIGN);
         // WebGPU forbids a buffer-to-buffer copy within one buffer; the host
         // then copies through host memory.
-        if !aligned || src.buffer == self.id || s + n > sbuf.size() {
+        if !aligned || src.buffer == self.id {
             return Ok(false);
         }
         let mut enc = self.ctx.device.create_command_encoder(&Default::default());

@@ -1,12 +1,15 @@
 //! An opened device: the wgpu device and queue, the table of live buffers,
 //! the pipeline cache, the pool of parameter buffers and the profiler.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use backplane_abi::TensorDesc;
+use backplane_abi::support::memory::{LiveBuffers, MemoryError};
+
 use crate::bind_cache::BindGroupCache;
 use crate::facts::Facts;
+use crate::options::DeviceSettings;
 use crate::pipelines::PipelineCache;
 use crate::profile::Profiler;
 
@@ -25,17 +28,9 @@ pub const KERNELS_PER_SUBMIT: usize = 32;
 
 /// Kernels in a graph's first submission; each later one holds twice as
 /// many as the one before, up to [`KERNELS_PER_SUBMIT`], so the GPU starts
-/// on the first kernel while the host still encodes the rest.
-/// `BACKPLANE_WEBGPU_FIRST_SUBMIT=N` sets it (32: every submission full).
-pub fn first_submit_kernels() -> usize {
-    static V: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *V.get_or_init(|| {
-        std::env::var("BACKPLANE_WEBGPU_FIRST_SUBMIT")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .map_or(4, |n: usize| n.clamp(1, KERNELS_PER_SUBMIT))
-    })
-}
+/// on the first kernel while the host still encodes the rest. The
+/// `first_submit` option sets it (32: every submission full).
+pub const FIRST_SUBMIT_KERNELS: usize = 4;
 
 /// Shared state of one opened device.
 pub struct Ctx {
@@ -51,9 +46,12 @@ pub struct Ctx {
     pub pipelines: PipelineCache,
     /// Bind groups reused across dispatches.
     pub bind_groups: BindGroupCache,
-    /// Per-pipeline timings (when BACKPLANE_WEBGPU_PROFILE=1).
+    /// Per-pipeline timings (the `profile` option at `kernels`).
     pub profiler: Option<Profiler>,
-    buffers: Mutex<HashMap<u64, Arc<wgpu::Buffer>>>,
+    /// Host time per graph (the `profile` option at `graph`).
+    pub graph_timing: bool,
+    /// Live buffers by id, with their wgpu buffers.
+    pub buffers: LiveBuffers<Arc<wgpu::Buffer>>,
     next_id: AtomicU64,
     /// Parameter buffers (KERNELS_PER_SUBMIT slots each) free for reuse;
     /// a buffer comes back here when the submission that used it completes.
@@ -61,8 +59,14 @@ pub struct Ctx {
 }
 
 impl Ctx {
-    /// Opens `adapter` with every wanted feature it offers.
-    pub fn open(name: &str, adapter: &wgpu::Adapter, facts: Facts) -> Result<Ctx, String> {
+    /// Opens `adapter` with every wanted feature it offers, as the
+    /// device-wide `settings` say.
+    pub fn open(
+        name: &str,
+        adapter: &wgpu::Adapter,
+        facts: Facts,
+        settings: &DeviceSettings,
+    ) -> Result<Ctx, String> {
         let mut features = wgpu::Features::empty();
         if facts.f16 {
             features |= wgpu::Features::SHADER_F16;
@@ -94,37 +98,44 @@ impl Ctx {
         device.on_uncaptured_error(Arc::new(|e| {
             eprintln!("backplane-webgpu: uncaptured wgpu error: {e}");
         }));
-        let profiler = Profiler::from_env(&device, &facts, name);
+        let profiler = Profiler::new(&settings.profile, &device, &facts, name);
         Ok(Ctx {
             name: name.to_string(),
             pipelines: PipelineCache::default(),
-            bind_groups: BindGroupCache::default(),
+            bind_groups: BindGroupCache::new(settings.bind_cache),
+            graph_timing: settings.profile == "graph",
             facts,
             device,
             queue,
             profiler,
-            buffers: Mutex::default(),
+            buffers: LiveBuffers::new(name),
             next_id: AtomicU64::new(1),
             param_pool: Arc::default(),
         })
     }
 
-    /// Registers a new buffer and returns its id.
-    pub fn register(&self, buffer: Arc<wgpu::Buffer>) -> u64 {
+    /// Registers a new buffer of `size` bytes (the size asked for, before
+    /// wgpu's padding) and returns its id.
+    pub fn register(&self, buffer: Arc<wgpu::Buffer>, size: u64) -> u64 {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        lock(&self.buffers).insert(id, buffer);
+        self.buffers.insert(id, size, buffer);
         id
     }
 
     /// Forgets buffer `id`.
     pub fn unregister(&self, id: u64) {
-        lock(&self.buffers).remove(&id);
+        self.buffers.remove(id);
         self.bind_groups.clear();
     }
 
-    /// The live buffer with `id`.
-    pub fn buffer(&self, id: u64) -> Option<Arc<wgpu::Buffer>> {
-        lock(&self.buffers).get(&id).cloned()
+    /// The wgpu buffer `tensor` (index `index` of a graph, if any) lies
+    /// inside, checked to hold it whole.
+    pub fn buffer_of(
+        &self,
+        index: Option<usize>,
+        tensor: &TensorDesc,
+    ) -> Result<Arc<wgpu::Buffer>, MemoryError> {
+        self.buffers.locate(index, tensor).map(|live| live.data)
     }
 
     /// A parameter buffer with KERNELS_PER_SUBMIT slots.

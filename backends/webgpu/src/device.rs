@@ -12,6 +12,7 @@ use crate::buffer::WebGpuBufferType;
 use crate::context::Ctx;
 use crate::facts::{Facts, human_bytes};
 use crate::ops;
+use crate::options::{DeviceSettings, stream_tuning};
 use crate::stream::WebGpuStream;
 
 /// Features requested when the adapter offers them.
@@ -52,6 +53,7 @@ impl WebGpuReg {
         adapters.sort_by_key(|a| adapter_rank(&a.get_info()));
         let mut devices = Vec::new();
         let mut skipped = Vec::new();
+        let settings = DeviceSettings::from_env();
         for adapter in adapters {
             let info = adapter.get_info();
             let dl = adapter.get_downlevel_capabilities();
@@ -60,7 +62,7 @@ impl WebGpuReg {
                 continue;
             }
             let name = format!("gpu{}", devices.len());
-            devices.push(Arc::new(WebGpuDevice::new(name, adapter)));
+            devices.push(Arc::new(WebGpuDevice::new(name, adapter, settings.clone())));
         }
         let reason = devices.is_empty().then(|| {
             if skipped.is_empty() {
@@ -130,6 +132,7 @@ fn read_facts(adapter: &wgpu::Adapter, features: wgpu::Features) -> Facts {
         timestamps: features.contains(wgpu::Features::TIMESTAMP_QUERY),
         coopmat_f16_16,
         compute_units: crate::compute_units::query(adapter),
+        tuning: Default::default(),
     }
 }
 
@@ -137,21 +140,27 @@ fn read_facts(adapter: &wgpu::Adapter, features: wgpu::Features) -> Facts {
 pub struct WebGpuDevice {
     name: String,
     adapter: wgpu::Adapter,
+    /// The device's facts, with the environment's tuning (what
+    /// `supports_op` decides by).
     facts: Facts,
+    /// Device-wide options, read when the plugin loaded.
+    settings: DeviceSettings,
     ctx: OnceLock<Result<Arc<Ctx>, String>>,
 }
 
 impl WebGpuDevice {
-    fn new(name: String, adapter: wgpu::Adapter) -> WebGpuDevice {
+    fn new(name: String, adapter: wgpu::Adapter, settings: DeviceSettings) -> WebGpuDevice {
         let mut features = adapter.features() & wanted_features();
-        if std::env::var_os("BACKPLANE_WEBGPU_NO_COOPMAT").is_some() {
+        if settings.no_coopmat {
             features.remove(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX);
         }
-        let facts = read_facts(&adapter, features);
+        let mut facts = read_facts(&adapter, features);
+        facts.tuning = settings.tuning.clone();
         WebGpuDevice {
             name,
             adapter,
             facts,
+            settings,
             ctx: OnceLock::new(),
         }
     }
@@ -159,7 +168,15 @@ impl WebGpuDevice {
     /// The opened device, created on first use.
     fn ctx(&self) -> Result<Arc<Ctx>, PluginError> {
         self.ctx
-            .get_or_init(|| Ctx::open(&self.name, &self.adapter, self.facts.clone()).map(Arc::new))
+            .get_or_init(|| {
+                Ctx::open(
+                    &self.name,
+                    &self.adapter,
+                    self.facts.clone(),
+                    &self.settings,
+                )
+                .map(Arc::new)
+            })
             .clone()
             .map_err(|e| PluginError::other(format!("{}: {e}", self.name)))
     }
@@ -238,11 +255,12 @@ impl Device for WebGpuDevice {
     }
 
     fn init_backend(&self, params: &str) -> Result<Box<dyn Backend>, PluginError> {
-        if !params.trim().is_empty() {
-            return Err(PluginError::bad_input(format!(
-                "unknown webgpu backend option '{params}' (none are known)"
-            )));
-        }
-        Ok(Box::new(WebGpuStream::new(self.name.clone(), self.ctx()?)))
+        let mut facts = self.facts.clone();
+        facts.tuning = stream_tuning(params)?;
+        Ok(Box::new(WebGpuStream::new(
+            self.name.clone(),
+            self.ctx()?,
+            facts,
+        )))
     }
 }

@@ -1,7 +1,7 @@
 //! Command encoding for one `graph_compute`: ops call [`Encoder::dispatch`]
 //! with a pipeline key, their tensors' bindings and parameters; kernels are
 //! recorded and submitted in batches of 4, 8, 16, then 32 (so the GPU
-//! starts early; see [`first_submit_kernels`]), each batch with one
+//! starts early; see [`FIRST_SUBMIT_KERNELS`]), each batch with one
 //! uniform buffer (256 bytes per kernel) from the device's pool, returned
 //! to the pool when that submission completes.
 
@@ -11,7 +11,8 @@ use std::time::Instant;
 use backplane_abi::TensorDesc;
 use backplane_shaders::PipelineKey;
 
-use crate::context::{Ctx, KERNELS_PER_SUBMIT, PARAM_SLOT_BYTES, first_submit_kernels};
+use crate::context::{Ctx, FIRST_SUBMIT_KERNELS, KERNELS_PER_SUBMIT, PARAM_SLOT_BYTES};
+use crate::facts::Facts;
 use crate::kept::{ByteRange, CopyOrigin, Kept};
 use crate::pipelines::{Checks, Pipeline};
 use crate::profile::GraphTimes;
@@ -106,6 +107,7 @@ struct Recorded {
 /// Encoder for one graph.
 pub struct Encoder<'a> {
     ctx: &'a Ctx,
+    facts: &'a Facts,
     /// The graph being computed.
     pub graph: &'a [TensorDesc],
     state: &'a mut StreamState,
@@ -128,28 +130,41 @@ pub struct Encoder<'a> {
 
 impl<'a> Encoder<'a> {
     /// An encoder over `graph`.
-    pub fn new(ctx: &'a Ctx, graph: &'a [TensorDesc], state: &'a mut StreamState) -> Encoder<'a> {
+    pub fn new(
+        ctx: &'a Ctx,
+        facts: &'a Facts,
+        graph: &'a [TensorDesc],
+        state: &'a mut StreamState,
+    ) -> Encoder<'a> {
         state.scratch_used = 0;
         state.needs_flag_clear = true;
+        let first = facts.tuning.first_submit.unwrap_or(FIRST_SUBMIT_KERNELS);
         Encoder {
             ctx,
+            facts,
             graph,
             state,
             batch: Vec::with_capacity(KERNELS_PER_SUBMIT),
-            submit_at: first_submit_kernels(),
+            submit_at: first.clamp(1, KERNELS_PER_SUBMIT),
             params: vec![0; (PARAM_SLOT_BYTES as usize) * KERNELS_PER_SUBMIT],
             param_buf: None,
             node: 0,
             error_flag_used: false,
             kernels: 0,
             kept: Kept::default(),
-            times: crate::profile::graph_timing().then(GraphTimes::default),
+            times: ctx.graph_timing.then(GraphTimes::default),
         }
     }
 
     /// The device context.
     pub fn ctx(&self) -> &Ctx {
         self.ctx
+    }
+
+    /// The facts this stream decides by: the device's, with the stream's
+    /// [`Tuning`](crate::options::Tuning).
+    pub fn facts(&self) -> &'a Facts {
+        self.facts
     }
 
     /// The tensor descriptor of graph entry `i`.
@@ -166,12 +181,7 @@ impl<'a> Encoder<'a> {
     /// The binding of graph tensor `i` covering `bytes` from its start.
     pub fn binding_span(&self, i: usize, bytes: u64) -> Result<Binding, String> {
         let t = &self.graph[i];
-        let buffer = self.ctx.buffer(t.buffer).ok_or_else(|| {
-            format!(
-                "tensor {i} is in buffer {}, which is not a live {} buffer",
-                t.buffer, self.ctx.name
-            )
-        })?;
+        let buffer = self.ctx.buffer_of(Some(i), t).map_err(|e| e.to_string())?;
         let align = self.ctx.facts.offset_alignment;
         let offset = t.offset - t.offset % align;
         let rem = t.offset - offset;

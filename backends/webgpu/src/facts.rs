@@ -45,6 +45,9 @@ pub struct Facts {
     /// Multiprocessors (NVIDIA SMs, AMD compute units) when the driver
     /// reports them (see [`crate::compute_units`]).
     pub compute_units: Option<u32>,
+    /// Kernel forcing and tuning of the stream deciding (the device's
+    /// defaults for `supports_op`; see [`crate::options`]).
+    pub tuning: crate::options::Tuning,
 }
 
 impl Facts {

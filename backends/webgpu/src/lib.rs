@@ -17,6 +17,7 @@ pub mod facts;
 pub mod kept;
 pub mod memory;
 mod ops;
+pub mod options;
 pub mod pipelines;
 pub mod profile;
 pub mod stream;
@@ -26,4 +27,5 @@ pub mod vulkan;
 backplane_abi::export_plugin! {
     reg: device::WebGpuReg::new(),
     score: 1,
+    options: options::WEBGPU_OPTIONS,
 }

@@ -1,5 +1,6 @@
-//! `BACKPLANE_WEBGPU_PROFILE=1`: per-pipeline GPU time (timestamp queries
-//! around each kernel's pass) and CPU encode time, printed at exit.
+//! The `profile` option (`BACKPLANE_WEBGPU_PROFILE`): `kernels` (or `1`):
+//! per-pipeline GPU time (timestamp queries around each kernel's pass)
+//! and CPU encode time, printed at exit.
 //!
 //! Profiling puts every kernel in its own compute pass and reads the
 //! timestamps back after each submission, so it slows the run down; the
@@ -104,16 +105,6 @@ impl GraphTimes {
 /// Totals of `BACKPLANE_WEBGPU_PROFILE=graph`: graphs, kernels, times.
 static GRAPH_TOTALS: Mutex<(u64, u64, GraphTimes)> = Mutex::new((0, 0, GraphTimes::ZERO));
 
-fn profile_env() -> &'static str {
-    static V: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    V.get_or_init(|| std::env::var("BACKPLANE_WEBGPU_PROFILE").unwrap_or_default())
-}
-
-/// Whether graph-level timing (`BACKPLANE_WEBGPU_PROFILE=graph`) is on.
-pub fn graph_timing() -> bool {
-    profile_env() == "graph"
-}
-
 /// Adds one graph of `kernels` kernels that took `t`.
 pub fn record_graph(kernels: u64, t: GraphTimes) {
     static HOOK: Once = Once::new();
@@ -152,12 +143,15 @@ pub struct Profiler {
 }
 
 impl Profiler {
-    /// A profiler when `BACKPLANE_WEBGPU_PROFILE` is set to a non-zero value
-    /// and the device has timestamp queries (else a note on stderr).
-    pub fn from_env(device: &wgpu::Device, facts: &Facts, name: &str) -> Option<Profiler> {
-        let v = profile_env();
-        let on = !v.is_empty() && v != "0" && v != "graph";
-        if !on {
+    /// A profiler when the `profile` option (`profile`) is `kernels` and
+    /// the device has timestamp queries (else a note on stderr).
+    pub fn new(
+        profile: &str,
+        device: &wgpu::Device,
+        facts: &Facts,
+        name: &str,
+    ) -> Option<Profiler> {
+        if profile != "kernels" {
             return None;
         }
         if !facts.timestamps {

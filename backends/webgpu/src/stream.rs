@@ -10,6 +10,7 @@ use backplane_abi::{Op, TensorDesc};
 use crate::buffer::read_buffer;
 use crate::context::{Ctx, lock};
 use crate::encode::Encoder;
+use crate::facts::Facts;
 use crate::ops;
 use crate::profile;
 
@@ -29,12 +30,15 @@ pub struct StreamState {
 pub struct WebGpuStream {
     name: String,
     ctx: Arc<Ctx>,
+    /// The device's facts with this stream's tuning.
+    facts: Facts,
     state: Mutex<StreamState>,
 }
 
 impl WebGpuStream {
-    /// A stream on `ctx`.
-    pub fn new(name: String, ctx: Arc<Ctx>) -> WebGpuStream {
+    /// A stream on `ctx` deciding by `facts` (the device's, with the
+    /// stream's tuning).
+    pub fn new(name: String, ctx: Arc<Ctx>, facts: Facts) -> WebGpuStream {
         let error_flag = Arc::new(ctx.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("backplane error flag"),
             size: 16,
@@ -46,6 +50,7 @@ impl WebGpuStream {
         WebGpuStream {
             name,
             ctx,
+            facts,
             state: Mutex::new(StreamState {
                 scratch: None,
                 scratch_used: 0,
@@ -59,7 +64,7 @@ impl WebGpuStream {
         let t0 = std::time::Instant::now();
         let mut state = lock(&self.state);
         let flag = Arc::clone(&state.error_flag);
-        let mut enc = Encoder::new(&self.ctx, graph, &mut state);
+        let mut enc = Encoder::new(&self.ctx, &self.facts, graph, &mut state);
         let mut result = Ok(());
         for (i, t) in graph.iter().enumerate() {
             let op = match t.op() {
@@ -88,7 +93,7 @@ impl WebGpuStream {
         drop(enc);
         let t1 = std::time::Instant::now();
         self.ctx.wait_idle().map_err(PluginError::other)?;
-        if profile::graph_timing() {
+        if self.ctx.graph_timing {
             let ns = |d: std::time::Duration| d.as_nanos() as u64;
             let t = profile::GraphTimes {
                 encode: ns(t1 - t0),

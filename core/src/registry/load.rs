@@ -15,6 +15,7 @@ use abi_stable::library::{LibraryError, RootModule, lib_header_from_path};
 use backplane_abi::plugin::ext::{
     EXTRA_BUFFER_TYPES_SYMBOL, ExtEntry, ExtraBufferTypesV1, check_entry,
 };
+use backplane_abi::plugin::ext_options::{BackendOptionsV1, FfiOptionSpec, OPTIONS_SYMBOL};
 use backplane_abi::plugin::legacy;
 use backplane_abi::plugin::{ABI_VERSION, ABI_VERSION_SYMBOL, PluginModRef, RegBox, SCORE_SYMBOL};
 
@@ -233,6 +234,32 @@ pub fn extra_buffer_types_ext(path: &Path) -> Option<&'static ExtraBufferTypesV1
         Err(e) => {
             tracing::warn!(path = %path.display(), "{e}");
             None
+        }
+    }
+}
+
+/// The plugin's option schema from its options extension; empty when it
+/// exports none (built before options existed) or one whose layout this
+/// host refuses (with a warning; the plugin still loads).
+pub fn option_schema(path: &Path) -> Vec<FfiOptionSpec> {
+    // SAFETY: the library is already loaded (this only takes another
+    // reference); plugins are never unloaded.
+    let Ok(lib) = (unsafe { libloading::Library::new(path) }) else {
+        return Vec::new();
+    };
+    let lib: &'static libloading::Library = Box::leak(Box::new(lib));
+    // SAFETY: the symbol has this type by the extension's contract; its
+    // result's layout is checked before the module is used.
+    let Ok(f) = (unsafe {
+        lib.get::<extern "C" fn() -> ExtEntry<BackendOptionsV1>>(OPTIONS_SYMBOL.as_bytes())
+    }) else {
+        return Vec::new();
+    };
+    match check_entry(OPTIONS_SYMBOL, &f()) {
+        Ok(m) => (m.schema)().into_iter().collect(),
+        Err(e) => {
+            tracing::warn!(path = %path.display(), "{e}");
+            Vec::new()
         }
     }
 }

@@ -33,6 +33,7 @@ pub mod search;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use backplane_abi::plugin::ext_options::FfiOptionSpec;
 use backplane_abi::plugin::{RegBox, reg_object};
 use backplane_cpu::plugin::{CpuReg, Isa, score};
 
@@ -98,6 +99,9 @@ pub struct LoadedBackend {
     /// Devices the plugin offered that the host refused, with why (one
     /// line each, naming the device, the value and the rule).
     pub refused_devices: Vec<String>,
+    /// The options its `init_backend` params take (empty for a plugin
+    /// built before options existed).
+    pub options: Vec<FfiOptionSpec>,
     _reg: RegBox,
 }
 
@@ -229,7 +233,8 @@ impl Registry {
                     let extra = extra(&reg);
                     LoadedBackend::new(reg, c.score, source, Some(&name), extra)
                 }) {
-                    Ok(backend) => {
+                    Ok(mut backend) => {
+                        backend.options = load::option_schema(&c.path);
                         backends.push(backend);
                         chosen = Some(c);
                     }
@@ -254,7 +259,13 @@ impl Registry {
                 ExtraTypes::InProcess,
             );
             match builtin {
-                Ok(b) => backends.push(b),
+                Ok(mut b) => {
+                    b.options = backplane_cpu::plugin::CPU_OPTIONS
+                        .iter()
+                        .map(FfiOptionSpec::of)
+                        .collect();
+                    backends.push(b);
+                }
                 Err(e) => tracing::error!("the built-in CPU backend failed its checks: {e}"),
             }
         }
@@ -450,6 +461,7 @@ impl LoadedBackend {
             devices,
             no_device_reason,
             refused_devices,
+            options: Vec::new(),
             _reg: reg,
         })
     }

@@ -81,6 +81,10 @@ fn plugin_err(backend: &str, call: impl Into<String>, e: PluginError) -> SchedEr
 impl Scheduler {
     /// A scheduler over `devices` in priority order (put the CPU last).
     pub fn new(devices: Vec<Device>, options: SchedOptions) -> Result<Scheduler, SchedError> {
+        let params: Vec<String> = devices
+            .iter()
+            .map(|d| options.backend_options.params(d.backend()).to_string())
+            .collect();
         let placements: Vec<Box<dyn Placement + Send + Sync>> = devices
             .iter()
             .map(|d| Box::new(DevicePlacement::new(d.clone())) as Box<dyn Placement + Send + Sync>)
@@ -92,7 +96,7 @@ impl Scheduler {
         for (b, d) in devices.iter().enumerate() {
             let name = &planner.backend_names()[b];
             streams.push(Arc::new(
-                d.init_backend("")
+                d.init_backend(&params[b])
                     .map_err(|e| plugin_err(name, "init_backend", e))?,
             ));
             let c = d.caps();

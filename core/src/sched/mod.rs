@@ -25,6 +25,7 @@
 //! [`explain`] and [`dot`] show what was decided and why.
 
 pub mod alloc;
+pub mod backend_options;
 pub mod cache;
 pub mod dot;
 pub mod exec;
@@ -41,6 +42,7 @@ mod tests;
 use backplane_abi::Op;
 
 pub use alloc::{Allocation, Loc};
+pub use backend_options::BackendOptions;
 pub use cache::{PlanCache, structure_hash};
 pub use exec::{RunStats, Scheduler};
 pub use explain::{
@@ -104,6 +106,9 @@ pub struct SchedOptions {
     /// device is taken out of service (later graphs route around it).
     /// `None`: wait forever, calling the device on the caller's thread.
     pub device_timeout: Option<std::time::Duration>,
+    /// Params each backend's streams are created with (`init_backend`),
+    /// by backend name; none set: every backend's defaults.
+    pub backend_options: BackendOptions,
 }
 
 impl Default for SchedOptions {
@@ -113,6 +118,7 @@ impl Default for SchedOptions {
             offload_min_batch: Some(32),
             cache_capacity: 16,
             device_timeout: device_timeout_from_env(),
+            backend_options: BackendOptions::default(),
         }
     }
 }
@@ -163,6 +169,15 @@ pub enum SchedError {
         node: usize,
         /// What is wrong.
         reason: String,
+    },
+    /// A node breaks its op's contract (types, shapes, parameters): no
+    /// backend is asked.
+    #[error("node {node}: {refusal}")]
+    Contract {
+        /// Tensor index.
+        node: usize,
+        /// The contract's reason.
+        refusal: backplane_abi::Refusal,
     },
     /// No backend accepts a node.
     #[error("node {node} '{name}' ({op}): no backend can run it:{reasons}")]

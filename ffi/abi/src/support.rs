@@ -1,5 +1,10 @@
 //! Helpers for writing `supports_op` and kernels' argument checks: resolve
-//! a node's sources and check types, with reasons worded for users.
+//! a node's sources and check types, with reasons worded for users; and
+//! the plugin-boundary checks every backend shares ([`memory`]); typed
+//! backend options ([`options`]).
+
+pub mod memory;
+pub mod options;
 
 use crate::contract::{type_list, wording};
 use crate::{DType, MAX_SRC, TensorDesc};

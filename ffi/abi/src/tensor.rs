@@ -121,22 +121,31 @@ impl TensorDesc {
     }
 
     /// Bytes spanned from the first to one past the last element, as
-    /// `ggml_nbytes` computes it (0 for an empty tensor).
+    /// `ggml_nbytes` computes it (0 for an empty tensor, `u64::MAX` when
+    /// the shape and strides overflow 64 bits).
     pub fn nbytes(&self) -> u64 {
+        self.checked_nbytes().unwrap_or(u64::MAX)
+    }
+
+    /// [`nbytes`](Self::nbytes), or `None` when a shape and strides from
+    /// outside (a hostile graph) overflow 64-bit byte counts.
+    pub fn checked_nbytes(&self) -> Option<u64> {
         if self.ne.iter().any(|&n| n <= 0) {
-            return 0;
+            return Some(0);
         }
-        let Ok(t) = self.dtype() else { return 0 };
+        let Ok(t) = self.dtype() else { return Some(0) };
         let bs = t.block_size() as u64;
         let mut n = if bs == 1 {
-            t.type_size() as u64 + (self.ne[0] as u64 - 1) * self.nb[0]
+            (self.ne[0] as u64 - 1)
+                .checked_mul(self.nb[0])?
+                .checked_add(t.type_size() as u64)?
         } else {
-            self.ne[0] as u64 * self.nb[0] / bs
+            (self.ne[0] as u64).checked_mul(self.nb[0])? / bs
         };
         for i in 1..MAX_DIMS {
-            n += (self.ne[i] as u64 - 1) * self.nb[i];
+            n = n.checked_add((self.ne[i] as u64 - 1).checked_mul(self.nb[i])?)?;
         }
-        n
+        Some(n)
     }
 
     /// Contiguous from dim `n + 1` on, as `ggml_is_contiguous_n`: dims up to

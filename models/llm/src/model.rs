@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use backplane::registry::Registry;
-use backplane::sched::{SchedOptions, Scheduler};
+use backplane::sched::{BackendOptions, SchedOptions, Scheduler};
 
 use crate::error::LlmError;
 use crate::hparams::HParams;
@@ -35,6 +35,9 @@ pub struct LoadOptions {
     /// buffer type such as the CPU's repacked weights) where it has one;
     /// false keeps ggml's layout everywhere (llama.cpp's `--no-repack`).
     pub repack: bool,
+    /// `init_backend` params per backend name (the command line's
+    /// `--backend-option NAME.KEY=VALUE`).
+    pub backend_options: BackendOptions,
 }
 
 impl Default for LoadOptions {
@@ -45,6 +48,7 @@ impl Default for LoadOptions {
             n_ctx: 0,
             plugin_dirs: Vec::new(),
             repack: true,
+            backend_options: BackendOptions::default(),
         }
     }
 }
@@ -103,6 +107,7 @@ impl Model {
         let devices = chosen.devices;
         let options_s = SchedOptions {
             cache_capacity: 64,
+            backend_options: options.backend_options.clone(),
             ..SchedOptions::default()
         };
         let mut sched = Scheduler::new(devices, options_s)

@@ -223,7 +223,7 @@ fn encode_ssm_scan(e: &mut Encoder, node: usize) -> Result<(), String> {
     let y_len = x.nelements() as u32;
     let lanes = d_state.next_power_of_two().min(SCAN_LANES);
     let jper = d_state.div_ceil(lanes);
-    let wg_max = SCAN_WG.min(e.ctx().facts.max_invocations.max(lanes));
+    let wg_max = SCAN_WG.min(e.facts().max_invocations.max(lanes));
     let rows = (wg_max / lanes).min(head_dim.next_power_of_two()).max(1);
     let (ls, lx, ldt, la, lb, lc, lids, ld) = (
         lay[0], lay[1], lay[2], lay[3], lay[4], lay[5], lay[6], lay[7],
@@ -235,7 +235,7 @@ fn encode_ssm_scan(e: &mut Encoder, node: usize) -> Result<(), String> {
         .define("JPER", jper.to_string())
         .define("ROWS", rows.to_string());
     // The error flag is one binding more; without room, a bad id reads slot 0.
-    if bindings.len() < e.ctx().facts.max_storage_buffers as usize {
+    if bindings.len() < e.facts().max_storage_buffers as usize {
         key = key.define("HAS_ERROR_FLAG", "");
         bindings.push(e.error_flag());
     }

@@ -66,7 +66,7 @@ pub fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
         Op::RmsNorm => "rms_norm",
         _ => "l2_norm",
     };
-    let wg = row_workgroup_size(&e.ctx().facts, a.ne[0]);
+    let wg = row_workgroup_size(e.facts(), a.ne[0]);
     let inplace = same_memory(d, a);
     let mut key = PipelineKey::new("norm", variant).wg(wg);
     key.inplace = inplace;

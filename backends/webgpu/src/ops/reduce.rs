@@ -134,7 +134,7 @@ fn sum_rows(
     bd: Binding,
     nb_d: [u32; 4],
 ) -> Result<(), String> {
-    let wg = row_workgroup_size(&e.ctx().facts, ne[0]);
+    let wg = row_workgroup_size(e.facts(), ne[0]);
     let key = PipelineKey::new("sum_rows", "").wg(wg);
     let ne32 = ne.map(|n| n as u32);
     let params = Params::new()
@@ -182,7 +182,7 @@ fn encode_cumsum(e: &mut Encoder, node: usize) -> Result<(), String> {
     let ia = src_index(g, node, 0)?;
     let a = &g[ia];
     let inplace = same_memory(d, a);
-    let wg = row_workgroup_size(&e.ctx().facts, a.ne[0]);
+    let wg = row_workgroup_size(e.facts(), a.ne[0]);
     let mut key = PipelineKey::new("cumsum", "").wg(wg);
     key.inplace = inplace;
     let (ba, bd) = (e.binding(ia)?, e.binding(node)?);
@@ -202,7 +202,7 @@ fn encode_argmax(e: &mut Encoder, node: usize) -> Result<(), String> {
     let d = &g[node];
     let ia = src_index(g, node, 0)?;
     let a = &g[ia];
-    let wg = row_workgroup_size(&e.ctx().facts, a.ne[0]);
+    let wg = row_workgroup_size(e.facts(), a.ne[0]);
     let key = PipelineKey::new("argmax", "").wg(wg);
     let (ba, bd) = (e.binding(ia)?, e.binding(node)?);
     let nb_a = nb_elems(a, 4)?;
@@ -252,7 +252,7 @@ fn encode_sort(e: &mut Encoder, node: usize) -> Result<(), String> {
     let a = &g[ia];
     let op = d.op().map_err(|x| x.to_string())?;
     let descending = op == Op::TopK || d.param_i32(0) == SortOrder::Desc as i32;
-    let chunk = max_sort_row(&e.ctx().facts);
+    let chunk = max_sort_row(e.facts());
     let (k, rows) = (d.ne[0] as u64, row_count(a));
     let mut input: Option<Binding> = None;
     let mut n = a.ne[0] as u64;
@@ -286,7 +286,7 @@ fn sort_pass(
     let d = &g[node];
     let ia = src_index(g, node, 0)?;
     let a = &g[ia];
-    let limit = SORT_MAX_WG.min(e.ctx().facts.max_invocations.max(1));
+    let limit = SORT_MAX_WG.min(e.facts().max_invocations.max(1));
     let wg = (sort_n / 2).clamp(1, u64::from(1u32 << limit.ilog2())) as u32;
     let mut key = PipelineKey::new("argsort", "")
         .wg(wg)

@@ -76,7 +76,7 @@ pub fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
     let mask = optional(g, node, 1);
     let sinks = optional(g, node, 2);
     let inplace = same_memory(d, a);
-    let wg = row_workgroup_size(&e.ctx().facts, a.ne[0]);
+    let wg = row_workgroup_size(e.facts(), a.ne[0]);
     let mut key = PipelineKey::new("soft_max", "").wg(wg);
     key.inplace = inplace;
 

@@ -50,17 +50,25 @@ pub fn root_module(
 /// when the host loads the plugin); `score` an expression giving this
 /// variant's `u32` score (0 = unusable here). Both run under `catch_unwind`:
 /// a panicking `reg` refuses the plugin with the panic message, a panicking
-/// `score` reads as 0. Use it once per crate, at the crate root.
+/// `score` reads as 0. The optional `options` is the backend's option
+/// schema, a `&'static [OptionSpec]` (see
+/// [`support::options`](crate::support::options)), exported through the
+/// [`ext_options`](crate::plugin::ext_options) extension. Use it once per
+/// crate, at the crate root.
 ///
 /// ```ignore
 /// backplane_abi::export_plugin! {
 ///     reg: my_backend::MyReg::new(),
 ///     score: 1,
+///     options: my_backend::OPTIONS,
 /// }
 /// ```
 #[macro_export]
 macro_rules! export_plugin {
     (reg: $reg:expr, score: $score:expr $(,)?) => {
+        $crate::export_plugin! { reg: $reg, score: $score, options: &[] }
+    };
+    (reg: $reg:expr, score: $score:expr, options: $options:expr $(,)?) => {
         /// The plugin ABI major version this library was built for.
         #[unsafe(no_mangle)]
         pub extern "C" fn backplane_plugin_abi_version() -> u32 {
@@ -86,6 +94,28 @@ macro_rules! export_plugin {
         pub extern "C" fn backplane_plugin_extra_buffer_types_v1()
         -> $crate::plugin::ext::ExtEntry<$crate::plugin::ext::ExtraBufferTypesV1> {
             $crate::plugin::ext::exported_extra_buffer_types_entry()
+        }
+
+        #[doc(hidden)]
+        extern "C" fn __backplane_options_schema()
+        -> $crate::abi_stable::std_types::RVec<$crate::plugin::ext_options::FfiOptionSpec> {
+            $crate::plugin::ext_options::schema_of(|| {
+                let schema: &'static [$crate::support::options::OptionSpec] = $options;
+                schema
+            })
+        }
+
+        #[doc(hidden)]
+        static __BACKPLANE_OPTIONS_V1: $crate::plugin::ext_options::BackendOptionsV1 =
+            $crate::plugin::ext_options::BackendOptionsV1 {
+                schema: __backplane_options_schema,
+            };
+
+        /// Extension: the backend's option schema.
+        #[unsafe(no_mangle)]
+        pub extern "C" fn backplane_plugin_options_v1()
+        -> $crate::plugin::ext::ExtEntry<$crate::plugin::ext_options::BackendOptionsV1> {
+            $crate::plugin::ext_options::entry(&__BACKPLANE_OPTIONS_V1)
         }
 
         #[doc(hidden)]

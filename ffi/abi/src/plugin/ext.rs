@@ -16,6 +16,8 @@
 //! - [`EXTRA_BUFFER_TYPES_SYMBOL`]: a device's extra buffer types for
 //!   weights ([`Device::extra_buffer_types`]) with their
 //!   [`BufferType::supports_op`].
+//! - [`OPTIONS_SYMBOL`](super::ext_options::OPTIONS_SYMBOL): the backend's
+//!   option schema ([`ext_options`](super::ext_options)).
 
 #![allow(non_local_definitions)] // sabi_trait expands impls inside a const
 

@@ -17,6 +17,7 @@
 pub mod contract;
 pub mod export;
 pub mod ext;
+pub mod ext_options;
 pub mod ffi;
 /// The first ABI 1 layout and its adapters (plugins built before open codes).
 pub mod legacy;

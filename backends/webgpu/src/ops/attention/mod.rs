@@ -168,10 +168,11 @@ pub fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
     let sinks = d.src(4).map(|_| src_index(g, node, 4)).transpose()?;
     let [dk, n_q, heads, batch] = ne_u32(q)?;
     let [dv, n_kv, heads_kv, batch_kv] = ne_u32(v)?;
-    let facts = &e.ctx().facts;
+    let facts = e.facts();
     let (kernel, q_blocks, head_blocks) = kernel_grid(facts, q, v, tk, tv)?;
     let n_rows = u64::from(n_q) * u64::from(heads) * u64::from(batch);
     let (mut splits, mut chunk) = kv_splits(
+        facts.tuning.flash_attn_splits,
         u64::from(q_blocks) * u64::from(head_blocks) * u64::from(batch),
         n_kv,
         kernel.keys(),

@@ -157,10 +157,17 @@ const COOP_PER_UNIT: (u64, u64) = (2, 3);
 /// How many workgroups share the keys of one query block, and how many
 /// keys each takes: `(splits, chunk)`; `(1, n_kv)` when not split. The
 /// grid of `workgroups` (before splitting) grows to at most `at_most`.
-/// `BACKPLANE_WEBGPU_FLASH_ATTN_SPLITS=N` forces N splits (1: none).
-pub(super) fn kv_splits(workgroups: u64, n_kv: u32, bk: u32, at_most: u64) -> (u32, u32) {
+/// `forced` (the `flash_attn_splits` option) forces that many splits (1:
+/// none).
+pub(super) fn kv_splits(
+    forced: Option<u32>,
+    workgroups: u64,
+    n_kv: u32,
+    bk: u32,
+    at_most: u64,
+) -> (u32, u32) {
     let tiles = n_kv.div_ceil(bk);
-    let want = forced_splits().unwrap_or_else(|| {
+    let want = forced.unwrap_or_else(|| {
         let want = (at_most / workgroups.max(1)).min(u64::from(u32::MAX)) as u32;
         want.min(tiles / MIN_TILES_PER_SPLIT)
     });
@@ -193,16 +200,6 @@ pub(super) fn split_target(facts: &Facts, kernel: &Kernel, dk: u32, dv: u32) -> 
         }
         _ => TARGET_WORKGROUPS,
     }
-}
-
-/// The split count `BACKPLANE_WEBGPU_FLASH_ATTN_SPLITS` forces (measuring).
-fn forced_splits() -> Option<u32> {
-    static SPLITS: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
-    *SPLITS.get_or_init(|| {
-        std::env::var("BACKPLANE_WEBGPU_FLASH_ATTN_SPLITS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-    })
 }
 
 /// The pipeline key of the main kernel for plan `pl`.
@@ -414,18 +411,6 @@ fn coop_workgroup_bytes(dk: u32, dv: u32, emulated: bool) -> u64 {
     u64::from(halves + p_halves) * 2 + u64::from(floats) * 4
 }
 
-/// The kernel `BACKPLANE_WEBGPU_FLASH_ATTN` forces (benchmarks and tests;
-/// ignored where the device or shape cannot run it): `plain` (the tiled
-/// `flash_attn`), `vector` (`flash_attn_vec`, one query), `coopmat`, or
-/// `coopmat-emulated` (plain code in place of the matrix calls, to test
-/// the kernel on any device with f16 and subgroups).
-fn forced() -> Option<&'static str> {
-    static FORCED: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
-    FORCED
-        .get_or_init(|| std::env::var("BACKPLANE_WEBGPU_FLASH_ATTN").ok())
-        .as_deref()
-}
-
 /// The kernel for head sizes `dk`, `dv`, `n_q` queries, `gqa` query heads
 /// per K/V head and K/V types `tk`, `tv` on this device, or why none fits.
 pub(super) fn choose(
@@ -436,9 +421,12 @@ pub(super) fn choose(
     tk: DType,
     tv: DType,
 ) -> Result<Kernel, String> {
-    let kernel = choose_with(facts, dk, dv, n_q, tk, tv, forced())?;
+    // The `flash_attn` option forces a kernel (benchmarks and tests;
+    // ignored where the device or shape cannot run it; see
+    // `crate::options::FLASH_ATTN_KERNELS`).
+    let kernel = choose_with(facts, dk, dv, n_q, tk, tv, facts.tuning.flash_attn)?;
     Ok(match kernel {
-        Kernel::CoopMat { emulated, .. } if packing() => Kernel::CoopMat {
+        Kernel::CoopMat { emulated, .. } if !facts.tuning.flash_attn_no_pack => Kernel::CoopMat {
             emulated,
             rows: coop_query_rows(n_q, gqa),
         },
@@ -459,15 +447,6 @@ pub(super) fn coop_query_rows(n_q: u32, gqa: u32) -> u32 {
         g *= 2;
     }
     COOP_QUERIES / g
-}
-
-/// Whether query heads may be packed (`BACKPLANE_WEBGPU_FLASH_ATTN_PACK=0`
-/// turns it off, for measuring).
-fn packing() -> bool {
-    static PACK: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *PACK.get_or_init(|| {
-        std::env::var("BACKPLANE_WEBGPU_FLASH_ATTN_PACK").map_or(true, |v| v != "0")
-    })
 }
 
 fn choose_with(
@@ -556,6 +535,7 @@ mod tests {
             timestamps: false,
             coopmat_f16_16: false,
             compute_units: None,
+            tuning: Default::default(),
         }
     }
 
@@ -634,19 +614,19 @@ mod tests {
     #[test]
     fn few_workgroups_split_the_keys() {
         let t = TARGET_WORKGROUPS;
-        assert_eq!(kv_splits(16, 512, 32, t), (8, 64));
-        assert_eq!(kv_splits(128, 20000, 32, t), (8, 2528));
-        assert_eq!(kv_splits(2048, 20000, 32, t), (1, 20000));
-        assert_eq!(kv_splits(4, 113, 32, t), (2, 64));
-        assert_eq!(kv_splits(4, 63, 32, t), (1, 63));
-        let (splits, chunk) = kv_splits(1, 1000, 16, t);
+        assert_eq!(kv_splits(None, 16, 512, 32, t), (8, 64));
+        assert_eq!(kv_splits(None, 128, 20000, 32, t), (8, 2528));
+        assert_eq!(kv_splits(None, 2048, 20000, 32, t), (1, 20000));
+        assert_eq!(kv_splits(None, 4, 113, 32, t), (2, 64));
+        assert_eq!(kv_splits(None, 4, 63, 32, t), (1, 63));
+        let (splits, chunk) = kv_splits(None, 1, 1000, 16, t);
         assert!(splits * chunk >= 1000 && (splits - 1) * chunk < 1000);
         // One wave and no more: 128 workgroups on 264 slots split in 2,
         // not 3 (384 would leave a second wave nearly empty).
-        assert_eq!(kv_splits(128, 20000, 32, 264), (2, 10016));
-        assert_eq!(kv_splits(300, 20000, 32, 264), (1, 20000));
+        assert_eq!(kv_splits(None, 128, 20000, 32, 264), (2, 10016));
+        assert_eq!(kv_splits(None, 300, 20000, 32, 264), (1, 20000));
         // A decode's 8 workgroups on 396 slots: 47 splits of 11 tiles.
-        assert_eq!(kv_splits(8, 16384, 32, 396), (47, 352));
+        assert_eq!(kv_splits(None, 8, 16384, 32, 396), (47, 352));
     }
 
     #[test]

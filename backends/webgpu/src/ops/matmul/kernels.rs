@@ -14,7 +14,7 @@ use crate::pipelines::Checks;
 /// Workgroup size of the activation conversion.
 const CONVERT_WG: u32 = 256;
 /// Runs of 4 contiguous f32 weights each `mul_mat_dequant` invocation
-/// converts (`dqruns=N` in `BACKPLANE_WEBGPU_MATMUL` overrides).
+/// converts (the `matmul_dqruns` option overrides).
 const DENSE_RUNS: u32 = 2;
 
 /// A u32 parameter, or the reason it does not fit.
@@ -52,14 +52,14 @@ impl Weights {
     fn new(e: &Encoder, index: usize) -> Result<Weights, String> {
         let a = e.tensor(index);
         let ty = dtype(a)?;
-        Weights::with_layout(e, index, plan::weight_layout(&e.ctx().facts, a, ty))
+        Weights::with_layout(e, index, plan::weight_layout(e.facts(), a, ty))
     }
 
     /// The weights as the mat-vec kernel reads them.
     fn for_matvec(e: &Encoder, index: usize) -> Result<Weights, String> {
         let a = e.tensor(index);
         let ty = dtype(a)?;
-        Weights::with_layout(e, index, plan::matvec_weight_layout(&e.ctx().facts, a, ty))
+        Weights::with_layout(e, index, plan::matvec_weight_layout(e.facts(), a, ty))
     }
 
     fn with_layout(e: &Encoder, index: usize, layout: WeightLayout) -> Result<Weights, String> {
@@ -107,7 +107,10 @@ impl Weights {
             // invocation converts DENSE_RUNS runs total / DENSE_RUNS apart
             // (H200, 4096 x 14336 f32, us per call: 91.6 split, 86.8 dense;
             // 83.8, 84.1, 85.2 with 2, 4, 8 runs).
-            let runs = plan::forced_number("dqruns")
+            let runs = e
+                .facts()
+                .tuning
+                .matmul_dqruns
                 .filter(|n| [1, 2, 4, 8].contains(n))
                 .unwrap_or(DENSE_RUNS);
             invocations = total.div_ceil(u64::from(runs));
@@ -202,7 +205,7 @@ impl Activations {
         let b = e.tensor(index);
         let tb = dtype(b)?;
         let binding = e.binding(index)?;
-        if !half && plan::activations_direct(&e.ctx().facts, b, tb) {
+        if !half && plan::activations_direct(e.facts(), b, tb) {
             return Ok(Activations {
                 half,
                 q8: false,
@@ -220,7 +223,7 @@ impl Activations {
             .ty("DST", if half { "f16" } else { "f32" })
             .wg(CONVERT_WG);
         // Rows of whole aligned vec4s are copied a vec4 per invocation.
-        let vec4 = plan::activations_vec4(&e.ctx().facts, b, tb);
+        let vec4 = plan::activations_vec4(e.facts(), b, tb);
         let per = if vec4 { 4 } else { 1 };
         if vec4 {
             key = key.define("VEC4", "");
@@ -336,7 +339,7 @@ impl Activations {
 
     /// src1 as the mat-vec kernel for weights of type `t` reads it.
     fn for_matvec(e: &mut Encoder, index: usize, t: DType) -> Result<Activations, String> {
-        if plan::matvec_int8(t) {
+        if plan::matvec_int8(&e.facts().tuning, t) {
             Activations::quantized(e, index)
         } else {
             Activations::new(e, index, false)
@@ -400,24 +403,25 @@ pub(super) fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
     let w = Weights::new(e, ia)?;
     let out = Dst::new(e, node)?;
     let dense = out.strides[0] == 1;
-    let path = plan::choose_path(&e.ctx().facts, w.ty, &s, dense, plan::forced_path());
+    let facts = e.facts();
+    let path = plan::choose_path(facts, w.ty, &s, dense, facts.tuning.matmul_path);
     // The cooperative-matrix kernel reads half activations, converted
     // first unless `f32x` asks it to convert f32 ones while staging. They
     // take scratch memory before the weights do, so a copy kept for the
     // next nodes (see `crate::kept`) sits at its start.
-    let half = matches!(path, Path::CoopMat { .. }) && !plan::forced_flag("f32x");
+    let half = matches!(path, Path::CoopMat { .. }) && !facts.tuning.matmul_f32x;
     let x = match path {
         Path::MatVec { .. } => Activations::for_matvec(e, ib, w.ty)?,
         _ => Activations::new(e, ib, half)?,
     };
     let w = match path {
         Path::MatVec { .. } => Weights::for_matvec(e, ia)?,
-        Path::CoopMat { .. } if plan::dequantize_first(&e.ctx().facts, w.ty, &s) => {
+        Path::CoopMat { .. } if plan::dequantize_first(e.facts(), w.ty, &s) => {
             Weights::dequantized(e, ia)?
         }
         _ => w,
     };
-    if plan::trace() {
+    if facts.tuning.matmul_trace {
         eprintln!(
             "backplane-webgpu: MUL_MAT {} m={} n={} k={} batches={} -> {} (weights {:?}){}{}",
             dtype(&g[ia])?.name(),
@@ -459,13 +463,13 @@ pub(super) fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
 
 /// The mat-vec pipeline key.
 fn matvec_key(e: &Encoder, w: &Weights, x: &Activations, cols: u32, id: bool) -> PipelineKey {
-    let facts = &e.ctx().facts;
+    let facts = e.facts();
     let subgroups = plan::matvec_subgroups(facts);
     let wg = plan::matvec_wg(facts, subgroups, w.ty);
     let mut key = w
         .key(PipelineKey::new("mul_mat_vec", ""))
         .wg(wg)
-        .define("NROWS", plan::matvec_rows().to_string())
+        .define("NROWS", plan::matvec_rows(&e.facts().tuning).to_string())
         .define("NCOLS", cols.to_string());
     if x.q8 {
         key = key.define("X_Q8", "");
@@ -491,7 +495,8 @@ fn matvec(
     cols: u32,
 ) -> Result<(), String> {
     let key = matvec_key(e, w, x, cols, false);
-    let row_groups = s.m.div_ceil(u64::from(plan::matvec_rows()));
+    let row_groups =
+        s.m.div_ceil(u64::from(plan::matvec_rows(&e.facts().tuning)));
     let col_groups = s.n.div_ceil(u64::from(cols));
     let total = row_groups * col_groups * s.batches();
     let p = Params::new()
@@ -525,11 +530,11 @@ fn tiled(
     n: [u64; 2],
 ) -> Result<(), String> {
     let (side, tile_k) = plan::tiled_config(
-        &e.ctx().facts,
+        e.facts(),
         m[1] - m[0],
         n[1] - n[0],
         s.batches(),
-        plan::forced_path() == Some("tiled8"),
+        e.facts().tuning.matmul_path == Some("tiled8"),
     );
     let mut key = w
         .key(PipelineKey::new("mul_mat_tiled", ""))
@@ -595,7 +600,7 @@ fn coopmat(
         // tensor bounds or covers whole 16 x 16 blocks inside m_full x
         // n_full, and its workgroup indices are bounded by the tile shapes
         // (see the comment at the top of mul_mat_coopmat.wgsl).
-        let sg = e.ctx().facts.subgroup_size.0;
+        let sg = e.facts().subgroup_size.0;
         (key.wg(plan::COOPMAT_SUBGROUPS * sg), Checks::Trusted)
     };
     if !emulated {
@@ -616,9 +621,14 @@ fn coopmat(
         n_full.div_ceil(plan::COOPMAT_TILE),
     ];
     let plane = m_full * n_full * batches;
-    let target = plan::coopmat_groups_target(&e.ctx().facts);
-    let (splits, k_chunk) = match plan::coopmat_split(tiles[0] * tiles[1] * batches, s.k, target) {
-        (n, chunk) if n > 1 && e.ctx().facts.fits_binding(4 * plane * n) => (n, chunk),
+    let target = plan::coopmat_groups_target(e.facts());
+    let (splits, k_chunk) = match plan::coopmat_split(
+        e.facts().tuning.matmul_splitk,
+        tiles[0] * tiles[1] * batches,
+        s.k,
+        target,
+    ) {
+        (n, chunk) if n > 1 && e.facts().fits_binding(4 * plane * n) => (n, chunk),
         _ => (1, s.k),
     };
     // A split stores a dense m_full x n_full x batches plane of partial
@@ -701,7 +711,7 @@ pub(super) fn encode_id(e: &mut Encoder, node: usize) -> Result<(), String> {
     let nb_ids = nb_elems(ids, 4)?;
     let flag = e.error_flag();
     let key = matvec_key(e, &w, &x, 1, true);
-    let row_groups = m.div_ceil(u64::from(plan::matvec_rows()));
+    let row_groups = m.div_ceil(u64::from(plan::matvec_rows(&e.facts().tuning)));
     let total = row_groups * n_used * n_tok;
     let p = Params::new()
         .u32(u32_of(k, "K")?)

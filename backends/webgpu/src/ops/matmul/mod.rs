@@ -142,8 +142,8 @@ pub fn supports(facts: &Facts, graph: &[TensorDesc], node: usize) -> Result<(), 
             d.ne, s.m, s.n, s.ne12, s.ne13
         ));
     }
-    let path = plan::choose_path(facts, ta, &s, dst_dense(d), plan::forced_path());
-    let half = matches!(path, Path::CoopMat { .. }) && !plan::forced_flag("f32x");
+    let path = plan::choose_path(facts, ta, &s, dst_dense(d), facts.tuning.matmul_path);
+    let half = matches!(path, Path::CoopMat { .. }) && !facts.tuning.matmul_f32x;
     check_scratch(facts, b, tb, &s, half)?;
     let max = u64::from(facts.max_groups_per_dim);
     match path {
@@ -161,7 +161,7 @@ pub fn supports(facts: &Facts, graph: &[TensorDesc], node: usize) -> Result<(), 
             }
         }
     }
-    if s.batches() * s.m.div_ceil(u64::from(plan::matvec_rows())) * s.n > max * max {
+    if s.batches() * s.m.div_ceil(u64::from(plan::matvec_rows(&facts.tuning))) * s.n > max * max {
         return Err("too many workgroups".into());
     }
     Ok(())
@@ -212,7 +212,9 @@ fn supports_id(facts: &Facts, graph: &[TensorDesc], node: usize) -> Result<(), S
         r3: 1,
     };
     check_scratch(facts, b, tb, &s, false)?;
-    let groups = s.m.div_ceil(u64::from(plan::matvec_rows())) * (idn[0] as u64) * (idn[1] as u64);
+    let groups = s.m.div_ceil(u64::from(plan::matvec_rows(&facts.tuning)))
+        * (idn[0] as u64)
+        * (idn[1] as u64);
     let max = u64::from(facts.max_groups_per_dim);
     if groups > max * max {
         return Err("too many workgroups".into());

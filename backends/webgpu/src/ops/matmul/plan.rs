@@ -6,6 +6,7 @@
 use backplane_abi::{DType, TensorDesc};
 
 use crate::facts::Facts;
+use crate::options::Tuning;
 
 /// Weight types with a kernel.
 pub const WEIGHT_TYPES: &[DType] = &DType::WEIGHT_TYPES;
@@ -69,9 +70,10 @@ pub const COOPMAT_MAX_SPLITS: u64 = 8;
 /// [`COOPMAT_BK`]. Too few tiles to fill `target` workgroups
 /// ([`coopmat_groups_target`]) are split so they do, keeping at least
 /// [`COOPMAT_SPLIT_MIN_K`] per split; each split then writes partial sums
-/// that `mul_mat_split_sum` adds into dst. `splitk=N` forces N.
-pub fn coopmat_split(tiles: u64, k: u64, target: u64) -> (u64, u64) {
-    let splits = match forced_number("splitk") {
+/// that `mul_mat_split_sum` adds into dst. `forced` (the `matmul_splitk`
+/// option) forces that many.
+pub fn coopmat_split(forced: Option<u32>, tiles: u64, k: u64, target: u64) -> (u64, u64) {
+    let splits = match forced {
         Some(n) => u64::from(n).clamp(1, COOPMAT_MAX_SPLITS),
         None => (target / tiles.max(1))
             .min(k / COOPMAT_SPLIT_MIN_K)
@@ -94,14 +96,15 @@ pub const DEQUANT_FIRST_MIN_N: u64 = 128;
 /// kernel stages plain halves: for at least [`DEQUANT_FIRST_MIN_N`]
 /// columns, where the one pass over the weights costs less than
 /// dequantizing them again in every column tile, and when the copy fits
-/// one binding. `BACKPLANE_WEBGPU_MATMUL=dequant` forces it for every
-/// size, `nodequant` turns it off.
+/// one binding. The `matmul_dequant` option forces it for every size,
+/// `matmul_nodequant` turns it off.
 pub fn dequantize_first(facts: &Facts, t: DType, s: &Shape) -> bool {
-    if t == DType::F16 || t == DType::BF16 || forced_flag("nodequant") {
+    let tuning = &facts.tuning;
+    if t == DType::F16 || t == DType::BF16 || tuning.matmul_nodequant {
         return false;
     }
     let fits = facts.fits_binding(dequantized_bytes(s));
-    fits && s.k.is_multiple_of(4) && (s.n >= DEQUANT_FIRST_MIN_N || forced_flag("dequant"))
+    fits && s.k.is_multiple_of(4) && (s.n >= DEQUANT_FIRST_MIN_N || tuning.matmul_dequant)
 }
 
 /// Bytes of the weights as dense half rows: K x M per weight batch.
@@ -260,9 +263,10 @@ pub fn weight_layout(facts: &Facts, a: &TensorDesc, t: DType) -> WeightLayout {
 pub fn matvec_weight_layout(facts: &Facts, a: &TensorDesc, t: DType) -> WeightLayout {
     let aligned16 =
         rem_bytes(facts, a).is_multiple_of(16) && a.nb[1..].iter().all(|&s| s.is_multiple_of(16));
-    if t == DType::F16 && a.ne[0] % 16 == 0 && aligned16 && !forced_flag("nohalf8") {
+    let tuning = &facts.tuning;
+    if t == DType::F16 && a.ne[0] % 16 == 0 && aligned16 && !tuning.matmul_nohalf8 {
         WeightLayout::Half8
-    } else if t == DType::Q4_K && matvec_int8(t) && aligned16 && !forced_flag("noquant16") {
+    } else if t == DType::Q4_K && matvec_int8(tuning, t) && aligned16 && !tuning.matmul_noquant16 {
         WeightLayout::Quant16
     } else {
         weight_layout(facts, a, t)
@@ -293,58 +297,6 @@ pub fn converted_bytes(s: &Shape) -> u64 {
     s.k.next_multiple_of(4) * s.n * s.batches() * 4
 }
 
-/// Words of `BACKPLANE_WEBGPU_MATMUL` (comma-separated), read once.
-fn forced_words() -> &'static [String] {
-    static WORDS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
-    WORDS.get_or_init(|| {
-        std::env::var("BACKPLANE_WEBGPU_MATMUL")
-            .unwrap_or_default()
-            .split(',')
-            .map(|w| w.trim().to_string())
-            .filter(|w| !w.is_empty())
-            .collect()
-    })
-}
-
-/// The paths `BACKPLANE_WEBGPU_MATMUL` may force (benchmarks and tests; a
-/// forced path the device or type cannot run is ignored): `matvec`,
-/// `matvec-wg` (mat-vec reduced in workgroup memory, not subgroups),
-/// `tiled`, `tiled8` (8 x 8 outputs per invocation where it fits),
-/// `coopmat`, `coopmat-emulated` (the cooperative-matrix kernel with plain
-/// code in place of the matrix calls, to test it on any device with f16).
-const FORCEABLE: [&str; 6] = [
-    "matvec",
-    "matvec-wg",
-    "tiled",
-    "tiled8",
-    "coopmat",
-    "coopmat-emulated",
-];
-
-/// The path forced through `BACKPLANE_WEBGPU_MATMUL`, if any (see
-/// [`FORCEABLE`]).
-pub fn forced_path() -> Option<&'static str> {
-    forced_words()
-        .iter()
-        .find_map(|w| FORCEABLE.iter().copied().find(|&f| f == w))
-}
-
-/// Whether `BACKPLANE_WEBGPU_MATMUL` lists `flag`: `f32x` makes the
-/// cooperative-matrix kernel read f32 activations in place (converting
-/// them while staging) instead of a half copy made first.
-pub fn forced_flag(flag: &str) -> bool {
-    forced_words().iter().any(|w| w == flag)
-}
-
-/// A number forced through `BACKPLANE_WEBGPU_MATMUL` as `name=N` (tuning
-/// runs: `rows=N` mat-vec rows per workgroup, `wg=N` its workgroup size).
-pub fn forced_number(name: &str) -> Option<u32> {
-    forced_words().iter().find_map(|w| {
-        let (k, v) = w.split_once('=')?;
-        (k == name).then(|| v.parse().ok()).flatten()
-    })
-}
-
 /// Weights per unit of the integer mat-vec (`Q8_RUNS` runs of 32 in
 /// `common/quant_dot`): one block, or a pair of q4_K sub-blocks.
 pub fn matvec_int8_unit(t: DType) -> u64 {
@@ -353,27 +305,22 @@ pub fn matvec_int8_unit(t: DType) -> u64 {
 
 /// Weight types whose mat-vec multiplies integer quants: the activations
 /// are quantized to 32-value runs of signed bytes first (ggml's q8_1) and
-/// the kernel uses packed 4 x 8-bit dot products. `BACKPLANE_WEBGPU_MATMUL=xf32`
-/// keeps f32 activations (the float kernel) for comparison.
-pub fn matvec_int8(t: DType) -> bool {
+/// the kernel uses packed 4 x 8-bit dot products. The `matmul_xf32`
+/// option keeps f32 activations (the float kernel) for comparison.
+pub fn matvec_int8(tuning: &Tuning, t: DType) -> bool {
     matches!(
         t,
         DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1 | DType::Q8_0 | DType::Q4_K
-    ) && !forced_flag("xf32")
+    ) && !tuning.matmul_xf32
 }
 
-/// Rows of dst per mat-vec workgroup ([`MATVEC_ROWS`] unless `rows=N`
-/// with N in 1..=16 is forced).
-pub fn matvec_rows() -> u32 {
-    forced_number("rows")
+/// Rows of dst per mat-vec workgroup ([`MATVEC_ROWS`] unless the
+/// `matmul_rows` option, 1..=16, says otherwise).
+pub fn matvec_rows(tuning: &Tuning) -> u32 {
+    tuning
+        .matmul_rows
         .filter(|r| (1..=16).contains(r))
         .unwrap_or(MATVEC_ROWS)
-}
-
-/// Whether `BACKPLANE_WEBGPU_MATMUL_TRACE` asks to print each MUL_MAT's path.
-pub fn trace() -> bool {
-    static TRACE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *TRACE.get_or_init(|| std::env::var_os("BACKPLANE_WEBGPU_MATMUL_TRACE").is_some())
 }
 
 /// Mat-vec columns per workgroup for `n` columns.
@@ -431,7 +378,7 @@ pub fn choose_path(
 /// has them and `BACKPLANE_WEBGPU_MATMUL=matvec-wg` does not ask for the
 /// workgroup-memory tree).
 pub fn matvec_subgroups(facts: &Facts) -> bool {
-    facts.subgroups && forced_path() != Some("matvec-wg")
+    facts.subgroups && facts.tuning.matmul_path != Some("matvec-wg")
 }
 
 /// Workgroup size of the mat-vec kernel for weights of type `t`: with
@@ -447,7 +394,9 @@ pub fn matvec_wg(facts: &Facts, subgroups: bool, t: DType) -> u32 {
     } else {
         64
     };
-    let wg = forced_number("wg")
+    let wg = facts
+        .tuning
+        .matmul_wg
         .filter(|w| w.is_power_of_two() && (32..=1024).contains(w))
         .unwrap_or(default);
     wg.min(facts.max_invocations)
@@ -493,6 +442,7 @@ mod tests {
             timestamps: false,
             coopmat_f16_16: coopmat,
             compute_units: None,
+            tuning: Default::default(),
         }
     }
 

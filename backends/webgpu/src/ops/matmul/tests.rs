@@ -53,7 +53,7 @@ fn matvec_variants_validate() {
             if id {
                 key = key.define("MUL_MAT_ID", "");
             }
-            if plan::matvec_int8(t) {
+            if plan::matvec_int8(&Default::default(), t) {
                 check(&key.clone().define("X_Q8", ""));
                 if t == DType::Q4_K {
                     check(&key.clone().define("X_Q8", "").define("QUANT_BUF_VEC4", ""));
@@ -221,7 +221,7 @@ fn split_sum_validates() {
 #[test]
 fn k_is_split_only_when_too_few_tiles_fill_the_gpu() {
     // On a device that does not report its multiprocessors.
-    let split = |tiles, k| plan::coopmat_split(tiles, k, plan::COOPMAT_GROUPS_TARGET);
+    let split = |tiles, k| plan::coopmat_split(None, tiles, k, plan::COOPMAT_GROUPS_TARGET);
     // 4096 x 512 x 14336: 128 tiles, whole.
     assert_eq!(split(128, 14336), (1, 14336));
     // N = 256 and 128: 64 and 32 tiles, K in 2 and 4 chunks of whole steps.
@@ -237,6 +237,6 @@ fn k_is_split_only_when_too_few_tiles_fill_the_gpu() {
     assert_eq!(split(16, 1000), (1, 1024));
     // A device that reports 46 multiprocessors: 32 tiles already fill it
     // (splitting in 4 would make nearly three waves).
-    assert_eq!(plan::coopmat_split(32, 14336, 46), (1, 14336));
-    assert_eq!(plan::coopmat_split(16, 14336, 46), (2, 7168));
+    assert_eq!(plan::coopmat_split(None, 32, 14336, 46), (1, 14336));
+    assert_eq!(plan::coopmat_split(None, 16, 14336, 46), (2, 7168));
 }

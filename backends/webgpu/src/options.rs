@@ -1,0 +1,479 @@
+//! The WebGPU backend's options ([`WEBGPU_OPTIONS`]), their environment
+//! variables (mapped in one place, [`env_pairs`]) and the typed forms the
+//! code reads: [`Tuning`] (kernel forcing and tuning, per stream, inside
+//! the stream's [`Facts`](crate::facts::Facts)) and [`DeviceSettings`]
+//! (what the device's shared context is opened with).
+//!
+//! Options come from `init_backend` params (`key=value;...`), else the
+//! environment, else the defaults (see `backplane_abi::support::options`).
+//! Device-wide options (`profile`, `bind_cache`, `no_coopmat`) configure
+//! the device's shared context, opened before any stream: they are read
+//! from the environment when the plugin loads, and a stream's params may
+//! not change them.
+
+use backplane_abi::support::options::{OptionError, OptionKind, OptionSpec, Options};
+
+/// Backend name options are reported under.
+const BACKEND: &str = "webgpu";
+
+/// Mat-mul paths `matmul_path` may force (a forced path the device or
+/// type cannot run is ignored): `matvec`, `matvec-wg` (mat-vec reduced in
+/// workgroup memory, not subgroups), `tiled`, `tiled8` (8 x 8 outputs per
+/// invocation where it fits), `coopmat`, `coopmat-emulated` (the
+/// cooperative-matrix kernel with plain code in place of the matrix calls,
+/// to test it on any device with f16).
+pub const MATMUL_PATHS: &[&str] = &[
+    "matvec",
+    "matvec-wg",
+    "tiled",
+    "tiled8",
+    "coopmat",
+    "coopmat-emulated",
+];
+
+/// Flash-attention kernels `flash_attn` may force (ignored where the
+/// device or shape cannot run it): `plain` (the tiled `flash_attn`),
+/// `vector` (`flash_attn_vec`, one query), `coopmat`, `coopmat-emulated`.
+pub const FLASH_ATTN_KERNELS: &[&str] = &["plain", "vector", "coopmat", "coopmat-emulated"];
+
+/// Options that configure the device's shared context.
+const DEVICE_WIDE: &[&str] = &["profile", "bind_cache", "no_coopmat"];
+
+/// The variable whose comma-separated words set the `matmul_*` options.
+pub const MATMUL_ENV: &str = "BACKPLANE_WEBGPU_MATMUL";
+
+const fn flag(name: &'static str, meaning: &'static str) -> OptionSpec {
+    OptionSpec {
+        name,
+        kind: OptionKind::Bool,
+        default: "off",
+        meaning,
+        env: "",
+    }
+}
+
+/// Every option of the WebGPU backend.
+pub const WEBGPU_OPTIONS: &[OptionSpec] = &[
+    OptionSpec {
+        name: "matmul_path",
+        kind: OptionKind::Word(MATMUL_PATHS),
+        default: "",
+        meaning: "force a MUL_MAT kernel where it can run (measuring, tests)",
+        env: "",
+    },
+    flag(
+        "matmul_f32x",
+        "cooperative-matrix MUL_MAT reads f32 activations in place instead of a half copy",
+    ),
+    flag(
+        "matmul_xf32",
+        "integer-quant mat-vec keeps f32 activations (the float kernel), for comparison",
+    ),
+    flag(
+        "matmul_noquant16",
+        "q4_K mat-vec does not read 16-byte weight runs",
+    ),
+    flag(
+        "matmul_nohalf8",
+        "f16 mat-vec does not read 8 halves at once",
+    ),
+    flag(
+        "matmul_nodequant",
+        "never dequantize weights before a cooperative-matrix MUL_MAT",
+    ),
+    flag(
+        "matmul_dequant",
+        "dequantize weights before a cooperative-matrix MUL_MAT at any batch",
+    ),
+    OptionSpec {
+        name: "matmul_rows",
+        kind: OptionKind::Integer { min: 1, max: 16 },
+        default: "",
+        meaning: "rows of dst per mat-vec workgroup",
+        env: "",
+    },
+    OptionSpec {
+        name: "matmul_wg",
+        kind: OptionKind::Integer { min: 1, max: 1024 },
+        default: "",
+        meaning: "mat-vec workgroup size (used when the device allows it)",
+        env: "",
+    },
+    OptionSpec {
+        name: "matmul_dqruns",
+        kind: OptionKind::Word(&["1", "2", "4", "8"]),
+        default: "",
+        meaning: "32-value runs each invocation of the dense dequantization converts",
+        env: "",
+    },
+    OptionSpec {
+        name: "matmul_splitk",
+        kind: OptionKind::Integer { min: 1, max: 1024 },
+        default: "",
+        meaning: "K splits of the cooperative-matrix MUL_MAT (1: none)",
+        env: "",
+    },
+    OptionSpec {
+        name: "matmul_trace",
+        kind: OptionKind::Bool,
+        default: "off",
+        meaning: "print each MUL_MAT's kernel choice to stderr",
+        env: "BACKPLANE_WEBGPU_MATMUL_TRACE",
+    },
+    OptionSpec {
+        name: "flash_attn",
+        kind: OptionKind::Word(FLASH_ATTN_KERNELS),
+        default: "",
+        meaning: "force a FLASH_ATTN_EXT kernel where it can run (measuring, tests)",
+        env: "BACKPLANE_WEBGPU_FLASH_ATTN",
+    },
+    OptionSpec {
+        name: "flash_attn_splits",
+        kind: OptionKind::Integer { min: 1, max: 65535 },
+        default: "",
+        meaning: "workgroups sharing one query block's keys (1: no split)",
+        env: "BACKPLANE_WEBGPU_FLASH_ATTN_SPLITS",
+    },
+    OptionSpec {
+        name: "flash_attn_pack",
+        kind: OptionKind::Bool,
+        default: "on",
+        meaning: "cooperative-matrix flash attention packs query heads sharing K/V",
+        env: "BACKPLANE_WEBGPU_FLASH_ATTN_PACK",
+    },
+    OptionSpec {
+        name: "first_submit",
+        kind: OptionKind::Integer { min: 1, max: 32 },
+        default: "4",
+        meaning: "kernels in a graph's first submission (each later one doubles, up to 32)",
+        env: "BACKPLANE_WEBGPU_FIRST_SUBMIT",
+    },
+    OptionSpec {
+        name: "profile",
+        kind: OptionKind::Word(&["off", "kernels", "graph"]),
+        default: "off",
+        meaning: "device-wide: per-kernel GPU times (kernels) or host time per graph (graph), printed at exit",
+        env: "BACKPLANE_WEBGPU_PROFILE",
+    },
+    OptionSpec {
+        name: "bind_cache",
+        kind: OptionKind::Bool,
+        default: "on",
+        meaning: "device-wide: reuse bind groups across dispatches",
+        env: "BACKPLANE_WEBGPU_BIND_CACHE",
+    },
+    OptionSpec {
+        name: "no_coopmat",
+        kind: OptionKind::Bool,
+        default: "off",
+        meaning: "device-wide: do not use cooperative matrices even where offered",
+        env: "BACKPLANE_WEBGPU_NO_COOPMAT",
+    },
+];
+
+/// Options derived from `BACKPLANE_WEBGPU_MATMUL`'s words: a path word
+/// sets `matmul_path`, `name=N` sets `matmul_<name>=N`, any other word
+/// `matmul_<word>=1` (the flags `f32x`, `xf32`, `noquant16`, `nohalf8`,
+/// `nodequant`, `dequant`; an unknown word is then refused by the schema,
+/// naming it).
+pub fn matmul_words(words: &str) -> Vec<(String, String)> {
+    words
+        .split(',')
+        .map(str::trim)
+        .filter(|w| !w.is_empty())
+        .map(|w| {
+            if MATMUL_PATHS.contains(&w) {
+                ("matmul_path".to_string(), w.to_string())
+            } else if let Some((k, v)) = w.split_once('=') {
+                (format!("matmul_{}", k.trim()), v.trim().to_string())
+            } else {
+                (format!("matmul_{w}"), "1".to_string())
+            }
+        })
+        .collect()
+}
+
+/// The environment's settings beyond each option's own variable, with the
+/// variable each came from: `BACKPLANE_WEBGPU_MATMUL`'s words.
+pub fn env_pairs(env: &dyn Fn(&str) -> Option<String>) -> Vec<(String, String, &'static str)> {
+    let mut pairs: Vec<(String, String, &'static str)> = Vec::new();
+    if let Some(words) = env(MATMUL_ENV) {
+        for (k, v) in matmul_words(&words) {
+            pairs.push((k, v, MATMUL_ENV));
+        }
+    }
+    pairs
+}
+
+/// The WebGPU options resolved from `params` and `env` (the process
+/// environment in the plugin; a closure in tests).
+pub fn resolve(params: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Options, OptionError> {
+    let profile_var = WEBGPU_OPTIONS
+        .iter()
+        .find(|s| s.name == "profile")
+        .map_or("", |s| s.env);
+    // The profile variable predates the words: `1` (or any value but `0`
+    // and `graph`) meant per-kernel times.
+    let env_mapped = |k: &str| {
+        let v = env(k)?;
+        if k == profile_var {
+            let v = v.trim();
+            return Some(
+                match v {
+                    "" => "",
+                    "0" | "off" => "off",
+                    "graph" => "graph",
+                    _ => "kernels",
+                }
+                .to_string(),
+            );
+        }
+        Some(v)
+    };
+    let extra = env_pairs(env);
+    let extra: Vec<(&str, String, &str)> = extra
+        .iter()
+        .map(|(k, v, var)| (k.as_str(), v.clone(), *var))
+        .collect();
+    Options::resolve(BACKEND, WEBGPU_OPTIONS, params, env_mapped, &extra)
+}
+
+/// The process environment, for [`resolve`].
+pub fn process_env(k: &str) -> Option<String> {
+    std::env::var(k).ok()
+}
+
+/// Refuses device-wide options in a stream's `params` (they configure the
+/// context all streams share, opened before any stream).
+pub fn refuse_device_wide(params: &str) -> Result<(), OptionError> {
+    let pairs = backplane_abi::support::options::split_params(params).unwrap_or_default();
+    match pairs.iter().find(|(k, _)| DEVICE_WIDE.contains(k)) {
+        Some((k, _)) => {
+            let var = WEBGPU_OPTIONS
+                .iter()
+                .find(|s| s.name == *k)
+                .map_or("", |s| s.env);
+            Err(OptionError {
+                backend: BACKEND.into(),
+                key: k.to_string(),
+                from_env: None,
+                problem: format!(
+                    "device-wide: it configures the device's shared context, opened before any stream; set {var}"
+                ),
+            })
+        }
+        None => Ok(()),
+    }
+}
+
+/// Kernel forcing and tuning a stream plans with (all off / `None` by
+/// default: the backend decides).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Tuning {
+    /// Forced MUL_MAT path, one of [`MATMUL_PATHS`].
+    pub matmul_path: Option<&'static str>,
+    /// `matmul_f32x`.
+    pub matmul_f32x: bool,
+    /// `matmul_xf32`.
+    pub matmul_xf32: bool,
+    /// `matmul_noquant16`.
+    pub matmul_noquant16: bool,
+    /// `matmul_nohalf8`.
+    pub matmul_nohalf8: bool,
+    /// `matmul_nodequant`.
+    pub matmul_nodequant: bool,
+    /// `matmul_dequant`.
+    pub matmul_dequant: bool,
+    /// `matmul_rows`.
+    pub matmul_rows: Option<u32>,
+    /// `matmul_wg`.
+    pub matmul_wg: Option<u32>,
+    /// `matmul_dqruns`.
+    pub matmul_dqruns: Option<u32>,
+    /// `matmul_splitk`.
+    pub matmul_splitk: Option<u32>,
+    /// `matmul_trace`.
+    pub matmul_trace: bool,
+    /// Forced FLASH_ATTN_EXT kernel, one of [`FLASH_ATTN_KERNELS`].
+    pub flash_attn: Option<&'static str>,
+    /// `flash_attn_splits`.
+    pub flash_attn_splits: Option<u32>,
+    /// `flash_attn_no_pack`: the negation of `flash_attn_pack`, so that the
+    /// default value of this struct is the option's default.
+    pub flash_attn_no_pack: bool,
+    /// `first_submit`, `None` for the default.
+    pub first_submit: Option<usize>,
+}
+
+/// The word of `words` equal to `w` (the `'static` copy).
+fn static_word(words: &'static [&'static str], w: Option<String>) -> Option<&'static str> {
+    let w = w?;
+    words.iter().copied().find(|&x| x == w)
+}
+
+/// An integer option as u32 (the schema's ranges fit).
+fn small(o: &Options, name: &str) -> Option<u32> {
+    o.integer(name).and_then(|n| u32::try_from(n).ok())
+}
+
+impl Tuning {
+    /// The tuning `o` sets.
+    pub fn from_options(o: &Options) -> Tuning {
+        Tuning {
+            matmul_path: static_word(MATMUL_PATHS, o.text("matmul_path")),
+            matmul_f32x: o.bool("matmul_f32x"),
+            matmul_xf32: o.bool("matmul_xf32"),
+            matmul_noquant16: o.bool("matmul_noquant16"),
+            matmul_nohalf8: o.bool("matmul_nohalf8"),
+            matmul_nodequant: o.bool("matmul_nodequant"),
+            matmul_dequant: o.bool("matmul_dequant"),
+            matmul_rows: small(o, "matmul_rows"),
+            matmul_wg: small(o, "matmul_wg"),
+            matmul_dqruns: o.text("matmul_dqruns").and_then(|w| w.parse().ok()),
+            matmul_splitk: small(o, "matmul_splitk"),
+            matmul_trace: o.bool("matmul_trace"),
+            flash_attn: static_word(FLASH_ATTN_KERNELS, o.text("flash_attn")),
+            flash_attn_splits: small(o, "flash_attn_splits"),
+            flash_attn_no_pack: !o.bool("flash_attn_pack"),
+            first_submit: o.integer("first_submit").map(|n| n as usize),
+        }
+    }
+}
+
+/// What the device's shared context is opened with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceSettings {
+    /// `profile`: `off`, `kernels` or `graph`.
+    pub profile: String,
+    /// `bind_cache`.
+    pub bind_cache: bool,
+    /// `no_coopmat`.
+    pub no_coopmat: bool,
+    /// The stream defaults (environment only).
+    pub tuning: Tuning,
+}
+
+impl DeviceSettings {
+    /// The settings `o` sets.
+    pub fn from_options(o: &Options) -> DeviceSettings {
+        DeviceSettings {
+            profile: o.text("profile").unwrap_or_else(|| "off".into()),
+            bind_cache: o.bool("bind_cache"),
+            no_coopmat: o.bool("no_coopmat"),
+            tuning: Tuning::from_options(o),
+        }
+    }
+
+    /// The settings the process environment gives, or the defaults with
+    /// the error on stderr when it gives a bad value (the error also
+    /// refuses every stream, which re-reads it).
+    pub fn from_env() -> DeviceSettings {
+        match resolve("", &process_env) {
+            Ok(o) => DeviceSettings::from_options(&o),
+            Err(e) => {
+                eprintln!("backplane-webgpu: {e}");
+                DeviceSettings::from_options(&Options::defaults(BACKEND, WEBGPU_OPTIONS))
+            }
+        }
+    }
+}
+
+/// The tuning of a stream created with `params`: params over the
+/// environment over the defaults; device-wide keys refused.
+pub fn stream_tuning(params: &str) -> Result<Tuning, OptionError> {
+    refuse_device_wide(params)?;
+    resolve(params, &process_env).map(|o| Tuning::from_options(&o))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use backplane_abi::support::options::check_schema;
+
+    fn env_of(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |k| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    #[test]
+    fn the_schema_is_well_formed() {
+        assert_eq!(check_schema(WEBGPU_OPTIONS), Ok(()));
+    }
+
+    #[test]
+    fn no_params_and_no_environment_is_the_default_tuning() {
+        let o = resolve("", &env_of(&[])).unwrap();
+        assert_eq!(Tuning::from_options(&o), Tuning::default());
+        let d = DeviceSettings::from_options(&o);
+        assert_eq!(
+            (d.profile.as_str(), d.bind_cache, d.no_coopmat),
+            ("off", true, false)
+        );
+    }
+
+    #[test]
+    fn the_matmul_variable_words_map_onto_typed_options() {
+        let env = env_of(&[(MATMUL_ENV, "tiled8, f32x,rows=8,dqruns=2")]);
+        let t = Tuning::from_options(&resolve("", &env).unwrap());
+        assert_eq!(t.matmul_path, Some("tiled8"));
+        assert!(t.matmul_f32x);
+        assert_eq!(t.matmul_rows, Some(8));
+        assert_eq!(t.matmul_dqruns, Some(2));
+    }
+
+    #[test]
+    fn params_win_over_the_environment() {
+        let env = env_of(&[
+            (MATMUL_ENV, "tiled"),
+            ("BACKPLANE_WEBGPU_FLASH_ATTN", "plain"),
+        ]);
+        let o = resolve("matmul_path=matvec;flash_attn=vector", &env).unwrap();
+        let t = Tuning::from_options(&o);
+        assert_eq!(
+            (t.matmul_path, t.flash_attn),
+            (Some("matvec"), Some("vector"))
+        );
+    }
+
+    #[test]
+    fn bad_words_are_refused_naming_the_option_and_variable() {
+        let env = env_of(&[(MATMUL_ENV, "fastest")]);
+        let e = resolve("", &env).unwrap_err().to_string();
+        assert!(e.starts_with("webgpu backend option 'matmul_fastest' (from BACKPLANE_WEBGPU_MATMUL): unknown option"), "{e}");
+        let e = resolve("matmul_path=fastest", &env_of(&[]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("'fastest' is not one of: matvec, matvec-wg, tiled"),
+            "{e}"
+        );
+        let e = resolve("matmul_rows=17", &env_of(&[]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("17 is outside 1..=16"), "{e}");
+    }
+
+    #[test]
+    fn the_older_profile_values_still_read() {
+        for (v, want) in [("1", "kernels"), ("graph", "graph"), ("0", "off")] {
+            let env = move |k: &str| (k == "BACKPLANE_WEBGPU_PROFILE").then(|| v.to_string());
+            let d = DeviceSettings::from_options(&resolve("", &env).unwrap());
+            assert_eq!(d.profile, want, "{v}");
+        }
+    }
+
+    #[test]
+    fn device_wide_options_are_refused_in_stream_params() {
+        let e = refuse_device_wide("matmul_rows=2; bind_cache=0").unwrap_err();
+        assert_eq!(e.key, "bind_cache");
+        assert!(
+            e.to_string().contains("set BACKPLANE_WEBGPU_BIND_CACHE"),
+            "{e}"
+        );
+        assert!(refuse_device_wide("matmul_rows=2").is_ok());
+    }
+}
