@@ -1,18 +1,9 @@
 //! Errors of graph building and execution.
 
-use backplane_abi::{DType, Op, TensorDesc};
+use backplane_abi::Op;
 
 /// Shape and type of a tensor, for error messages: `[4096, 32, 1, 1] f32`.
-pub fn describe(t: &TensorDesc) -> String {
-    let dtype = t
-        .dtype()
-        .map(|d| d.name().to_string())
-        .unwrap_or_else(|e| e.to_string());
-    format!(
-        "[{}, {}, {}, {}] {}",
-        t.ne[0], t.ne[1], t.ne[2], t.ne[3], dtype
-    )
-}
+pub use backplane_abi::contract::describe;
 
 /// A graph could not be built as asked.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -88,28 +79,5 @@ pub(crate) fn invalid(op: Op, message: impl Into<String>) -> GraphError {
     GraphError::InvalidOp {
         op,
         message: message.into(),
-    }
-}
-
-/// Error unless `t` has one of the allowed types.
-pub(crate) fn expect_type(
-    op: Op,
-    what: &str,
-    t: &TensorDesc,
-    allowed: &[DType],
-) -> Result<DType, GraphError> {
-    let d = t.dtype().map_err(|e| invalid(op, format!("{what}: {e}")))?;
-    if allowed.contains(&d) {
-        Ok(d)
-    } else {
-        let names: Vec<&str> = allowed.iter().map(|t| t.name()).collect();
-        Err(invalid(
-            op,
-            format!(
-                "{what} {} has type {d}; expected one of {}",
-                describe(t),
-                names.join("/")
-            ),
-        ))
     }
 }

@@ -176,8 +176,8 @@ impl Graph {
         Ok(self.push(d, name.to_string()))
     }
 
-    /// Appends a node whose sources are already in the graph. Used by the
-    /// op constructors after validation.
+    /// Appends a node whose sources are already in the graph ([`ABSENT`]
+    /// leaves a slot empty). Used by the op constructors after validation.
     pub(crate) fn push_node(&mut self, mut d: TensorDesc, op: Op, srcs: &[TensorId]) -> TensorId {
         d.op = op.code();
         for (slot, s) in d.src.iter_mut().zip(srcs) {
@@ -185,16 +185,6 @@ impl Graph {
         }
         let name = format!("{}-{}", op.name().to_ascii_lowercase(), self.tensors.len());
         self.push(d, name)
-    }
-
-    /// Like `push_node`; sources given as [`ABSENT`] stay empty slots.
-    pub(crate) fn push_node_optional(
-        &mut self,
-        d: TensorDesc,
-        op: Op,
-        srcs: &[TensorId],
-    ) -> TensorId {
-        self.push_node(d, op, srcs)
     }
 
     pub(crate) fn tensors_mut(&mut self) -> &mut [TensorDesc] {

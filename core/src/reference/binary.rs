@@ -2,21 +2,12 @@
 
 use backplane_abi::Op;
 
-use super::{Node, for_each_index, tiles};
+use super::{Node, for_each_index};
 use crate::ComputeError;
-use crate::error::describe;
 
 /// `dst = a op b`, b's index taken modulo its shape in every dim.
 pub(crate) fn binary(n: &Node) -> Result<(), ComputeError> {
     let (a, b) = (n.src(0)?, n.src(1)?);
-    n.same_shape("a and result", &a, &n.dst)?;
-    n.ensure(tiles(b.ne(), a.ne()), || {
-        format!(
-            "b {} does not broadcast to a {}",
-            describe(b.d),
-            describe(a.d)
-        )
-    })?;
     let f: fn(f64, f64) -> f64 = match n.op {
         Op::Add => |x, y| x + y,
         Op::Sub => |x, y| x - y,

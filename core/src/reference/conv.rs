@@ -3,7 +3,6 @@
 
 use super::Node;
 use crate::ComputeError;
-use crate::error::describe;
 use crate::ops::conv_output_size;
 
 struct Geometry {
@@ -12,38 +11,24 @@ struct Geometry {
     d: [i64; 2],
 }
 
-/// Stride, padding and dilation; the y pair is only checked in 2-D.
-fn geometry(n: &Node, is_2d: bool) -> Result<Geometry, ComputeError> {
+/// Stride, padding and dilation (the contract has checked them).
+fn geometry(n: &Node) -> Geometry {
     let [s0, s1, p0, p1, d0, d1] = [0, 1, 2, 3, 4, 5].map(|i| n.p_i32(i) as i64);
-    n.ensure(s0 > 0 && d0 > 0 && (!is_2d || (s1 > 0 && d1 > 0)), || {
-        format!("strides ({s0}, {s1}) and dilations ({d0}, {d1}) must be positive")
-    })?;
-    Ok(Geometry {
+    Geometry {
         s: [s0, s1],
         p: [p0, p1],
         d: [d0, d1],
-    })
+    }
 }
 
 /// `out[ow, oh, co, b] = Σ_{ci, kh, kw} kernel[kw, kh, ci, co] *
 /// input[ow*s0 + kw*d0 - p0, oh*s1 + kh*d1 - p1, ci, b]`, zero outside.
 pub(crate) fn conv_2d(n: &Node) -> Result<(), ComputeError> {
     let (k, x) = (n.src(0)?, n.src(1)?);
-    let g = geometry(n, true)?;
+    let g = geometry(n);
     let (kn, xn) = (k.ne(), x.ne());
     let ow = conv_output_size(xn[0], kn[0], g.s[0] as i32, g.p[0] as i32, g.d[0] as i32);
     let oh = conv_output_size(xn[1], kn[1], g.s[1] as i32, g.p[1] as i32, g.d[1] as i32);
-    n.ensure(
-        kn[2] == xn[2] && n.dst.ne() == [ow, oh, kn[3], xn[3]],
-        || {
-            format!(
-                "kernel {}, input {} and result {} do not fit",
-                describe(k.d),
-                describe(x.d),
-                describe(n.dst.d)
-            )
-        },
-    )?;
     let mut out = Vec::with_capacity(n.dst.nelements() as usize);
     for b in 0..xn[3] {
         for co in 0..kn[3] {
@@ -81,7 +66,7 @@ pub(crate) fn conv_2d(n: &Node) -> Result<(), ComputeError> {
 pub(crate) fn im2col(n: &Node) -> Result<(), ComputeError> {
     let (k, x) = (n.src(0)?, n.src(1)?);
     let is_2d = n.p_i32(6) == 1;
-    let g = geometry(n, is_2d)?;
+    let g = geometry(n);
     let (kn, xn) = (k.ne(), x.ne());
     let (batch, channels, ih, iw) = if is_2d {
         (xn[3], xn[2], xn[1], xn[0])
@@ -91,22 +76,6 @@ pub(crate) fn im2col(n: &Node) -> Result<(), ComputeError> {
     let (kh_n, kw_n) = if is_2d { (kn[1], kn[0]) } else { (1, kn[0]) };
     let dn = n.dst.ne();
     let (oh, ow) = if is_2d { (dn[2], dn[1]) } else { (1, dn[1]) };
-    let want = if is_2d {
-        [channels * kh_n * kw_n, ow, oh, batch]
-    } else {
-        [channels * kw_n, ow, batch, 1]
-    };
-    n.ensure(
-        dn == want && (if is_2d { kn[2] } else { kn[1] }) == channels,
-        || {
-            format!(
-                "kernel {}, input {} and result {} do not fit",
-                describe(k.d),
-                describe(x.d),
-                describe(n.dst.d)
-            )
-        },
-    )?;
     let mut out = vec![0f64; n.dst.nelements() as usize];
     for b in 0..batch {
         for y in 0..oh {

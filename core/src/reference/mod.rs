@@ -15,10 +15,13 @@
 //!   `theta *= theta_scale`), because at large positions that rounding is
 //!   part of the result; sin and cos of those angles are taken in f64.
 //!
-//! Each kernel validates the shape relations it indexes by and returns a
-//! [`ComputeError`] naming the node and op instead of panicking.
+//! Every node is checked against the op contract
+//! ([`backplane_abi::contract`]) before its kernel runs, so the kernels
+//! index by the shapes it guarantees; a node that breaks it is a
+//! [`ComputeError`] naming the node, op and the contract's reason.
 
 mod access;
+mod attention;
 mod binary;
 mod conv;
 mod layout;
@@ -26,12 +29,13 @@ mod matmul;
 mod norm;
 mod reduce;
 mod rope;
-mod softmax_attn;
+mod softmax;
 mod sort;
 mod ssm;
 mod unary;
 
-use backplane_abi::{DType, MAX_SRC, Op, TensorDesc};
+use backplane_abi::contract;
+use backplane_abi::{MAX_SRC, Op, TensorDesc};
 
 use crate::error::{ComputeError, describe};
 use crate::graph::Graph;
@@ -83,6 +87,8 @@ pub unsafe fn compute_raw(graph: &[TensorDesc], data: &[*mut u8]) -> Result<(), 
         }
         // SAFETY: forwarded from this function's contract.
         let node = unsafe { Node::new(index, op, graph, data)? };
+        // The kernels index by the shapes the op contract guarantees.
+        contract::check(op, d, &node.descs()).map_err(|r| node.unsupported(r.detail()))?;
         run(&node)?;
     }
     Ok(())
@@ -105,8 +111,8 @@ fn run(n: &Node) -> Result<(), ComputeError> {
         Op::MulMat => matmul::mul_mat(n),
         Op::MulMatId => matmul::mul_mat_id(n),
         Op::Rope => rope::rope(n),
-        Op::SoftMax => softmax_attn::soft_max(n),
-        Op::FlashAttnExt => softmax_attn::flash_attn_ext(n),
+        Op::SoftMax => softmax::soft_max(n),
+        Op::FlashAttnExt => attention::flash_attn_ext(n),
         Op::Cpy | Op::Cont => layout::cpy(n),
         Op::GetRows => layout::get_rows(n),
         Op::SetRows => layout::set_rows(n),
@@ -193,6 +199,11 @@ impl<'a> Node<'a> {
         self.srcs.get(i).copied().flatten()
     }
 
+    /// The sources' descriptors (`None` for empty slots).
+    fn descs(&self) -> [Option<&'a TensorDesc>; MAX_SRC] {
+        self.srcs.map(|s| s.map(|t| t.d))
+    }
+
     /// An error for a node whose types or layout the reference cannot run.
     pub(crate) fn unsupported(&self, reason: impl Into<String>) -> ComputeError {
         ComputeError::Unsupported {
@@ -209,53 +220,6 @@ impl<'a> Node<'a> {
             op: self.op,
             reason: reason.into(),
         }
-    }
-
-    /// `Ok` when `cond` holds, else an unsupported-layout error.
-    pub(crate) fn ensure(
-        &self,
-        cond: bool,
-        reason: impl FnOnce() -> String,
-    ) -> Result<(), ComputeError> {
-        if cond {
-            Ok(())
-        } else {
-            Err(self.unsupported(reason()))
-        }
-    }
-
-    /// Errors unless `t` has one of the `allowed` types.
-    pub(crate) fn expect_type(
-        &self,
-        what: &str,
-        t: &Tensor,
-        allowed: &[DType],
-    ) -> Result<(), ComputeError> {
-        self.ensure(allowed.contains(&t.dt), || {
-            let names: Vec<&str> = allowed.iter().map(|t| t.name()).collect();
-            format!(
-                "{what} {} has type {}; expected {}",
-                describe(t.d),
-                t.dt,
-                names.join("/")
-            )
-        })
-    }
-
-    /// Errors unless `a` and `b` have the same shape.
-    pub(crate) fn same_shape(
-        &self,
-        what: &str,
-        a: &Tensor,
-        b: &Tensor,
-    ) -> Result<(), ComputeError> {
-        self.ensure(a.ne() == b.ne(), || {
-            format!(
-                "{what}: {} and {} differ in shape",
-                describe(a.d),
-                describe(b.d)
-            )
-        })
     }
 
     /// Op parameter `i` as an i32.
@@ -278,9 +242,4 @@ impl<'a> Node<'a> {
         t.store(values)
             .map_err(|e| self.unsupported(format!("writing {}: {e}", describe(t.d))))
     }
-}
-
-/// `b` tiles `a` (every dim of b divides a's).
-pub(crate) fn tiles(b: [i64; 4], a: [i64; 4]) -> bool {
-    (0..4).all(|k| b[k] > 0 && a[k] % b[k] == 0)
 }

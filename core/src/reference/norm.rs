@@ -10,7 +10,6 @@ use crate::ComputeError;
 /// L2_NORM by `max(‖x‖, eps)`.
 pub(crate) fn norm(n: &Node) -> Result<(), ComputeError> {
     let a = n.src(0)?;
-    n.same_shape("a and result", &a, &n.dst)?;
     let eps = n.p_f32(0) as f64;
     let [ne0, ne1, ne2, ne3] = a.ne();
     let len = ne0 as f64;

@@ -8,7 +8,6 @@ use backplane_abi::SortOrder;
 
 use super::Node;
 use crate::ComputeError;
-use crate::error::describe;
 
 /// Indices of `row` ordered by value (stable: equal values by index).
 fn order(row: &[f64], descending: bool) -> Vec<usize> {
@@ -22,17 +21,7 @@ fn order(row: &[f64], descending: bool) -> Vec<usize> {
 
 fn per_row(n: &Node, k: i64, descending: bool) -> Result<(), ComputeError> {
     let a = n.src(0)?;
-    let [ne0, ne1, ne2, ne3] = a.ne();
-    n.ensure(
-        k >= 1 && k <= ne0 && n.dst.ne() == [k, ne1, ne2, ne3],
-        || {
-            format!(
-                "result {} must be [{k}, {ne1}, {ne2}, {ne3}] for a {}",
-                describe(n.dst.d),
-                describe(a.d)
-            )
-        },
-    )?;
+    let [_, ne1, ne2, ne3] = a.ne();
     let mut out = Vec::with_capacity(n.dst.nelements() as usize);
     for i3 in 0..ne3 {
         for i2 in 0..ne2 {

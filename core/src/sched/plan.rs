@@ -785,7 +785,9 @@ impl Planner {
     }
 }
 
-/// Checks every descriptor and sorts tensors into leaves, views and compute nodes.
+/// Checks every descriptor, every node against its op's contract (once,
+/// when a plan is made), and sorts tensors into leaves, views and compute
+/// nodes.
 pub(crate) fn classify(g: &[TensorDesc]) -> Result<Vec<Kind>, SchedError> {
     let mut kinds = Vec::with_capacity(g.len());
     for (i, d) in g.iter().enumerate() {
@@ -802,6 +804,11 @@ pub(crate) fn classify(g: &[TensorDesc]) -> Result<Vec<Kind>, SchedError> {
                 "view source index {} is not an earlier tensor",
                 d.view_src
             )));
+        }
+        if op != Op::None {
+            let src = backplane_abi::support::sources(g, d).map_err(bad)?;
+            backplane_abi::contract::check(op, d, &src)
+                .map_err(|refusal| SchedError::Contract { node: i, refusal })?;
         }
         kinds.push(if op == Op::None {
             Kind::Leaf

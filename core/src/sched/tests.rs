@@ -668,6 +668,27 @@ fn bad_graphs_are_errors_not_panics() {
 }
 
 #[test]
+fn nodes_breaking_their_contract_are_refused_when_planning() {
+    let mut g = Graph::new();
+    let sx = g.input("sx", DType::F32, &[6, 4, 2]).unwrap();
+    let c = g.weight("c", DType::F32, &[3, 4]).unwrap();
+    let conv = g.ssm_conv(sx, c).unwrap();
+    g.mark_output(conv).unwrap();
+    // A descriptor edited after building: c now has 5 channels.
+    g.tensors_mut()[c.index()].ne[1] = 5;
+    let mut p = planner(vec![Fake::cpu()], SchedOptions::default());
+    let err = p.plan(&g).unwrap_err();
+    assert!(
+        matches!(&err, SchedError::Contract { node, refusal } if *node == conv.index() && refusal.op == Op::SsmConv),
+        "{err}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "node 2: SSM_CONV: sx: expected ne0 >= 3 (c's d_conv) and ne1 = 5 (c's d_inner), found [6, 4, 2, 1] f32"
+    );
+}
+
+#[test]
 fn in_place_results_run_where_their_memory_is() {
     // set_rows writes into a cache placed on the gpu: it runs there even
     // though nothing else pulls it.

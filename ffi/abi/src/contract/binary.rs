@@ -11,7 +11,7 @@ pub(crate) fn binary(o: &Operands<'_>) -> Result<Shape, Refusal> {
     o.need(
         can_repeat(b, a),
         "b",
-        || format!("dims dividing a's {:?} (broadcast)", a.ne),
+        || format!("dims dividing a's {:?} (b broadcasts over a)", a.ne),
         || describe(b),
     )?;
     o.rows("b", b)?;

@@ -167,7 +167,7 @@ pub(crate) fn concat(o: &Operands<'_>) -> Result<Shape, Refusal> {
 }
 
 /// PAD: a f32, op_params[2i] zeros before and [2i + 1] after dim i (none
-/// negative) -> f32.
+/// negative; [8], circular padding, 0) -> f32.
 pub(crate) fn pad(o: &Operands<'_>) -> Result<Shape, Refusal> {
     let (a, _) = o.typed(0, "a", &[DType::F32])?;
     let pads: [i32; 8] = std::array::from_fn(|i| o.i32(i));
@@ -176,6 +176,13 @@ pub(crate) fn pad(o: &Operands<'_>) -> Result<Shape, Refusal> {
         "op_params[0..8] (pads)",
         || "no negative padding".into(),
         || format!("{pads:?}"),
+    )?;
+    let circular = o.i32(8);
+    o.need(
+        circular == 0,
+        "op_params[8] (circular)",
+        || "0 (zero padding)".into(),
+        || circular.to_string(),
     )?;
     let mut ne = a.ne;
     for (i, n) in ne.iter_mut().enumerate() {
@@ -217,11 +224,13 @@ pub(crate) fn set_rows(o: &Operands<'_>) -> Result<Shape, Refusal> {
     let (src, _) = o.typed(0, "src", &[DType::F32])?;
     let (rows, _) = o.typed(1, "rows", &[DType::I32, DType::I64])?;
     let dst = o.chosen_result()?;
-    let writable: Vec<DType> = DType::ALL
-        .into_iter()
-        .filter(|t| t.is_float() || t.is_quantized())
-        .collect();
-    let dtype = o.of_type("result", dst, &writable)?;
+    let dtype = o.of_type("result", dst, &DType::ALL)?;
+    o.need(
+        dtype.is_float() || dtype.is_quantized(),
+        "result",
+        || "a float or block type".into(),
+        || dtype.name().to_string(),
+    )?;
     o.need(
         dst.ne[0] == src.ne[0] && dst.ne[2] == src.ne[2] && dst.ne[3] == src.ne[3],
         "src",

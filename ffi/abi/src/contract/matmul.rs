@@ -6,12 +6,25 @@ use crate::contract::Refusal;
 
 /// Weight types with a mat-mul: the floats and every block format but
 /// q8_K (which only exists as an activation format).
+const WEIGHT_TYPES: &[DType] = &[
+    DType::F32,
+    DType::F16,
+    DType::BF16,
+    DType::Q4_0,
+    DType::Q4_1,
+    DType::Q5_0,
+    DType::Q5_1,
+    DType::Q8_0,
+    DType::Q8_1,
+    DType::Q2_K,
+    DType::Q3_K,
+    DType::Q4_K,
+    DType::Q5_K,
+    DType::Q6_K,
+];
+
 fn weight_type(o: &Operands<'_>, name: &str, t: &crate::TensorDesc) -> Result<DType, Refusal> {
-    let allowed: Vec<DType> = DType::ALL
-        .into_iter()
-        .filter(|t| t.is_float() || (t.is_quantized() && *t != DType::Q8_K))
-        .collect();
-    o.of_type(name, t, &allowed)
+    o.of_type(name, t, WEIGHT_TYPES)
 }
 
 /// `a^T b` as ggml_mul_mat: a `[K, M, a2, a3]` (float or block type, rows
@@ -33,8 +46,11 @@ pub(crate) fn mul_mat(o: &Operands<'_>) -> Result<Shape, Refusal> {
         "b",
         || {
             format!(
-                "[{}, N, a multiple of {}, a multiple of {}] (a's K, a.ne2, a.ne3)",
-                a.ne[0], a.ne[2], a.ne[3]
+                "ne0 = {} and ne2, ne3 multiples of {}, {} (a is {})",
+                a.ne[0],
+                a.ne[2],
+                a.ne[3],
+                describe(a)
             )
         },
         || describe(b),

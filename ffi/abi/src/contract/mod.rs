@@ -151,11 +151,11 @@ pub fn result(
     };
     for (i, t) in src.iter().enumerate() {
         if let Some(t) = t {
-            o.sane(&format!("src{i}"), t)?;
+            o.sane(i, t)?;
         }
     }
     if let Chosen::Result(t) = chosen {
-        o.sane("result", t)?;
+        o.sane(usize::MAX, t)?;
     }
     let shape = rule(op)(&o)?;
     let n = shape.ne.iter().try_fold(
@@ -282,20 +282,33 @@ impl<'a> Operands<'a> {
         }
     }
 
-    /// Every dim at least 1, the element count within i64, a known type.
-    fn sane(&self, name: &str, t: &TensorDesc) -> Result<(), Refusal> {
+    /// Source `i` (`usize::MAX`: the result) has a known type, every dim
+    /// at least 1, an element count within i64 and rows of whole blocks.
+    fn sane(&self, i: usize, t: &TensorDesc) -> Result<(), Refusal> {
+        let name = || {
+            if i == usize::MAX {
+                "result".to_string()
+            } else {
+                format!("src{i}")
+            }
+        };
+        let dtype = t
+            .dtype()
+            .map_err(|e| self.refuse(&name(), "a known type", e.to_string()))?;
         let fits = t.ne.iter().try_fold(
             1i64,
             |acc, &x| if x >= 1 { acc.checked_mul(x) } else { None },
         );
-        self.need(
-            fits.is_some(),
-            name,
-            || "every dim at least 1 and an element count that fits i64".into(),
-            || format!("{:?}", t.ne),
-        )?;
-        t.dtype()
-            .map_err(|e| self.refuse(name, "a known type", e.to_string()))?;
+        let bs = dtype.block_size() as i64;
+        if fits.is_none() || t.ne[0] % bs != 0 {
+            return Err(self.refuse(
+                &name(),
+                format!(
+                    "every dim at least 1, an element count that fits i64 and ne0 whole {dtype} blocks of {bs}"
+                ),
+                format!("{:?}", t.ne),
+            ));
+        }
         Ok(())
     }
 
