@@ -264,10 +264,13 @@ fn supports_names_the_reason_for_a_refusal() {
     let c = g.cpy(a, b).unwrap();
     let mut descs = g.tensors().to_vec();
     assert_eq!(cpu().supports(&descs, c.index()), Ok(()));
-    // A copy into i16 has no kernel.
-    descs[c.index()].dtype = DType::I16.code();
+    // A copy into i16 is no conversion of CPY's (the op contract says so).
+    for t in [b, c] {
+        descs[t.index()].dtype = DType::I16.code();
+        descs[t.index()].nb = backplane_abi::contiguous_strides(DType::I16, [32, 1, 1, 1]);
+    }
     let reason = cpu().supports(&descs, c.index()).unwrap_err();
-    assert!(reason.contains("no conversion from f32 to i16"), "{reason}");
+    assert_eq!(reason, "CPY: b: expected a type f32 converts to, found i16");
 }
 
 #[test]

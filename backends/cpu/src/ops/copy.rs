@@ -5,37 +5,19 @@
 //! Float to integer conversion truncates toward zero and saturates, as
 //! ggml's `(int32_t)` cast does (Rust's `as`).
 
-use backplane_abi::{DType, MAX_SRC, Op, TensorDesc};
+use backplane_abi::{MAX_SRC, TensorDesc};
 
 use super::tensor::{Tensor, copy_strided, par_range, src_type};
 use crate::error::CpuError;
 use crate::exec::NodeCtx;
 
-/// Whether the copy kernels accept these operands.
-pub fn supports(
-    op: Op,
-    dst: &TensorDesc,
-    src: &[Option<&TensorDesc>; MAX_SRC],
-) -> Result<(), String> {
+/// Whether the copy kernels accept these operands: the conversions of the
+/// op contract, with block-typed operands either contiguous or in matching
+/// dense rows (the contract has checked counts and conversions).
+pub fn supports(dst: &TensorDesc, src: &[Option<&TensorDesc>; MAX_SRC]) -> Result<(), String> {
     let ta = src_type(src, 0)?;
     let td = dst.dtype().map_err(|e| e.to_string())?;
     let a = src[0].ok_or("missing src0")?;
-    if a.nelements() != dst.nelements() {
-        return Err(format!(
-            "src0 {:?} and dst {:?} differ in element count",
-            a.ne, dst.ne
-        ));
-    }
-    if op == Op::Cont && ta != td {
-        return Err(format!("CONT keeps the type; got {ta} -> {td}"));
-    }
-    let ok = ta == td
-        || (ta.is_float() && (td.is_float() || td.is_quantized() || td == DType::I32))
-        || (ta == DType::I32 && td == DType::F32)
-        || (ta.is_quantized() && td == DType::F32);
-    if !ok {
-        return Err(format!("no conversion from {ta} to {td}"));
-    }
     if ta.is_quantized() || td.is_quantized() {
         let rows_match = a.ne[0] == dst.ne[0] && a.is_contiguous_rows() && dst.is_contiguous_rows();
         if ta.is_quantized() && !(a.is_contiguous() || rows_match) {

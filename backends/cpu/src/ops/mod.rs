@@ -13,17 +13,22 @@ pub mod rope;
 pub mod tensor;
 pub mod unary;
 
+use backplane_abi::contract;
 use backplane_abi::{MAX_SRC, Op, TensorDesc};
 
 use crate::error::CpuError;
 use crate::exec::NodeCtx;
 
-/// Whether the CPU has a kernel for `op` on these operands; `Err(reason)` if not.
+/// Whether the CPU has a kernel for `op` on these operands; `Err(reason)` if
+/// not. The op's own rules (types, shapes, parameters) come from the op
+/// contract, which every kernel relies on; each family's `supports` adds
+/// only what is the CPU's own (types implemented, layouts its kernels index).
 pub fn supports(
     op: Op,
     dst: &TensorDesc,
     src: &[Option<&TensorDesc>; MAX_SRC],
 ) -> Result<(), String> {
+    contract::check(op, dst, src).map_err(|r| r.to_string())?;
     match op {
         Op::MulMat | Op::MulMatId => matmul::supports(op, dst, src),
         Op::None | Op::Reshape | Op::View | Op::Permute | Op::Transpose => Ok(()),
@@ -36,7 +41,7 @@ pub fn supports(
         | Op::Scale
         | Op::Clamp
         | Op::Fill
-        | Op::Unary => unary::supports(op, dst, src),
+        | Op::Unary => unary::supports(dst, src),
         Op::Glu => glu::supports(dst, src),
         Op::Sum | Op::SumRows | Op::Cumsum | Op::Argmax | Op::Argsort | Op::TopK => {
             reduce::supports(op, dst, src)
@@ -44,11 +49,11 @@ pub fn supports(
         Op::Repeat | Op::Concat | Op::Pad | Op::GetRows | Op::SetRows => {
             layout::supports(op, dst, src)
         }
-        Op::Cpy | Op::Cont => copy::supports(op, dst, src),
+        Op::Cpy | Op::Cont => copy::supports(dst, src),
         Op::Norm | Op::RmsNorm | Op::L2Norm | Op::SoftMax => norm::supports(op, dst, src),
-        Op::Rope => rope::supports(dst, src),
+        Op::Rope => rope::supports(src),
         Op::Conv2d | Op::Im2col | Op::SsmConv | Op::SsmScan => conv::supports(op, dst, src),
-        Op::FlashAttnExt => attn::supports(dst, src),
+        Op::FlashAttnExt => attn::supports(src),
     }
 }
 

@@ -13,65 +13,10 @@ use super::tensor::{Tensor, expect_type, par_range, src_type};
 use crate::error::CpuError;
 use crate::exec::NodeCtx;
 
-/// Whether the rope kernel accepts these operands.
-pub fn supports(dst: &TensorDesc, src: &[Option<&TensorDesc>; MAX_SRC]) -> Result<(), String> {
-    let ta = src_type(src, 0)?;
-    expect_type("src0", ta, &[DType::F32, DType::F16])?;
-    expect_type("pos", src_type(src, 1)?, &[DType::I32])?;
-    let a = src[0].ok_or("missing src0")?;
-    let pos = src[1].ok_or("missing pos")?;
-    if dst.dtype != a.dtype || dst.ne != a.ne {
-        return Err(format!(
-            "dst {:?} must have src0's shape {:?} and type",
-            dst.ne, a.ne
-        ));
-    }
-    let n_dims = dst.param_i32(1);
-    let mode = dst.param_i32(2);
-    if !matches!(
-        mode,
-        rope_mode::NORMAL
-            | rope_mode::NEOX
-            | rope_mode::MROPE
-            | rope_mode::VISION
-            | rope_mode::IMROPE
-    ) {
-        return Err(format!("unknown rope mode {mode}"));
-    }
-    if n_dims <= 0 || n_dims % 2 != 0 || n_dims as i64 > a.ne[0] {
-        return Err(format!(
-            "n_dims {n_dims} must be even and within ne0 {}",
-            a.ne[0]
-        ));
-    }
-    let multi = mode & rope_mode::MROPE != 0;
-    if pos.ne[0] < a.ne[2] * if multi { 4 } else { 1 } {
-        return Err(format!(
-            "pos {:?} has too few positions for {} tokens",
-            pos.ne, a.ne[2]
-        ));
-    }
-    if mode == rope_mode::VISION && 2 * n_dims as i64 != a.ne[0] {
-        return Err(format!(
-            "vision rope needs n_dims = ne0/2, got {n_dims} for ne0 {}",
-            a.ne[0]
-        ));
-    }
-    if multi && dst.op_params[11..15].iter().all(|&s| s <= 0) {
-        return Err("multi-section rope needs non-empty sections".into());
-    }
-    if let Some(f) = src[2] {
-        expect_type("freq_factors", src_type(src, 2)?, &[DType::F32])?;
-        let need = if mode == rope_mode::VISION {
-            a.ne[0] / 2
-        } else {
-            n_dims as i64 / 2
-        };
-        if f.ne[0] < need {
-            return Err(format!("freq_factors {:?} need {need} values", f.ne));
-        }
-    }
-    Ok(())
+/// Whether the rope kernel accepts these operands: f32/f16 (the op contract
+/// has checked the shapes, positions, mode and sections).
+pub fn supports(src: &[Option<&TensorDesc>; MAX_SRC]) -> Result<(), String> {
+    expect_type("src0", src_type(src, 0)?, &[DType::F32, DType::F16])
 }
 
 /// The YaRN parameters shared by every row.

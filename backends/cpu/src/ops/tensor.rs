@@ -454,15 +454,12 @@ pub fn src_type(src: &[Option<&TensorDesc>], i: usize) -> Result<DType, String> 
     d.dtype().map_err(|e| e.to_string())
 }
 
-/// Refuses unless `t` is one of `allowed`.
+/// Refuses unless `t` is one of the `allowed` types a kernel implements,
+/// in the op contract's wording.
 pub fn expect_type(what: &str, t: DType, allowed: &[DType]) -> Result<(), String> {
     if allowed.contains(&t) {
         Ok(())
     } else {
-        let names: Vec<&str> = allowed.iter().map(|t| t.name()).collect();
-        Err(format!(
-            "{what} type {t} not supported (expected {})",
-            names.join("/")
-        ))
+        Err(backplane_abi::support::implemented_types(what, t, allowed))
     }
 }

@@ -5,7 +5,7 @@
 //! Reordered weights are rebuilt in scratch memory at each product (no
 //! cache across graphs yet: that needs write tracking of weight buffers).
 
-use backplane_abi::{DType, MAX_SRC, TensorDesc};
+use backplane_abi::{MAX_SRC, TensorDesc};
 
 use super::{Exec, dtype};
 use crate::kernels::Source;
@@ -65,30 +65,12 @@ fn shape(d0: &TensorDesc, d1: &TensorDesc) -> Result<MulMatShape, String> {
     })
 }
 
-pub(super) fn supports(
-    d: &TensorDesc,
-    src: &Srcs<'_>,
-    info: &DeviceInfo,
-    toggles: Toggles,
-) -> Result<(), String> {
+pub(super) fn supports(src: &Srcs<'_>, info: &DeviceInfo, toggles: Toggles) -> Result<(), String> {
     let (a, b) = (
         src[0].ok_or("MUL_MAT needs a")?,
         src[1].ok_or("MUL_MAT needs b")?,
     );
-    if dtype(d)? != DType::F32 {
-        return Err(format!(
-            "MUL_MAT result type {} not implemented (f32 only)",
-            dtype(d)?.name()
-        ));
-    }
-    if a.ne[0] != b.ne[0]
-        || a.ne[2] <= 0
-        || a.ne[3] <= 0
-        || b.ne[2] % a.ne[2] != 0
-        || b.ne[3] % a.ne[3] != 0
-    {
-        return Err(format!("a {:?} and b {:?} do not fit", a.ne, b.ne));
-    }
+    // The op contract has checked the types and shapes.
     let s = shape(a, b)?;
     if s.src0.is_quantized() && !s.src0_dense_rows {
         return Err("quantized weights must have dense rows".into());
@@ -103,8 +85,8 @@ pub(super) fn mul_mat(x: &Exec<'_>, i: usize) -> Result<(), String> {
         x.src(i, 1).ok_or("MUL_MAT needs b")?,
     );
     let s = shape(a, b)?;
-    let path = policy::choose(&x.ctx.info.arch, x.ctx.toggles, &s)?;
-    if std::env::var_os("BACKPLANE_SYCL_LOG").is_some() {
+    let path = policy::choose(&x.ctx.info.arch, x.stream.settings.toggles, &s)?;
+    if x.stream.settings.log {
         eprintln!(
             "backplane-sycl: MUL_MAT {} k={} m={} n={} -> {}",
             s.src0.name(),

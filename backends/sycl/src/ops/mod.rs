@@ -10,6 +10,7 @@ mod norm;
 
 use std::sync::Arc;
 
+use backplane_abi::contract;
 pub(crate) use backplane_abi::support::{dtype, sources, want_type};
 use backplane_abi::{DType, Op, TensorDesc};
 
@@ -36,6 +37,9 @@ pub fn supports(
         .ok_or_else(|| format!("node {node} is not in the graph ({} tensors)", graph.len()))?;
     let op = d.op().map_err(|e| e.to_string())?;
     let src = sources(graph, d)?;
+    // The op's own rules (types, shapes, parameters); the family checks
+    // below add only what this device implements.
+    contract::check(op, d, &src).map_err(|r| r.to_string())?;
     if d.nbytes() > info.max_alloc_bytes {
         return Err(format!(
             "{} bytes > max allocation {} bytes",
@@ -62,7 +66,7 @@ pub fn supports(
         Op::Norm | Op::RmsNorm | Op::L2Norm => norm::supports_norm(d, &src),
         Op::SoftMax => norm::supports_soft_max(d, &src),
         Op::Rope => norm::supports_rope(d, &src),
-        Op::MulMat => matmul::supports(d, &src, info, toggles),
+        Op::MulMat => matmul::supports(&src, info, toggles),
         Op::FlashAttnExt => attention::supports(d, &src),
         other => Err(format!("op {other} not implemented by the SYCL backend")),
     }

@@ -4,8 +4,9 @@
 //!
 //! Each family module has `supports(facts, graph, node) -> Result<(), String>`
 //! (Err = the refusal reason) and `encode(encoder, node) -> Result<(), String>`.
-//! [`supports`] first applies the checks every op shares: known types, f16
-//! only with SHADER_F16, every tensor within the binding limit.
+//! [`supports`] first applies the op contract (the op's own rules) and the
+//! checks every op shares here: f16 only with SHADER_F16, every tensor
+//! within the binding limit.
 
 mod attention;
 mod binary;
@@ -22,6 +23,7 @@ mod shader_check;
 mod softmax;
 mod unary;
 
+use backplane_abi::contract;
 pub(crate) use backplane_abi::support::{dtype, sources, want_type};
 use backplane_abi::{DType, Op, TensorDesc};
 
@@ -80,6 +82,9 @@ pub fn supports(facts: &Facts, graph: &[TensorDesc], node: usize) -> Result<(), 
         .ok_or_else(|| format!("node {node} out of range"))?;
     let op = d.op().map_err(|e| e.to_string())?;
     let srcs = sources(graph, d)?;
+    // The op's own rules (types, shapes, parameters): the family checks
+    // below add only what is this device's.
+    contract::check(op, d, &srcs).map_err(|r| r.to_string())?;
     let mut n_bindings = 1;
     for (i, t) in std::iter::once(Some(d))
         .chain(srcs.iter().copied())
