@@ -1,18 +1,19 @@
 //! FLASH_ATTN_EXT: a sweep of head sizes, K/V types and op params on odd
-//! shapes, then test-backend-ops' own grid (kv lengths scaled down).
+//! shapes, then test-backend-ops' own grids (kv lengths scaled down).
 
 use backplane::{DType, GraphError, Op, TensorId};
 
 use super::{Catalogue, NMSE_ATTN};
 use crate::case::{CaseBuilder, Fill, Work};
 
+/// Adds the family's cases.
 pub(super) fn add(c: &mut Catalogue) {
     flash_attn(c);
     flash_attn_sharp(c);
     c.grid(flash_attn_ggml_grid);
-    c.grid(flash_attn_ggml_grid_later);
+    c.grid(flash_attn_ggml_grid_wide_heads);
     c.grid(flash_attn_mixed_kv);
-    c.grid(flash_attn_ggml_cases_0c1e);
+    c.grid(flash_attn_ggml_explicit_cases);
 }
 
 /// KV lengths standing in for test-backend-ops' {512, 1024}: at those the
@@ -223,11 +224,11 @@ fn grid_heads(
 
 /// KV lengths of the later grid standing in for its {113, 512, 1024}: 29
 /// is off every tile as 113 is, 32 and 64 as in [`GRID_KV`].
-const GRID_KV_LATER: [i64; 3] = [29, 32, 64];
+const GRID_KV_WIDE: [i64; 3] = [29, 32, 64];
 
 /// K/V types of the later grid (its IQ4_NL left out), used only for head
 /// sizes 64 and 72; other heads run f16 (and bf16 in the precision pass).
-const GRID_KV_TYPES_LATER: [DType; 8] = [
+const GRID_KV_TYPES_WIDE: [DType; 8] = [
     DType::F32,
     DType::F16,
     DType::BF16,
@@ -243,7 +244,7 @@ const GRID_KV_TYPES_LATER: [DType; 8] = [
 /// 576 including Mistral's 320/256 with one KV head, GQA ratios up to 32,
 /// 75-row batches. Cases it shares with the grid above have the same name
 /// and are kept once.
-fn flash_attn_ggml_grid_later(c: &mut Catalogue) {
+fn flash_attn_ggml_grid_wide_heads(c: &mut Catalogue) {
     let heads = [40i64, 64, 72, 80, 96, 128, 192, 256, 320, 512, 576];
     for hsk in heads {
         for hsv in [40i64, 64, 72, 80, 96, 128, 192, 256, 512] {
@@ -281,7 +282,7 @@ fn flash_attn_ggml_grid_later(c: &mut Catalogue) {
                                 type_kv: DType::F16,
                                 perm: [0, 1, 2, 3],
                             };
-                            later_heads(c, g);
+                            wide_heads(c, g);
                         }
                     }
                 }
@@ -290,7 +291,7 @@ fn flash_attn_ggml_grid_later(c: &mut Catalogue) {
     }
 }
 
-fn later_heads(c: &mut Catalogue, g: Grid) {
+fn wide_heads(c: &mut Catalogue, g: Grid) {
     let hsk = g.hsk;
     for nh in [1i64, 4] {
         if nh == 1 && hsk != 320 && hsk != 576 {
@@ -311,7 +312,7 @@ fn later_heads(c: &mut Catalogue, g: Grid) {
                 if !ok {
                     continue;
                 }
-                for (ki, kv) in GRID_KV_LATER.into_iter().enumerate() {
+                for (ki, kv) in GRID_KV_WIDE.into_iter().enumerate() {
                     if nr2 != 1 && ki != 1 {
                         continue;
                     }
@@ -320,7 +321,7 @@ fn later_heads(c: &mut Catalogue, g: Grid) {
                         let passes: &[DType] = if hsk == 128 {
                             &[DType::F16, DType::BF16]
                         } else if hsk == 64 || hsk == 72 {
-                            &GRID_KV_TYPES_LATER
+                            &GRID_KV_TYPES_WIDE
                         } else {
                             &[DType::F16]
                         };
@@ -355,13 +356,13 @@ fn later_heads(c: &mut Catalogue, g: Grid) {
 /// KV length of the llama.cpp 0c1e5709 cases below: ggml's 512-16,384
 /// keys (up to 26 GFLOP a case with its 512-row batches) are divided by
 /// 64, rounded up so 1,025 stays off the tiles; batches are capped at
-/// [`GRID_NB_0C1E`] rows.
-fn kv_0c1e(kv: i64) -> i64 {
+/// [`GRID_EXPLICIT_NB`] rows.
+fn explicit_kv(kv: i64) -> i64 {
     if kv > 256 { (kv + 63) / 64 } else { kv }
 }
 
 /// Most query rows of the llama.cpp 0c1e5709 cases (ggml: up to 512).
-const GRID_NB_0C1E: i64 = 16;
+const GRID_EXPLICIT_NB: i64 = 16;
 
 /// The explicit FLASH_ATTN_EXT cases test-backend-ops added after the
 /// 0054f928 grid (llama.cpp 0c1e5709), without its sparse-mask hint
@@ -369,13 +370,13 @@ const GRID_NB_0C1E: i64 = 16;
 /// for, and its Q1_0 / Q2_0 ones: asymmetric and unaligned head sizes,
 /// q8_0 caches at decode and prefill, MLA V as a sub-view of K in several
 /// head shapes, dense (non-view) quantized K/V, non-power-of-two MMA heads
-/// and long f16 caches; kv by [`kv_0c1e`], batches capped at
-/// [`GRID_NB_0C1E`].
-fn flash_attn_ggml_cases_0c1e(c: &mut Catalogue) {
+/// and long f16 caches; kv by [`explicit_kv`], batches capped at
+/// [`GRID_EXPLICIT_NB`].
+fn flash_attn_ggml_explicit_cases(c: &mut Catalogue) {
     let (f16, q8) = (DType::F16, DType::Q8_0);
     let (id, p21) = ([0usize, 1, 2, 3], [0usize, 2, 1, 3]);
     // (hsk, hsv, nh, nr2, nr3, kv, nb, mask, sinks, max_bias, softcap, type_K, type_V, perm, kv_view, v_of_k)
-    type Case0c1e = (
+    type ExplicitCase = (
         i64,
         i64,
         i64,
@@ -394,7 +395,7 @@ fn flash_attn_ggml_cases_0c1e(c: &mut Catalogue) {
         bool,
     );
     #[rustfmt::skip]
-    let cases: &[Case0c1e] = &[
+    let cases: &[ExplicitCase] = &[
         (72, 64, 4, 1, 1, 256, 2, true, false, 0.0, 0.0, f16, f16, id, true, false),
         (64, 72, 4, 1, 1, 256, 2, true, false, 0.0, 0.0, f16, f16, id, true, false),
         (65, 67, 4, 1, 1, 113, 75, true, true, 8.0, 0.0, f16, f16, id, true, false),
@@ -453,7 +454,7 @@ fn flash_attn_ggml_cases_0c1e(c: &mut Catalogue) {
         v_of_k,
     ) in cases
     {
-        let (kv, nb) = (kv_0c1e(kv), nb.min(GRID_NB_0C1E));
+        let (kv, nb) = (explicit_kv(kv), nb.min(GRID_EXPLICIT_NB));
         let name = format!(
             "FLASH_ATTN_EXT(hsk={hsk},hsv={hsv},nh={nh},nr23=[{nr2},{nr3}],kv={kv},nb={nb},mask={mask},sinks={sinks},max_bias={max_bias},logit_softcap={softcap},type_K={tk},type_V={tv},permute=[{}],kv_view={kv_view},v_is_view_of_k={v_of_k})",
             perm.map(|p| p.to_string()).join(",")

@@ -1,15 +1,92 @@
-//! test-backend-ops' CONV_2D and IM2COL grids (the hand-picked cases are
-//! in `misc`).
+//! CONV_2D and IM2COL: hand-picked cases, then test-backend-ops' grids.
 
 use backplane::{Conv2dParams, DType, Op, conv_output_size};
 
 use super::{Catalogue, NMSE_DEFAULT, bound_for, dims};
 use crate::case::{Fill, Work};
 
+/// Adds the family's cases.
 pub(super) fn add(c: &mut Catalogue) {
+    conv_cases(c);
     c.grid(conv_2d_ggml_grid);
     c.grid(im2col_ggml_grid);
-    c.grid(conv_2d_ggml_grid_later);
+    c.grid(conv_2d_ggml_grid_layouts);
+}
+
+fn conv_cases(c: &mut Catalogue) {
+    let params = [
+        Conv2dParams {
+            s0: 1,
+            s1: 1,
+            p0: 0,
+            p1: 0,
+            d0: 1,
+            d1: 1,
+        },
+        Conv2dParams {
+            s0: 1,
+            s1: 1,
+            p0: 1,
+            p1: 1,
+            d0: 1,
+            d1: 1,
+        },
+        Conv2dParams {
+            s0: 2,
+            s1: 3,
+            p0: 1,
+            p1: 0,
+            d0: 1,
+            d1: 2,
+        },
+    ];
+    for kt in [DType::F32, DType::F16] {
+        for p in params {
+            for (w, h, cin, n, kw, kh, cout) in [
+                (10i64, 8i64, 3i64, 2i64, 3i64, 3i64, 4i64),
+                (19, 17, 5, 1, 5, 2, 3),
+                (4, 4, 1, 1, 1, 1, 1),
+            ] {
+                let name = format!(
+                    "CONV_2D(type_kernel={kt},input=[{w},{h},{cin},{n}],kernel=[{kw},{kh},{cin},{cout}],s=[{},{}],p=[{},{}],d=[{},{}])",
+                    p.s0, p.s1, p.p0, p.p1, p.d0, p.d1
+                );
+                let ow = backplane::conv_output_size(w, kw, p.s0, p.p0, p.d0);
+                let oh = backplane::conv_output_size(h, kh, p.s1, p.p1, p.d1);
+                if ow <= 0 || oh <= 0 {
+                    continue;
+                }
+                let flops = 2.0 * (ow * oh * cout * n * kw * kh * cin) as f64;
+                let bound = if kt == DType::F16 { 1e-6 } else { NMSE_DEFAULT };
+                c.push_work(Op::Conv2d, name, bound, Work::Flops(flops), move |b| {
+                    let k = b.input(kt, &[kw, kh, cin, cout])?;
+                    let x = b.input(DType::F32, &[w, h, cin, n])?;
+                    b.g.conv_2d(k, x, p)
+                });
+            }
+            for out in [DType::F32, DType::F16] {
+                let (w, h, cin, n, kw, kh) = (12i64, 9i64, 3i64, 2i64, 3i64, 3i64);
+                let name = format!(
+                    "IM2COL(type_kernel={kt},dst={out},input=[{w},{h},{cin},{n}],kernel=[{kw},{kh},{cin}],s=[{},{}],p=[{},{}],d=[{},{}],2d=1)",
+                    p.s0, p.s1, p.p0, p.p1, p.d0, p.d1
+                );
+                c.push(Op::Im2col, name, bound_for(out), move |b| {
+                    let k = b.input(kt, &[kw, kh, cin, 4])?;
+                    let x = b.input(DType::F32, &[w, h, cin, n])?;
+                    b.g.im2col(k, x, p, true, out)
+                });
+                let name = format!(
+                    "IM2COL(type_kernel={kt},dst={out},input=[{w},{cin},{n}],kernel=[{kw},{cin}],s0={},p0={},d0={},2d=0)",
+                    p.s0, p.p0, p.d0
+                );
+                c.push(Op::Im2col, name, bound_for(out), move |b| {
+                    let k = b.input(kt, &[kw, cin, 4])?;
+                    let x = b.input(DType::F32, &[w, cin, n])?;
+                    b.g.im2col(k, x, p, false, out)
+                });
+            }
+        }
+    }
 }
 
 fn params(s0: i32, s1: i32, p0: i32, p1: i32, d0: i32, d1: i32) -> Conv2dParams {
@@ -32,6 +109,7 @@ fn params(s0: i32, s1: i32, p0: i32, p1: i32, d0: i32, d1: i32) -> Conv2dParams 
 /// reference 38 s; 45 x 43 still fits every kernel at every dilation (the
 /// same 1,568 cases survive) at a tenth of the work.
 const GRID_W: i64 = 45;
+
 /// See [`GRID_W`].
 const GRID_H: i64 = 43;
 
@@ -66,6 +144,7 @@ fn conv_2d_ggml_grid(c: &mut Catalogue) {
 
 /// Input of the later grid's 256 x 256 x 192 -> 96 case (21 GFLOP).
 const GRID_BIG_INPUT: i64 = 8;
+
 /// Input channels of the later grid's cwhn cases where ggml has 25 (the
 /// f64 reference of the whole cwhn loop took 10 s at 25).
 const GRID_CWHN_CIN: i64 = 5;
@@ -77,7 +156,7 @@ const GRID_CWHN_CIN: i64 = 5;
 /// 192 -> 96-channel 3 x 3 layer ([`GRID_BIG_INPUT`] square here, ggml
 /// 256), odd output channel counts (17, 33, 65), and a kernel that is a
 /// view at a one-element offset.
-fn conv_2d_ggml_grid_later(c: &mut Catalogue) {
+fn conv_2d_ggml_grid_layouts(c: &mut Catalogue) {
     let (s1, p0, d0, d1) = (5, 5, 2, 4);
     for s0 in [1, 3] {
         for p1 in [2, 5] {
@@ -260,7 +339,7 @@ fn push_im2col(
     });
 }
 
-/// test-backend-ops' IM2COL cases: whisper's 1-D encoder conv, a 1-D and a
+/// test-backend-ops' IM2COL cases: whisper's 1-D encoder conv_cases, a 1-D and a
 /// 2-D stride / padding / dilation sweep, and 2-D batches of 32 to 2560.
 fn im2col_ggml_grid(c: &mut Catalogue) {
     let (f32_, f16_) = (DType::F32, DType::F16);

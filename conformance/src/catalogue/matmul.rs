@@ -5,18 +5,19 @@ use backplane::{DType, Op};
 use super::{Catalogue, NMSE_MATMUL, dims};
 use crate::case::{Fill, Work};
 
-/// Every src0 type with a mat-mul kernel.
-pub(crate) const MATMUL_TYPES: [DType; 13] = DType::WEIGHT_TYPES;
-
+/// Adds the family's cases.
 pub(super) fn add(c: &mut Catalogue) {
     mul_mat(c);
     mul_mat_id(c);
     c.grid(mul_mat_id_ggml_grid);
-    c.grid(mul_mat_id_ggml_grid_later);
-    c.grid(mul_mat_ggml_grid_later);
+    c.grid(mul_mat_id_ggml_grid_edges);
+    c.grid(mul_mat_ggml_grid);
     mul_mat_strided_gemm(c);
     perf(c);
 }
+
+/// Every src0 type with a mat-mul kernel.
+pub(crate) const MATMUL_TYPES: [DType; 13] = DType::WEIGHT_TYPES;
 
 /// Rows of the later MUL_MAT grid's multi-column Q4_K / Q5_K cases (ggml:
 /// 4,096 x 1,024 and 1,023 x 4,096 weights per case, 32 cases).
@@ -28,7 +29,7 @@ const GRID_MULTICOL_ROWS: i64 = 32;
 /// rows; k 256 here, ggml 1,024), m = 1 around the mat-vec batch limit,
 /// and k off multiples of 32. Its KV-cache view, 2,880-square and
 /// batched-permutation additions are not mirrored yet.
-fn mul_mat_ggml_grid_later(c: &mut Catalogue) {
+fn mul_mat_ggml_grid(c: &mut Catalogue) {
     let id = [0, 1, 2, 3];
     let one = [1, 1];
     for ta in MATMUL_TYPES {
@@ -388,13 +389,16 @@ fn perf(c: &mut Catalogue) {
 /// Rows per expert in the grids: test-backend-ops uses 512, which costs our
 /// reference 27 s on the first grid alone; 64 keeps every other parameter.
 const GRID_EXPERT_ROWS: i64 = 64;
+
 /// Rows per expert for the later grid's cases with hundreds of experts or
 /// 2,048-4,096-long rows (ggml: 128 to 4,096 rows, up to 268 M weights).
 const GRID_MANY_EXPERT_ROWS: i64 = 8;
+
 /// The later grid's rows of 2,048 and 4,096 (its many-expert and 1e5
 /// cases) are divided by this (its 512-long Q3_K stand-in rows are 256): quantizing 128 experts' k-quant weights
 /// dominates otherwise.
 const GRID_LONG_ROW_DIV: i64 = 4;
+
 /// Tokens of the later grid's 8,192-token cases.
 const GRID_MANY_TOKENS: i64 = 1024;
 
@@ -454,7 +458,7 @@ fn mul_mat_id_ggml_grid(c: &mut Catalogue) {
 /// Q1_0 -> Q5_0, Q2_0 -> Q5_1, MXFP4 -> BF16, NVFP4 -> Q2_K, IQ2_XXS ->
 /// Q6_K, IQ2_XS -> Q5_K, IQ3_S -> Q3_K, TQ1_0 -> Q2_K, and the IQ panel
 /// types -> the K-quants and Q4_0/Q5_0/Q8_0.
-fn mul_mat_id_ggml_grid_later(c: &mut Catalogue) {
+fn mul_mat_id_ggml_grid_edges(c: &mut Catalogue) {
     let rows = GRID_EXPERT_ROWS;
     let many = GRID_MANY_EXPERT_ROWS;
     for ta in [DType::Q4_K, DType::Q5_K, DType::F16] {
