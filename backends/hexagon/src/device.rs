@@ -105,11 +105,7 @@ impl Device for HexagonDevice {
     }
 
     fn init_backend(&self, params: &str) -> Result<Box<dyn Backend>, PluginError> {
-        if !params.trim().is_empty() {
-            return Err(PluginError::bad_input(format!(
-                "unknown hexagon backend options '{params}' (none known)"
-            )));
-        }
+        crate::refuse_stream_params(params)?;
         Ok(Box::new(HexagonStream {
             name: self.name(),
             session: self.session.clone(),

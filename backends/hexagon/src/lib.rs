@@ -35,7 +35,10 @@ pub mod transport;
 
 use std::sync::Arc;
 
-use backplane_abi::plugin::{Device, Reg};
+use backplane_abi::plugin::{Device, PluginError, Reg};
+use backplane_abi::support::options::{
+    OptionError, OptionKind, OptionSpec, Options, refuse_settled,
+};
 use backplane_hexagon_sys::CdspRpc;
 
 pub use device::HexagonDevice;
@@ -62,6 +65,59 @@ pub const ENV_CDSPRPC: &str = "BACKPLANE_HEXAGON_CDSPRPC";
 /// How long to wait for room in the DSP's queue or for a response, in
 /// milliseconds (default 30000).
 pub const ENV_TIMEOUT_MS: &str = "BACKPLANE_HEXAGON_TIMEOUT_MS";
+
+/// The Hexagon backend's options. All are load-time: they say which
+/// sessions (devices) the plugin opens when it loads, so they come from
+/// their environment variables only; a stream's `init_backend` params
+/// naming one are refused with the variable to set.
+pub const HEXAGON_OPTIONS: &[OptionSpec] = &[
+    OptionSpec {
+        name: "emulate",
+        kind: OptionKind::Bool,
+        default: "off",
+        meaning: "load-time: offer the emulated DSP (only the emulation build has one)",
+        env: ENV_EMULATE,
+    },
+    OptionSpec {
+        name: "sessions",
+        kind: OptionKind::Integer { min: 1, max: 16 },
+        default: "1",
+        meaning: "load-time: DSP sessions (devices) to open",
+        env: ENV_SESSIONS,
+    },
+    OptionSpec {
+        name: "uri_options",
+        kind: OptionKind::Text,
+        default: "",
+        meaning: "load-time: extra key=value&... options appended to session URIs",
+        env: ENV_URI_OPTIONS,
+    },
+    OptionSpec {
+        name: "cdsprpc",
+        kind: OptionKind::Text,
+        default: "",
+        meaning: "load-time: the FastRPC library to load instead of libcdsprpc.so",
+        env: ENV_CDSPRPC,
+    },
+    OptionSpec {
+        name: "timeout_ms",
+        kind: OptionKind::Integer {
+            min: 1,
+            max: 4_294_967,
+        },
+        default: "30000",
+        meaning: "load-time: wait for room in the DSP's queue or for a response, in ms",
+        env: ENV_TIMEOUT_MS,
+    },
+];
+
+/// Refuses stream params: every Hexagon option is load-time (see
+/// [`HEXAGON_OPTIONS`]); the error names the key and the variable to set.
+pub fn refuse_stream_params(params: &str) -> Result<(), PluginError> {
+    let why = "load-time: it chooses the sessions opened at load";
+    refuse_settled("hexagon", HEXAGON_OPTIONS, params, |_| true, why)?;
+    Ok(())
+}
 
 /// Why a build without the `emulation` feature opens nothing when asked
 /// for the emulated DSP.
@@ -103,19 +159,33 @@ pub struct RegOptions {
 }
 
 impl RegOptions {
-    /// The options the environment sets ([`ENV_EMULATE`], [`ENV_SESSIONS`],
-    /// [`ENV_URI_OPTIONS`], [`ENV_CDSPRPC`], [`ENV_TIMEOUT_MS`]).
-    pub fn from_env() -> RegOptions {
-        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-        RegOptions {
-            emulate: var(ENV_EMULATE).is_some_and(|v| v == "1"),
-            sessions: var(ENV_SESSIONS).and_then(|s| s.parse().ok()),
-            uri_options: var(ENV_URI_OPTIONS).unwrap_or_default(),
-            cdsprpc_path: var(ENV_CDSPRPC),
-            timeout_us: var(ENV_TIMEOUT_MS)
-                .and_then(|s| s.parse::<u32>().ok())
+    /// The options `env` sets (the variables of [`HEXAGON_OPTIONS`]), or
+    /// the first refused value.
+    pub fn resolve(env: impl Fn(&str) -> Option<String>) -> Result<RegOptions, OptionError> {
+        let o = Options::resolve("hexagon", HEXAGON_OPTIONS, "", env, &[])?;
+        Ok(RegOptions {
+            emulate: o.bool("emulate"),
+            sessions: o
+                .is_set("sessions")
+                .then(|| o.integer("sessions"))
+                .flatten()
+                .and_then(|n| u32::try_from(n).ok()),
+            uri_options: o.text("uri_options").unwrap_or_default(),
+            cdsprpc_path: o.text("cdsprpc"),
+            timeout_us: o
+                .is_set("timeout_ms")
+                .then(|| o.integer("timeout_ms"))
+                .flatten()
+                .and_then(|ms| u32::try_from(ms).ok())
                 .map(|ms| ms.saturating_mul(1000)),
-        }
+        })
+    }
+
+    /// The options the process environment sets ([`ENV_EMULATE`],
+    /// [`ENV_SESSIONS`], [`ENV_URI_OPTIONS`], [`ENV_CDSPRPC`],
+    /// [`ENV_TIMEOUT_MS`]); a refused value is an error.
+    pub fn from_env() -> Result<RegOptions, OptionError> {
+        RegOptions::resolve(|k| std::env::var(k).ok())
     }
 }
 
@@ -126,9 +196,13 @@ pub struct HexagonReg {
 }
 
 impl HexagonReg {
-    /// Opens sessions as the environment says (see [`RegOptions::from_env`]).
+    /// Opens sessions as the environment says (see [`RegOptions::from_env`]);
+    /// none, with the reason, when it holds a bad value.
     pub fn from_env() -> HexagonReg {
-        HexagonReg::with_options(&RegOptions::from_env())
+        match RegOptions::from_env() {
+            Ok(o) => HexagonReg::with_options(&o),
+            Err(e) => HexagonReg::none(e.to_string()),
+        }
     }
 
     /// Opens sessions: emulated ones when `opts.emulate`, else FastRPC ones
@@ -225,4 +299,41 @@ impl Reg for HexagonReg {
 backplane_abi::export_plugin! {
     reg: HexagonReg::from_env(),
     score: plugin_score(),
+    options: HEXAGON_OPTIONS,
+}
+
+#[cfg(test)]
+mod option_tests {
+    use super::*;
+    use backplane_abi::support::options::check_schema;
+
+    #[test]
+    fn load_time_options_come_from_their_variables() {
+        assert_eq!(check_schema(HEXAGON_OPTIONS), Ok(()));
+        let env = |k: &str| match k {
+            ENV_EMULATE => Some("on".to_string()),
+            ENV_SESSIONS => Some("3".to_string()),
+            ENV_TIMEOUT_MS => Some("250".to_string()),
+            _ => None,
+        };
+        let o = RegOptions::resolve(env).unwrap();
+        assert!(o.emulate);
+        assert_eq!(o.sessions, Some(3));
+        assert_eq!(o.timeout_us, Some(250_000));
+        assert_eq!(o.cdsprpc_path, None);
+        let d = RegOptions::resolve(|_| None).unwrap();
+        assert_eq!((d.emulate, d.sessions, d.timeout_us), (false, None, None));
+    }
+
+    #[test]
+    fn bad_values_and_stream_params_are_refused_naming_the_variable() {
+        let e = RegOptions::resolve(|k| (k == ENV_SESSIONS).then(|| "0".to_string())).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "hexagon backend option 'sessions' (from BACKPLANE_HEXAGON_SESSIONS): 0 is outside 1..=16"
+        );
+        let e = refuse_stream_params("sessions=2").unwrap_err();
+        assert!(e.message.contains("set BACKPLANE_HEXAGON_SESSIONS"), "{e}");
+        assert!(refuse_stream_params(" ").is_ok());
+    }
 }

@@ -1,9 +1,16 @@
-//! The plugin's configuration from the environment.
+//! The plugin's configuration from the environment: the options of
+//! [`REMOTE_OPTIONS`] (all load-time: they say which servers the plugin
+//! connects to when it loads) through their variables, and the
+//! credentials, which are environment-only and never listed as options
+//! (`BACKPLANE_REMOTE_TOKEN`, `BACKPLANE_REMOTE_CA`,
+//! `BACKPLANE_REMOTE_CERT`, `BACKPLANE_REMOTE_KEY`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use backplane_abi::plugin::PluginError;
+use backplane_abi::support::options::{OptionKind, OptionSpec, Options, refuse_settled};
 use backplane_remote::client::ConnectHook;
 use backplane_remote::{Client, ClientOptions, Target};
 
@@ -15,6 +22,49 @@ pub struct Server {
     pub client: Arc<Client>,
     /// The supervised child server, for isolated plugins.
     pub isolated: Option<Arc<Isolated>>,
+}
+
+/// The remote backend's options (load-time; set through the environment).
+pub const REMOTE_OPTIONS: &[OptionSpec] = &[
+    OptionSpec {
+        name: "servers",
+        kind: OptionKind::Text,
+        default: "",
+        meaning: "load-time: servers to use, comma-separated (host:port, unix:/path)",
+        env: "BACKPLANE_REMOTE",
+    },
+    OptionSpec {
+        name: "isolate",
+        kind: OptionKind::Text,
+        default: "",
+        meaning: "load-time: plugin files to run in a supervised child server, comma-separated",
+        env: "BACKPLANE_REMOTE_ISOLATE",
+    },
+    OptionSpec {
+        name: "insecure",
+        kind: OptionKind::Bool,
+        default: "off",
+        meaning: "load-time: plain TCP instead of TLS",
+        env: "BACKPLANE_REMOTE_INSECURE",
+    },
+    OptionSpec {
+        name: "timeout_ms",
+        kind: OptionKind::Integer {
+            min: 1,
+            max: i64::MAX,
+        },
+        default: "",
+        meaning: "load-time: longest a call to a server may take, in ms",
+        env: "BACKPLANE_REMOTE_TIMEOUT_MS",
+    },
+];
+
+/// Refuses stream params: every remote option is load-time; the error
+/// names the key and the variable to set.
+pub fn refuse_stream_params(params: &str) -> Result<(), PluginError> {
+    let why = "load-time: it chooses the servers used at load";
+    refuse_settled("remote", REMOTE_OPTIONS, params, |_| true, why)?;
+    Ok(())
 }
 
 /// What the environment asks for.
@@ -32,9 +82,19 @@ pub struct Config {
 impl Config {
     /// Reads `BACKPLANE_REMOTE*`.
     pub fn from_env() -> Config {
-        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+        Config::resolve(|k| std::env::var(k).ok())
+    }
+
+    /// Reads the `BACKPLANE_REMOTE*` variables through `env`.
+    pub fn resolve(env: impl Fn(&str) -> Option<String>) -> Config {
+        let var = |k: &str| env(k).filter(|v| !v.trim().is_empty());
         let mut problems = Vec::new();
-        let list = var("BACKPLANE_REMOTE").unwrap_or_default();
+        let options =
+            Options::resolve("remote", REMOTE_OPTIONS, "", &env, &[]).unwrap_or_else(|e| {
+                problems.push(e.to_string());
+                Options::defaults("remote", REMOTE_OPTIONS)
+            });
+        let list = options.text("servers").unwrap_or_default();
         let list = list
             .trim()
             .strip_prefix("servers=")
@@ -45,21 +105,22 @@ impl Config {
             .filter(|s| !s.trim().is_empty())
             .map(Target::parse)
             .collect();
-        let isolate = var("BACKPLANE_REMOTE_ISOLATE")
+        let isolate = options
+            .text("isolate")
             .unwrap_or_default()
             .split(',')
             .filter(|s| !s.trim().is_empty())
             .map(|s| PathBuf::from(s.trim()))
             .collect();
-        let mut options = ClientOptions {
+        let mut client = ClientOptions {
             token: var("BACKPLANE_REMOTE_TOKEN"),
             ca_file: var("BACKPLANE_REMOTE_CA").map(PathBuf::from),
-            insecure: var("BACKPLANE_REMOTE_INSECURE").is_some_and(|v| v == "1" || v == "true"),
+            insecure: options.bool("insecure"),
             ..ClientOptions::default()
         };
         match (var("BACKPLANE_REMOTE_CERT"), var("BACKPLANE_REMOTE_KEY")) {
             (Some(cert), Some(key)) => {
-                options.client_identity = Some((PathBuf::from(cert), PathBuf::from(key)))
+                client.client_identity = Some((PathBuf::from(cert), PathBuf::from(key)))
             }
             (None, None) => {}
             (Some(_), None) => problems
@@ -67,18 +128,14 @@ impl Config {
             (None, Some(_)) => problems
                 .push("BACKPLANE_REMOTE_KEY is set but BACKPLANE_REMOTE_CERT is not: no client certificate sent".into()),
         }
-        if let Some(ms) = var("BACKPLANE_REMOTE_TIMEOUT_MS") {
-            match ms.parse::<u64>() {
-                Ok(ms) if ms > 0 => options.call_timeout = Duration::from_millis(ms),
-                _ => problems.push(format!(
-                    "BACKPLANE_REMOTE_TIMEOUT_MS={ms} is not a positive number"
-                )),
-            }
+        if let Some(ms) = options.integer("timeout_ms") {
+            // Positive by the schema.
+            client.call_timeout = Duration::from_millis(ms as u64);
         }
         Config {
             targets,
             isolate,
-            options,
+            options: client,
             problems,
         }
     }

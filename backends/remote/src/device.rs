@@ -170,7 +170,8 @@ impl Device for RemoteDevice {
         })
     }
 
-    fn init_backend(&self, _params: &str) -> Result<Box<dyn Backend>, PluginError> {
+    fn init_backend(&self, params: &str) -> Result<Box<dyn Backend>, PluginError> {
+        crate::config::refuse_stream_params(params)?;
         Ok(Box::new(RemoteStream {
             name: self.name.clone(),
             client: self.client.clone(),

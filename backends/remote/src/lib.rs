@@ -71,4 +71,5 @@ impl Reg for RemoteReg {
 backplane_abi::export_plugin! {
     reg: RemoteReg::from_env(),
     score: 1,
+    options: config::REMOTE_OPTIONS,
 }

@@ -3,7 +3,8 @@
 //! file, one handle per kernel); the runtime's persistent cache
 //! (`SYCL_CACHE_PERSISTENT`) keeps the binaries across processes.
 //!
-//! `BACKPLANE_SYCL_LOG=1` prints each build and its time to stderr.
+//! With the `log` option (`BACKPLANE_SYCL_LOG=1`, read when the device
+//! opens) each build and its time are printed to stderr.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -134,6 +135,7 @@ pub struct Library {
     bundles: Mutex<HashMap<Source, Arc<Bundle>>>,
     kernels: Mutex<HashMap<&'static str, Arc<Kernel>>>,
     builds: Mutex<Vec<BuildRecord>>,
+    log: bool,
 }
 
 impl Default for Library {
@@ -145,10 +147,16 @@ impl Default for Library {
 impl Library {
     /// An empty library.
     pub fn new() -> Library {
+        Library::with_log(false)
+    }
+
+    /// An empty library that prints each build to stderr when `log`.
+    pub fn with_log(log: bool) -> Library {
         Library {
             bundles: Mutex::default(),
             kernels: Mutex::default(),
             builds: Mutex::default(),
+            log,
         }
     }
 
@@ -185,7 +193,7 @@ impl Library {
                         .build(source.text(), &[COMMON], &[])
                         .map_err(|e| format!("building shaders/sycl/{}: {e}", source.file()))?;
                     let time = t0.elapsed();
-                    if std::env::var_os("BACKPLANE_SYCL_LOG").is_some() {
+                    if self.log {
                         eprintln!(
                             "backplane-sycl: built {} in {:.3} s",
                             source.file(),

@@ -11,6 +11,7 @@
 pub mod arch;
 pub mod kernels;
 mod ops;
+pub mod options;
 pub mod plugin;
 pub mod policy;
 pub mod runtime;
@@ -18,4 +19,5 @@ pub mod runtime;
 backplane_abi::export_plugin! {
     reg: plugin::SyclReg::new(),
     score: 1,
+    options: options::SYCL_OPTIONS,
 }

@@ -11,7 +11,7 @@ use backplane_abi::{Op, TensorDesc};
 
 use crate::kernels::Library;
 use crate::ops;
-use crate::policy::Toggles;
+use crate::options::Settings;
 use crate::runtime::{DeviceInfo, DeviceKind, Queue, runtime};
 
 /// Alignment of buffers and tensor offsets (a cache line, enough for every
@@ -47,11 +47,11 @@ impl SyclReg {
                 reason: Some("the SYCL runtime found no device (for the OpenCL CPU device set OCL_ICD_FILENAMES=<venv>/lib/libintelocl.so)".into()),
             },
             Ok(infos) => {
-                let toggles = Toggles::from_env();
+                let settings = Settings::from_env();
                 let devices = infos
                     .into_iter()
                     .enumerate()
-                    .map(|(i, info)| Arc::new(SyclDevice::new(format!("sycl{i}"), info, toggles)))
+                    .map(|(i, info)| Arc::new(SyclDevice::new(format!("sycl{i}"), info, settings)))
                     .collect();
                 SyclReg { devices, reason: None }
             }
@@ -88,8 +88,9 @@ impl Reg for SyclReg {
 pub struct Ctx {
     /// Runtime facts.
     pub info: DeviceInfo,
-    /// Path-forcing toggles read at load.
-    pub toggles: Toggles,
+    /// Options read from the environment at load (what `supports_op`
+    /// decides by; each stream has its own).
+    pub settings: Settings,
     /// The device's in-order queue.
     pub queue: Queue,
     /// Built kernels.
@@ -111,16 +112,16 @@ impl Ctx {
 pub struct SyclDevice {
     name: String,
     info: DeviceInfo,
-    toggles: Toggles,
+    settings: Settings,
     ctx: OnceLock<Result<Arc<Ctx>, String>>,
 }
 
 impl SyclDevice {
-    fn new(name: String, info: DeviceInfo, toggles: Toggles) -> SyclDevice {
+    fn new(name: String, info: DeviceInfo, settings: Settings) -> SyclDevice {
         SyclDevice {
             name,
             info,
-            toggles,
+            settings,
             ctx: OnceLock::new(),
         }
     }
@@ -133,9 +134,9 @@ impl SyclDevice {
                 let queue = Queue::new(rt, self.info.index)?;
                 Ok(Arc::new(Ctx {
                     info: self.info.clone(),
-                    toggles: self.toggles,
+                    settings: self.settings,
                     queue,
-                    library: Library::new(),
+                    library: Library::with_log(self.settings.log),
                     buffers: LiveBuffers::new(self.name.clone()),
                 }))
             })
@@ -203,7 +204,7 @@ impl Device for SyclDevice {
                 self.name
             ));
         }
-        ops::supports(graph, node, &self.info, self.toggles).into()
+        ops::supports(graph, node, &self.info, self.settings.toggles).into()
     }
 
     fn buffer_type(&self) -> Arc<dyn BufferType> {
@@ -215,13 +216,10 @@ impl Device for SyclDevice {
     }
 
     fn init_backend(&self, params: &str) -> Result<Box<dyn Backend>, PluginError> {
-        if !params.trim().is_empty() {
-            return Err(PluginError::bad_input(format!(
-                "unknown sycl backend option '{params}' (none are known)"
-            )));
-        }
+        let settings = Settings::from_params(params)?;
         Ok(Box::new(SyclStream {
             name: self.name.clone(),
+            settings,
             ctx: self.ctx()?,
             scratch: Mutex::default(),
         }))
@@ -374,6 +372,8 @@ pub struct Scratch {
 /// returns when they are done.
 pub struct SyclStream {
     name: String,
+    /// This stream's options.
+    pub settings: Settings,
     ctx: Arc<Ctx>,
     scratch: Mutex<Scratch>,
 }

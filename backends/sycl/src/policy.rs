@@ -86,33 +86,15 @@ pub fn has_gemm(t: DType) -> bool {
     )
 }
 
-/// Environment toggles that force paths.
+/// Toggles that force MUL_MAT paths (options of [`crate::options`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Toggles {
-    /// `BACKPLANE_SYCL_PRIORITIZE_DMMV`: the reorder never suppresses DMMV.
+    /// `prioritize_dmmv`: the reorder never suppresses DMMV.
     pub prioritize_dmmv: bool,
-    /// `BACKPLANE_SYCL_DISABLE_OPT`: no reorder optimisation at all.
+    /// `disable_opt`: no reorder optimisation at all.
     pub disable_opt: bool,
-    /// `BACKPLANE_SYCL_ENABLE_REORDER`: the reorder applies on any device.
+    /// `enable_reorder`: the reorder applies on any device.
     pub force_reorder: bool,
-}
-
-impl Toggles {
-    /// Reads the toggles from the environment (a value parsing as a nonzero
-    /// integer turns a toggle on).
-    pub fn from_env() -> Toggles {
-        let on = |name: &str| {
-            std::env::var(name)
-                .ok()
-                .and_then(|v| v.trim().parse::<u32>().ok())
-                .is_some_and(|v| v != 0)
-        };
-        Toggles {
-            prioritize_dmmv: on("BACKPLANE_SYCL_PRIORITIZE_DMMV"),
-            disable_opt: on("BACKPLANE_SYCL_DISABLE_OPT"),
-            force_reorder: on("BACKPLANE_SYCL_ENABLE_REORDER"),
-        }
-    }
 }
 
 /// What the policy needs to know of a MUL_MAT node: `dst[M, N] = src0[K, M]^T

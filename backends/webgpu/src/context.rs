@@ -23,14 +23,11 @@ pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// uniform offsets on every API we target).
 pub const PARAM_SLOT_BYTES: u64 = 256;
 
-/// Most kernels per submission.
+/// Most kernels per submission. A graph's first submission holds the
+/// `first_submit` option's count (default 4); each later one twice as many
+/// as the one before, up to this, so the GPU starts on the first kernel
+/// while the host still encodes the rest.
 pub const KERNELS_PER_SUBMIT: usize = 32;
-
-/// Kernels in a graph's first submission; each later one holds twice as
-/// many as the one before, up to [`KERNELS_PER_SUBMIT`], so the GPU starts
-/// on the first kernel while the host still encodes the rest. The
-/// `first_submit` option sets it (32: every submission full).
-pub const FIRST_SUBMIT_KERNELS: usize = 4;
 
 /// Shared state of one opened device.
 pub struct Ctx {

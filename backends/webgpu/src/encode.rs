@@ -1,7 +1,7 @@
 //! Command encoding for one `graph_compute`: ops call [`Encoder::dispatch`]
 //! with a pipeline key, their tensors' bindings and parameters; kernels are
 //! recorded and submitted in batches of 4, 8, 16, then 32 (so the GPU
-//! starts early; see [`FIRST_SUBMIT_KERNELS`]), each batch with one
+//! starts early; the `first_submit` option of [`crate::options`]), each batch with one
 //! uniform buffer (256 bytes per kernel) from the device's pool, returned
 //! to the pool when that submission completes.
 
@@ -11,7 +11,7 @@ use std::time::Instant;
 use backplane_abi::TensorDesc;
 use backplane_shaders::PipelineKey;
 
-use crate::context::{Ctx, FIRST_SUBMIT_KERNELS, KERNELS_PER_SUBMIT, PARAM_SLOT_BYTES};
+use crate::context::{Ctx, KERNELS_PER_SUBMIT, PARAM_SLOT_BYTES};
 use crate::facts::Facts;
 use crate::kept::{ByteRange, CopyOrigin, Kept};
 use crate::pipelines::{Checks, Pipeline};
@@ -138,14 +138,13 @@ impl<'a> Encoder<'a> {
     ) -> Encoder<'a> {
         state.scratch_used = 0;
         state.needs_flag_clear = true;
-        let first = facts.tuning.first_submit.unwrap_or(FIRST_SUBMIT_KERNELS);
         Encoder {
             ctx,
             facts,
             graph,
             state,
             batch: Vec::with_capacity(KERNELS_PER_SUBMIT),
-            submit_at: first.clamp(1, KERNELS_PER_SUBMIT),
+            submit_at: facts.tuning.first_submit.clamp(1, KERNELS_PER_SUBMIT),
             params: vec![0; (PARAM_SLOT_BYTES as usize) * KERNELS_PER_SUBMIT],
             param_buf: None,
             node: 0,

@@ -11,7 +11,9 @@
 //! from the environment when the plugin loads, and a stream's params may
 //! not change them.
 
-use backplane_abi::support::options::{OptionError, OptionKind, OptionSpec, Options};
+use backplane_abi::support::options::{
+    OptionError, OptionKind, OptionSpec, Options, refuse_settled,
+};
 
 /// Backend name options are reported under.
 const BACKEND: &str = "webgpu";
@@ -246,29 +248,19 @@ pub fn process_env(k: &str) -> Option<String> {
 /// Refuses device-wide options in a stream's `params` (they configure the
 /// context all streams share, opened before any stream).
 pub fn refuse_device_wide(params: &str) -> Result<(), OptionError> {
-    let pairs = backplane_abi::support::options::split_params(params).unwrap_or_default();
-    match pairs.iter().find(|(k, _)| DEVICE_WIDE.contains(k)) {
-        Some((k, _)) => {
-            let var = WEBGPU_OPTIONS
-                .iter()
-                .find(|s| s.name == *k)
-                .map_or("", |s| s.env);
-            Err(OptionError {
-                backend: BACKEND.into(),
-                key: k.to_string(),
-                from_env: None,
-                problem: format!(
-                    "device-wide: it configures the device's shared context, opened before any stream; set {var}"
-                ),
-            })
-        }
-        None => Ok(()),
-    }
+    let why = "device-wide: it configures the device's shared context, opened before any stream";
+    refuse_settled(
+        BACKEND,
+        WEBGPU_OPTIONS,
+        params,
+        |s| DEVICE_WIDE.contains(&s.name),
+        why,
+    )
 }
 
-/// Kernel forcing and tuning a stream plans with (all off / `None` by
-/// default: the backend decides).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// Kernel forcing and tuning a stream plans with; the default is the
+/// schema's defaults (nothing forced: the backend decides).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Tuning {
     /// Forced MUL_MAT path, one of [`MATMUL_PATHS`].
     pub matmul_path: Option<&'static str>,
@@ -301,8 +293,14 @@ pub struct Tuning {
     /// `flash_attn_no_pack`: the negation of `flash_attn_pack`, so that the
     /// default value of this struct is the option's default.
     pub flash_attn_no_pack: bool,
-    /// `first_submit`, `None` for the default.
-    pub first_submit: Option<usize>,
+    /// `first_submit`.
+    pub first_submit: usize,
+}
+
+impl Default for Tuning {
+    fn default() -> Tuning {
+        Tuning::from_options(&Options::defaults(BACKEND, WEBGPU_OPTIONS))
+    }
 }
 
 /// The word of `words` equal to `w` (the `'static` copy).
@@ -335,7 +333,8 @@ impl Tuning {
             flash_attn: static_word(FLASH_ATTN_KERNELS, o.text("flash_attn")),
             flash_attn_splits: small(o, "flash_attn_splits"),
             flash_attn_no_pack: !o.bool("flash_attn_pack"),
-            first_submit: o.integer("first_submit").map(|n| n as usize),
+            // In 1..=32 by the schema, which has a default.
+            first_submit: o.integer("first_submit").map_or(1, |n| n as usize),
         }
     }
 }

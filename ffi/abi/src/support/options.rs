@@ -168,6 +168,41 @@ pub fn split_params(params: &str) -> Result<Vec<(&str, &str)>, String> {
         .collect()
 }
 
+/// Refuses `params` of a stream that set an option `settled` says is
+/// fixed before any stream exists (load-time or device-wide: read from
+/// its environment variable when the plugin loads), or an unknown one;
+/// the error names the key, `why` and the variable to set.
+pub fn refuse_settled(
+    backend: &str,
+    schema: &[OptionSpec],
+    params: &str,
+    settled: impl Fn(&OptionSpec) -> bool,
+    why: &str,
+) -> Result<(), OptionError> {
+    let error = |key: &str, problem: String| OptionError {
+        backend: backend.to_string(),
+        key: key.to_string(),
+        from_env: None,
+        problem,
+    };
+    for (key, _) in split_params(params).map_err(|p| error("", p))? {
+        match schema.iter().find(|s| s.name == key) {
+            Some(s) if settled(s) => {
+                return Err(error(key, format!("{why}; set {}", s.env)));
+            }
+            Some(_) => {}
+            None => {
+                let known: Vec<&str> = schema.iter().map(|s| s.name).collect();
+                return Err(error(
+                    key,
+                    format!("unknown option (known: {})", known.join(", ")),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// A backend's options resolved from params, environment and defaults.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -470,6 +505,23 @@ mod tests {
             "cpu backend option 'x': unknown option (this backend has none)"
         );
         assert!(Options::resolve("cpu", &[], " ; ", no_env, &[]).is_ok());
+    }
+
+    #[test]
+    fn settled_options_in_stream_params_are_refused_naming_the_variable() {
+        let settled = |s: &OptionSpec| s.name == "trace";
+        let e = refuse_settled("gpu", SCHEMA, "rows=2;trace=1", settled, "load-time").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "gpu backend option 'trace': load-time; set TEST_OPT_TRACE"
+        );
+        let e = refuse_settled("gpu", SCHEMA, "depth=2", settled, "load-time").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("unknown option (known: trace, rows, path)"),
+            "{e}"
+        );
+        assert!(refuse_settled("gpu", SCHEMA, "rows=2", settled, "load-time").is_ok());
     }
 
     #[test]

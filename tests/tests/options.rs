@@ -1,0 +1,107 @@
+//! Backend options through the registry and the scheduler: a plugin's
+//! option schema comes from its options extension, params reach each
+//! device's `init_backend` from `SchedOptions::backend_options`, a bad
+//! value is refused naming the backend, key and allowed values, and a
+//! plugin built before the extension lists no options but still loads.
+
+use backplane::host::HostTensors;
+use backplane::registry::Registry;
+use backplane::sched::{BackendOptions, SchedOptions, Scheduler};
+use backplane::{DType, Graph};
+use backplane_tests::{
+    cpu_plugin, cpu_plugin_name, fixture, load_backend_from, plugin_dir, require, scratch_dir_with,
+};
+
+fn cpu_registry() -> Registry {
+    let dir = scratch_dir_with("options-cpu", &[(cpu_plugin(), cpu_plugin_name())]);
+    load_backend_from(&dir, "cpu")
+}
+
+fn scheduler(reg: &Registry, assignment: &str) -> Result<Scheduler, String> {
+    let devices = reg.backend("cpu").expect("cpu").devices.clone();
+    let options = SchedOptions {
+        backend_options: BackendOptions::from_assignments(&[assignment])?,
+        ..SchedOptions::default()
+    };
+    Scheduler::new(devices, options).map_err(|e| e.to_string())
+}
+
+#[test]
+fn the_cpu_plugin_reports_its_schema_through_the_extension() {
+    let reg = cpu_registry();
+    let b = reg.backend("cpu").unwrap();
+    assert!(
+        b.source.path().is_some(),
+        "the plugin file, not the built-in"
+    );
+    let names: Vec<&str> = b.options.iter().map(|o| o.name.as_str()).collect();
+    assert_eq!(names, ["threads"]);
+    assert_eq!(b.options[0].describe_kind(), "integer 1..=4096");
+}
+
+#[test]
+fn a_bad_value_from_the_host_is_refused_by_the_plugins_init_backend() {
+    let reg = cpu_registry();
+    let e = scheduler(&reg, "cpu.threads=0").err().expect("refused");
+    assert!(e.contains("init_backend"), "{e}");
+    assert!(
+        e.contains("cpu backend option 'threads': 0 is outside 1..=4096"),
+        "{e}"
+    );
+    let e = scheduler(&reg, "cpu.fast=1").err().expect("refused");
+    assert!(
+        e.contains("cpu backend option 'fast': unknown option (known: threads)"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_good_value_reaches_the_stream_and_graphs_still_compute() {
+    let reg = cpu_registry();
+    let mut sched = scheduler(&reg, "cpu.threads=2").expect("scheduler");
+    let mut g = Graph::new();
+    let a = g.input("a", DType::F32, &[4]).unwrap();
+    let b = g.input("b", DType::F32, &[4]).unwrap();
+    let c = g.add(a, b).unwrap();
+    g.mark_output(c).unwrap();
+    let mut host = HostTensors::new(&g);
+    host.set_f32(&g, a, &[1.0, 2.0, 3.0, 4.0]).unwrap();
+    host.set_f32(&g, b, &[10.0, 20.0, 30.0, 40.0]).unwrap();
+    sched.compute(&g, &mut host).expect("compute");
+    assert_eq!(host.get_f32(&g, c), [11.0, 22.0, 33.0, 44.0]);
+}
+
+#[test]
+fn a_plugin_built_before_options_lists_none_and_still_loads() {
+    // The fixture declares no options: built before the extension it lacks
+    // the symbol, built after it exports an empty schema; either way the
+    // registry lists none and the plugin loads.
+    let file = fixture("picky");
+    let dir = scratch_dir_with("options-fixture", &[(file, "picky")]);
+    let reg = load_backend_from(&dir, "picky");
+    assert!(reg.backend("picky").unwrap().options.is_empty());
+}
+
+#[test]
+fn webgpu_refuses_bad_and_device_wide_options_in_stream_params() {
+    let file = require(&plugin_dir(), "webgpu");
+    let reg = load_backend_from(file.parent().unwrap(), "webgpu");
+    let b = reg.backend("webgpu").unwrap();
+    assert!(b.options.iter().any(|o| o.name == "matmul_path"));
+    let Some(d) = b.devices.first() else {
+        eprintln!("no WebGPU device here: {:?}", b.no_device_reason);
+        return;
+    };
+    let e = d
+        .init_backend("matmul_path=fastest")
+        .err()
+        .expect("refused");
+    assert!(
+        e.message
+            .contains("webgpu backend option 'matmul_path': 'fastest' is not one of: matvec"),
+        "{e}"
+    );
+    let e = d.init_backend("bind_cache=0").err().expect("refused");
+    assert!(e.message.contains("set BACKPLANE_WEBGPU_BIND_CACHE"), "{e}");
+    assert!(d.init_backend("matmul_path=tiled; matmul_trace=1").is_ok());
+}
