@@ -30,7 +30,6 @@ mod norm;
 mod reduce;
 mod rope;
 mod softmax;
-mod sort;
 mod ssm;
 mod unary;
 
@@ -123,8 +122,8 @@ fn run(n: &Node) -> Result<(), ComputeError> {
         Op::Im2col => conv::im2col(n),
         Op::SsmConv => ssm::ssm_conv(n),
         Op::SsmScan => ssm::ssm_scan(n),
-        Op::Argsort => sort::argsort(n),
-        Op::TopK => sort::top_k(n),
+        Op::Argsort => reduce::argsort(n),
+        Op::TopK => reduce::top_k(n),
     }
 }
 

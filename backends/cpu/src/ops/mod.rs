@@ -3,13 +3,13 @@
 pub mod attn;
 pub mod binary;
 pub mod conv;
-pub mod copy;
-pub mod glu;
 pub mod layout;
 pub mod matmul;
 pub mod norm;
 pub mod reduce;
 pub mod rope;
+pub mod softmax;
+pub mod ssm;
 pub mod tensor;
 pub mod unary;
 
@@ -42,17 +42,19 @@ pub fn supports(
         | Op::Clamp
         | Op::Fill
         | Op::Unary => unary::supports(dst, src),
-        Op::Glu => glu::supports(dst, src),
+        Op::Glu => unary::glu::supports(dst, src),
         Op::Sum | Op::SumRows | Op::Cumsum | Op::Argmax | Op::Argsort | Op::TopK => {
             reduce::supports(op, dst, src)
         }
         Op::Repeat | Op::Concat | Op::Pad | Op::GetRows | Op::SetRows => {
             layout::supports(op, dst, src)
         }
-        Op::Cpy | Op::Cont => copy::supports(dst, src),
-        Op::Norm | Op::RmsNorm | Op::L2Norm | Op::SoftMax => norm::supports(op, dst, src),
+        Op::Cpy | Op::Cont => layout::copy::supports(dst, src),
+        Op::Norm | Op::RmsNorm | Op::L2Norm => norm::supports(dst, src),
+        Op::SoftMax => softmax::supports(dst, src),
         Op::Rope => rope::supports(src),
-        Op::Conv2d | Op::Im2col | Op::SsmConv | Op::SsmScan => conv::supports(op, dst, src),
+        Op::Conv2d | Op::Im2col => conv::supports(op, dst, src),
+        Op::SsmConv | Op::SsmScan => ssm::supports(op, dst, src),
         Op::FlashAttnExt => attn::supports(src),
     }
 }
@@ -78,15 +80,17 @@ pub unsafe fn run(ctx: &NodeCtx<'_>) -> Result<(), CpuError> {
             | Op::Clamp
             | Op::Fill
             | Op::Unary => unary::run(ctx),
-            Op::Glu => glu::run(ctx),
+            Op::Glu => unary::glu::run(ctx),
             Op::Sum | Op::SumRows | Op::Cumsum | Op::Argmax | Op::Argsort | Op::TopK => {
                 reduce::run(ctx)
             }
             Op::Repeat | Op::Concat | Op::Pad | Op::GetRows | Op::SetRows => layout::run(ctx),
-            Op::Cpy | Op::Cont => copy::run(ctx),
-            Op::Norm | Op::RmsNorm | Op::L2Norm | Op::SoftMax => norm::run(ctx),
+            Op::Cpy | Op::Cont => layout::copy::run(ctx),
+            Op::Norm | Op::RmsNorm | Op::L2Norm => norm::run(ctx),
+            Op::SoftMax => softmax::run(ctx),
             Op::Rope => rope::run(ctx),
-            Op::Conv2d | Op::Im2col | Op::SsmConv | Op::SsmScan => conv::run(ctx),
+            Op::Conv2d | Op::Im2col => conv::run(ctx),
+            Op::SsmConv | Op::SsmScan => ssm::run(ctx),
             Op::FlashAttnExt => attn::run(ctx),
         }
     }

@@ -11,16 +11,15 @@
 mod attention;
 mod binary;
 mod conv;
-mod get_rows;
 mod layout;
 mod matmul;
 mod norm;
 mod reduce;
 mod rope;
-mod set_rows;
 #[cfg(test)]
 mod shader_check;
 mod softmax;
+mod ssm;
 mod unary;
 
 use backplane_abi::contract;
@@ -73,6 +72,28 @@ pub(crate) fn nb_elems(d: &TensorDesc, elem: u64) -> Result<[u32; 4], String> {
         *o = u32::try_from(b / elem).map_err(|_| format!("stride {b} does not fit u32"))?;
     }
     Ok(out)
+}
+
+/// Checks the element strides and sizes of each named tensor.
+pub(crate) fn check_layout(tensors: &[(&str, &TensorDesc)]) -> Result<(), String> {
+    for (what, t) in tensors {
+        let elem = dtype(t)?.type_size() as u64;
+        nb_elems(t, elem).map_err(|e| format!("{what}: {e}"))?;
+        ne_u32(t).map_err(|e| format!("{what}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// Element offset and strides of graph tensor `i`, with its binding.
+pub(crate) fn elem_layout(
+    e: &Encoder,
+    i: usize,
+) -> Result<(crate::encode::Binding, u32, [u32; 4]), String> {
+    let t = &e.graph[i];
+    let elem = dtype(t)?.type_size() as u64;
+    let b = e.binding(i)?;
+    let off = b.elem_offset(elem)?;
+    Ok((b, off, nb_elems(t, elem)?))
 }
 
 /// Checks every op shares, then the family's own.
@@ -131,8 +152,8 @@ pub fn supports(facts: &Facts, graph: &[TensorDesc], node: usize) -> Result<(), 
         Op::Cpy | Op::Cont | Op::Concat | Op::Repeat | Op::Pad => {
             layout::supports(facts, graph, node)
         }
-        Op::GetRows => get_rows::supports(facts, graph, node),
-        Op::SetRows => set_rows::supports(facts, graph, node),
+        Op::GetRows => layout::get_rows::supports(facts, graph, node),
+        Op::SetRows => layout::set_rows::supports(facts, graph, node),
         Op::MulMat | Op::MulMatId => matmul::supports(facts, graph, node),
         Op::FlashAttnExt => attention::supports(facts, graph, node),
         Op::Norm | Op::RmsNorm | Op::L2Norm => norm::supports(facts, graph, node),
@@ -141,7 +162,8 @@ pub fn supports(facts: &Facts, graph: &[TensorDesc], node: usize) -> Result<(), 
         Op::Sum | Op::SumRows | Op::Cumsum | Op::Argmax | Op::Argsort | Op::TopK => {
             reduce::supports(facts, graph, node)
         }
-        Op::SsmConv | Op::SsmScan | Op::Conv2d | Op::Im2col => conv::supports(facts, graph, node),
+        Op::Conv2d | Op::Im2col => conv::supports(facts, graph, node),
+        Op::SsmConv | Op::SsmScan => ssm::supports(facts, graph, node),
     }
 }
 
@@ -162,8 +184,8 @@ pub fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
         | Op::Sin
         | Op::Cos => unary::encode(e, node),
         Op::Cpy | Op::Cont | Op::Concat | Op::Repeat | Op::Pad => layout::encode(e, node),
-        Op::GetRows => get_rows::encode(e, node),
-        Op::SetRows => set_rows::encode(e, node),
+        Op::GetRows => layout::get_rows::encode(e, node),
+        Op::SetRows => layout::set_rows::encode(e, node),
         Op::MulMat | Op::MulMatId => matmul::encode(e, node),
         Op::FlashAttnExt => attention::encode(e, node),
         Op::Norm | Op::RmsNorm | Op::L2Norm => norm::encode(e, node),
@@ -172,6 +194,7 @@ pub fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
         Op::Sum | Op::SumRows | Op::Cumsum | Op::Argmax | Op::Argsort | Op::TopK => {
             reduce::encode(e, node)
         }
-        Op::SsmConv | Op::SsmScan | Op::Conv2d | Op::Im2col => conv::encode(e, node),
+        Op::Conv2d | Op::Im2col => conv::encode(e, node),
+        Op::SsmConv | Op::SsmScan => ssm::encode(e, node),
     }
 }

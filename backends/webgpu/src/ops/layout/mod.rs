@@ -4,7 +4,11 @@
 //! and PAD (`pad.wgsl`). The plain kernels run one invocation per
 //! destination element and index both sides through their strides, so
 //! sources and destinations may be any (element-aligned) views; quantized
-//! destinations must be contiguous.
+//! destinations must be contiguous. GET_ROWS is in [`get_rows`], SET_ROWS
+//! in [`set_rows`].
+
+pub(crate) mod get_rows;
+pub(crate) mod set_rows;
 
 use backplane_abi::{DType, Op, TensorDesc};
 use backplane_shaders::PipelineKey;

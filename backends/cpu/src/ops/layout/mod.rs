@@ -1,10 +1,13 @@
-//! Ops that move data: REPEAT, CONCAT, PAD, GET_ROWS, SET_ROWS.
+//! Ops that move data: REPEAT, CONCAT, PAD, GET_ROWS, SET_ROWS here, CPY
+//! and CONT in [`copy`].
+
+pub mod copy;
 
 use backplane_abi::{DType, MAX_SRC, Op, TensorDesc};
 
-use super::tensor::{Tensor, copy_strided, expect_type, par_range, src_type};
 use crate::error::CpuError;
 use crate::exec::NodeCtx;
+use crate::ops::tensor::{Tensor, copy_strided, expect_type, par_range, src_type};
 
 /// Whether the data-movement kernels accept these operands: the types they
 /// implement and the layouts they index (the op contract has checked the

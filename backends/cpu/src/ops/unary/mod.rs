@@ -1,11 +1,14 @@
 //! Element-wise maps: SQR SQRT LOG SIN COS, SCALE, CLAMP, FILL and every
-//! UNARY function, on f32/f16/bf16 with any strides, in place or not.
+//! UNARY function, on f32/f16/bf16 with any strides, in place or not; the
+//! gated linear units (GLU) in [`glu`].
+
+pub mod glu;
 
 use backplane_abi::{DType, MAX_SRC, Op, TensorDesc, UnaryOp};
 
-use super::tensor::{Tensor, expect_type, par_range, src_type};
 use crate::error::CpuError;
 use crate::exec::NodeCtx;
+use crate::ops::tensor::{Tensor, expect_type, par_range, src_type};
 
 const FLOATS: &[DType] = &[DType::F32, DType::F16, DType::BF16];
 

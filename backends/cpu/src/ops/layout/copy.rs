@@ -7,9 +7,9 @@
 
 use backplane_abi::{MAX_SRC, TensorDesc};
 
-use super::tensor::{Tensor, copy_strided, par_range, src_type};
 use crate::error::CpuError;
 use crate::exec::NodeCtx;
+use crate::ops::tensor::{Tensor, copy_strided, par_range, src_type};
 
 /// Whether the copy kernels accept these operands: the conversions of the
 /// op contract, with block-typed operands either contiguous or in matching
