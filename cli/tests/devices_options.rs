@@ -28,7 +28,7 @@ fn devices(extra: &[&str]) -> String {
         .args(["devices", "--options", "--plugin-dir"])
         .arg(&dir)
         .args(extra)
-        .env("BACKPLANE_PROBE", "0")
+        .env("BACKPLANE_PROBE", "off")
         .env_remove("BACKPLANE_REMOTE")
         .output()
         .expect("running backplane");

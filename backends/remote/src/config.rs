@@ -51,7 +51,7 @@ pub const REMOTE_OPTIONS: &[OptionSpec] = &[
         name: "timeout_ms",
         kind: OptionKind::Integer {
             min: 1,
-            max: i64::MAX,
+            max: 86_400_000,
         },
         default: "",
         meaning: "load-time: longest a call to a server may take, in ms",

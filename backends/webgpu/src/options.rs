@@ -60,7 +60,7 @@ pub const WEBGPU_OPTIONS: &[OptionSpec] = &[
         name: "matmul_path",
         kind: OptionKind::Word(MATMUL_PATHS),
         default: "",
-        meaning: "force a MUL_MAT kernel where it can run (measuring, tests)",
+        meaning: "force a MUL_MAT kernel where it can run (measuring, tests); BACKPLANE_WEBGPU_MATMUL's words set the matmul_* options",
         env: "",
     },
     flag(
