@@ -57,10 +57,17 @@ pub struct DeviceTarget {
 }
 
 impl DeviceTarget {
-    /// Opens a stream on `device`; `name` is what reports call it.
+    /// Opens a stream on `device` with its backend's default options;
+    /// `name` is what reports call it.
     pub fn new(name: String, device: Device) -> Result<DeviceTarget, String> {
+        DeviceTarget::with_params(name, device, "")
+    }
+
+    /// Opens a stream on `device` with `params` (its backend's options,
+    /// `key=value;...`); `name` is what reports call it.
+    pub fn with_params(name: String, device: Device, params: &str) -> Result<DeviceTarget, String> {
         let stream = device
-            .init_backend("")
+            .init_backend(params)
             .map_err(|e| format!("{name}: cannot open a stream: {e}"))?;
         Ok(DeviceTarget {
             name,

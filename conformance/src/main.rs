@@ -87,6 +87,10 @@ struct Args {
     /// reading it, as the model loader does; the rest as usual.
     #[arg(long)]
     weight_layouts: bool,
+    /// Set a backend option, NAME.KEY=VALUE (repeatable; `backplane
+    /// devices --options` lists them), e.g. webgpu.matmul_path=tiled.
+    #[arg(long = "backend-option", value_name = "NAME.KEY=VALUE")]
+    backend_options: Vec<String>,
 }
 
 fn main() -> ExitCode {
@@ -138,7 +142,9 @@ fn run(args: Args) -> Result<ExitCode, String> {
         println!("{:<16} {:>6} {:>8}", "total", cases.len(), sampled);
         return Ok(ExitCode::SUCCESS);
     }
-    let mut targets = backplane_conformance::target::discover(&args.backends, args.weight_layouts)?;
+    let options = backplane::sched::BackendOptions::from_assignments(&args.backend_options)?;
+    let mut targets =
+        backplane_conformance::target::discover(&args.backends, args.weight_layouts, &options)?;
     if targets.is_empty() {
         return Err(format!("no backend matches {:?}", args.backends));
     }

@@ -102,9 +102,14 @@ impl Target for CpuTarget {
 /// path, and the built-in CPU backend when no CPU plugin loads), as targets
 /// named `<backend>` (or `<backend>:<device>` for a backend with several
 /// devices), keeping those whose backend or full name matches `filter`
-/// (all when empty). Backends that load with no devices are reported on
-/// stderr with their reason.
-pub fn discover(filter: &[String], weight_layouts: bool) -> Result<Vec<Box<dyn Target>>, String> {
+/// (all when empty), each stream opened with its backend's params from
+/// `options`. Backends that load with no devices are reported on stderr
+/// with their reason.
+pub fn discover(
+    filter: &[String],
+    weight_layouts: bool,
+    options: &backplane::sched::BackendOptions,
+) -> Result<Vec<Box<dyn Target>>, String> {
     let registry = backplane::registry::Registry::discover();
     let mut out: Vec<Box<dyn Target>> = Vec::new();
     let mut names = Vec::new();
@@ -129,7 +134,9 @@ pub fn discover(filter: &[String], weight_layouts: bool) -> Result<Vec<Box<dyn T
                     f.eq_ignore_ascii_case(&name) || f.eq_ignore_ascii_case(&backend.name)
                 });
             if wanted {
-                let mut target = crate::device_target::DeviceTarget::new(name, device.clone())?;
+                let params = options.params(&backend.name);
+                let mut target =
+                    crate::device_target::DeviceTarget::with_params(name, device.clone(), params)?;
                 target.use_weight_layouts(weight_layouts);
                 out.push(Box::new(target));
             }
