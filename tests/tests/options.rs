@@ -105,3 +105,65 @@ fn webgpu_refuses_bad_and_device_wide_options_in_stream_params() {
     assert!(e.message.contains("set BACKPLANE_WEBGPU_BIND_CACHE"), "{e}");
     assert!(d.init_backend("matmul_path=tiled; matmul_trace=1").is_ok());
 }
+
+/// Runs the ignored test `name` of this binary in a child process with
+/// `env` set (a variable read by a plugin cannot be set safely in this
+/// process while other tests run); panics with its output if it fails.
+fn run_child(name: &str, env: &[(&str, &str)]) {
+    let out = std::process::Command::new(std::env::current_exe().expect("test binary"))
+        .args(["--ignored", "--exact", name, "--test-threads=1"])
+        .envs(env.iter().copied())
+        .output()
+        .expect("running the child test");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("1 passed"),
+        "{name}: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn the_webgpu_variables_ci_sets_still_reach_the_plugin() {
+    // Each variable is read when a stream opens: a value the schema
+    // refuses shows it was read, and the refusal names the variable.
+    let child = "child_webgpu_stream_refuses_the_variables_value";
+    run_child(
+        child,
+        &[
+            (
+                "BACKPLANE_WEBGPU_MATMUL",
+                "coopmat-emulated,dequant,splitk=3,rows=99",
+            ),
+            (
+                "BACKPLANE_TEST_EXPECT_REFUSAL",
+                "webgpu backend option 'matmul_rows' (from BACKPLANE_WEBGPU_MATMUL): 99 is outside 1..=16",
+            ),
+        ],
+    );
+    run_child(
+        child,
+        &[
+            ("BACKPLANE_WEBGPU_FLASH_ATTN", "fastest"),
+            (
+                "BACKPLANE_TEST_EXPECT_REFUSAL",
+                "webgpu backend option 'flash_attn' (from BACKPLANE_WEBGPU_FLASH_ATTN): 'fastest' is not one of: plain, vector",
+            ),
+        ],
+    );
+}
+
+#[test]
+#[ignore = "run by the_webgpu_variables_ci_sets_still_reach_the_plugin with the variables set"]
+fn child_webgpu_stream_refuses_the_variables_value() {
+    let want = std::env::var("BACKPLANE_TEST_EXPECT_REFUSAL").expect("set by the parent test");
+    let file = require(&plugin_dir(), "webgpu");
+    let reg = load_backend_from(file.parent().unwrap(), "webgpu");
+    let b = reg.backend("webgpu").unwrap();
+    let Some(d) = b.devices.first() else {
+        eprintln!("no WebGPU device here: {:?}", b.no_device_reason);
+        return;
+    };
+    let e = d.init_backend("").err().expect("refused");
+    assert!(e.message.contains(&want), "{e}");
+}
