@@ -109,18 +109,25 @@ fn webgpu_refuses_bad_and_device_wide_options_in_stream_params() {
 /// Runs the ignored test `name` of this binary in a child process with
 /// `env` set (a variable read by a plugin cannot be set safely in this
 /// process while other tests run); panics with its output if it fails.
-fn run_child(name: &str, env: &[(&str, &str)]) {
+fn run_child(name: &str, env: &[(&str, &str)]) -> String {
     let out = std::process::Command::new(std::env::current_exe().expect("test binary"))
-        .args(["--ignored", "--exact", name, "--test-threads=1"])
+        .args([
+            "--ignored",
+            "--exact",
+            name,
+            "--test-threads=1",
+            "--nocapture",
+        ])
         .envs(env.iter().copied())
         .output()
         .expect("running the child test");
     let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(
         out.status.success() && text.contains("1 passed"),
-        "{name}: {text}{}",
-        String::from_utf8_lossy(&out.stderr)
+        "{name}: {text}{err}"
     );
+    err
 }
 
 #[test]
@@ -166,4 +173,63 @@ fn child_webgpu_stream_refuses_the_variables_value() {
     };
     let e = d.init_backend("").err().expect("refused");
     assert!(e.message.contains(&want), "{e}");
+}
+
+#[test]
+fn a_forced_matmul_path_from_the_host_changes_the_kernel_the_plugin_runs() {
+    let child = "child_webgpu_matmul_runs_the_path_the_host_forced";
+    for path in ["tiled", "matvec"] {
+        let err = run_child(child, &[("BACKPLANE_TEST_MATMUL_PATH", path)]);
+        if err.contains("no WebGPU device here") {
+            return;
+        }
+        let want = format!("-> {path} ");
+        assert!(
+            err.lines()
+                .any(|l| l.contains("backplane-webgpu: MUL_MAT f32 m=8 n=4 k=32")
+                    && l.contains(&want)),
+            "{path}: {err}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "run by a_forced_matmul_path_from_the_host_changes_the_kernel_the_plugin_runs"]
+fn child_webgpu_matmul_runs_the_path_the_host_forced() {
+    let path = std::env::var("BACKPLANE_TEST_MATMUL_PATH").expect("set by the parent test");
+    let file = require(&plugin_dir(), "webgpu");
+    let reg = load_backend_from(file.parent().unwrap(), "webgpu");
+    let b = reg.backend("webgpu").unwrap();
+    if b.devices.is_empty() {
+        eprintln!("no WebGPU device here: {:?}", b.no_device_reason);
+        return;
+    }
+    let mut g = Graph::new();
+    let w = g.input("w", DType::F32, &[32, 8]).unwrap();
+    let x = g.input("x", DType::F32, &[32, 4]).unwrap();
+    let y = g.mul_mat(w, x).unwrap();
+    g.mark_output(y).unwrap();
+    let mut host = HostTensors::new(&g);
+    let wv: Vec<f32> = (0..256).map(|i| (i % 7) as f32 - 3.0).collect();
+    let xv: Vec<f32> = (0..128).map(|i| (i % 5) as f32 * 0.5).collect();
+    host.set_f32(&g, w, &wv).unwrap();
+    host.set_f32(&g, x, &xv).unwrap();
+    let mut options = BackendOptions::new();
+    options.set("webgpu", "matmul_path", &path).unwrap();
+    options.set("webgpu", "matmul_trace", "on").unwrap();
+    let sched_options = SchedOptions {
+        strict: true,
+        backend_options: options,
+        ..SchedOptions::default()
+    };
+    let mut sched = Scheduler::new(b.devices.clone(), sched_options).expect("scheduler");
+    // The WebGPU device alone, strict: the node runs there or fails.
+    sched.compute(&g, &mut host).expect("compute");
+    let got = host.get_f32(&g, y);
+    for (j, col) in got.chunks(8).enumerate() {
+        for (i, &v) in col.iter().enumerate() {
+            let want: f32 = (0..32).map(|k| wv[i * 32 + k] * xv[j * 32 + k]).sum();
+            assert!((v - want).abs() < 1e-3, "y[{i},{j}] = {v}, want {want}");
+        }
+    }
 }
