@@ -13,12 +13,14 @@
 //!   of int8 quants);
 //! * q4_K's super-blocks: each row's 16-byte header (`d`, `dmin`, 6-bit
 //!   scales and mins) as four slices, then its quants as 32 slices;
+//! * f16: element `k` of the eight rows side by side (16 bytes), so one
+//!   16-byte load converts to every row's weight in its own f32 lane;
 //! * q6_K's super-blocks likewise: the eight `d`, then each row's sixteen
-//!   sub-block scales, low quant bits and high quant bits as 4-byte slices
-//!   (see `fields`).
+//!   sub-block scales, then low and high quant bits as 4-byte slices in
+//!   the order the kernels read them (see `fields`).
 //!
-//! A group takes exactly the bytes of its eight ggml rows (144, 272, 1152 or
-//! 1680 bytes per block), so a repacked tensor has the same size and offsets as in
+//! A group takes exactly the bytes of its eight ggml rows (144, 272, 1152,
+//! 1680 or 16 bytes per block), so a repacked tensor has the same size and offsets as in
 //! ggml's layout, and row `r` (a multiple of 8) starts at the same byte.
 //! Only whole groups are repacked: a tensor qualifies when its rows are
 //! contiguous and their count is a multiple of eight ([`Repack::for_tensor`]).
@@ -42,12 +44,31 @@ fn fields(dtype: DType) -> &'static [(usize, usize)] {
         // d, dmin and the 6-bit scales and mins as four slices (the
         // header the eight-row kernels unpack together), then the quants.
         DType::Q4_K => &[(0, 16), (16, 128)],
-        // d, then the 8-bit sub-block scales, the low 4 bits (ql) and the
-        // high 2 bits (qh) of the quants.
-        DType::Q6_K => &[(208, 2), (192, 16), (0, 128), (128, 64)],
+        DType::Q6_K => &Q6_K_FIELDS,
+        // Element by element: the eight rows' element `k` side by side.
+        DType::F16 => &[(0, 2)],
         _ => &[],
     }
 }
+
+/// q6_K's fields in repacked order: `d`, the 8-bit sub-block scales, then
+/// the quants in the order the kernels consume them, so a group block is
+/// read front to back in one stream: per half `h` of the super-block and
+/// column `c` of its 8 slices, the low-bit slices `16h + c` and
+/// `16h + 8 + c` of `ql` and the high-bit slice `8h + c` of `qh`.
+const Q6_K_FIELDS: [(usize, usize); 50] = {
+    let mut f = [(208, 2); 50];
+    f[1] = (192, 16);
+    let mut i = 0;
+    while i < 16 {
+        let (h, c) = (i / 8, i % 8);
+        f[2 + 3 * i] = (64 * h + 4 * c, 4);
+        f[3 + 3 * i] = (64 * h + 32 + 4 * c, 4);
+        f[4 + 3 * i] = (128 + 32 * h + 4 * c, 4);
+        i += 1;
+    }
+    f
+};
 
 /// A repackable weight type and the geometry of one tensor of it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,7 +80,13 @@ pub struct Repack {
 }
 
 /// The weight types the repacked layout exists for.
-pub const REPACK_TYPES: [DType; 4] = [DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K];
+pub const REPACK_TYPES: [DType; 5] = [
+    DType::Q4_0,
+    DType::Q8_0,
+    DType::Q4_K,
+    DType::Q6_K,
+    DType::F16,
+];
 
 impl Repack {
     /// The repacked geometry of `t`, or why it cannot be repacked.
@@ -244,7 +271,7 @@ mod tests {
                 .unwrap_err()
                 .contains("multiple of 8")
         );
-        let f = TensorDesc::new(DType::F16, [64, 16, 1, 1]);
+        let f = TensorDesc::new(DType::BF16, [64, 16, 1, 1]);
         assert!(
             Repack::for_tensor(&f)
                 .unwrap_err()

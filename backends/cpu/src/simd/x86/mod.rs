@@ -160,9 +160,11 @@ pub fn repacked_kernel(dtype: DType) -> Option<MatKernel> {
             DType::Q8_0,
         ),
         DType::Q8_0 => (repacked::tile_q8_0x8, repacked::pack_q8_0x8, DType::Q8_0),
+        DType::Q4_K if vnni => (repacked::tile_q4_kx8_vnni, kgemm::pack_q4_kx8, DType::Q4_K),
         DType::Q4_K => (repacked::tile_q4_kx8, kgemm::pack_q4_kx8, DType::Q4_K),
         DType::Q6_K if vnni => (repacked::tile_q6_kx8_vnni, no_pack, DType::Q6_K),
         DType::Q6_K => (repacked::tile_q6_kx8, no_pack, DType::Q6_K),
+        DType::F16 => (repacked::tile_f16x8, repacked::pack_f16x8_half, DType::F16),
         _ => return None,
     };
     let ggml = kernel(base)?;

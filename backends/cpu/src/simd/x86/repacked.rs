@@ -207,11 +207,11 @@ fn prefetch_ahead(blk: *const u8, bytes: usize) {
 }
 
 /// Bytes of one super-block of a repacked q6_K group and the offsets of
-/// its fields (eight `d`, scales, low bits, high bits; see `repack`).
+/// its fields (eight `d`, scales, then per half and slice column the two
+/// low-bit slices and the high-bit slice, 96 bytes; see `repack`).
 const Q6_GROUP_BLOCK: usize = 8 * 210;
 const Q6_SCALES: usize = 16;
-const Q6_QL: usize = Q6_SCALES + 128;
-const Q6_QH: usize = Q6_QL + 1024;
+const Q6_QUANTS: usize = Q6_SCALES + 128;
 /// q8_K activation block bytes and field offsets.
 const K8_BYTES: usize = 292;
 const K8_QS: usize = 4;
@@ -253,9 +253,9 @@ macro_rules! q6_kx8_body {
                         // Sub-blocks 8 * half + quarter + {0, 2, 4, 6}.
                         let mut dots = [[_mm256_setzero_si256(); 4]; $n];
                         for c in 4 * quarter..4 * quarter + 4 {
-                            let v1 = load256(blk.add(Q6_QL + 32 * (16 * half + c)));
-                            let v2 = load256(blk.add(Q6_QL + 32 * (16 * half + 8 + c)));
-                            let h = load256(blk.add(Q6_QH + 32 * (8 * half + c)));
+                            let at = blk.add(Q6_QUANTS + 96 * (8 * half + c));
+                            let (v1, v2, h) =
+                                (load256(at), load256(at.add(32)), load256(at.add(64)));
                             let q = [
                                 _mm256_or_si256(
                                     _mm256_and_si256(v1, m4),
@@ -348,11 +348,74 @@ unsafe fn q6_kx8_vnni<const N: usize>(
 const Q4K_GROUP_BLOCK: usize = 8 * 144;
 const Q4K_QS: usize = 128;
 
-/// Repacked q4_K, eight rows x `N` columns: the rows' headers unpacked
-/// once per super-block ([`super::gemv::k4_lanes_of`]), quants from their
-/// slices, `maddubs` summed in 16 bits per 32-weight sub-block (at most
-/// 8 * 2 * 15 * 127 < 2^15), one `madd` with the scales, the mins through
-/// the activations' sub-block sums.
+/// The q4_K tile body: the rows' headers unpacked once per super-block
+/// ([`super::gemv::k4_lanes_of`]), quants from their slices, the mins
+/// through the activations' sub-block sums. `$dot(acc, u8 weights, i8
+/// activations)` sums per 32-weight sub-block either in 16 bits (`$wide =
+/// false`: `maddubs`, at most 8 * 2 * 15 * 127 < 2^15, then one `madd`
+/// with the scales) or in 32 bits (`dpbusd`, then a 32-bit multiply).
+macro_rules! q4_kx8_body {
+    ($n:ident, $k:ident, $a:ident, $b:ident, $c:ident, $mr:ident, $acc:ident, $dot:expr, $wide:expr) => {{
+        // SAFETY: the caller passes N pointers of each kind.
+        let (bp, cp): ([*const u8; $n], [*mut f32; $n]) = unsafe { (first($b), first($c)) };
+        let m4 = _mm256_set1_epi8(0x0F);
+        let mut sum = [_mm256_setzero_ps(); $n];
+        for i in 0..$k / 256 {
+            let blk = $a.wrapping_add(i * Q4K_GROUP_BLOCK);
+            // SAFETY: the group holds super-block i; every column covers it.
+            unsafe {
+                let s = super::gemv::k4_lanes_of(std::array::from_fn(|t| load256(blk.add(32 * t))));
+                let mut isum = [_mm256_setzero_si256(); $n];
+                for ch in 0..4 {
+                    let mut lo_sum = [_mm256_setzero_si256(); $n];
+                    let mut hi_sum = [_mm256_setzero_si256(); $n];
+                    for t in 0..8 {
+                        let v = load256(blk.add(Q4K_QS + 32 * (8 * ch + t)));
+                        let lo = _mm256_and_si256(v, m4);
+                        let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), m4);
+                        for j in 0..$n {
+                            let bq = bp[j].add(i * K8_BYTES + K8_QS + 64 * ch).cast::<i32>();
+                            let blo = _mm256_set1_epi32(bq.add(t).read_unaligned());
+                            let bhi = _mm256_set1_epi32(bq.add(8 + t).read_unaligned());
+                            lo_sum[j] = $dot(lo_sum[j], lo, blo);
+                            hi_sum[j] = $dot(hi_sum[j], hi, bhi);
+                        }
+                    }
+                    let (sl, sh) = (s.sc[2 * ch], s.sc[2 * ch + 1]);
+                    for j in 0..$n {
+                        let (x, y) = if $wide {
+                            // The scale sits in both 16-bit halves.
+                            (
+                                _mm256_mullo_epi32(lo_sum[j], _mm256_srli_epi32::<16>(sl)),
+                                _mm256_mullo_epi32(hi_sum[j], _mm256_srli_epi32::<16>(sh)),
+                            )
+                        } else {
+                            (
+                                _mm256_madd_epi16(lo_sum[j], sl),
+                                _mm256_madd_epi16(hi_sum[j], sh),
+                            )
+                        };
+                        isum[j] = _mm256_add_epi32(isum[j], _mm256_add_epi32(x, y));
+                    }
+                }
+                for j in 0..$n {
+                    let y = bp[j].add(i * K8_BYTES);
+                    let db = _mm256_set1_ps(y.cast::<f32>().read_unaligned());
+                    let msum = super::gemv::k4_min_sum(&s.mn, y);
+                    let d = _mm256_mul_ps(s.d, db);
+                    sum[j] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum[j]), sum[j]);
+                    let dmin = _mm256_mul_ps(s.dmin, db);
+                    sum[j] = _mm256_fnmadd_ps(dmin, _mm256_cvtepi32_ps(msum), sum[j]);
+                }
+            }
+        }
+        for j in 0..$n {
+            // SAFETY: c[j] covers mr outputs.
+            unsafe { store_lanes(cp[j], sum[j], $mr, $acc) };
+        }
+    }};
+}
+
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q4_kx8<const N: usize>(
     k: usize,
@@ -362,51 +425,87 @@ unsafe fn q4_kx8<const N: usize>(
     mr: usize,
     acc: bool,
 ) {
+    q4_kx8_body!(N, k, a, b, c, mr, acc, dot16, false)
+}
+
+#[target_feature(enable = "avx2,fma,f16c,avx512vnni,avx512vl")]
+unsafe fn q4_kx8_vnni<const N: usize>(
+    k: usize,
+    a: *const u8,
+    b: &[*const u8],
+    c: &[*mut f32],
+    mr: usize,
+    acc: bool,
+) {
+    q4_kx8_body!(N, k, a, b, c, mr, acc, dot_vnni, true)
+}
+
+/// Activation elements converted to f32 at a time by the f16 tile.
+const F16_CHUNK: usize = 256;
+
+/// Repacked f16, eight rows x `N` columns: per element `k`, one 16-byte
+/// load converts to the eight rows' weights in their f32 lanes, times the
+/// column's element `k` broadcast (the f16 activations are converted a
+/// chunk at a time). Four accumulators per column (elements `k mod 4`)
+/// cover the multiply-add latency.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn f16x8<const N: usize>(
+    k: usize,
+    a: *const u8,
+    b: &[*const u8],
+    c: &[*mut f32],
+    mr: usize,
+    acc: bool,
+) {
     // SAFETY: the caller passes N pointers of each kind.
     let (bp, cp): ([*const u8; N], [*mut f32; N]) = unsafe { (first(b), first(c)) };
-    let m4 = _mm256_set1_epi8(0x0F);
-    let mut sum = [_mm256_setzero_ps(); N];
-    for i in 0..k / 256 {
-        let blk = a.wrapping_add(i * Q4K_GROUP_BLOCK);
-        // SAFETY: the group holds super-block i; every column covers it.
-        unsafe {
-            let s = super::gemv::k4_lanes_of(std::array::from_fn(|t| load256(blk.add(32 * t))));
-            let mut isum = [_mm256_setzero_si256(); N];
-            for ch in 0..4 {
-                let mut lo16 = [_mm256_setzero_si256(); N];
-                let mut hi16 = [_mm256_setzero_si256(); N];
-                for t in 0..8 {
-                    let v = load256(blk.add(Q4K_QS + 32 * (8 * ch + t)));
-                    let lo = _mm256_and_si256(v, m4);
-                    let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), m4);
-                    for j in 0..N {
-                        let bq = bp[j].add(i * K8_BYTES + K8_QS + 64 * ch).cast::<i32>();
-                        let blo = _mm256_set1_epi32(bq.add(t).read_unaligned());
-                        let bhi = _mm256_set1_epi32(bq.add(8 + t).read_unaligned());
-                        lo16[j] = _mm256_add_epi16(lo16[j], _mm256_maddubs_epi16(lo, blo));
-                        hi16[j] = _mm256_add_epi16(hi16[j], _mm256_maddubs_epi16(hi, bhi));
-                    }
+    let mut sum = [[_mm256_setzero_ps(); 4]; N];
+    let mut x = [[0f32; F16_CHUNK]; N];
+    let mut k0 = 0;
+    while k0 < k {
+        let len = F16_CHUNK.min(k - k0);
+        for j in 0..N {
+            let mut t = 0;
+            // SAFETY: every column covers k elements.
+            unsafe {
+                while t + 8 <= len {
+                    let v = _mm256_cvtph_ps(_mm_loadu_si128(bp[j].add(2 * (k0 + t)).cast()));
+                    _mm256_storeu_ps(x[j].as_mut_ptr().add(t), v);
+                    t += 8;
                 }
-                for j in 0..N {
-                    let x = _mm256_madd_epi16(lo16[j], s.sc[2 * ch]);
-                    let y = _mm256_madd_epi16(hi16[j], s.sc[2 * ch + 1]);
-                    isum[j] = _mm256_add_epi32(isum[j], _mm256_add_epi32(x, y));
+                for (u, xu) in x[j].iter_mut().enumerate().take(len).skip(t) {
+                    *xu = h2f(bp[j].add(2 * (k0 + u)));
                 }
-            }
-            for j in 0..N {
-                let y = bp[j].add(i * K8_BYTES);
-                let db = _mm256_set1_ps(y.cast::<f32>().read_unaligned());
-                let msum = super::gemv::k4_min_sum(&s.mn, y);
-                let d = _mm256_mul_ps(s.d, db);
-                sum[j] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum[j]), sum[j]);
-                let dmin = _mm256_mul_ps(s.dmin, db);
-                sum[j] = _mm256_fnmadd_ps(dmin, _mm256_cvtepi32_ps(msum), sum[j]);
             }
         }
+        let mut t = 0;
+        // SAFETY: the group holds 16 bytes per element, k elements.
+        unsafe {
+            while t + 4 <= len {
+                for u in 0..4 {
+                    let w = _mm256_cvtph_ps(load128(a.add(16 * (k0 + t + u))));
+                    for j in 0..N {
+                        let xv = _mm256_set1_ps(x[j][t + u]);
+                        sum[j][u] = _mm256_fmadd_ps(w, xv, sum[j][u]);
+                    }
+                }
+                t += 4;
+            }
+            while t < len {
+                let w = _mm256_cvtph_ps(load128(a.add(16 * (k0 + t))));
+                for j in 0..N {
+                    sum[j][0] = _mm256_fmadd_ps(w, _mm256_set1_ps(x[j][t]), sum[j][0]);
+                }
+                t += 1;
+            }
+        }
+        k0 += len;
     }
     for j in 0..N {
+        let [s0, s1, s2, s3] = sum[j];
+        let total = _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3));
         // SAFETY: c[j] covers mr outputs.
-        unsafe { store_lanes(cp[j], sum[j], mr, acc) };
+        unsafe { store_lanes(cp[j], total, mr, acc) };
     }
 }
 
@@ -448,8 +547,48 @@ repacked_tile!(tile_q4_0x8_vnni, q4_0x8_vnni, "q4_0 (AVX-512 VNNI)");
 repacked_tile!(tile_q8_0x8, q8_0x8, "q8_0 (AVX2)");
 repacked_tile!(tile_q8_0x8_vnni, q8_0x8_vnni, "q8_0 (AVX-512 VNNI)");
 repacked_tile!(tile_q4_kx8, q4_kx8, "q4_K (AVX2)");
+repacked_tile!(tile_q4_kx8_vnni, q4_kx8_vnni, "q4_K (AVX-512 VNNI)");
 repacked_tile!(tile_q6_kx8, q6_kx8, "q6_K (AVX2)");
 repacked_tile!(tile_q6_kx8_vnni, q6_kx8_vnni, "q6_K (AVX-512 VNNI)");
+repacked_tile!(tile_f16x8, f16x8, "f16");
+
+/// [`crate::simd::PackFn`] for repacked f16 groups, feeding the f16 GEMM
+/// of [`super::gemm::panel_f16`]: its group of 16 rows holds, per element,
+/// the 16 rows' halves side by side, which is two repacked groups' 16
+/// bytes each, copied as they are.
+///
+/// # Safety
+/// As [`crate::simd::PackFn`], with `a` at the start of a repacked group
+/// and `rows` a multiple of eight.
+pub unsafe fn pack_f16x8_half(
+    a: *const u8,
+    lda: usize,
+    rows: usize,
+    k0: usize,
+    kc: usize,
+    d: *mut u8,
+) {
+    const MR: usize = super::gemm::MR;
+    for g in 0..rows.div_ceil(MR) {
+        for half in 0..MR / ROWS {
+            let r0 = g * MR + half * ROWS;
+            let src = a.wrapping_add(r0 * lda + 16 * k0);
+            for k in 0..kc {
+                let at = 2 * ((g * kc + k) * MR + half * ROWS);
+                // SAFETY: the group covers k0 + kc elements when r0 <
+                // rows; the destination holds the whole packed block.
+                unsafe {
+                    let v = if r0 < rows {
+                        load128(src.add(16 * k))
+                    } else {
+                        _mm_setzero_si128()
+                    };
+                    _mm_storeu_si128(d.add(at).cast(), v);
+                }
+            }
+        }
+    }
+}
 
 /// Packs repacked groups for the packed GEMM of [`super::qgemm`]: its
 /// group block is eight f32 scales, then per 4-quant slice `t` one vector
@@ -550,7 +689,11 @@ mod tests {
         let vnni = is_x86_feature_detected!("avx512vnni") && is_x86_feature_detected!("avx512vl");
         let n = 3usize;
         for dtype in crate::repack::REPACK_TYPES {
-            let k = if dtype.block_size() == 256 { 512 } else { 256 };
+            let k = match dtype.block_size() {
+                256 => 512,
+                1 => 263,
+                _ => 256,
+            };
             let t = TensorDesc::new(dtype, [k as i64, 8, 1, 1]);
             let r = Repack::for_tensor(&t).unwrap();
             let mut ggml = vec![0u8; t.nbytes() as usize];
@@ -577,7 +720,13 @@ mod tests {
                         tiles.push(("vnni", tile_q4_0x8_vnni));
                     }
                 }
-                DType::Q4_K => tiles.push(("avx2", tile_q4_kx8)),
+                DType::Q4_K => {
+                    tiles.push(("avx2", tile_q4_kx8));
+                    if vnni {
+                        tiles.push(("vnni", tile_q4_kx8_vnni));
+                    }
+                }
+                DType::F16 => tiles.push(("avx2", tile_f16x8)),
                 DType::Q8_0 => {
                     tiles.push(("avx2", tile_q8_0x8));
                     if vnni {
@@ -606,8 +755,8 @@ mod tests {
                 let c: Vec<*mut f32> = got.iter_mut().map(|g| g.as_mut_ptr()).collect();
                 // SAFETY: one repacked group of k weights and n columns.
                 unsafe { tile(k, packed.as_ptr(), r.row_bytes(), 8, &b, &c, false) };
-                if dtype == DType::Q6_K {
-                    // Same integer sums; the float sums run in another order.
+                if matches!(dtype, DType::Q6_K | DType::F16) {
+                    // Same products; the float sums run in another order.
                     for (g, w) in got.iter().flatten().zip(want.iter().flatten()) {
                         assert!(
                             (g - w).abs() <= 1e-5 * w.abs().max(1.0),
