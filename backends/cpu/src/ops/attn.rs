@@ -4,12 +4,13 @@
 //!
 //! Q is f32; K and V may be any float or legacy quant type: each work item
 //! converts the K/V rows of its head to f32 once, then every query of the
-//! item runs on f32 with f32 accumulation.
+//! item runs on f32 with f32 accumulation, keys a block at a time (the
+//! block's scores, then their exponentials in one vector pass).
 
 use backplane_abi::{DType, MAX_SRC, TensorDesc};
 
 use super::norm::alibi_slope;
-use super::tensor::{Tensor, dot, expect_type, par_range, src_type};
+use super::tensor::{Tensor, expect_type, par_range, src_type};
 use crate::error::CpuError;
 use crate::exec::NodeCtx;
 
@@ -18,6 +19,9 @@ const KV_TYPES: &[DType] = &DType::ATTENTION_KV_TYPES;
 
 /// Queries per work item.
 const Q_BLOCK: usize = 32;
+
+/// Keys per block of the online softmax.
+const KEY_BLOCK: usize = 64;
 
 /// Whether the attention kernel accepts these operands: K/V in every type
 /// of FLASH_ATTN_EXT's, with dense rows (the op contract has checked the
@@ -64,6 +68,8 @@ pub unsafe fn run(ctx: &NodeCtx<'_>) -> Result<(), CpuError> {
         let mut vbuf: Vec<f32> = Vec::new();
         // The K/V head whose rows are in kbuf / vbuf, and how many rows.
         let mut loaded: Option<(usize, usize, usize)> = None;
+        let ops = crate::simd::kernels().vec;
+        let mut scores = [0f32; KEY_BLOCK];
         let mut qrow = vec![0f32; dk];
         let mut acc = vec![0f32; dv];
         let mut mbuf = vec![
@@ -140,32 +146,43 @@ pub unsafe fn run(ctx: &NodeCtx<'_>) -> Result<(), CpuError> {
                     acc.fill(0.0);
                     let mut max = f32::NEG_INFINITY;
                     let mut sum = 0f32;
-                    for (j, (krow, vrow)) in
-                        keys.chunks_exact(dk).zip(vals.chunks_exact(dv)).enumerate()
-                    {
-                        let mv = if mask.is_some() { slope * mrow[j] } else { 0.0 };
-                        if mv == f32::NEG_INFINITY {
+                    // Keys a block at a time: the block's scores, one
+                    // rescale of the running sums, its softmax weights in
+                    // one vector pass, then the weighted values.
+                    for kb in (0..live).step_by(KEY_BLOCK) {
+                        let nk = KEY_BLOCK.min(live - kb);
+                        let scores = &mut scores[..nk];
+                        let mut block_max = f32::NEG_INFINITY;
+                        for (jj, sc) in scores.iter_mut().enumerate() {
+                            let j = kb + jj;
+                            let mv = if mask.is_some() { slope * mrow[j] } else { 0.0 };
+                            if mv == f32::NEG_INFINITY {
+                                *sc = f32::NEG_INFINITY;
+                                continue;
+                            }
+                            let mut x = (ops.dot)(&qrow, &keys[j * dk..(j + 1) * dk]) * scale;
+                            if softcap != 0.0 {
+                                x = softcap * x.tanh();
+                            }
+                            *sc = x + mv;
+                            block_max = block_max.max(*sc);
+                        }
+                        if block_max == f32::NEG_INFINITY {
                             continue;
                         }
-                        let mut s = dot(&qrow, krow) * scale;
-                        if softcap != 0.0 {
-                            s = softcap * s.tanh();
+                        if block_max > max {
+                            let ms = (max - block_max).exp();
+                            (ops.scale)(&mut acc, ms);
+                            sum *= ms;
+                            max = block_max;
                         }
-                        s += mv;
-                        let (ms, vs) = if s > max {
-                            let ms = (max - s).exp();
-                            max = s;
-                            (ms, 1.0)
-                        } else {
-                            (1.0, (s - max).exp())
-                        };
-                        if ms != 1.0 {
-                            acc.iter_mut().for_each(|a| *a *= ms);
+                        sum += (ops.exp_sum)(scores, max);
+                        for (jj, &p) in scores.iter().enumerate() {
+                            if p != 0.0 {
+                                let j = kb + jj;
+                                (ops.axpy)(&mut acc, p, &vals[j * dv..(j + 1) * dv]);
+                            }
                         }
-                        for (a, &x) in acc.iter_mut().zip(vrow) {
-                            *a += x * vs;
-                        }
-                        sum = sum * ms + vs;
                     }
                     if let Some(s) = sink {
                         let (ms, vs) = if s > max {
@@ -173,7 +190,7 @@ pub unsafe fn run(ctx: &NodeCtx<'_>) -> Result<(), CpuError> {
                         } else {
                             (1.0, (s - max).exp())
                         };
-                        acc.iter_mut().for_each(|a| *a *= ms);
+                        (ops.scale)(&mut acc, ms);
                         sum = sum * ms + vs;
                     }
                     let inv = if sum == 0.0 { 0.0 } else { 1.0 / sum };

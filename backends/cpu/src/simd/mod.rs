@@ -16,6 +16,7 @@
 #![allow(clippy::needless_range_loop)]
 
 pub mod scalar;
+pub mod vecmath;
 #[cfg(target_arch = "x86_64")]
 pub mod x86;
 
@@ -189,6 +190,8 @@ pub struct Kernels {
     table: [Option<MatKernel>; MAT_TYPES.len()],
     repacked: [Option<MatKernel>; crate::repack::REPACK_TYPES.len()],
     isa: Isa,
+    /// The row helpers of attention and softmax.
+    pub vec: vecmath::VecOps,
 }
 
 impl Kernels {
@@ -222,10 +225,12 @@ impl Kernels {
             table: MAT_TYPES.map(scalar::kernel),
             repacked: [None; crate::repack::REPACK_TYPES.len()],
             isa: Isa::Scalar,
+            vec: vecmath::PORTABLE,
         };
         #[cfg(target_arch = "x86_64")]
         if x86::available() && !SCALAR_ONLY.load(Ordering::Relaxed) {
             k.isa = Isa::Avx2;
+            k.vec = x86::vecmath::OPS;
             for (slot, t) in k.table.iter_mut().zip(MAT_TYPES) {
                 if let Some(kern) = x86::kernel(t) {
                     *slot = Some(kern);

@@ -188,3 +188,162 @@ pub unsafe fn panel_q4_k(
         unsafe { super::store_lanes(cj, sum, mr, acc) };
     }
 }
+
+/// [`crate::simd::PanelFn`] for q4_K weights with AVX-512 VNNI: every
+/// column of the call at once, so each packed weight vector loaded is
+/// used by all of them; `dpbusd` sums each sub-block in 32 bits, then one
+/// 32-bit multiply by its scale. Same integer sums as [`panel_q4_k`].
+///
+/// # Safety
+/// As [`crate::simd::PanelFn`] with at most 4 columns; the CPU must have
+/// AVX2, FMA, F16C and AVX-512 VNNI and VL.
+#[target_feature(enable = "avx2,fma,f16c,avx512vnni,avx512vl")]
+pub unsafe fn panel_q4_k_vnni(
+    kc: usize,
+    a: *const u8,
+    b: &[*const u8],
+    _s: &[*const f32],
+    c: &[*mut f32],
+    mr: usize,
+    acc: bool,
+) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        match b.len() {
+            1 => columns_vnni::<1>(kc, a, b, c, mr, acc),
+            2 => columns_vnni::<2>(kc, a, b, c, mr, acc),
+            3 => columns_vnni::<3>(kc, a, b, c, mr, acc),
+            4 => columns_vnni::<4>(kc, a, b, c, mr, acc),
+            _ => {
+                for (bj, cj) in b.chunks(4).zip(c.chunks(4)) {
+                    panel_q4_k_vnni(kc, a, bj, &[], cj, mr, acc);
+                }
+            }
+        }
+    }
+}
+
+/// [`panel_q4_k_vnni`] for `N` columns.
+///
+/// # Safety
+/// As [`panel_q4_k_vnni`], with `b.len() == c.len() == N`.
+#[target_feature(enable = "avx2,fma,f16c,avx512vnni,avx512vl")]
+unsafe fn columns_vnni<const N: usize>(
+    kc: usize,
+    a: *const u8,
+    b: &[*const u8],
+    c: &[*mut f32],
+    mr: usize,
+    acc: bool,
+) {
+    // SAFETY: the caller passes N pointers of each kind.
+    let (bp, cp): ([*const u8; N], [*mut f32; N]) = unsafe { (super::first(b), super::first(c)) };
+    let mut sum = [_mm256_setzero_ps(); N];
+    for i in 0..kc / 256 {
+        let blk = a.wrapping_add(i * SB);
+        // SAFETY: the group holds super-block i, every column covers it.
+        unsafe {
+            let mut isum = [_mm256_setzero_si256(); N];
+            for ch in 0..4 {
+                let q = blk.add(OFF_Q + 32 * 16 * ch);
+                let mut lo = [_mm256_setzero_si256(); N];
+                let mut hi = [_mm256_setzero_si256(); N];
+                for t in 0..8 {
+                    let (wl, wh) = (load256(q.add(32 * t)), load256(q.add(32 * (8 + t))));
+                    for j in 0..N {
+                        let bq = bp[j].add(i * B_BYTES + B_QS + 64 * ch).cast::<i32>();
+                        let blo = _mm256_set1_epi32(bq.add(t).read_unaligned());
+                        let bhi = _mm256_set1_epi32(bq.add(8 + t).read_unaligned());
+                        lo[j] = _mm256_dpbusd_epi32(lo[j], wl, blo);
+                        hi[j] = _mm256_dpbusd_epi32(hi[j], wh, bhi);
+                    }
+                }
+                // The scales sit in both 16-bit halves of each lane.
+                let sc = blk.add(OFF_SC + 64 * ch);
+                let sl = _mm256_srli_epi32::<16>(load256(sc));
+                let sh = _mm256_srli_epi32::<16>(load256(sc.add(32)));
+                for j in 0..N {
+                    let x = _mm256_mullo_epi32(lo[j], sl);
+                    let y = _mm256_mullo_epi32(hi[j], sh);
+                    isum[j] = _mm256_add_epi32(isum[j], _mm256_add_epi32(x, y));
+                }
+            }
+            let mn: [__m256i; 4] = std::array::from_fn(|p| load256(blk.add(OFF_MIN + 32 * p)));
+            let d = _mm256_loadu_ps(blk.add(OFF_D).cast());
+            let dmin = _mm256_loadu_ps(blk.add(OFF_DMIN).cast());
+            for j in 0..N {
+                let y = bp[j].add(i * B_BYTES);
+                let db = _mm256_set1_ps(y.cast::<f32>().read_unaligned());
+                let msum = super::gemv::k4_min_sum(&mn, y);
+                sum[j] = _mm256_fmadd_ps(_mm256_mul_ps(d, db), _mm256_cvtepi32_ps(isum[j]), sum[j]);
+                let dm = _mm256_mul_ps(dmin, db);
+                sum[j] = _mm256_fnmadd_ps(dm, _mm256_cvtepi32_ps(msum), sum[j]);
+            }
+        }
+    }
+    for j in 0..N {
+        // SAFETY: c[j] covers mr outputs.
+        unsafe { super::store_lanes(cp[j], sum[j], mr, acc) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use backplane_abi::DType;
+
+    use super::*;
+
+    fn values(n: usize, seed: u32) -> Vec<f32> {
+        let mut x = seed.max(1);
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                (x % 2001) as f32 / 1000.0 - 1.0
+            })
+            .collect()
+    }
+
+    /// The VNNI panel gives the AVX2 panel's results bit for bit, for
+    /// every column count of a call and a partial last group.
+    #[test]
+    fn vnni_panel_equals_the_avx2_panel() {
+        if !super::super::available()
+            || !is_x86_feature_detected!("avx512vnni")
+            || !is_x86_feature_detected!("avx512vl")
+        {
+            return;
+        }
+        let (k, rows) = (512, 7);
+        let lda = DType::Q4_K.row_size(k).unwrap();
+        let mut a = vec![0u8; rows * lda];
+        for (r, row) in a.chunks_exact_mut(lda).enumerate() {
+            backplane_quant::quantize_row(DType::Q4_K, &values(k, r as u32 + 1), row).unwrap();
+        }
+        let mut packed = vec![0u8; k * GROUP_BYTES * MR];
+        // SAFETY: `rows` rows of k weights into one packed group.
+        unsafe { pack_q4_k(a.as_ptr(), lda, rows, 0, k, packed.as_mut_ptr()) };
+        let cols: Vec<Vec<u8>> = (0..5)
+            .map(|j| {
+                let mut q = vec![0u8; DType::Q8_K.row_size(k).unwrap()];
+                backplane_quant::quantize_row(DType::Q8_K, &values(k, 50 + j), &mut q).unwrap();
+                q
+            })
+            .collect();
+        for n in 1..=5 {
+            let b: Vec<*const u8> = cols[..n].iter().map(|c| c.as_ptr()).collect();
+            let mut want = vec![[0f32; MR]; n];
+            let mut got = vec![[0f32; MR]; n];
+            let cw: Vec<*mut f32> = want.iter_mut().map(|w| w.as_mut_ptr()).collect();
+            let cg: Vec<*mut f32> = got.iter_mut().map(|g| g.as_mut_ptr()).collect();
+            // SAFETY: one packed group of k weights, n columns of k.
+            unsafe {
+                panel_q4_k(k, packed.as_ptr(), &b, &[], &cw, rows, false);
+                panel_q4_k_vnni(k, packed.as_ptr(), &b, &[], &cg, rows, false);
+            }
+            assert_eq!(got, want, "{n} columns");
+            assert!(want[0][..rows].iter().any(|&x| x != 0.0));
+        }
+    }
+}

@@ -27,6 +27,7 @@ mod kquants;
 mod legacy;
 mod qgemm;
 mod repacked;
+pub mod vecmath;
 
 use std::arch::x86_64::*;
 
@@ -39,6 +40,11 @@ pub fn available() -> bool {
     is_x86_feature_detected!("avx2")
         && is_x86_feature_detected!("fma")
         && is_x86_feature_detected!("f16c")
+}
+
+/// Whether this CPU has AVX-512 VNNI with 256-bit vectors (VL).
+fn vnni() -> bool {
+    is_x86_feature_detected!("avx512vnni") && is_x86_feature_detected!("avx512vl")
 }
 
 /// The AVX2 kernel for weights of type `dtype`. Only call when
@@ -121,7 +127,11 @@ pub fn kernel(dtype: DType) -> Option<MatKernel> {
             mr_vec: gemv::ROWS,
             gemm: Some(Gemm {
                 pack: kgemm::pack_q4_k,
-                panel: kgemm::panel_q4_k,
+                panel: if vnni() {
+                    kgemm::panel_q4_k_vnni
+                } else {
+                    kgemm::panel_q4_k
+                },
                 vt: DType::Q8_K,
                 b_scales: false,
                 b_packed: false,
@@ -146,7 +156,7 @@ pub fn kernel(dtype: DType) -> Option<MatKernel> {
 /// the packed GEMM reading the same layout. Only call when [`available`]
 /// returned true.
 pub fn repacked_kernel(dtype: DType) -> Option<MatKernel> {
-    let vnni = is_x86_feature_detected!("avx512vnni") && is_x86_feature_detected!("avx512vl");
+    let vnni = vnni();
     let (tile, pack, base): (super::TileFn, PackFn, DType) = match dtype {
         DType::Q4_0 if vnni => (
             repacked::tile_q4_0x8_vnni,

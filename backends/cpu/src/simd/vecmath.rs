@@ -1,0 +1,114 @@
+//! Row-sized f32 helpers for the kernels outside mat-mul (attention's
+//! scores, softmax weights and value sums), chosen once per CPU like the
+//! mat-mul tiles: AVX2 + FMA where present, portable loops otherwise.
+
+/// The helpers one CPU runs.
+#[derive(Clone, Copy, Debug)]
+pub struct VecOps {
+    /// `sum(a[i] * b[i])` over the shorter length.
+    pub dot: fn(&[f32], &[f32]) -> f32,
+    /// `y[i] += a * x[i]`.
+    pub axpy: fn(&mut [f32], f32, &[f32]),
+    /// `y[i] *= a`.
+    pub scale: fn(&mut [f32], f32),
+    /// `s[i] = exp(s[i] - max)` (0 where `s[i]` is -inf; results below f32's
+    /// normal range may be 0), returning the sum.
+    pub exp_sum: fn(&mut [f32], f32) -> f32,
+}
+
+/// The portable helpers.
+pub const PORTABLE: VecOps = VecOps {
+    dot: dot_portable,
+    axpy: |y, a, x| y.iter_mut().zip(x).for_each(|(y, &x)| *y += a * x),
+    scale: |y, a| y.iter_mut().for_each(|y| *y *= a),
+    exp_sum: |s, max| {
+        let mut sum = 0.0;
+        for v in s {
+            *v = (*v - max).exp();
+            sum += *v;
+        }
+        sum
+    },
+};
+
+fn dot_portable(a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut acc = [0f32; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = (ca.remainder().iter().zip(cb.remainder()))
+        .map(|(x, y)| x * y)
+        .sum();
+    for (x, y) in ca.zip(cb) {
+        for k in 0..8 {
+            acc[k] += x[k] * y[k];
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(n: usize, seed: u32) -> Vec<f32> {
+        let mut x = seed.max(1);
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                (x % 20001) as f32 / 1000.0 - 10.0
+            })
+            .collect()
+    }
+
+    /// The chosen helpers agree with the portable ones (exp within a few
+    /// ulps, sums in another order) on lengths that leave every tail.
+    #[test]
+    fn chosen_helpers_agree_with_the_portable_ones() {
+        let ops = crate::simd::kernels().vec;
+        for n in [0, 1, 7, 8, 9, 31, 64, 67, 128, 130] {
+            let (a, b) = (values(n, 3), values(n, 4));
+            let (d0, d1) = ((PORTABLE.dot)(&a, &b), (ops.dot)(&a, &b));
+            assert!(
+                (d0 - d1).abs() <= 1e-4 * (1.0 + d0.abs()),
+                "dot {n}: {d0} vs {d1}"
+            );
+            let (mut y0, mut y1) = (b.clone(), b.clone());
+            (PORTABLE.axpy)(&mut y0, 0.37, &a);
+            (ops.axpy)(&mut y1, 0.37, &a);
+            for (p, q) in y0.iter().zip(&y1) {
+                assert!((p - q).abs() <= 1e-6 * (1.0 + p.abs()), "axpy {n}");
+            }
+            (PORTABLE.scale)(&mut y0, -1.5);
+            (ops.scale)(&mut y1, -1.5);
+            for (p, q) in y0.iter().zip(&y1) {
+                assert!((p - q).abs() <= 1e-6 * (1.0 + p.abs()), "scale {n}");
+            }
+            let mut s0: Vec<f32> = a.iter().map(|x| x * 9.0).collect();
+            if n > 2 {
+                s0[1] = f32::NEG_INFINITY;
+                s0[n - 1] = -200.0;
+            }
+            let max = s0.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let mut s1 = s0.clone();
+            let (t0, t1) = (
+                (PORTABLE.exp_sum)(&mut s0, max),
+                (ops.exp_sum)(&mut s1, max),
+            );
+            assert!(
+                (t0 - t1).abs() <= 1e-5 * t0.abs().max(1.0),
+                "exp sum {n}: {t0} vs {t1}"
+            );
+            for (p, q) in s0.iter().zip(&s1) {
+                // Below f32's normal range the fast form gives 0.
+                let close = (p - q).abs() <= 4.0 * f32::EPSILON * p.abs() + f32::MIN_POSITIVE;
+                assert!(close, "exp {n}: {p} vs {q}");
+            }
+            if n > 2 {
+                assert_eq!(s1[1], 0.0);
+            }
+        }
+    }
+}
