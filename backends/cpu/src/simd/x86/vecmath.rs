@@ -6,10 +6,13 @@ use crate::simd::vecmath::{PORTABLE, VecOps};
 
 /// The AVX2 helpers. Only use when [`super::available`] returned true.
 pub const OPS: VecOps = VecOps {
-    // SAFETY (all four): chosen only after the features were detected.
+    // SAFETY: chosen only after the features were detected.
     dot: |a, b| unsafe { dot(a, b) },
+    // SAFETY: as above.
     axpy: |y, a, x| unsafe { axpy(y, a, x) },
+    // SAFETY: as above.
     scale: |y, a| unsafe { scale(y, a) },
+    // SAFETY: as above.
     exp_sum: |s, max| unsafe { exp_sum(s, max) },
 };
 
