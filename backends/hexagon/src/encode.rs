@@ -18,15 +18,12 @@ fn dtype(graph: &[TensorDesc], i: usize) -> Result<DType, String> {
         .map_err(|e| e.to_string())
 }
 
+/// Refuses a type the DSP does not implement, in the op contract's wording.
 fn one_of(what: &str, t: DType, allowed: &[DType]) -> Result<(), String> {
     if allowed.contains(&t) {
         return Ok(());
     }
-    let names: Vec<&str> = allowed.iter().map(|t| t.name()).collect();
-    Err(format!(
-        "{what} type {t} not implemented on the DSP (has {})",
-        names.join("/")
-    ))
+    Err(backplane_abi::support::implemented_types(what, t, allowed))
 }
 
 /// A tensor as the DSP sees it (buffer id and offset taken from the descriptor).
@@ -75,6 +72,9 @@ pub fn plan_node(graph: &[TensorDesc], node: usize) -> Result<Option<Planned>, S
     if op == Op::None || op.is_view() {
         return Ok(None);
     }
+    // The op's own rules (types, shapes, parameters); what follows is only
+    // what the DSP implements.
+    backplane_abi::contract::check_node(graph, node)?;
     let dt = d.dtype().map_err(|e| e.to_string())?;
     let src = |i: usize| -> Result<usize, String> {
         d.src(i)
@@ -92,10 +92,6 @@ pub fn plan_node(graph: &[TensorDesc], node: usize) -> Result<Option<Planned>, S
             one_of("activation", dtype(graph, b)?, &[DType::F32, DType::F16])?;
             one_of("result", dt, &[DType::F32])?;
             dense_rows("weight", &graph[a])?;
-            let (an, bn) = (graph[a].ne, graph[b].ne);
-            if an[0] != bn[0] || bn[2] % an[2] != 0 || bn[3] % an[3] != 0 {
-                return Err("weight and activation shapes do not fit".into());
-            }
             srcs.extend([a, b]);
             HtpOp::MulMat
         }
@@ -104,10 +100,6 @@ pub fn plan_node(graph: &[TensorDesc], node: usize) -> Result<Option<Planned>, S
             one_of("a", dtype(graph, a)?, &FLOATS)?;
             one_of("b", dtype(graph, b)?, &FLOATS)?;
             one_of("result", dt, &FLOATS)?;
-            let (an, bn) = (graph[a].ne, graph[b].ne);
-            if an != d.ne || (0..4).any(|k| bn[k] <= 0 || an[k] % bn[k] != 0) {
-                return Err("b does not broadcast over a".into());
-            }
             srcs.extend([a, b]);
             match op {
                 Op::Add => HtpOp::Add,
@@ -158,9 +150,6 @@ pub fn plan_node(graph: &[TensorDesc], node: usize) -> Result<Option<Planned>, S
                 ));
             }
             one_of("a", dtype(graph, a)?, &[DType::F32, DType::F16])?;
-            if dtype(graph, a)? != dt {
-                return Err("rope result type must equal a's".into());
-            }
             one_of("pos", dtype(graph, pos)?, &[DType::I32])?;
             srcs.extend([a, pos]);
             if let Some(f) = d.src(2) {
@@ -170,6 +159,7 @@ pub fn plan_node(graph: &[TensorDesc], node: usize) -> Result<Option<Planned>, S
             HtpOp::Rope
         }
         Op::Glu => {
+            // The contract has checked the code.
             let f = GluOp::from_code(d.param_i32(0) as u32).map_err(|e| e.to_string())?;
             if f != GluOp::Swiglu {
                 return Err(format!("GLU {f} not implemented on the DSP (has SWIGLU)"));

@@ -255,6 +255,8 @@ fn supports_op_names_what_is_missing() {
     ];
     rope[2].op_params[1] = 64;
     rope[2].op_params[2] = rope_mode::MROPE;
+    // Sections the op contract accepts, so the refusal is the DSP's own.
+    rope[2].op_params[11..13].copy_from_slice(&[16, 16]);
     assert!(
         dev.supports_op(&rope, 2)
             .reason()
