@@ -105,6 +105,28 @@ KERNEL k_get_rows(KARGS) {
     }
 }
 
+// GET_ROWS from q4_0 / q8_0 weights stored reordered (one [K, M] matrix:
+// every block's quants, then every block's f16 scale; see
+// backends/sycl/src/reorder.rs) to f32 or f16; one work-item per element.
+KERNEL k_get_rows_reordered(KARGS) {
+    long idx = gid();
+    const Tensor &d = a.t[0], &t0 = a.t[1], &t1 = a.t[2];
+    if (idx >= nelements(d)) return;
+    long i0, i10, i11, i12;
+    unravel(idx, d.ne, i0, i10, i11, i12);
+    long r = index_at(s1 + offset(t1, i10, i11, i12, 0), a.type[2]);
+    long nbr = t0.ne[0] / 32, total = nbr * t0.ne[1], ib = r * nbr + i0 / 32, j = i0 % 32;
+    float dq = h2f(*(const unsigned short *)(s0 + total * (a.type[1] == T_Q4_0 ? 16 : 32) + ib * 2));
+    float v;
+    if (a.type[1] == T_Q4_0) {
+        unsigned char q = (unsigned char)s0[ib * 16 + (j % 16)];
+        v = (float)((j < 16 ? (q & 0xF) : (q >> 4)) - 8) * dq;
+    } else {
+        v = (float)(signed char)s0[ib * 32 + j] * dq;
+    }
+    store(dst + offset(d, i0, i10, i11, i12), a.type[0], v);
+}
+
 // dst[:, rows[i, i2 % b2, i3 % b3], i2, i3] = src0[:, i, i2, i3] for plain
 // destination types; one work-item per source element.
 KERNEL k_set_rows(KARGS) {

@@ -2,7 +2,8 @@
 // src1[k, n, i2, i3]. The path is chosen on the host (policy.rs):
 // dequantize-mat-vec (k_dmmv), q8_1 activations + integer dot products
 // (k_quantize_q8_1 + k_mmvq), the same over weights reordered to
-// struct-of-arrays (k_reorder + k_mmvq_reordered), and a GEMM tiled in
+// struct-of-arrays (k_reorder + k_mmvq_reordered; k_unreorder for weights
+// stored reordered that another path reads), and a GEMM tiled in
 // local memory (k_gemm, k_gemm_narrow; quantized weights are dequantized
 // tile by tile as they are loaded).
 #include "common.hpp"
@@ -175,6 +176,20 @@ KERNEL k_reorder(KARGS) {
     long qb = a.type[1] == T_Q4_0 ? 16 : 32;
     for (long j = 0; j < qb; j++) dst[idx * qb + j] = b[2 + j];
     *(unsigned short *)(dst + total * qb + idx * 2) = *(const unsigned short *)b;
+}
+
+// The inverse of k_reorder: reordered weights (src0, one [K, M] matrix as
+// a `<device>_reorder` buffer stores them) back to ggml's blocks in dst.
+// One work-item per block.
+KERNEL k_unreorder(KARGS) {
+    long idx = gid();
+    const Tensor &t0 = a.t[1];
+    long total = t0.ne[0] / 32 * t0.ne[1];
+    if (idx >= total) return;
+    long qb = a.type[1] == T_Q4_0 ? 16 : 32;
+    char *b = dst + idx * (qb + 2);
+    for (long j = 0; j < qb; j++) b[2 + j] = s0[idx * qb + j];
+    *(unsigned short *)b = *(const unsigned short *)(s0 + total * qb + idx * 2);
 }
 
 // MMVQ over reordered weights (src3) for a single column: one work-group

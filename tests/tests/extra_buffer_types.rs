@@ -163,3 +163,242 @@ fn each_registration_of_one_plugin_file_gets_its_own_repacked_buffers() {
     assert_eq!(out_packed, out_plain);
     assert_eq!(rows_packed, rows_plain);
 }
+
+// Layouts of the accelerator backends, checked through their plugin files
+// on the devices here (Intel's OpenCL CPU device for SYCL, lavapipe for
+// WebGPU): SYCL's reordered q4_0 / q8_0 (`sycl0_reorder`) and WebGPU's
+// split q4_0 (`webgpu-gpu0-split`).
+
+/// Marks the child process a test reruns itself in (see [`in_child`]).
+const LAYOUT_CHILD: &str = "BACKPLANE_TEST_LAYOUT_CHILD";
+
+/// True inside the child process; otherwise reruns test `name` in a child
+/// with `env` set (options a plugin reads once, when it loads), checks that
+/// it passed, and returns false.
+fn in_child(name: &str, env: &[(&str, &str)]) -> bool {
+    if std::env::var_os(LAYOUT_CHILD).is_some() {
+        return true;
+    }
+    let exe = std::env::current_exe().expect("test binary");
+    let out = std::process::Command::new(exe)
+        .args(["--exact", name, "--nocapture"])
+        .env(LAYOUT_CHILD, "1")
+        .envs(env.iter().copied())
+        .output()
+        .expect("running the child test");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "child failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+    false
+}
+
+/// The first device of plugin `backend` installed alone in a scratch
+/// directory, or None (printed) when it has none here.
+fn plugin_device(test: &str, backend: &str) -> Option<backplane::registry::Device> {
+    let file = require(&plugin_dir(), backend);
+    let dir = scratch_dir_with(test, &[(file, backend)]);
+    let reg = backplane_tests::load_backend_from(&dir, backend);
+    let b = reg.backend(backend).expect("loaded");
+    let d = b.devices.first().cloned();
+    if d.is_none() {
+        eprintln!(
+            "skipped: {backend} has no device here: {:?}",
+            b.no_device_reason
+        );
+    }
+    d
+}
+
+/// The device's extra buffer type called `layout`; fails naming the ones
+/// it has.
+fn layout_of(
+    device: &backplane::registry::Device,
+    layout: &str,
+) -> backplane::registry::BufferType {
+    let extra = device.extra_buffer_types();
+    let names: Vec<String> = extra.iter().map(|b| b.name()).collect();
+    extra
+        .iter()
+        .find(|b| b.name() == layout)
+        .cloned()
+        .unwrap_or_else(|| panic!("{} offers {names:?}, not {layout}", device.name()))
+}
+
+/// ggml bytes of a `dtype` matrix of `k` x `m` from test values.
+fn quantized(dtype: DType, k: usize, m: usize, seed: u64) -> Vec<u8> {
+    let row = dtype.row_size(k).unwrap();
+    let mut q = vec![0u8; row * m];
+    for (r, out) in q.chunks_exact_mut(row).enumerate() {
+        quantize_row(dtype, &test_values(seed + r as u64, k), out).unwrap();
+    }
+    q
+}
+
+/// Writes a `dtype` [96, 5] tensor into a buffer of `layout` in pieces of
+/// odd lengths (partial blocks at both ends), reads it back whole and in
+/// odd pieces, and memsets a range across blocks: always ggml's bytes.
+fn assert_round_trips(layout: &backplane::registry::BufferType, dtype: DType) {
+    let ggml = quantized(dtype, 96, 5, 3);
+    let align = layout.alignment();
+    let buf = layout.alloc_buffer(align + ggml.len() as u64).unwrap();
+    let mut t = backplane::TensorDesc::new(dtype, [96, 5, 1, 1]);
+    t.buffer = buf.id();
+    t.offset = align;
+    let mut at = 0;
+    for len in [1usize, 17, 18, 35, 7, 100].iter().cycle() {
+        if at == ggml.len() {
+            break;
+        }
+        let n = (*len).min(ggml.len() - at);
+        buf.set_tensor(&t, at as u64, &ggml[at..at + n]).unwrap();
+        at += n;
+    }
+    let mut whole = vec![0u8; ggml.len()];
+    buf.get_tensor(&t, 0, &mut whole).unwrap();
+    assert_eq!(whole, ggml, "{} {dtype}: whole tensor", layout.name());
+    for (off, len) in [(5usize, 33usize), (18, 18), (1, ggml.len() - 2), (0, 1)] {
+        let mut part = vec![0u8; len];
+        buf.get_tensor(&t, off as u64, &mut part).unwrap();
+        assert_eq!(part, &ggml[off..off + len], "{dtype}: {len} bytes at {off}");
+    }
+    buf.memset_tensor(&t, 0x11, 20, 30).unwrap();
+    let mut want = ggml.clone();
+    want[20..50].fill(0x11);
+    buf.get_tensor(&t, 0, &mut whole).unwrap();
+    assert_eq!(whole, want, "{dtype}: after memset");
+}
+
+/// Weights `w` (`dtype` [96, 8]) read by MUL_MAT with `n` columns and,
+/// with `rows`, by GET_ROWS; returns the graph and its outputs.
+fn layout_net(dtype: DType, n: i64, rows: bool) -> (Graph, TensorId, Vec<TensorId>) {
+    let mut g = Graph::new();
+    let w = g.weight("w", dtype, &[96, 8]).unwrap();
+    let x = g.input("x", DType::F32, &[96, n]).unwrap();
+    let mut outs = vec![g.mul_mat(w, x).unwrap()];
+    if rows {
+        let ids = g.input("ids", DType::I32, &[3]).unwrap();
+        outs.push(g.get_rows(w, ids).unwrap());
+    }
+    for &o in &outs {
+        g.mark_output(o).unwrap();
+    }
+    (g, w, outs)
+}
+
+/// Runs `layout_net` on `device` with `w` in ggml's layout or, with
+/// `layout`, in a buffer of it; returns the outputs' bytes.
+fn run_layout_net(
+    device: &backplane::registry::Device,
+    layout: Option<&backplane::registry::BufferType>,
+    dtype: DType,
+    n: i64,
+    rows: bool,
+) -> Vec<Vec<u8>> {
+    let (g, w, outs) = layout_net(dtype, n, rows);
+    let (mut descs, buf) = backplane_tests::place(&g, &device.buffer_type());
+    let stream = device.init_backend("").unwrap();
+    for (i, d) in descs.iter().enumerate() {
+        assert!(
+            device.supports_op(&descs, i).is_supported(),
+            "{}: node {i} ({:?}) refused",
+            device.name(),
+            d.op()
+        );
+    }
+    let kept = layout.map(|l| {
+        let b = l.alloc_buffer(descs[w.index()].nbytes()).unwrap();
+        descs[w.index()].buffer = b.id();
+        descs[w.index()].offset = 0;
+        b
+    });
+    let host = backplane_tests::filled_leaves(&g);
+    for t in g.ids() {
+        if g.desc(t).op().is_ok_and(|op| op == backplane::Op::None) {
+            let bytes = if t == w {
+                quantized(dtype, 96, 8, 11)
+            } else if g.desc(t).dtype().unwrap() == DType::I32 {
+                [7i32, 0, 3].iter().flat_map(|v| v.to_le_bytes()).collect()
+            } else {
+                host.bytes(t).to_vec()
+            };
+            match (&kept, t == w) {
+                (Some(b), true) => b.set_tensor(&descs[t.index()], 0, &bytes).unwrap(),
+                _ => buf.set_tensor(&descs[t.index()], 0, &bytes).unwrap(),
+            }
+        }
+    }
+    stream.graph_compute(&descs).unwrap();
+    outs.iter()
+        .map(|o| {
+            let mut out = vec![0u8; descs[o.index()].nbytes() as usize];
+            buf.get_tensor(&descs[o.index()], 0, &mut out).unwrap();
+            out
+        })
+        .collect()
+}
+
+/// A CONT of weights in `layout`: the buffer type refuses it, and a graph
+/// running it anyway is refused naming the layout.
+fn assert_other_readers_refused(device: &backplane::registry::Device, layout: &str, dtype: DType) {
+    let l = layout_of(device, layout);
+    let mut g = Graph::new();
+    let w = g.weight("w", dtype, &[96, 8]).unwrap();
+    let c = g.cont(w).unwrap();
+    g.mark_output(c).unwrap();
+    let (mut descs, _buf) = backplane_tests::place(&g, &device.buffer_type());
+    assert!(!l.supports_op(&descs, c.index()), "{layout} accepts CONT");
+    let b = l.alloc_buffer(descs[w.index()].nbytes()).unwrap();
+    descs[w.index()].buffer = b.id();
+    descs[w.index()].offset = 0;
+    b.set_tensor(&descs[w.index()], 0, &quantized(dtype, 96, 8, 1))
+        .unwrap();
+    let stream = device.init_backend("").unwrap();
+    let e = stream.graph_compute(&descs).unwrap_err().to_string();
+    assert!(e.contains(layout), "{e}");
+}
+
+/// Every check of a layout: offered, round trips, equal results with the
+/// plain layout for MUL_MAT (one and three columns) and, where
+/// `get_rows`, GET_ROWS; other readers refused.
+fn assert_layout(
+    device: &backplane::registry::Device,
+    layout: &str,
+    types: &[DType],
+    get_rows: bool,
+) {
+    let l = layout_of(device, layout);
+    for &t in types {
+        assert_round_trips(&l, t);
+        for n in [1, 3] {
+            let plain = run_layout_net(device, None, t, n, get_rows);
+            let stored = run_layout_net(device, Some(&l), t, n, get_rows);
+            assert_eq!(stored, plain, "{layout} {t} n={n}");
+        }
+        assert_other_readers_refused(device, layout, t);
+    }
+    // The layout takes the weights of the readers it runs, and only those.
+    let (g, _, outs) = layout_net(types[0], 1, true);
+    let descs = g.tensors();
+    assert!(l.supports_op(descs, outs[0].index()));
+    assert_eq!(l.supports_op(descs, outs[1].index()), get_rows);
+}
+
+#[test]
+fn sycl_reordered_weights_round_trip_and_give_the_results_of_ggml_layout() {
+    // The layout is offered where the reorder applies: Intel GPUs, or any
+    // device with enable_reorder (the OpenCL CPU device here).
+    let name = "sycl_reordered_weights_round_trip_and_give_the_results_of_ggml_layout";
+    if !in_child(name, &[("BACKPLANE_SYCL_ENABLE_REORDER", "1")]) {
+        return;
+    }
+    let Some(sycl) = plugin_device("layout-sycl", "sycl") else {
+        return;
+    };
+    let layout = format!("{}_reorder", sycl.name());
+    assert_layout(&sycl, &layout, &[DType::Q4_0, DType::Q8_0], true);
+    eprintln!("child computed on {}", sycl.description());
+}

@@ -14,6 +14,7 @@ mod ops;
 pub mod options;
 pub mod plugin;
 pub mod policy;
+pub mod reorder;
 pub mod runtime;
 
 backplane_abi::export_plugin! {

@@ -12,6 +12,7 @@ use backplane_abi::{Op, TensorDesc};
 use crate::kernels::Library;
 use crate::ops;
 use crate::options::Settings;
+use crate::reorder::{REORDER_SUFFIX, Reorder};
 use crate::runtime::{DeviceInfo, DeviceKind, Queue, runtime};
 
 /// Alignment of buffers and tensor offsets (a cache line, enough for every
@@ -95,8 +96,9 @@ pub struct Ctx {
     pub queue: Queue,
     /// Built kernels.
     pub library: Library,
-    /// Live buffers of the device by id (their device address).
-    buffers: LiveBuffers<()>,
+    /// Live buffers of the device by id (their device address), each
+    /// with whether its tensors are in the reordered layout.
+    buffers: LiveBuffers<bool>,
 }
 
 impl Ctx {
@@ -105,6 +107,16 @@ impl Ctx {
     pub fn address(&self, index: Option<usize>, t: &TensorDesc) -> Result<*mut u8, PluginError> {
         self.buffers.locate(index, t)?;
         Ok((t.buffer as usize + t.offset as usize) as *mut u8)
+    }
+
+    /// Name of the device's reordered buffer type (`sycl0_reorder`).
+    pub fn reorder_name(&self) -> String {
+        format!("{}{REORDER_SUFFIX}", self.buffers.kind())
+    }
+
+    /// Whether `t` lies in a live buffer of the reordered layout.
+    pub fn is_reordered(&self, t: &TensorDesc) -> bool {
+        self.buffers.locate(None, t).is_ok_and(|live| live.data)
     }
 }
 
@@ -142,6 +154,35 @@ impl SyclDevice {
             })
             .clone()
             .map_err(|e| PluginError::other(format!("{}: {e}", self.name)))
+    }
+
+    /// Name of this device's reordered buffer type (`sycl0_reorder`).
+    fn reorder_name(&self) -> String {
+        format!("{}{REORDER_SUFFIX}", self.name)
+    }
+
+    /// Whether the device offers the reordered layout: where the reorder
+    /// optimisation applies ([`crate::policy::reorder_offered`]) and SYCL
+    /// source can be built.
+    fn offers_reorder(&self) -> bool {
+        self.info.can_compile_sycl
+            && crate::policy::reorder_offered(&self.info.arch, self.settings.toggles)
+    }
+
+    /// The plain or reordered buffer type of this device.
+    fn buffer_type_of(&self, reordered: bool) -> SyclBufferType {
+        SyclBufferType {
+            name: if reordered {
+                self.reorder_name()
+            } else {
+                self.name.clone()
+            },
+            ctx: self.ctx(),
+            max: self.info.max_alloc_bytes,
+            reordered,
+            info: self.info.clone(),
+            settings: self.settings,
+        }
     }
 }
 
@@ -207,12 +248,21 @@ impl Device for SyclDevice {
         ops::supports(graph, node, &self.info, self.settings.toggles).into()
     }
 
+    fn supports_buft(&self, name: &str, is_host: bool) -> bool {
+        let _ = is_host;
+        name == self.name || name == self.reorder_name()
+    }
+
     fn buffer_type(&self) -> Arc<dyn BufferType> {
-        Arc::new(SyclBufferType {
-            name: self.name.clone(),
-            ctx: self.ctx(),
-            max: self.info.max_alloc_bytes,
-        })
+        Arc::new(self.buffer_type_of(false))
+    }
+
+    fn extra_buffer_types(&self) -> Vec<Arc<dyn BufferType>> {
+        if self.offers_reorder() {
+            vec![Arc::new(self.buffer_type_of(true))]
+        } else {
+            Vec::new()
+        }
     }
 
     fn init_backend(&self, params: &str) -> Result<Box<dyn Backend>, PluginError> {
@@ -226,11 +276,15 @@ impl Device for SyclDevice {
     }
 }
 
-/// Device memory (USM device allocations) of one device.
+/// Device memory (USM device allocations) of one device, in ggml's
+/// layout or reordered ([`crate::reorder`]).
 pub struct SyclBufferType {
     name: String,
     ctx: Result<Arc<Ctx>, PluginError>,
     max: u64,
+    reordered: bool,
+    info: DeviceInfo,
+    settings: Settings,
 }
 
 impl BufferType for SyclBufferType {
@@ -246,11 +300,12 @@ impl BufferType for SyclBufferType {
             .queue
             .malloc(size.max(1), ALIGNMENT as usize)
             .map_err(|e| PluginError::out_of_memory(format!("{}: {e}", self.name)))?;
-        ctx.buffers.insert(ptr as u64, size_bytes, ());
+        ctx.buffers.insert(ptr as u64, size_bytes, self.reordered);
         Ok(Box::new(SyclBuffer {
             ptr,
             size: size_bytes,
             ctx,
+            reordered: self.reordered,
         }))
     }
 
@@ -261,6 +316,11 @@ impl BufferType for SyclBufferType {
     fn max_size(&self) -> u64 {
         self.max
     }
+
+    fn supports_op(&self, graph: &[TensorDesc], node: usize) -> bool {
+        self.reordered
+            && ops::runs_reordered(graph, node, &self.info, self.settings.toggles).is_ok()
+    }
 }
 
 /// One device allocation; its id is its device address.
@@ -268,6 +328,7 @@ pub struct SyclBuffer {
     ptr: *mut u8,
     size: u64,
     ctx: Arc<Ctx>,
+    reordered: bool,
 }
 
 // SAFETY: the buffer owns its allocation; all access goes through the queue.
@@ -290,6 +351,25 @@ impl SyclBuffer {
         // SAFETY: inside the allocation (checked above).
         Ok(unsafe { self.ptr.add(start as usize) })
     }
+
+    /// The reordered geometry of `tensor` and its device address, after
+    /// the same range check as every access (and one of the whole tensor).
+    fn reordered_tensor(
+        &self,
+        tensor: &TensorDesc,
+        offset: u64,
+        len: u64,
+    ) -> Result<(Reorder, *mut u8), PluginError> {
+        self.range(tensor, offset, len)?;
+        let base = self.range(tensor, 0, tensor.nbytes())?;
+        let r = Reorder::for_tensor(tensor).map_err(|e| {
+            PluginError::bad_input(format!(
+                "tensor in a {} buffer: {e}",
+                self.ctx.reorder_name()
+            ))
+        })?;
+        Ok((r, base))
+    }
 }
 
 impl Buffer for SyclBuffer {
@@ -302,6 +382,11 @@ impl Buffer for SyclBuffer {
     }
 
     fn set_tensor(&self, tensor: &TensorDesc, offset: u64, data: &[u8]) -> Result<(), PluginError> {
+        if self.reordered {
+            let (r, base) = self.reordered_tensor(tensor, offset, data.len() as u64)?;
+            return crate::reorder::write(&self.ctx.queue, r, base, offset as usize, data)
+                .map_err(PluginError::other);
+        }
         let p = self.range(tensor, offset, data.len() as u64)?;
         // SAFETY: the device range is inside this buffer; the host slice
         // lives until the blocking copy returns.
@@ -315,6 +400,11 @@ impl Buffer for SyclBuffer {
         offset: u64,
         out: &mut [u8],
     ) -> Result<(), PluginError> {
+        if self.reordered {
+            let (r, base) = self.reordered_tensor(tensor, offset, out.len() as u64)?;
+            return crate::reorder::read(&self.ctx.queue, r, base, offset as usize, out)
+                .map_err(PluginError::other);
+        }
         let p = self.range(tensor, offset, out.len() as u64)?;
         // SAFETY: as in set_tensor.
         unsafe { self.ctx.queue.memcpy(out.as_mut_ptr(), p, out.len(), true) }
@@ -329,6 +419,11 @@ impl Buffer for SyclBuffer {
         size: u64,
     ) -> Result<(), PluginError> {
         let p = self.range(tensor, offset, size)?;
+        // A range of ggml's layout is scattered over both regions: go
+        // through set_tensor's conversion.
+        if self.reordered {
+            return self.set_tensor(tensor, offset, &vec![value; size as usize]);
+        }
         // SAFETY: inside this buffer.
         unsafe { self.ctx.queue.memset(p, value, size as usize, true) }.map_err(PluginError::other)
     }
@@ -342,6 +437,10 @@ impl Buffer for SyclBuffer {
             )));
         }
         let d = self.range(dst, 0, n)?;
+        // Reordered bytes are copied as ggml's by the host (get + set).
+        if self.reordered || self.ctx.is_reordered(src) {
+            return Ok(false);
+        }
         let Ok(s) = self.ctx.address(None, src) else {
             return Ok(false);
         };
@@ -351,6 +450,8 @@ impl Buffer for SyclBuffer {
     }
 
     fn clear(&self, value: u8) -> Result<(), PluginError> {
+        // Reordering only moves bytes, so a buffer of one value is that in
+        // either layout.
         // SAFETY: the whole allocation.
         unsafe {
             self.ctx
@@ -415,8 +516,10 @@ impl Backend for SyclStream {
 
     fn graph_compute(&self, graph: &[TensorDesc]) -> Result<(), PluginError> {
         let mut ptrs = vec![std::ptr::null_mut::<u8>(); graph.len()];
-        self.ctx.buffers.lock().check_graph(graph, |i, t, _| {
+        let mut reordered = vec![false; graph.len()];
+        self.ctx.buffers.lock().check_graph(graph, |i, t, live| {
             ptrs[i] = (t.buffer as usize + t.offset as usize) as *mut u8;
+            reordered[i] = live.data;
         })?;
         for (i, t) in graph.iter().enumerate() {
             let op = t
@@ -430,6 +533,7 @@ impl Backend for SyclStream {
                 stream: self,
                 graph,
                 ptrs: &ptrs,
+                reordered: &reordered,
             };
             exec.run(i)
                 .map_err(|e| PluginError::other(format!("{}: node {i} ({op}): {e}", self.name)))?;

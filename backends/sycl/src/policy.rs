@@ -179,10 +179,16 @@ pub fn choose(
 /// ggml's `should_reorder_tensor`: the optimisation is on, the device is one
 /// it pays off on (an Intel GPU), and the product is a single column.
 pub fn reorder_applies(arch: &Architecture, toggles: Toggles, s: &MulMatShape) -> bool {
-    !toggles.disable_opt
-        && (arch.family.is_intel_gpu() || toggles.force_reorder)
-        && s.n == 1
-        && s.batch == [1, 1]
+    reorder_offered(arch, toggles) && s.n == 1 && s.batch == [1, 1]
+}
+
+/// Whether a device offers weights in the reordered layout
+/// ([`crate::reorder`]): the optimisation is on and the device is one it
+/// pays off on (an Intel GPU), or `enable_reorder` asks for it anywhere.
+/// Reordered weights are then read by [`MulMatPath::MmvqReordered`] for
+/// single columns without a reorder per product.
+pub fn reorder_offered(arch: &Architecture, toggles: Toggles) -> bool {
+    !toggles.disable_opt && (arch.family.is_intel_gpu() || toggles.force_reorder)
 }
 
 #[cfg(test)]

@@ -166,7 +166,14 @@ pub(super) fn get_rows(x: &Exec<'_>, i: usize) -> Result<(), String> {
         "source",
     )?;
     let args = x.args(i);
-    x.launch_1d(Source::Copy, "k_get_rows", i, d.nelements() as usize, &args)
+    // Weights stored reordered (checked by Exec::run to be a matrix the
+    // layout holds) have a kernel of their own.
+    let kernel = if x.weights_reordered(i) {
+        "k_get_rows_reordered"
+    } else {
+        "k_get_rows"
+    };
+    x.launch_1d(Source::Copy, kernel, i, d.nelements() as usize, &args)
 }
 
 pub(super) fn set_rows(x: &Exec<'_>, i: usize) -> Result<(), String> {

@@ -2,13 +2,18 @@
 //! [`crate::policy::choose`] from the type, the shape and the device's
 //! architecture.
 //!
-//! Reordered weights are rebuilt in scratch memory at each product (no
-//! cache across graphs yet: that needs write tracking of weight buffers).
+//! Weights in ggml's layout that the policy wants reordered are reordered
+//! in scratch memory at each product. Weights stored reordered (a
+//! `<device>_reorder` buffer, [`crate::reorder`]) are read as they are by
+//! the reordered mat-vec for single columns; any other product converts
+//! them back to ggml's layout in scratch first (`k_unreorder`) and runs the
+//! path the policy chooses, as ggml-sycl dequantizes its reordered weights
+//! for wide products.
 
 use backplane_abi::{MAX_SRC, TensorDesc};
 
 use super::{Exec, dtype};
-use crate::kernels::Source;
+use crate::kernels::{Ptrs, Source};
 use crate::policy::{self, MulMatPath, MulMatShape, Toggles};
 use crate::runtime::DeviceInfo;
 
@@ -78,7 +83,81 @@ pub(super) fn supports(src: &Srcs<'_>, info: &DeviceInfo, toggles: Toggles) -> R
     policy::choose(&info.arch, toggles, &s).map(|_| ())
 }
 
+/// Bytes of `b`'s columns as q8_1 blocks, and the scratch they take.
+fn q8_sizes(b: &TensorDesc) -> (usize, usize) {
+    let batches = (b.ne[2] * b.ne[3]) as usize;
+    let q8_bytes = (b.ne[0] / 32 * 36) as usize * b.ne[1] as usize * batches;
+    (q8_bytes, q8_bytes.next_multiple_of(256))
+}
+
+fn log_path(x: &Exec<'_>, s: &MulMatShape, path: &str) {
+    if x.stream.settings.log {
+        eprintln!(
+            "backplane-sycl: MUL_MAT {} k={} m={} n={} -> {path}",
+            s.src0.name(),
+            s.k,
+            s.m,
+            s.n,
+        );
+    }
+}
+
 pub(super) fn mul_mat(x: &Exec<'_>, i: usize) -> Result<(), String> {
+    if x.weights_reordered(i) {
+        return mul_mat_stored_reordered(x, i);
+    }
+    mul_mat_ggml(x, i, x.node_ptrs(i)?, 0)
+}
+
+/// MUL_MAT over weights stored reordered: the reordered mat-vec straight
+/// from them for one f32 column, else a ggml-layout copy in scratch.
+fn mul_mat_stored_reordered(x: &Exec<'_>, i: usize) -> Result<(), String> {
+    let (a, b) = (
+        x.src(i, 0).ok_or("MUL_MAT needs a")?,
+        x.src(i, 1).ok_or("MUL_MAT needs b")?,
+    );
+    let r = crate::reorder::Reorder::for_tensor(a)?;
+    let s = shape(a, b)?;
+    if x.graph[i].nelements() == 0 {
+        return Ok(());
+    }
+    let args = x.args(i);
+    let mut ptrs = x.node_ptrs(i)?;
+    let (q8_bytes, q8_region) = q8_sizes(b);
+    if s.src1 == backplane_abi::DType::F32 && s.n == 1 && s.batch == [1, 1] {
+        log_path(x, &s, "mmvq-reorder (stored reordered)");
+        let scratch = x.stream.scratch(q8_region)?;
+        let mut qp = ptrs;
+        qp[0] = scratch;
+        x.launch_ptrs(Source::MulMat, "k_quantize_q8_1", q8_bytes / 36, qp, &args)?;
+        ptrs[3] = scratch;
+        ptrs[4] = ptrs[1];
+        return x.launch(
+            Source::MulMat,
+            "k_mmvq_reordered",
+            [1, s.m as usize, MV_WG],
+            [1, 1, MV_WG],
+            ptrs,
+            &args,
+        );
+    }
+    // Reserve the copy and whatever the chosen path takes after it at
+    // once: growing the scratch later would free the copy.
+    let copy_region = r.bytes().next_multiple_of(256);
+    let scratch = x
+        .stream
+        .scratch(copy_region + q8_region + a.nbytes() as usize)?;
+    log_path(x, &s, "k_unreorder to scratch, then the path below");
+    let mut up = ptrs;
+    up[0] = scratch;
+    x.launch_ptrs(Source::MulMat, "k_unreorder", r.blocks, up, &args)?;
+    ptrs[1] = scratch;
+    mul_mat_ggml(x, i, ptrs, copy_region)
+}
+
+/// MUL_MAT over weights in ggml's layout at `ptrs[1]`, by the policy's
+/// path; scratch memory from byte `reserved` on is free to use.
+fn mul_mat_ggml(x: &Exec<'_>, i: usize, ptrs: Ptrs, reserved: usize) -> Result<(), String> {
     let d = &x.graph[i];
     let (a, b) = (
         x.src(i, 0).ok_or("MUL_MAT needs a")?,
@@ -86,23 +165,15 @@ pub(super) fn mul_mat(x: &Exec<'_>, i: usize) -> Result<(), String> {
     );
     let s = shape(a, b)?;
     let path = policy::choose(&x.ctx.info.arch, x.stream.settings.toggles, &s)?;
-    if x.stream.settings.log {
-        eprintln!(
-            "backplane-sycl: MUL_MAT {} k={} m={} n={} -> {}",
-            s.src0.name(),
-            s.k,
-            s.m,
-            s.n,
-            path.name()
-        );
-    }
+    log_path(x, &s, path.name());
     if d.nelements() == 0 {
         return Ok(());
     }
     let batches = (b.ne[2] * b.ne[3]) as usize;
     let (m, n) = (a.ne[1] as usize, b.ne[1] as usize);
     let args = x.args(i);
-    let mut ptrs = x.node_ptrs(i)?;
+    let node_ptrs = ptrs;
+    let mut ptrs = ptrs;
     match path {
         MulMatPath::Dmmv => x.launch(
             Source::MulMat,
@@ -113,11 +184,12 @@ pub(super) fn mul_mat(x: &Exec<'_>, i: usize) -> Result<(), String> {
             &args,
         ),
         MulMatPath::Mmvq | MulMatPath::MmvqReordered => {
-            let q8_bytes = (b.ne[0] / 32 * 36) as usize * n * batches;
+            let (q8_bytes, q8_region) = q8_sizes(b);
             let reordered = path == MulMatPath::MmvqReordered;
             let w_bytes = if reordered { a.nbytes() as usize } else { 0 };
-            let q8_region = q8_bytes.next_multiple_of(256);
-            let scratch = x.stream.scratch(q8_region + w_bytes)?;
+            // The first `reserved` bytes of the scratch are the caller's.
+            let scratch = x.stream.scratch(reserved + q8_region + w_bytes)?;
+            let scratch = scratch.wrapping_add(reserved);
             ptrs[0] = scratch;
             x.launch_ptrs(
                 Source::MulMat,
@@ -126,7 +198,7 @@ pub(super) fn mul_mat(x: &Exec<'_>, i: usize) -> Result<(), String> {
                 ptrs,
                 &args,
             )?;
-            ptrs = x.node_ptrs(i)?;
+            ptrs = node_ptrs;
             ptrs[3] = scratch;
             if !reordered {
                 return x.launch(

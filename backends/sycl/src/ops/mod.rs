@@ -72,6 +72,32 @@ pub fn supports(
     }
 }
 
+/// Whether `graph[node]` runs with its weights (`src[0]`) in the reordered
+/// layout ([`crate::reorder`]): a MUL_MAT or GET_ROWS the device supports
+/// on a weight the layout holds; otherwise why not.
+pub fn runs_reordered(
+    graph: &[TensorDesc],
+    node: usize,
+    info: &DeviceInfo,
+    toggles: Toggles,
+) -> Result<(), String> {
+    let d = graph
+        .get(node)
+        .ok_or_else(|| format!("node {node} is not in the graph ({} tensors)", graph.len()))?;
+    let op = d.op().map_err(|e| e.to_string())?;
+    if !matches!(op, Op::MulMat | Op::GetRows) {
+        return Err(format!(
+            "{op} cannot read weights in the reordered layout (only MUL_MAT and GET_ROWS)"
+        ));
+    }
+    let w = d
+        .src(0)
+        .and_then(|s| graph.get(s))
+        .ok_or_else(|| format!("{op} without its weights"))?;
+    crate::reorder::Reorder::for_tensor(w)?;
+    supports(graph, node, info, toggles)
+}
+
 /// Everything a node needs to run.
 pub struct Exec<'a> {
     /// The device context.
@@ -82,6 +108,8 @@ pub struct Exec<'a> {
     pub graph: &'a [TensorDesc],
     /// Device address of each tensor (null when unallocated).
     pub ptrs: &'a [*mut u8],
+    /// Whether each tensor lies in a buffer of the reordered layout.
+    pub reordered: &'a [bool],
 }
 
 impl Exec<'_> {
@@ -89,6 +117,7 @@ impl Exec<'_> {
     pub fn run(&self, i: usize) -> Result<(), String> {
         let d = &self.graph[i];
         let op = d.op().map_err(|e| e.to_string())?;
+        self.check_reordered_reads(i, op)?;
         match op {
             Op::Add | Op::Sub | Op::Mul | Op::Div => elementwise::binary(self, i, op),
             Op::Unary
@@ -111,6 +140,36 @@ impl Exec<'_> {
             Op::FlashAttnExt => attention::flash_attn_ext(self, i),
             other => Err(format!("op {other} not implemented by the SYCL backend")),
         }
+    }
+
+    /// Refuses node `i` when it reads a tensor in the reordered layout
+    /// other than as the weights of a MUL_MAT or GET_ROWS the layout holds.
+    fn check_reordered_reads(&self, i: usize, op: Op) -> Result<(), String> {
+        for (k, s) in (0..4).filter_map(|k| Some((k, self.graph[i].src(k)?))) {
+            if !self.reordered.get(s).copied().unwrap_or(false) {
+                continue;
+            }
+            let why = if k == 0 && matches!(op, Op::MulMat | Op::GetRows) {
+                match crate::reorder::Reorder::for_tensor(&self.graph[s]) {
+                    Ok(_) => continue,
+                    Err(e) => e,
+                }
+            } else {
+                "only the weights of MUL_MAT and GET_ROWS are read in it".to_string()
+            };
+            return Err(format!(
+                "source {k} (tensor {s}) is in the reordered layout of {}: {why}",
+                self.ctx.reorder_name()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether node `i`'s weights (`src[0]`) are in the reordered layout.
+    pub(crate) fn weights_reordered(&self, i: usize) -> bool {
+        self.graph[i]
+            .src(0)
+            .is_some_and(|s| self.reordered.get(s).copied().unwrap_or(false))
     }
 
     /// Descriptor of node `i`'s source `k`.
