@@ -15,30 +15,13 @@ const FLOATS: &[DType] = &[DType::F32, DType::F16];
 const WG: u32 = 256;
 
 pub fn supports(_facts: &Facts, graph: &[TensorDesc], node: usize) -> Result<(), String> {
+    // The op contract has checked the shapes and the broadcast; what
+    // follows is what the kernel implements (f32, f16) and indexes.
     let d = &graph[node];
     let a = src(graph, node, 0)?;
     let b = src(graph, node, 1)?;
-    let ta = want_type("src0", a, FLOATS)?;
+    want_type("src0", a, FLOATS)?;
     want_type("src1", b, FLOATS)?;
-    let td = dtype(d)?;
-    if td != ta {
-        return Err(format!(
-            "dst type {} differs from src0 type {}",
-            td.name(),
-            ta.name()
-        ));
-    }
-    if !d.same_shape(a) {
-        return Err("dst shape differs from src0".into());
-    }
-    for k in 0..4 {
-        if b.ne[k] == 0 || a.ne[k] % b.ne[k] != 0 {
-            return Err(format!(
-                "src1 ne{k}={} does not divide src0 ne{k}={}",
-                b.ne[k], a.ne[k]
-            ));
-        }
-    }
     for (what, t) in [("src0", a), ("src1", b), ("dst", d)] {
         let elem = dtype(t)?.type_size() as u64;
         nb_elems(t, elem).map_err(|e| format!("{what}: {e}"))?;

@@ -11,7 +11,7 @@ use backplane_shaders::PipelineKey;
 
 use crate::encode::{Encoder, Params};
 use crate::facts::Facts;
-use crate::ops::{dtype, nb_elems, ne_u32, src, src_index, type_name, want_type};
+use crate::ops::{dtype, nb_elems, ne_u32, src, src_index, type_name};
 use crate::pipelines::Checks;
 
 /// Workgroup size (one invocation per element or element pair).
@@ -78,44 +78,18 @@ fn byte_strides(d: &TensorDesc) -> Result<[u32; 4], String> {
     Ok(nb)
 }
 
-/// Checks shapes as ggml_set_rows: dst [n0, m, n2, n3], src [n0, r, n2, n3],
-/// indices [r, b2, b3] with b2 | n2 and b3 | n3.
-fn check_shapes(d: &TensorDesc, s: &TensorDesc, i: &TensorDesc) -> Result<(), String> {
-    let fits = d.ne[0] == s.ne[0]
-        && d.ne[2] == s.ne[2]
-        && d.ne[3] == s.ne[3]
-        && s.ne[1] == i.ne[0]
-        && i.ne[1] > 0
-        && i.ne[2] > 0
-        && s.ne[2] % i.ne[1] == 0
-        && s.ne[3] % i.ne[2] == 0
-        && i.ne[3] == 1;
-    if fits {
-        Ok(())
-    } else {
-        Err(format!(
-            "dst ne {:?}, src ne {:?} and indices ne {:?} do not fit",
-            d.ne, s.ne, i.ne
-        ))
-    }
-}
-
-/// Accepts f32 sources, i32/i64 indices and the destination types of
-/// [`DST_TYPES`] with rows the kernels can address.
+/// Accepts the destination types of [`DST_TYPES`] with rows the kernels
+/// can address (the op contract has checked the operand types and shapes).
 pub fn supports(_facts: &Facts, graph: &[TensorDesc], node: usize) -> Result<(), String> {
     let d = &graph[node];
     let s = src(graph, node, 0)?;
     let i = src(graph, node, 1)?;
-    want_type("src0", s, &[DType::F32])?;
-    want_type("indices", i, &[DType::I32, DType::I64])?;
     let td = dtype(d)?;
     if !DST_TYPES.contains(&td) {
-        return Err(format!(
-            "SET_ROWS into {} not implemented (have f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0)",
-            td.name()
+        return Err(backplane_abi::support::implemented_types(
+            "result", td, DST_TYPES,
         ));
     }
-    check_shapes(d, s, i)?;
     nb_elems(s, 4).map_err(|e| format!("src0: {e}"))?;
     nb_elems(i, 4).map_err(|e| format!("indices: {e}"))?;
     ne_u32(s).map_err(|e| format!("src0: {e}"))?;
@@ -213,15 +187,6 @@ pub fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn shapes_follow_ggml_broadcasting() {
-        let d = TensorDesc::new(DType::F16, [40, 32, 4, 2]);
-        let s = TensorDesc::new(DType::F32, [40, 7, 4, 2]);
-        assert!(check_shapes(&d, &s, &TensorDesc::new(DType::I64, [7, 2, 1, 1])).is_ok());
-        assert!(check_shapes(&d, &s, &TensorDesc::new(DType::I32, [7, 3, 1, 1])).is_err());
-        assert!(check_shapes(&d, &s, &TensorDesc::new(DType::I32, [6, 1, 1, 1])).is_err());
-    }
 
     #[test]
     fn layouts_and_strides_by_type() {
