@@ -20,6 +20,11 @@
 // weights and the products are integer dot products (common/quant_dot),
 // as ggml's MMVQ kernels do.
 //
+// W_SPLIT (with X_Q8, q4_0 only): the weights are stored split
+// (backends/webgpu/src/split.rs): rows of 16-byte quant blocks w_s1
+// bytes apart from w_off, one vec4 load per unit, and the half scales
+// after all quants, block b's at byte w_scales + 2b.
+//
 // MUL_MAT_ID: batch b is the pair (slot e = b % n_used, token t =
 // b / n_used); its weights are expert ids[e, t] and its single column is x
 // row e % ne11 of token t; an id outside 0..n_experts is reported through
@@ -38,6 +43,9 @@ struct Params {
     x_off: u32, x_s1: u32, x_s2: u32, x_s3: u32,
     d_off: u32, d_s0: u32, d_s1: u32, d_s2: u32, d_s3: u32,
     ids_off: u32, ids_s0: u32, ids_s1: u32, n_used: u32, n_experts: u32, node1: u32,
+#ifdef W_SPLIT
+    w_scales: u32,
+#endif
 }
 
 #if defined(W_HALF8) || defined(QUANT_BUF_VEC4)
@@ -67,6 +75,21 @@ const NACC: u32 = NROWS * NCOLS;
 var<workgroup> partial: array<f32, MAX_SUBGROUPS * NACC>;
 #else
 var<workgroup> partial: array<f32, WG_SIZE * NACC>;
+#endif
+
+#ifdef W_SPLIT
+// Unit (block) u of the split row whose quants start at byte `row`.
+fn q_load8_split(row: u32, u: u32) -> QUnit8 {
+    var w: QUnit8;
+    let q = src0[(row >> 4u) + u];
+    let at = p.w_scales + 2u * (((row - p.w_off) >> 4u) + u);
+    let word = src0[at >> 4u][(at >> 2u) & 3u];
+    w.d[0] = unpack2x16float(select(word, word >> 16u, (at & 2u) != 0u)).x;
+    w.m[0] = -8.0 * w.d[0];
+    w.q[0] = q & Q_NIBBLES;
+    w.q[1] = (q >> vec4<u32>(4u)) & Q_NIBBLES;
+    return w;
+}
 #endif
 
 #ifdef MUL_MAT_ID
@@ -162,7 +185,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 #ifdef X_Q8
         var wq: array<QUnit8, NROWS>;
         for (var r = 0u; r < NROWS; r++) {
+#ifdef W_SPLIT
+            wq[r] = q_load8_split(rows[r], u);
+#else
             wq[r] = q_load8(rows[r], u);
+#endif
         }
         for (var c = 0u; c < NCOLS; c++) {
             let xi = cols[c] + 3u * Q8_RUNS * u;

@@ -244,8 +244,8 @@ fn quantized(dtype: DType, k: usize, m: usize, seed: u64) -> Vec<u8> {
 fn assert_round_trips(layout: &backplane::registry::BufferType, dtype: DType) {
     let ggml = quantized(dtype, 96, 5, 3);
     let align = layout.alignment();
-    let buf = layout.alloc_buffer(align + ggml.len() as u64).unwrap();
     let mut t = backplane::TensorDesc::new(dtype, [96, 5, 1, 1]);
+    let buf = layout.alloc_buffer(align + layout.alloc_size(&t)).unwrap();
     t.buffer = buf.id();
     t.offset = align;
     let mut at = 0;
@@ -310,7 +310,7 @@ fn run_layout_net(
         );
     }
     let kept = layout.map(|l| {
-        let b = l.alloc_buffer(descs[w.index()].nbytes()).unwrap();
+        let b = l.alloc_buffer(l.alloc_size(&descs[w.index()])).unwrap();
         descs[w.index()].buffer = b.id();
         descs[w.index()].offset = 0;
         b
@@ -351,7 +351,7 @@ fn assert_other_readers_refused(device: &backplane::registry::Device, layout: &s
     g.mark_output(c).unwrap();
     let (mut descs, _buf) = backplane_tests::place(&g, &device.buffer_type());
     assert!(!l.supports_op(&descs, c.index()), "{layout} accepts CONT");
-    let b = l.alloc_buffer(descs[w.index()].nbytes()).unwrap();
+    let b = l.alloc_buffer(l.alloc_size(&descs[w.index()])).unwrap();
     descs[w.index()].buffer = b.id();
     descs[w.index()].offset = 0;
     b.set_tensor(&descs[w.index()], 0, &quantized(dtype, 96, 8, 1))
@@ -362,7 +362,7 @@ fn assert_other_readers_refused(device: &backplane::registry::Device, layout: &s
 }
 
 /// Every check of a layout: offered, round trips, equal results with the
-/// plain layout for MUL_MAT (one and three columns) and, where
+/// plain layout for MUL_MAT (one, three and nine columns) and, where
 /// `get_rows`, GET_ROWS; other readers refused.
 fn assert_layout(
     device: &backplane::registry::Device,
@@ -373,7 +373,7 @@ fn assert_layout(
     let l = layout_of(device, layout);
     for &t in types {
         assert_round_trips(&l, t);
-        for n in [1, 3] {
+        for n in [1, 3, 9] {
             let plain = run_layout_net(device, None, t, n, get_rows);
             let stored = run_layout_net(device, Some(&l), t, n, get_rows);
             assert_eq!(stored, plain, "{layout} {t} n={n}");
@@ -401,4 +401,15 @@ fn sycl_reordered_weights_round_trip_and_give_the_results_of_ggml_layout() {
     let layout = format!("{}_reorder", sycl.name());
     assert_layout(&sycl, &layout, &[DType::Q4_0, DType::Q8_0], true);
     eprintln!("child computed on {}", sycl.description());
+}
+
+#[test]
+fn webgpu_split_weights_round_trip_and_give_the_results_of_ggml_layout() {
+    let Some(gpu) = plugin_device("layout-webgpu", "webgpu") else {
+        return;
+    };
+    let layout = format!("webgpu-{}-split", gpu.name());
+    // GET_ROWS does not read the split layout: refused, so a tied
+    // embedding stays in ggml's layout.
+    assert_layout(&gpu, &layout, &[DType::Q4_0], false);
 }

@@ -1,7 +1,9 @@
 //! Device memory: a buffer type aligned to the device's
 //! `min_storage_buffer_offset_alignment`, and buffers with
 //! set/get/memset/copy. Reads go through a mapped staging buffer; writes
-//! whose ends are not 4-byte aligned patch the surrounding words.
+//! whose ends are not 4-byte aligned patch the surrounding words. The
+//! split buffer type keeps q4_0 weights in the layout of [`crate::split`],
+//! converting in set/get.
 
 use std::sync::Arc;
 
@@ -11,17 +13,24 @@ use backplane_abi::support::memory::check_access;
 
 use crate::context::Ctx;
 use crate::facts::{Facts, human_bytes};
+use crate::split::Split;
 
 /// wgpu's copy granularity.
 const COPY_ALIGN: u64 = wgpu::COPY_BUFFER_ALIGNMENT;
 
-/// Device memory of one device.
+/// Device memory of one device, in ggml's layout or split.
 pub struct WebGpuBufferType {
     name: String,
     ctx: Result<Arc<Ctx>, PluginError>,
     alignment: u64,
     max: u64,
+    /// The split layout's buffer type, with the facts its `supports_op`
+    /// decides by.
+    split: Option<Facts>,
 }
+
+/// Split tensors are bound in whole 16-byte words (`vec4<u32>`).
+const SPLIT_ALIGN: u64 = 16;
 
 impl WebGpuBufferType {
     /// The buffer type of a device (the context may have failed to open:
@@ -32,6 +41,16 @@ impl WebGpuBufferType {
             ctx,
             alignment: facts.offset_alignment.max(COPY_ALIGN),
             max: facts.max_buffer_bytes,
+            split: None,
+        }
+    }
+
+    /// The split-layout buffer type of a device ([`crate::split`]).
+    pub fn split(name: String, ctx: Result<Arc<Ctx>, PluginError>, facts: &Facts) -> Self {
+        WebGpuBufferType {
+            alignment: facts.offset_alignment.max(SPLIT_ALIGN),
+            split: Some(facts.clone()),
+            ..WebGpuBufferType::new(name, ctx, facts)
         }
     }
 }
@@ -51,7 +70,12 @@ impl BufferType for WebGpuBufferType {
                 human_bytes(self.max)
             )));
         }
-        let padded = size_bytes.max(COPY_ALIGN).next_multiple_of(COPY_ALIGN);
+        let align = if self.split.is_some() {
+            SPLIT_ALIGN
+        } else {
+            COPY_ALIGN
+        };
+        let padded = size_bytes.max(align).next_multiple_of(align);
         let scope = ctx.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let buffer = ctx.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("backplane tensors"),
@@ -69,12 +93,13 @@ impl BufferType for WebGpuBufferType {
             )));
         }
         let buffer = Arc::new(buffer);
-        let id = ctx.register(Arc::clone(&buffer), size_bytes);
+        let id = ctx.register(Arc::clone(&buffer), size_bytes, self.split.is_some());
         Ok(Box::new(WebGpuBuffer {
             id,
             buffer,
             size: size_bytes,
             ctx,
+            split: self.split.is_some(),
         }))
     }
 
@@ -85,6 +110,21 @@ impl BufferType for WebGpuBufferType {
     fn max_size(&self) -> u64 {
         self.max
     }
+
+    fn alloc_size(&self, tensor: &TensorDesc) -> u64 {
+        // The kernels bind a split tensor in whole 16-byte words.
+        if self.split.is_some() {
+            tensor.nbytes().next_multiple_of(SPLIT_ALIGN)
+        } else {
+            tensor.nbytes()
+        }
+    }
+
+    fn supports_op(&self, graph: &[TensorDesc], node: usize) -> bool {
+        self.split
+            .as_ref()
+            .is_some_and(|facts| crate::split::runs_split(facts, graph, node).is_ok())
+    }
 }
 
 /// One device allocation.
@@ -93,6 +133,7 @@ pub struct WebGpuBuffer {
     buffer: Arc<wgpu::Buffer>,
     size: u64,
     ctx: Arc<Ctx>,
+    split: bool,
 }
 
 impl Drop for WebGpuBuffer {
@@ -110,6 +151,89 @@ impl WebGpuBuffer {
     fn range(&self, tensor: &TensorDesc, offset: u64, len: u64) -> Result<u64, PluginError> {
         let kind = self.ctx.buffers.kind();
         Ok(check_access(kind, self.id, self.size, tensor, offset, len)?)
+    }
+
+    /// The split geometry of `tensor` and its absolute start, after the
+    /// same range check as every access (and one of the whole tensor).
+    fn split_tensor(
+        &self,
+        tensor: &TensorDesc,
+        offset: u64,
+        len: u64,
+    ) -> Result<(Split, u64), PluginError> {
+        self.range(tensor, offset, len)?;
+        let start = self.range(tensor, 0, tensor.nbytes())?;
+        let s = Split::for_tensor(tensor).map_err(|e| {
+            PluginError::bad_input(format!("tensor in a {} buffer: {e}", self.ctx.split_name()))
+        })?;
+        Ok((s, start))
+    }
+
+    /// Blocks `[first, end)` of the split tensor at absolute `start`, in
+    /// ggml's layout.
+    fn read_split_blocks(
+        &self,
+        s: Split,
+        start: u64,
+        first: usize,
+        end: usize,
+    ) -> Result<Vec<u8>, PluginError> {
+        let [(qa, qn), (sa, sn)] = s.runs(first, end);
+        let (mut quants, mut scales) = (vec![0u8; qn], vec![0u8; sn]);
+        self.read(start + qa as u64, &mut quants)?;
+        self.read(start + sa as u64, &mut scales)?;
+        let mut ggml = vec![0u8; s.bytes() / s.blocks * (end - first)];
+        crate::split::join(&quants, &scales, &mut ggml);
+        Ok(ggml)
+    }
+
+    /// Writes ggml bytes `data` at `offset` of a split tensor: whole blocks
+    /// converted on the host, partly covered ones read back and merged.
+    fn write_split(
+        &self,
+        tensor: &TensorDesc,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(), PluginError> {
+        let (s, start) = self.split_tensor(tensor, offset, data.len() as u64)?;
+        if data.is_empty() {
+            return Ok(());
+        }
+        let offset = offset as usize;
+        let (first, end) = s.blocks_of(offset, data.len());
+        let bb = s.bytes() / s.blocks;
+        let whole = offset.is_multiple_of(bb) && (offset + data.len()).is_multiple_of(bb);
+        let mut ggml = if whole {
+            vec![0u8; (end - first) * bb]
+        } else {
+            self.read_split_blocks(s, start, first, end)?
+        };
+        let at = offset - first * bb;
+        ggml[at..at + data.len()].copy_from_slice(data);
+        let [(qa, qn), (sa, sn)] = s.runs(first, end);
+        let (mut quants, mut scales) = (vec![0u8; qn], vec![0u8; sn]);
+        crate::split::split(&ggml, &mut quants, &mut scales);
+        self.write(start + qa as u64, &quants)?;
+        self.write(start + sa as u64, &scales)
+    }
+
+    /// Reads ggml bytes at `offset` of a split tensor into `out`.
+    fn read_split(
+        &self,
+        tensor: &TensorDesc,
+        offset: u64,
+        out: &mut [u8],
+    ) -> Result<(), PluginError> {
+        let (s, start) = self.split_tensor(tensor, offset, out.len() as u64)?;
+        if out.is_empty() {
+            return Ok(());
+        }
+        let offset = offset as usize;
+        let (first, end) = s.blocks_of(offset, out.len());
+        let ggml = self.read_split_blocks(s, start, first, end)?;
+        let at = offset - first * (s.bytes() / s.blocks);
+        out.copy_from_slice(&ggml[at..at + out.len()]);
+        Ok(())
     }
 
     /// Reads `out.len()` bytes at absolute `start`.
@@ -192,6 +316,9 @@ impl Buffer for WebGpuBuffer {
     }
 
     fn set_tensor(&self, tensor: &TensorDesc, offset: u64, data: &[u8]) -> Result<(), PluginError> {
+        if self.split {
+            return self.write_split(tensor, offset, data);
+        }
         let start = self.range(tensor, offset, data.len() as u64)?;
         self.write(start, data)
     }
@@ -202,6 +329,9 @@ impl Buffer for WebGpuBuffer {
         offset: u64,
         out: &mut [u8],
     ) -> Result<(), PluginError> {
+        if self.split {
+            return self.read_split(tensor, offset, out);
+        }
         let start = self.range(tensor, offset, out.len() as u64)?;
         self.read(start, out)
     }
@@ -216,6 +346,11 @@ impl Buffer for WebGpuBuffer {
         let start = self.range(tensor, offset, size)?;
         let n = usize::try_from(size)
             .map_err(|_| PluginError::bad_input(format!("memset of {size} bytes")))?;
+        // A range of ggml's layout is scattered over both runs: go through
+        // set_tensor's conversion.
+        if self.split {
+            return self.write_split(tensor, offset, &vec![value; n]);
+        }
         self.write(start, &vec![value; n])
     }
 
@@ -228,6 +363,10 @@ impl Buffer for WebGpuBuffer {
             )));
         }
         let d = self.range(dst, 0, n)?;
+        // Split bytes are copied as ggml's by the host (get + set).
+        if self.split || self.ctx.is_split(src.buffer) {
+            return Ok(false);
+        }
         let Ok(sbuf) = self.ctx.buffer_of(None, src) else {
             return Ok(false);
         };
@@ -247,6 +386,8 @@ impl Buffer for WebGpuBuffer {
     }
 
     fn clear(&self, value: u8) -> Result<(), PluginError> {
+        // Splitting only moves bytes, so a buffer of one value is that in
+        // either layout.
         if value == 0 {
             let mut enc = self.ctx.device.create_command_encoder(&Default::default());
             enc.clear_buffer(&self.buffer, 0, None);

@@ -1,6 +1,7 @@
 //! An opened device: the wgpu device and queue, the table of live buffers,
 //! the pipeline cache, the pool of parameter buffers and the profiler.
 
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -49,6 +50,9 @@ pub struct Ctx {
     pub graph_timing: bool,
     /// Live buffers by id, with their wgpu buffers.
     pub buffers: LiveBuffers<Arc<wgpu::Buffer>>,
+    /// Ids of the live buffers whose tensors are in the split layout
+    /// ([`crate::split`]).
+    split_buffers: Mutex<HashSet<u64>>,
     next_id: AtomicU64,
     /// Parameter buffers (KERNELS_PER_SUBMIT slots each) free for reuse;
     /// a buffer comes back here when the submission that used it completes.
@@ -106,22 +110,38 @@ impl Ctx {
             queue,
             profiler,
             buffers: LiveBuffers::new(name),
+            split_buffers: Mutex::default(),
             next_id: AtomicU64::new(1),
             param_pool: Arc::default(),
         })
     }
 
     /// Registers a new buffer of `size` bytes (the size asked for, before
-    /// wgpu's padding) and returns its id.
-    pub fn register(&self, buffer: Arc<wgpu::Buffer>, size: u64) -> u64 {
+    /// wgpu's padding) and returns its id; `split` when its tensors are in
+    /// the split layout.
+    pub fn register(&self, buffer: Arc<wgpu::Buffer>, size: u64, split: bool) -> u64 {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         self.buffers.insert(id, size, buffer);
+        if split {
+            lock(&self.split_buffers).insert(id);
+        }
         id
+    }
+
+    /// Whether buffer `id` holds tensors in the split layout.
+    pub fn is_split(&self, id: u64) -> bool {
+        lock(&self.split_buffers).contains(&id)
+    }
+
+    /// Name of the device's split buffer type (`webgpu-gpu0-split`).
+    pub fn split_name(&self) -> String {
+        format!("webgpu-{}{}", self.name, crate::split::SPLIT_SUFFIX)
     }
 
     /// Forgets buffer `id`.
     pub fn unregister(&self, id: u64) {
         self.buffers.remove(id);
+        lock(&self.split_buffers).remove(&id);
         self.bind_groups.clear();
     }
 

@@ -246,12 +246,26 @@ impl Device for WebGpuDevice {
         ops::supports(&self.facts, graph, node).into()
     }
 
+    fn supports_buft(&self, name: &str, is_host: bool) -> bool {
+        let _ = is_host;
+        let plain = format!("webgpu-{}", self.name);
+        name == plain || name == format!("{plain}{}", crate::split::SPLIT_SUFFIX)
+    }
+
     fn buffer_type(&self) -> Arc<dyn BufferType> {
         Arc::new(WebGpuBufferType::new(
             format!("webgpu-{}", self.name),
             self.ctx(),
             &self.facts,
         ))
+    }
+
+    fn extra_buffer_types(&self) -> Vec<Arc<dyn BufferType>> {
+        vec![Arc::new(WebGpuBufferType::split(
+            format!("webgpu-{}{}", self.name, crate::split::SPLIT_SUFFIX),
+            self.ctx(),
+            &self.facts,
+        ))]
     }
 
     fn init_backend(&self, params: &str) -> Result<Box<dyn Backend>, PluginError> {

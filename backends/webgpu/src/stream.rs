@@ -78,7 +78,9 @@ impl WebGpuStream {
                 continue;
             }
             enc.begin_node(i);
-            if let Err(e) = ops::encode(&mut enc, i) {
+            let in_split = |s: usize| self.ctx.is_split(graph[s].buffer);
+            let checked = crate::split::check_reads(graph, i, &self.ctx.split_name(), in_split);
+            if let Err(e) = checked.and_then(|()| ops::encode(&mut enc, i)) {
                 result = Err(PluginError::other(format!(
                     "{}: node {i} ({op}): {e}",
                     self.name

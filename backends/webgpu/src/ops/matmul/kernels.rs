@@ -11,6 +11,8 @@ use crate::kept::{ByteRange, CopyOrigin};
 use crate::ops::{dtype, nb_elems, ne_u32, src_index, type_name};
 use crate::pipelines::Checks;
 
+mod split;
+
 /// Workgroup size of the activation conversion.
 const CONVERT_WG: u32 = 256;
 /// Runs of 4 contiguous f32 weights each `mul_mat_dequant` invocation
@@ -45,6 +47,8 @@ struct Weights {
     /// Offset and strides of dims 1..3, in the layout's units.
     off: u32,
     strides: [u32; 3],
+    /// [`WeightLayout::Split`]: byte offset of the scales in the binding.
+    scales: u32,
 }
 
 impl Weights {
@@ -67,7 +71,7 @@ impl Weights {
         let ty = dtype(a)?;
         let binding = e.binding(index)?;
         let unit = match layout {
-            WeightLayout::Quant | WeightLayout::Quant16 => 1,
+            WeightLayout::Quant | WeightLayout::Quant16 | WeightLayout::Split => 1,
             WeightLayout::Vec4 => 4 * ty.type_size() as u64,
             WeightLayout::Half8 => 16,
             WeightLayout::Scalar => ty.type_size() as u64,
@@ -78,6 +82,7 @@ impl Weights {
             binding,
             ty,
             layout,
+            scales: 0,
         })
     }
 
@@ -146,6 +151,7 @@ impl Weights {
             layout: WeightLayout::Vec4,
             off: 0,
             strides: dense,
+            scales: 0,
         })
     }
 
@@ -163,6 +169,11 @@ impl Weights {
                     key
                 }
             }
+            WeightLayout::Split => key
+                .define("W_QUANT", "")
+                .define("QUANT_Q4_0", "")
+                .define("QUANT_BUF_VEC4", "")
+                .define("W_SPLIT", ""),
             WeightLayout::Vec4 => key.define("W_VEC4", ""),
             WeightLayout::Half8 => key.define("W_HALF8", ""),
             WeightLayout::Scalar => key,
@@ -414,7 +425,12 @@ pub(super) fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
         Path::MatVec { .. } => Activations::for_matvec(e, ib, w.ty)?,
         _ => Activations::new(e, ib, half)?,
     };
+    // Weights stored split are read as they are by the integer mat-vec,
+    // and joined back into ggml's blocks in scratch for any other path.
+    let split = e.ctx().is_split(g[ia].buffer);
     let w = match path {
+        Path::MatVec { .. } if split && x.q8 => Weights::split(e, ia)?,
+        _ if split => Weights::joined(e, ia)?,
         Path::MatVec { .. } => Weights::for_matvec(e, ia)?,
         Path::CoopMat { .. } if plan::dequantize_first(e.facts(), w.ty, &s) => {
             Weights::dequantized(e, ia)?
@@ -423,7 +439,7 @@ pub(super) fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
     };
     if facts.tuning.matmul_trace {
         eprintln!(
-            "backplane-webgpu: MUL_MAT {} m={} n={} k={} batches={} -> {} (weights {:?}){}{}",
+            "backplane-webgpu: MUL_MAT {} m={} n={} k={} batches={} -> {} (weights {:?}){}{}{}",
             dtype(&g[ia])?.name(),
             s.m,
             s.n,
@@ -438,6 +454,11 @@ pub(super) fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
             },
             if x.reused {
                 " (src1 as converted by an earlier node)"
+            } else {
+                ""
+            },
+            if split && w.layout != WeightLayout::Split {
+                " (joined from the split layout first)"
             } else {
                 ""
             }
@@ -510,7 +531,10 @@ fn matvec(
         .u32(u32_of(total, "workgroups")?)
         .u32(u32_of(row_groups, "row groups")?)
         .u32(u32_of(col_groups, "column groups")?);
-    let p = layout_params(p, w, x, d, false).u32x4([0; 4]).u32(0).u32(0);
+    let mut p = layout_params(p, w, x, d, false).u32x4([0; 4]).u32(0).u32(0);
+    if w.layout == WeightLayout::Split {
+        p = p.u32(w.scales);
+    }
     let bindings = [w.binding.clone(), x.binding.clone(), d.binding.clone()];
     // Trusted: rows and columns past the end are clamped to the last one
     // and never stored, runs past K read the row's first vec4 and are

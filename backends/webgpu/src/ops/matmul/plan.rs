@@ -160,6 +160,10 @@ pub enum WeightLayout {
     /// whose 144-byte blocks stay 16-byte aligned when the offset and
     /// strides are), offsets in bytes.
     Quant16,
+    /// q4_0 stored split ([`crate::split`]): each block's quants one
+    /// `vec4<u32>`, the scales after all quants (integer mat-vec only),
+    /// offsets in bytes of the quants.
+    Split,
 }
 
 /// The shape of a MUL_MAT: `dst[M, N, ne12, ne13] = a[K, M, ne02, ne03]^T b`.

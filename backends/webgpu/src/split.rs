@@ -1,0 +1,234 @@
+//! The split q4_0 layout: the bytes of a device's `webgpu-<device>-split`
+//! buffer type, weights laid out for the mat-vec kernel's reads.
+//!
+//! ggml's q4_0 block is 18 bytes (an f16 scale, then 16 bytes of quants),
+//! so blocks are only 2-byte aligned and the mat-vec kernel assembles each
+//! block's quants from a window of five words. A tensor in a split buffer
+//! holds, for its `B` blocks in row-major order,
+//!
+//! * the quants of every block, 16 bytes each: block `b`'s at `16 b`, so
+//!   one `vec4<u32>` load per block and neighbouring invocations (which
+//!   take neighbouring blocks of a row) read neighbouring 16 bytes, then
+//! * the f16 scales of every block: block `b`'s at `16 B + 2 b`,
+//!
+//! the same byte count as ggml's layout. One matrix per tensor: q4_0, two
+//! dimensions, dense rows, not a view ([`Split::for_tensor`]). The host
+//! reads and writes ggml's layout at any offset and length through
+//! `set_tensor` / `get_tensor`, which convert whole blocks on the host.
+//!
+//! Readers: MUL_MAT. The integer mat-vec (`mul_mat_vec` with `W_SPLIT`)
+//! reads the split bytes as they are; every other MUL_MAT path first joins
+//! them back into ggml's blocks in scratch memory (`mul_mat_split_join`).
+//! Any other op reading such a tensor (GET_ROWS included) is refused, so
+//! the scheduler leaves the weights of such ops in ggml's layout.
+
+use backplane_abi::{DType, Op, TensorDesc};
+
+use crate::facts::Facts;
+
+/// Suffix of a device's split buffer type name (`webgpu-gpu0-split`).
+pub const SPLIT_SUFFIX: &str = "-split";
+
+/// Bytes of a block's quants.
+pub const QUANT_BYTES: usize = 16;
+
+/// Bytes of a block's f16 scale.
+const SCALE_BYTES: usize = 2;
+
+/// Bytes of a ggml q4_0 block.
+const BLOCK_BYTES: usize = QUANT_BYTES + SCALE_BYTES;
+
+/// The split geometry of one tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Split {
+    /// Blocks in the whole tensor.
+    pub blocks: usize,
+    /// Blocks per row.
+    pub row_blocks: usize,
+}
+
+impl Split {
+    /// The split geometry of `t`, or why it cannot be split.
+    pub fn for_tensor(t: &TensorDesc) -> Result<Split, String> {
+        let dtype = t.dtype().map_err(|e| e.to_string())?;
+        if dtype != DType::Q4_0 {
+            return Err(format!("{dtype} has no split layout (only q4_0)"));
+        }
+        if t.view_source().is_some() {
+            return Err("a view cannot be read in the split layout".into());
+        }
+        if t.ne.iter().any(|&n| n <= 0) {
+            return Err(format!("shape {:?} has an empty dimension", t.ne));
+        }
+        if t.ne[2] != 1 || t.ne[3] != 1 {
+            return Err(format!(
+                "shape {:?} is not one matrix (the split layout holds two dimensions)",
+                t.ne
+            ));
+        }
+        let dense = TensorDesc::new(dtype, t.ne);
+        if t.nb != dense.nb {
+            return Err(format!(
+                "strides {:?} are not dense rows (expected {:?})",
+                t.nb, dense.nb
+            ));
+        }
+        let row_blocks = t.ne[0] as usize / dtype.block_size();
+        Ok(Split {
+            blocks: row_blocks * t.ne[1] as usize,
+            row_blocks,
+        })
+    }
+
+    /// Bytes of the whole tensor (either layout).
+    pub fn bytes(self) -> usize {
+        self.blocks * BLOCK_BYTES
+    }
+
+    /// Byte offset of the scales in the tensor.
+    pub fn scales_at(self) -> usize {
+        self.blocks * QUANT_BYTES
+    }
+
+    /// The blocks `[first, end)` that ggml bytes `[offset, offset + len)`
+    /// touch.
+    pub fn blocks_of(self, offset: usize, len: usize) -> (usize, usize) {
+        (offset / BLOCK_BYTES, (offset + len).div_ceil(BLOCK_BYTES))
+    }
+
+    /// Byte ranges `(start, len)` in the tensor of the quants and of the
+    /// scales of blocks `[first, end)`.
+    pub fn runs(self, first: usize, end: usize) -> [(usize, usize); 2] {
+        let n = end - first;
+        [
+            (first * QUANT_BYTES, n * QUANT_BYTES),
+            (self.scales_at() + first * SCALE_BYTES, n * SCALE_BYTES),
+        ]
+    }
+}
+
+/// Splits whole ggml blocks into their quants and scales.
+pub fn split(ggml: &[u8], quants: &mut [u8], scales: &mut [u8]) {
+    for ((b, q), s) in ggml
+        .chunks_exact(BLOCK_BYTES)
+        .zip(quants.chunks_exact_mut(QUANT_BYTES))
+        .zip(scales.chunks_exact_mut(SCALE_BYTES))
+    {
+        s.copy_from_slice(&b[..SCALE_BYTES]);
+        q.copy_from_slice(&b[SCALE_BYTES..]);
+    }
+}
+
+/// Joins quants and scales back into whole ggml blocks.
+pub fn join(quants: &[u8], scales: &[u8], ggml: &mut [u8]) {
+    for ((b, q), s) in ggml
+        .chunks_exact_mut(BLOCK_BYTES)
+        .zip(quants.chunks_exact(QUANT_BYTES))
+        .zip(scales.chunks_exact(SCALE_BYTES))
+    {
+        b[..SCALE_BYTES].copy_from_slice(s);
+        b[SCALE_BYTES..].copy_from_slice(q);
+    }
+}
+
+/// Whether `graph[node]` runs with its weights (`src[0]`) in the split
+/// layout: a MUL_MAT the device supports on a weight the layout holds;
+/// otherwise why not.
+pub fn runs_split(facts: &Facts, graph: &[TensorDesc], node: usize) -> Result<(), String> {
+    let d = graph
+        .get(node)
+        .ok_or_else(|| format!("node {node} is not in the graph ({} tensors)", graph.len()))?;
+    let op = d.op().map_err(|e| e.to_string())?;
+    if op != Op::MulMat {
+        return Err(format!(
+            "{op} cannot read weights in the split layout (only MUL_MAT)"
+        ));
+    }
+    let w = d
+        .src(0)
+        .and_then(|s| graph.get(s))
+        .ok_or("MUL_MAT without its weights")?;
+    Split::for_tensor(w)?;
+    crate::ops::supports(facts, graph, node)
+}
+
+/// Refuses node `node` when it reads a tensor in the split layout
+/// (`in_split(index)`, of the layout called `layout`) other than as the
+/// weights of a MUL_MAT the layout holds.
+pub fn check_reads(
+    graph: &[TensorDesc],
+    node: usize,
+    layout: &str,
+    in_split: impl Fn(usize) -> bool,
+) -> Result<(), String> {
+    let d = &graph[node];
+    let op = d.op().map_err(|e| e.to_string())?;
+    for (k, s) in (0..4).filter_map(|k| Some((k, d.src(k)?))) {
+        if !in_split(s) {
+            continue;
+        }
+        let why = if k == 0 && op == Op::MulMat {
+            match graph.get(s).map(Split::for_tensor) {
+                Some(Ok(_)) => continue,
+                Some(Err(e)) => e,
+                None => "not in the graph".to_string(),
+            }
+        } else {
+            "only the weights of MUL_MAT are read in it".to_string()
+        };
+        return Err(format!(
+            "source {k} (tensor {s}) is in the split layout of {layout}: {why}"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn geometry_and_runs_of_a_q4_0_matrix() {
+        let s = Split::for_tensor(&TensorDesc::new(DType::Q4_0, [64, 3, 1, 1])).unwrap();
+        assert_eq!(
+            (s.blocks, s.row_blocks, s.bytes(), s.scales_at()),
+            (6, 2, 108, 96)
+        );
+        assert_eq!(s.blocks_of(17, 2), (0, 2));
+        assert_eq!(s.runs(1, 3), [(16, 32), (98, 4)]);
+    }
+
+    #[test]
+    fn split_then_join_restores_the_blocks() {
+        let ggml: Vec<u8> = (0..54).map(|i| (i * 5 % 251) as u8).collect();
+        let (mut q, mut s) = (vec![0; 48], vec![0; 6]);
+        split(&ggml, &mut q, &mut s);
+        assert_eq!(&s[2..4], &ggml[18..20]);
+        assert_eq!(&q[16..32], &ggml[20..36]);
+        let mut back = vec![0; 54];
+        join(&q, &s, &mut back);
+        assert_eq!(back, ggml);
+    }
+
+    #[test]
+    fn tensors_and_readers_the_layout_cannot_take_are_refused_naming_it() {
+        let q8 = TensorDesc::new(DType::Q8_0, [32, 4, 1, 1]);
+        assert!(Split::for_tensor(&q8).unwrap_err().contains("q8_0"));
+        let batched = TensorDesc::new(DType::Q4_0, [32, 4, 2, 1]);
+        assert!(
+            Split::for_tensor(&batched)
+                .unwrap_err()
+                .contains("one matrix")
+        );
+        let w = TensorDesc::new(DType::Q4_0, [32, 4, 1, 1]);
+        let mut c = TensorDesc::new(DType::Q4_0, [32, 4, 1, 1]);
+        c.op = Op::Cont.code();
+        c.src[0] = 0;
+        let e = check_reads(&[w, c], 1, "webgpu-gpu0-split", |i| i == 0).unwrap_err();
+        assert!(
+            e.contains("webgpu-gpu0-split") && e.contains("MUL_MAT"),
+            "{e}"
+        );
+        assert_eq!(check_reads(&[w, c], 1, "x", |_| false), Ok(()));
+    }
+}
