@@ -81,9 +81,9 @@ pub fn run() -> Result<(), String> {
     eprintln!("xtask test: conformance");
     let args = ["test", "--vectors", "conformance/vectors/cpy-quant"].map(String::from);
     conformance(&args, TEST_ENV)?;
-    // Weights in the devices' own layouts (the CPU's repacked q4_0, q8_0,
-    // q4_K and q6_K), as the model loader places them: every MUL_MAT and
-    // GET_ROWS case whose weight a layout takes. Only the CPU offers one.
+    // Weights in the devices' own layouts, as the model loader places
+    // them: every MUL_MAT and GET_ROWS case whose weight a layout takes.
+    // The CPU's repacked q4_0, q8_0, q4_K and q6_K first.
     eprintln!("xtask test: conformance, weights in the devices' own layouts");
     let args = [
         "test",
@@ -97,6 +97,20 @@ pub fn run() -> Result<(), String> {
     ]
     .map(String::from);
     conformance(&args, TEST_ENV)?;
+    // SYCL's reordered q4_0 / q8_0 (offered on Intel GPUs; on the OpenCL
+    // CPU device with enable_reorder) and WebGPU's split q4_0 (lavapipe
+    // here): their sampled cases, about 14 s and 7 s on two cores.
+    let layouts = |backend: &str, ops: &[&str]| {
+        let mut args = vec!["test", "--backend", backend, "--tier", "sampled"];
+        for op in ops {
+            args.extend(["--op", op]);
+        }
+        args.push("--weight-layouts");
+        args.into_iter().map(String::from).collect::<Vec<_>>()
+    };
+    let reorder = [TEST_ENV, &[("BACKPLANE_SYCL_ENABLE_REORDER", "1")]].concat();
+    conformance(&layouts("sycl", &["MUL_MAT", "GET_ROWS"]), &reorder)?;
+    conformance(&layouts("webgpu", &["MUL_MAT"]), TEST_ENV)?;
     // The cooperative-matrix kernels need hardware CI lacks; their
     // emulations (the same tiling, plain code for the matrix calls) run on
     // lavapipe.

@@ -94,7 +94,19 @@ pub fn runs_reordered(
         .src(0)
         .and_then(|s| graph.get(s))
         .ok_or_else(|| format!("{op} without its weights"))?;
-    crate::reorder::Reorder::for_tensor(w)?;
+    let r = crate::reorder::Reorder::for_tensor(w)?;
+    // Only where the policy runs a single column of these weights
+    // reordered (not where it prefers DMMV: the A770 with q4_0, or
+    // prioritize_dmmv), so storing them reordered saves the reorder.
+    let column = crate::policy::MulMatShape::dense(r.dtype, w.ne[0], w.ne[1], 1);
+    if crate::policy::choose(&info.arch, toggles, &column)
+        != Ok(crate::policy::MulMatPath::MmvqReordered)
+    {
+        return Err(format!(
+            "the MUL_MAT policy does not read {} weights reordered on this device",
+            r.dtype
+        ));
+    }
     supports(graph, node, info, toggles)
 }
 
