@@ -354,6 +354,16 @@ fn norm_rules() {
         )),
         "op_params[0] (eps)"
     );
+    // A transposed view: its rows are not dense.
+    let mut at = f32t([2, 8, 1, 1]);
+    at.ne.swap(0, 1);
+    at.nb.swap(0, 1);
+    let r = run(Op::Norm, &[], &[Some(&at)], Chosen::Nothing).unwrap_err();
+    assert!(
+        r.detail()
+            .starts_with("a: expected contiguous rows, found [8, 2, 1, 1] f32"),
+        "{r}"
+    );
 }
 
 // rope
@@ -369,6 +379,36 @@ fn rope_rules() {
         Chosen::Nothing,
     );
     assert_eq!(ok, Ok(shape(DType::F16, a.ne)));
+    let bf = t(DType::BF16, [8, 2, 3, 1]);
+    assert_eq!(
+        operand(run(
+            Op::Rope,
+            &[(1, 8)],
+            &[Some(&bf), Some(&pos)],
+            Chosen::Nothing
+        )),
+        "a"
+    );
+    // Multi-section rope needs sections summing to at most ne0.
+    let pos4 = t(DType::I32, [12, 1, 1, 1]);
+    assert_eq!(
+        operand(run(
+            Op::Rope,
+            &[(1, 8), (2, rope_mode::MROPE)],
+            &[Some(&a), Some(&pos4)],
+            Chosen::Nothing
+        )),
+        "op_params[11..15] (sections)"
+    );
+    assert_eq!(
+        run(
+            Op::Rope,
+            &[(1, 8), (2, rope_mode::MROPE), (11, 2), (12, 2)],
+            &[Some(&a), Some(&pos4)],
+            Chosen::Nothing
+        ),
+        Ok(shape(DType::F16, a.ne))
+    );
     assert_eq!(
         operand(run(
             Op::Rope,
