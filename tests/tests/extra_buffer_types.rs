@@ -1,8 +1,10 @@
 //! Extra buffer types through real plugin files: the CPU plugin's
 //! `cpu_repack` layout offered through the ABI extension symbol, chosen by
 //! the scheduler for the weights whose every reader it runs, and giving
-//! the same results as ggml's layout. (x86-64: the repacked kernels exist
-//! there only.)
+//! the same results as ggml's layout; SYCL's reordered and WebGPU's split
+//! layouts likewise, round-tripping ggml's bytes at any offset and length
+//! and refusing the readers they do not serve. (x86-64: the CPU's
+//! repacked kernels exist there only.)
 #![cfg(target_arch = "x86_64")]
 
 use backplane::sched::{SchedOptions, Scheduler};
@@ -412,4 +414,111 @@ fn webgpu_split_weights_round_trip_and_give_the_results_of_ggml_layout() {
     // GET_ROWS does not read the split layout: refused, so a tied
     // embedding stays in ggml's layout.
     assert_layout(&gpu, &layout, &[DType::Q4_0], false);
+}
+
+#[test]
+fn backplane_devices_lists_the_sycl_and_webgpu_weight_layouts() {
+    let bin = backplane_tests::target_dir()
+        .join("debug")
+        .join("backplane");
+    assert!(
+        bin.is_file(),
+        "{} missing: cargo build -p backplane-cli",
+        bin.display()
+    );
+    let plugins = [
+        (require(&plugin_dir(), "sycl"), "sycl"),
+        (require(&plugin_dir(), "webgpu"), "webgpu"),
+    ];
+    let dir = scratch_dir_with("layout-cli", &plugins);
+    let out = std::process::Command::new(bin)
+        .args(["devices", "--plugin-dir"])
+        .arg(&dir)
+        .env("BACKPLANE_PROBE", "off")
+        .env("BACKPLANE_SYCL_ENABLE_REORDER", "1")
+        .env_remove("BACKPLANE_REMOTE")
+        .output()
+        .expect("running backplane");
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).expect("UTF-8 output");
+    // Each device line of these backends is followed by its memory line,
+    // then its weight layouts.
+    let mut seen = 0;
+    for (device, layout) in [("sycl0", "sycl0_reorder"), ("gpu0", "webgpu-gpu0-split")] {
+        let Some(at) = text.find(&format!("device {device} ")) else {
+            eprintln!("no {device} here");
+            continue;
+        };
+        let block: Vec<&str> = text[at..].lines().take(3).collect();
+        assert_eq!(
+            block.get(2).map(|l| l.trim()),
+            Some(format!("weight layouts: {layout}").as_str()),
+            "{text}"
+        );
+        seen += 1;
+    }
+    eprintln!("{seen} of 2 devices present:\n{text}");
+}
+
+/// Runs projections of `x` by `proj` (read by MUL_MAT only) and `embd`
+/// (MUL_MAT and GET_ROWS) on `device` through the scheduler, the weights
+/// placed preferring extra types or not; returns the outputs, the keys of
+/// the blocks made (the default buffer type's first) and those of the
+/// weights (`proj`, `embd`).
+fn run_two_weights(
+    device: &backplane::registry::Device,
+    prefer: bool,
+) -> (Vec<Vec<u8>>, Vec<u64>, [u64; 2]) {
+    let mut g = Graph::new();
+    let proj = g.weight("proj", DType::Q4_0, &[96, 8]).unwrap();
+    let embd = g.weight("embd", DType::Q4_0, &[96, 8]).unwrap();
+    let x = g.input("x", DType::F32, &[96, 1]).unwrap();
+    let ids = g.input("ids", DType::I32, &[2]).unwrap();
+    let outs = [
+        g.mul_mat(proj, x).unwrap(),
+        g.mul_mat(embd, x).unwrap(),
+        g.get_rows(embd, ids).unwrap(),
+    ];
+    for o in outs {
+        g.mark_output(o).unwrap();
+    }
+    let mut s = Scheduler::new(vec![device.clone()], SchedOptions::default()).unwrap();
+    let blocks = if prefer {
+        s.place_weights_preferred(&mut g, 0, &[proj, embd]).unwrap()
+    } else {
+        s.place_weights(&mut g, 0, &[proj, embd]).unwrap();
+        Vec::new()
+    };
+    s.upload(&g, proj, &quantized(DType::Q4_0, 96, 8, 5))
+        .unwrap();
+    s.upload(&g, embd, &quantized(DType::Q4_0, 96, 8, 6))
+        .unwrap();
+    let xb: Vec<u8> = test_values(7, 96)
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let idb: Vec<u8> = [5i32, 1].iter().flat_map(|v| v.to_le_bytes()).collect();
+    let mut bufs = vec![vec![0u8; 8 * 4], vec![0u8; 8 * 4], vec![0u8; 2 * 96 * 4]];
+    {
+        let mut wanted: Vec<(TensorId, &mut [u8])> = outs
+            .iter()
+            .zip(bufs.iter_mut())
+            .map(|(&o, b)| (o, b.as_mut_slice()))
+            .collect();
+        s.run(&g, &[(x, &xb), (ids, &idb)], &mut wanted).unwrap();
+    }
+    (bufs, blocks, [g.desc(proj).buffer, g.desc(embd).buffer])
+}
+
+#[test]
+fn webgpu_preferred_placement_splits_only_weights_no_other_op_reads() {
+    let Some(gpu) = plugin_device("layout-webgpu-sched", "webgpu") else {
+        return;
+    };
+    let (plain, _, _) = run_two_weights(&gpu, false);
+    let (preferred, blocks, [proj_key, embd_key]) = run_two_weights(&gpu, true);
+    // The embedding, also read by GET_ROWS, stays in ggml's layout (the
+    // default block, first); the projection is split. Same results.
+    assert_eq!(blocks, [embd_key, proj_key]);
+    assert_eq!(preferred, plain);
 }
