@@ -86,10 +86,10 @@ impl Weights {
         })
     }
 
-    /// The weights converted by `mul_mat_dequant` to dense half rows in
-    /// scratch memory (K % 4 == 0), read by the kernels as vec4s.
-    fn dequantized(e: &mut Encoder, index: usize) -> Result<Weights, String> {
-        let w = Weights::new(e, index)?;
+    /// The weights `w` of tensor `index` converted by `mul_mat_dequant`
+    /// to dense half rows in scratch memory (K % 4 == 0), read by the
+    /// kernels as vec4s.
+    fn dequantized(e: &mut Encoder, index: usize, w: Weights) -> Result<Weights, String> {
         let ne = ne_u32(e.tensor(index))?;
         let k4 = ne[0] / 4;
         let rows = ne[1..].iter().map(|&x| u64::from(x)).product::<u64>();
@@ -430,11 +430,12 @@ pub(super) fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
     let split = e.ctx().is_split(g[ia].buffer);
     let w = match path {
         Path::MatVec { .. } if split && x.q8 => Weights::split(e, ia)?,
+        Path::CoopMat { .. } if plan::dequantize_first(e.facts(), w.ty, &s) => {
+            let w = if split { Weights::joined(e, ia)? } else { w };
+            Weights::dequantized(e, ia, w)?
+        }
         _ if split => Weights::joined(e, ia)?,
         Path::MatVec { .. } => Weights::for_matvec(e, ia)?,
-        Path::CoopMat { .. } if plan::dequantize_first(e.facts(), w.ty, &s) => {
-            Weights::dequantized(e, ia)?
-        }
         _ => w,
     };
     if facts.tuning.matmul_trace {
