@@ -27,12 +27,12 @@ pub const SYCL_OPTIONS: &[OptionSpec] = &[
     ),
     toggle(
         "disable_opt",
-        "MUL_MAT: no weight reorder optimisation at all",
+        "MUL_MAT: no weight reorder optimisation at all (at load: no reordered weight layout)",
         "BACKPLANE_SYCL_DISABLE_OPT",
     ),
     toggle(
         "enable_reorder",
-        "MUL_MAT: the weight reorder applies on any device",
+        "MUL_MAT: the weight reorder applies on any device (at load: every device offers the reordered weight layout)",
         "BACKPLANE_SYCL_ENABLE_REORDER",
     ),
     toggle(
