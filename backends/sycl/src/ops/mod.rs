@@ -281,3 +281,97 @@ impl Exec<'_> {
         Ok(out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arch::Architecture;
+    use crate::runtime::DeviceKind;
+
+    fn device(arch: &str) -> DeviceInfo {
+        DeviceInfo {
+            index: 0,
+            name: arch.into(),
+            vendor: "test".into(),
+            driver_version: "0".into(),
+            backend: "test".into(),
+            platform: "test".into(),
+            arch: Architecture::from_name(arch),
+            kind: DeviceKind::Gpu,
+            device_id: 0,
+            compute_units: 1,
+            sub_group_sizes: vec![16],
+            max_work_group_size: 1024,
+            global_mem_bytes: 1 << 30,
+            free_mem_bytes: 0,
+            local_mem_bytes: 64 << 10,
+            max_alloc_bytes: 1 << 30,
+            can_compile_sycl: true,
+        }
+    }
+
+    /// Weights of `t` [64, 16], a column, and `op` reading the weights
+    /// (MUL_MAT with the column, or CONT).
+    fn graph(t: DType, op: Op) -> Vec<TensorDesc> {
+        let w = TensorDesc::new(t, [64, 16, 1, 1]);
+        let x = TensorDesc::new(DType::F32, [64, 1, 1, 1]);
+        let mut n = match op {
+            Op::MulMat => TensorDesc::new(DType::F32, [16, 1, 1, 1]),
+            _ => TensorDesc::new(t, [64, 16, 1, 1]),
+        };
+        n.op = op.code();
+        n.src[0] = 0;
+        if op == Op::MulMat {
+            n.src[1] = 1;
+        }
+        vec![w, x, n]
+    }
+
+    #[test]
+    fn weights_are_stored_reordered_only_where_the_policy_reads_them_so() {
+        let (b580, a770) = (device("intel_gpu_bmg_g21"), device("intel_gpu_acm_g10"));
+        let on = Toggles::default();
+        for t in [DType::Q4_0, DType::Q8_0] {
+            assert_eq!(runs_reordered(&graph(t, Op::MulMat), 2, &b580, on), Ok(()));
+        }
+        // The A770 runs q4_0 columns by DMMV, q8_0 reordered.
+        let e = runs_reordered(&graph(DType::Q4_0, Op::MulMat), 2, &a770, on).unwrap_err();
+        assert!(e.contains("policy"), "{e}");
+        assert_eq!(
+            runs_reordered(&graph(DType::Q8_0, Op::MulMat), 2, &a770, on),
+            Ok(())
+        );
+        let prio = Toggles {
+            prioritize_dmmv: true,
+            ..on
+        };
+        assert!(runs_reordered(&graph(DType::Q4_0, Op::MulMat), 2, &b580, prio).is_err());
+        // A CPU device only with enable_reorder.
+        let cpu = device("x86_64");
+        assert!(runs_reordered(&graph(DType::Q4_0, Op::MulMat), 2, &cpu, on).is_err());
+        let forced = Toggles {
+            force_reorder: true,
+            ..on
+        };
+        assert_eq!(
+            runs_reordered(&graph(DType::Q4_0, Op::MulMat), 2, &cpu, forced),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn other_readers_and_types_are_not_stored_reordered() {
+        let b580 = device("intel_gpu_bmg_g21");
+        let e = runs_reordered(&graph(DType::Q4_0, Op::Cont), 2, &b580, Toggles::default())
+            .unwrap_err();
+        assert!(e.contains("only MUL_MAT and GET_ROWS"), "{e}");
+        let e = runs_reordered(
+            &graph(DType::Q4_K, Op::MulMat),
+            2,
+            &b580,
+            Toggles::default(),
+        )
+        .unwrap_err();
+        assert!(e.contains("reordered layout"), "{e}");
+    }
+}
