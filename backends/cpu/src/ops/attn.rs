@@ -70,8 +70,11 @@ pub unsafe fn run(ctx: &NodeCtx<'_>) -> Result<(), CpuError> {
         let mut loaded: Option<(usize, usize, usize)> = None;
         let ops = crate::simd::kernels().vec;
         let mut scores = [0f32; KEY_BLOCK];
-        let mut qrow = vec![0f32; dk];
-        let mut acc = vec![0f32; dv];
+        let per_item = Q_BLOCK.min(n_q);
+        let mut qrows = vec![0f32; per_item * dk];
+        let mut accs = vec![0f32; per_item * dv];
+        let mut maxs = vec![0f32; per_item];
+        let mut sums = vec![0f32; per_item];
         let mut mbuf = vec![
             0f32;
             if mask.is_some() {
@@ -140,63 +143,73 @@ pub unsafe fn run(ctx: &NodeCtx<'_>) -> Result<(), CpuError> {
                 };
                 let slope = alibi_slope(max_bias, iq2, n_head);
                 let sink = sinks.as_ref().map(|s| s.get_f32(iq2 * s.nb(0)));
+                let nq = queries.len();
                 for (qi, iq1) in queries.clone().enumerate() {
-                    q.load_f32(q.row_offset(iq1, iq2, iq3), q.nb(0), &mut qrow);
-                    let mrow = mbuf.get(qi * n_kv..(qi + 1) * n_kv).unwrap_or(&[]);
-                    acc.fill(0.0);
-                    let mut max = f32::NEG_INFINITY;
-                    let mut sum = 0f32;
-                    // Keys a block at a time: the block's scores, one
-                    // rescale of the running sums, its softmax weights in
-                    // one vector pass, then the weighted values.
-                    for kb in (0..live).step_by(KEY_BLOCK) {
-                        let nk = KEY_BLOCK.min(live - kb);
+                    let row = &mut qrows[qi * dk..(qi + 1) * dk];
+                    q.load_f32(q.row_offset(iq1, iq2, iq3), q.nb(0), row);
+                }
+                accs[..nq * dv].fill(0.0);
+                maxs[..nq].fill(f32::NEG_INFINITY);
+                sums[..nq].fill(0.0);
+                // Key blocks outermost, so a block's K and V rows stay in
+                // L1 for every query of the item; per query and block: the
+                // scores, one rescale of its running sums, the softmax
+                // weights in one vector pass, then the weighted values.
+                for kb in (0..live).step_by(KEY_BLOCK) {
+                    let nk = KEY_BLOCK.min(live - kb);
+                    let kblock = &keys[kb * dk..(kb + nk) * dk];
+                    let vblock = &vals[kb * dv..(kb + nk) * dv];
+                    for qi in 0..nq {
                         let scores = &mut scores[..nk];
+                        let mrow = mbuf.get(qi * n_kv + kb..qi * n_kv + kb + nk);
+                        if mrow.is_some_and(|m| m.iter().all(|&x| x == f32::NEG_INFINITY)) {
+                            continue;
+                        }
+                        (ops.dots)(&qrows[qi * dk..(qi + 1) * dk], kblock, scores);
                         let mut block_max = f32::NEG_INFINITY;
                         for (jj, sc) in scores.iter_mut().enumerate() {
-                            let j = kb + jj;
-                            let mv = if mask.is_some() { slope * mrow[j] } else { 0.0 };
-                            if mv == f32::NEG_INFINITY {
-                                *sc = f32::NEG_INFINITY;
-                                continue;
-                            }
-                            let mut x = (ops.dot)(&qrow, &keys[j * dk..(j + 1) * dk]) * scale;
+                            let mv = mrow.map_or(0.0, |m| slope * m[jj]);
+                            let mut x = *sc * scale;
                             if softcap != 0.0 {
                                 x = softcap * x.tanh();
                             }
-                            *sc = x + mv;
+                            *sc = if mv == f32::NEG_INFINITY {
+                                f32::NEG_INFINITY
+                            } else {
+                                x + mv
+                            };
                             block_max = block_max.max(*sc);
                         }
                         if block_max == f32::NEG_INFINITY {
                             continue;
                         }
-                        if block_max > max {
-                            let ms = (max - block_max).exp();
-                            (ops.scale)(&mut acc, ms);
-                            sum *= ms;
-                            max = block_max;
+                        let acc = &mut accs[qi * dv..(qi + 1) * dv];
+                        if block_max > maxs[qi] {
+                            let ms = (maxs[qi] - block_max).exp();
+                            (ops.scale)(acc, ms);
+                            sums[qi] *= ms;
+                            maxs[qi] = block_max;
                         }
-                        sum += (ops.exp_sum)(scores, max);
-                        for (jj, &p) in scores.iter().enumerate() {
-                            if p != 0.0 {
-                                let j = kb + jj;
-                                (ops.axpy)(&mut acc, p, &vals[j * dv..(j + 1) * dv]);
-                            }
-                        }
+                        sums[qi] += (ops.exp_sum)(scores, maxs[qi]);
+                        (ops.weighted_sum)(acc, scores, vblock);
                     }
+                }
+                for (qi, iq1) in queries.clone().enumerate() {
+                    let acc = &mut accs[qi * dv..(qi + 1) * dv];
+                    let (max, mut sum) = (maxs[qi], sums[qi]);
                     if let Some(s) = sink {
                         let (ms, vs) = if s > max {
                             ((max - s).exp(), 1.0)
                         } else {
                             (1.0, (s - max).exp())
                         };
-                        (ops.scale)(&mut acc, ms);
+                        (ops.scale)(acc, ms);
                         sum = sum * ms + vs;
                     }
                     let inv = if sum == 0.0 { 0.0 } else { 1.0 / sum };
-                    acc.iter_mut().for_each(|a| *a *= inv);
+                    (ops.scale)(acc, inv);
                     // dst is [Dv, H, n_q, B]: the row of (head iq2, query iq1).
-                    d.store_f32(d.row_offset(iq2, iq1, iq3), d.nb(0), &acc);
+                    d.store_f32(d.row_offset(iq2, iq1, iq3), d.nb(0), acc);
                 }
             }
         }

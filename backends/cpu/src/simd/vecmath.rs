@@ -7,6 +7,13 @@
 pub struct VecOps {
     /// `sum(a[i] * b[i])` over the shorter length.
     pub dot: fn(&[f32], &[f32]) -> f32,
+    /// `out[j] = dot(q, rows[j])` for `out.len()` rows of `q.len()`
+    /// elements each in `rows`.
+    pub dots: fn(&[f32], &[f32], &mut [f32]),
+    /// `acc += sum_j p[j] * rows[j]` for `p.len()` rows of `acc.len()`
+    /// elements each in `rows`; rows with `p[j] == 0` are skipped (never
+    /// read), as masked keys' values may be anything.
+    pub weighted_sum: fn(&mut [f32], &[f32], &[f32]),
     /// `y[i] += a * x[i]`.
     pub axpy: fn(&mut [f32], f32, &[f32]),
     /// `y[i] *= a`.
@@ -19,6 +26,18 @@ pub struct VecOps {
 /// The portable helpers.
 pub const PORTABLE: VecOps = VecOps {
     dot: dot_portable,
+    dots: |q, rows, out| {
+        for (o, r) in out.iter_mut().zip(rows.chunks_exact(q.len().max(1))) {
+            *o = dot_portable(q, r);
+        }
+    },
+    weighted_sum: |acc, p, rows| {
+        for (&pj, r) in p.iter().zip(rows.chunks_exact(acc.len().max(1))) {
+            if pj != 0.0 {
+                acc.iter_mut().zip(r).for_each(|(a, &x)| *a += pj * x);
+            }
+        }
+    },
     axpy: |y, a, x| y.iter_mut().zip(x).for_each(|(y, &x)| *y += a * x),
     scale: |y, a| y.iter_mut().for_each(|y| *y *= a),
     exp_sum: |s, max| {
@@ -75,6 +94,27 @@ mod tests {
                 (d0 - d1).abs() <= 1e-4 * (1.0 + d0.abs()),
                 "dot {n}: {d0} vs {d1}"
             );
+            if n > 0 {
+                let rows = values(5 * n, 9);
+                let (mut o0, mut o1) = ([0f32; 5], [0f32; 5]);
+                (PORTABLE.dots)(&a, &rows, &mut o0);
+                (ops.dots)(&a, &rows, &mut o1);
+                for (p, q) in o0.iter().zip(&o1) {
+                    assert!(
+                        (p - q).abs() <= 1e-4 * (1.0 + p.abs()),
+                        "dots {n}: {p} vs {q}"
+                    );
+                }
+                let mut rows = rows;
+                rows[2 * n] = f32::NAN; // a row whose weight is 0 is never read
+                let p = [0.5, -1.0, 0.0, 2.0, 0.25];
+                let (mut w0, mut w1) = (b.clone(), b.clone());
+                (PORTABLE.weighted_sum)(&mut w0, &p, &rows);
+                (ops.weighted_sum)(&mut w1, &p, &rows);
+                for (x, y) in w0.iter().zip(&w1) {
+                    assert!((x - y).abs() <= 1e-5 * (1.0 + x.abs()), "weighted sum {n}");
+                }
+            }
             let (mut y0, mut y1) = (b.clone(), b.clone());
             (PORTABLE.axpy)(&mut y0, 0.37, &a);
             (ops.axpy)(&mut y1, 0.37, &a);

@@ -9,6 +9,10 @@ pub const OPS: VecOps = VecOps {
     // SAFETY: chosen only after the features were detected.
     dot: |a, b| unsafe { dot(a, b) },
     // SAFETY: as above.
+    dots: |q, rows, out| unsafe { dots(q, rows, out) },
+    // SAFETY: as above.
+    weighted_sum: |acc, p, rows| unsafe { weighted_sum(acc, p, rows) },
+    // SAFETY: as above.
     axpy: |y, a, x| unsafe { axpy(y, a, x) },
     // SAFETY: as above.
     scale: |y, a| unsafe { scale(y, a) },
@@ -40,6 +44,88 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
     }
     let v = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
     super::hsum(v) + (PORTABLE.dot)(&a[i..n], &b[i..n])
+}
+
+/// Four rows at a time: each 8 elements of `q` loaded once for the four,
+/// the four sums reduced together.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn dots(q: &[f32], rows: &[f32], out: &mut [f32]) {
+    let n = q.len();
+    if n == 0 {
+        out.fill(0.0);
+        return;
+    }
+    let n8 = n / 8 * 8;
+    let m = out.len().min(rows.len() / n);
+    let mut j = 0;
+    while j + 4 <= m {
+        let mut acc = [_mm256_setzero_ps(); 4];
+        let mut i = 0;
+        // SAFETY: rows j..j + 4 lie in `rows`; i + 8 <= n.
+        unsafe {
+            while i < n8 {
+                let x = _mm256_loadu_ps(q.as_ptr().add(i));
+                for (r, s) in acc.iter_mut().enumerate() {
+                    let y = _mm256_loadu_ps(rows.as_ptr().add((j + r) * n + i));
+                    *s = _mm256_fmadd_ps(x, y, *s);
+                }
+                i += 8;
+            }
+        }
+        // Lanes of (0, 1) and (2, 3) pairwise, then the halves.
+        let h01 = _mm256_hadd_ps(acc[0], acc[1]);
+        let h23 = _mm256_hadd_ps(acc[2], acc[3]);
+        let h = _mm256_hadd_ps(h01, h23);
+        let v = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps::<1>(h));
+        let mut four = [0f32; 4];
+        // SAFETY: four floats.
+        unsafe { _mm_storeu_ps(four.as_mut_ptr(), v) };
+        for (r, o) in out[j..j + 4].iter_mut().enumerate() {
+            *o = four[r] + (PORTABLE.dot)(&q[n8..], &rows[(j + r) * n + n8..(j + r + 1) * n]);
+        }
+        j += 4;
+    }
+    for jj in j..m {
+        out[jj] = dot(q, &rows[jj * n..(jj + 1) * n]);
+    }
+}
+
+/// Up to 64 accumulators held in registers across all rows, then stored.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn weighted_sum(acc: &mut [f32], p: &[f32], rows: &[f32]) {
+    let n = acc.len();
+    if n == 0 {
+        return;
+    }
+    let m = p.len().min(rows.len() / n);
+    let mut c0 = 0;
+    while c0 + 64 <= n {
+        // SAFETY: columns c0..c0 + 64 lie in acc and in every row.
+        unsafe {
+            let mut v: [__m256; 8] =
+                std::array::from_fn(|u| _mm256_loadu_ps(acc.as_ptr().add(c0 + 8 * u)));
+            for (j, &pj) in p.iter().enumerate().take(m) {
+                if pj != 0.0 {
+                    let pv = _mm256_set1_ps(pj);
+                    let r = rows.as_ptr().add(j * n + c0);
+                    for (u, x) in v.iter_mut().enumerate() {
+                        *x = _mm256_fmadd_ps(pv, _mm256_loadu_ps(r.add(8 * u)), *x);
+                    }
+                }
+            }
+            for (u, x) in v.iter().enumerate() {
+                _mm256_storeu_ps(acc.as_mut_ptr().add(c0 + 8 * u), *x);
+            }
+        }
+        c0 += 64;
+    }
+    if c0 < n {
+        for (j, &pj) in p.iter().enumerate().take(m) {
+            if pj != 0.0 {
+                axpy(&mut acc[c0..], pj, &rows[j * n + c0..(j + 1) * n]);
+            }
+        }
+    }
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
