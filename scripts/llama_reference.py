@@ -110,6 +110,10 @@ DEFAULT_CONTEXT = 512
 # llama_flash_attn_type values (llama.h); llama.cpp's own tools default to auto.
 FLASH_ATTN_TYPES = {"auto": -1, "off": 0, "on": 1}
 
+# ggml_type values (ggml.h) of the KV cache types one may ask for; llama.cpp's default is f16.
+# With flash attention llama.cpp casts an f32 cache to f16 before the attention op.
+KV_CACHE_TYPES = {"f32": 0, "f16": 1}
+
 
 _BINDING = None
 
@@ -159,6 +163,7 @@ class LlamaModel:
         threads: int = DEFAULT_THREADS,
         n_ctx: int = DEFAULT_CONTEXT,
         flash_attn: str = "auto",
+        kv_type: str = "f16",
     ):
         self.lib = load_binding()
         self.path = path
@@ -177,6 +182,7 @@ class LlamaModel:
         self.threads = threads
         self.n_ctx = n_ctx
         self.flash_attn = flash_attn
+        self.kv_type = kv_type
         if not vocab_only:
             ctx_params = self.lib.llama_context_default_params()
             ctx_params.n_ctx = n_ctx
@@ -185,6 +191,8 @@ class LlamaModel:
             ctx_params.n_threads = threads
             ctx_params.n_threads_batch = threads
             ctx_params.flash_attn_type = FLASH_ATTN_TYPES[flash_attn]
+            ctx_params.type_k = KV_CACHE_TYPES[kv_type]
+            ctx_params.type_v = KV_CACHE_TYPES[kv_type]
             ctx_params.no_perf = True
             self.ctx = self.lib.llama_init_from_model(self.model, ctx_params)
             if not self.ctx:
@@ -318,7 +326,9 @@ def command_tokens(args) -> None:
 
 def command_logits(args) -> None:
     tokens = parse_token_list(args.tokens)
-    with LlamaModel(Path(args.model), threads=args.threads, flash_attn=args.flash_attn) as model:
+    with LlamaModel(
+        Path(args.model), threads=args.threads, flash_attn=args.flash_attn, kv_type=args.kv_type
+    ) as model:
         logits = model.logits(tokens)
     rows = logits if args.all else logits[-1:]
     if args.out:
@@ -331,7 +341,9 @@ def command_logits(args) -> None:
 
 def command_greedy(args) -> None:
     tokens = parse_token_list(args.tokens)
-    with LlamaModel(Path(args.model), threads=args.threads, flash_attn=args.flash_attn) as model:
+    with LlamaModel(
+        Path(args.model), threads=args.threads, flash_attn=args.flash_attn, kv_type=args.kv_type
+    ) as model:
         print(json.dumps(model.greedy(tokens, args.n)))
 
 
@@ -408,7 +420,9 @@ def stored_positions(n_tokens: int, n_vocab: int) -> list[int]:
 def logits_reference(arch: str, dtype: str, out_dir: Path, args) -> dict:
     """Writes <arch>-tiny-<type>.json and .logits.f32 under out_dir/logits; returns the header."""
     model_path, command = make_model(arch, "tiny", dtype, args.regen_models)
-    with LlamaModel(model_path, threads=args.threads, flash_attn=args.flash_attn) as model:
+    with LlamaModel(
+        model_path, threads=args.threads, flash_attn=args.flash_attn, kv_type=args.kv_type
+    ) as model:
         tokens = model.tokenize(REFERENCE_PROMPT, add_special=True, parse_special=False)
         logits = model.logits(tokens)
         continuation = model.greedy(tokens, GREEDY_STEPS) if dtype in GREEDY_TYPES else None
@@ -445,7 +459,7 @@ def logits_reference(arch: str, dtype: str, out_dir: Path, args) -> dict:
             "n_ctx": DEFAULT_CONTEXT,
             "n_ubatch": DEFAULT_CONTEXT,
             "flash_attn": args.flash_attn,
-            "kv_cache_type": "f16",
+            "kv_cache_type": args.kv_type,
             "device": "CPU",
         },
     }
@@ -529,7 +543,9 @@ def command_verify(args) -> None:
         if sha256_of(model_path) != header["model"]["sha256"]:
             print(f"{model_path}: SHA-256 differs from the reference's; regenerate the model")
             continue
-        with LlamaModel(model_path, threads=args.threads, flash_attn=args.flash_attn) as model:
+        with LlamaModel(
+            model_path, threads=args.threads, flash_attn=args.flash_attn, kv_type=args.kv_type
+        ) as model:
             logits = model.logits(header["tokens"])[header["positions"]]
             greedy = model.greedy(header["tokens"], GREEDY_STEPS) if header["greedy"] else None
         error = nmse(stored, logits)
@@ -537,7 +553,7 @@ def command_verify(args) -> None:
         same_argmax = bool(np.all(np.argmax(stored, 1) == np.argmax(logits, 1)))
         print(
             f"{header['model']['arch']}-{header['model']['type']}: threads {args.threads} "
-            f"flash_attn {args.flash_attn}: nmse {error:.3e}, max |diff| "
+            f"flash_attn {args.flash_attn} kv {args.kv_type}: nmse {error:.3e}, max |diff| "
             f"{float(np.max(np.abs(stored - logits))):.3e}, same argmax {same_argmax}, "
             f"bitwise equal {bool(np.array_equal(stored, logits))}, greedy "
             f"{'n/a' if greedy is None else ('same' if greedy == header['greedy'] else 'DIFFERENT')}"
@@ -552,6 +568,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     def runtime_options(sub):
         sub.add_argument("--threads", type=int, default=DEFAULT_THREADS)
         sub.add_argument("--flash-attn", choices=sorted(FLASH_ATTN_TYPES), default="auto")
+        sub.add_argument("--kv-type", choices=sorted(KV_CACHE_TYPES), default="f16")
 
     tokens = commands.add_parser("tokens", help="token ids of each input of a text file")
     tokens.add_argument("--model", required=True)
