@@ -20,10 +20,11 @@
 // weights and the products are integer dot products (common/quant_dot),
 // as ggml's MMVQ kernels do.
 //
-// W_SPLIT (with X_Q8, q4_0 only): the weights are stored split
-// (backends/webgpu/src/split.rs): rows of 16-byte quant blocks w_s1
-// bytes apart from w_off, one vec4 load per unit, and the half scales
-// after all quants, block b's at byte w_scales + 2b.
+// W_SPLIT (with X_Q8; q4_0 or q4_K): the weights are stored split
+// (backends/webgpu/src/split.rs): rows of block quants (16 or 128 bytes
+// a block) w_s1 bytes apart from w_off, a unit whole vec4 loads, and the
+// blocks' heads after all quants from byte w_scales (q4_0: its half
+// scale, 2 bytes; q4_K: d, dmin and the scales, one vec4).
 //
 // MUL_MAT_ID: batch b is the pair (slot e = b % n_used, token t =
 // b / n_used); its weights are expert ids[e, t] and its single column is x
@@ -77,7 +78,32 @@ var<workgroup> partial: array<f32, MAX_SUBGROUPS * NACC>;
 var<workgroup> partial: array<f32, WG_SIZE * NACC>;
 #endif
 
-#ifdef W_SPLIT
+#if defined(W_SPLIT) && defined(QUANT_Q4_K)
+// Unit u (sub-blocks 2c and 2c + 1 of block u / 4) of the split row whose
+// quants start at byte `row`: its 32 quant bytes as two vec4s, the head
+// of its block as one.
+fn q_load8_split(row: u32, u: u32) -> QUnit8 {
+    var w: QUnit8;
+    let blk = u / Q8_UNITS_PER_BLOCK;
+    let c = u % Q8_UNITS_PER_BLOCK;
+    let v = (row >> 4u) + 8u * blk + 2u * c;
+    let a = src0[v];
+    let b = src0[v + 1u];
+    let head = src0[(p.w_scales >> 4u) + ((row - p.w_off) >> 7u) + blk];
+    let dm = unpack2x16float(head.x);
+    w.q[0] = a & Q_NIBBLES;
+    w.q[1] = b & Q_NIBBLES;
+    w.q[2] = (a >> vec4<u32>(4u)) & Q_NIBBLES;
+    w.q[3] = (b >> vec4<u32>(4u)) & Q_NIBBLES;
+    let s0 = q_scale_min_k4(head.yzw, 2u * c);
+    let s1 = q_scale_min_k4(head.yzw, 2u * c + 1u);
+    w.d[0] = dm.x * s0.x;
+    w.m[0] = -dm.y * s0.y;
+    w.d[1] = dm.x * s1.x;
+    w.m[1] = -dm.y * s1.y;
+    return w;
+}
+#elif defined(W_SPLIT)
 // Unit (block) u of the split row whose quants start at byte `row`.
 fn q_load8_split(row: u32, u: u32) -> QUnit8 {
     var w: QUnit8;

@@ -169,7 +169,7 @@ fn each_registration_of_one_plugin_file_gets_its_own_repacked_buffers() {
 // Layouts of the accelerator backends, checked through their plugin files
 // on the devices here (Intel's OpenCL CPU device for SYCL, lavapipe for
 // WebGPU): SYCL's reordered q4_0 / q8_0 (`sycl0_reorder`) and WebGPU's
-// split q4_0 (`webgpu-gpu0-split`).
+// split q4_0 and q4_K (`webgpu-gpu0-split`).
 
 /// Marks the child process a test reruns itself in (see [`in_child`]).
 const LAYOUT_CHILD: &str = "BACKPLANE_TEST_LAYOUT_CHILD";
@@ -240,13 +240,20 @@ fn quantized(dtype: DType, k: usize, m: usize, seed: u64) -> Vec<u8> {
     q
 }
 
-/// Writes a `dtype` [96, 5] tensor into a buffer of `layout` in pieces of
+/// Row length of the layout tests' weights: 96, or one block of a type
+/// with longer blocks (q4_K: 256).
+fn row_len(dtype: DType) -> usize {
+    dtype.block_size().max(96)
+}
+
+/// Writes a `dtype` [K, 5] tensor into a buffer of `layout` in pieces of
 /// odd lengths (partial blocks at both ends), reads it back whole and in
 /// odd pieces, and memsets a range across blocks: always ggml's bytes.
 fn assert_round_trips(layout: &backplane::registry::BufferType, dtype: DType) {
-    let ggml = quantized(dtype, 96, 5, 3);
+    let k = row_len(dtype);
+    let ggml = quantized(dtype, k, 5, 3);
     let align = layout.alignment();
-    let mut t = backplane::TensorDesc::new(dtype, [96, 5, 1, 1]);
+    let mut t = backplane::TensorDesc::new(dtype, [k as i64, 5, 1, 1]);
     let buf = layout.alloc_buffer(align + layout.alloc_size(&t)).unwrap();
     t.buffer = buf.id();
     t.offset = align;
@@ -274,12 +281,13 @@ fn assert_round_trips(layout: &backplane::registry::BufferType, dtype: DType) {
     assert_eq!(whole, want, "{dtype}: after memset");
 }
 
-/// Weights `w` (`dtype` [96, 8]) read by MUL_MAT with `n` columns and,
+/// Weights `w` (`dtype` [K, 8]) read by MUL_MAT with `n` columns and,
 /// with `rows`, by GET_ROWS; returns the graph and its outputs.
 fn layout_net(dtype: DType, n: i64, rows: bool) -> (Graph, TensorId, Vec<TensorId>) {
     let mut g = Graph::new();
-    let w = g.weight("w", dtype, &[96, 8]).unwrap();
-    let x = g.input("x", DType::F32, &[96, n]).unwrap();
+    let k = row_len(dtype) as i64;
+    let w = g.weight("w", dtype, &[k, 8]).unwrap();
+    let x = g.input("x", DType::F32, &[k, n]).unwrap();
     let mut outs = vec![g.mul_mat(w, x).unwrap()];
     if rows {
         let ids = g.input("ids", DType::I32, &[3]).unwrap();
@@ -321,7 +329,7 @@ fn run_layout_net(
     for t in g.ids() {
         if g.desc(t).op().is_ok_and(|op| op == backplane::Op::None) {
             let bytes = if t == w {
-                quantized(dtype, 96, 8, 11)
+                quantized(dtype, row_len(dtype), 8, 11)
             } else if g.desc(t).dtype().unwrap() == DType::I32 {
                 [7i32, 0, 3].iter().flat_map(|v| v.to_le_bytes()).collect()
             } else {
@@ -348,7 +356,7 @@ fn run_layout_net(
 fn assert_other_readers_refused(device: &backplane::registry::Device, layout: &str, dtype: DType) {
     let l = layout_of(device, layout);
     let mut g = Graph::new();
-    let w = g.weight("w", dtype, &[96, 8]).unwrap();
+    let w = g.weight("w", dtype, &[row_len(dtype) as i64, 8]).unwrap();
     let c = g.cont(w).unwrap();
     g.mark_output(c).unwrap();
     let (mut descs, _buf) = backplane_tests::place(&g, &device.buffer_type());
@@ -356,8 +364,12 @@ fn assert_other_readers_refused(device: &backplane::registry::Device, layout: &s
     let b = l.alloc_buffer(l.alloc_size(&descs[w.index()])).unwrap();
     descs[w.index()].buffer = b.id();
     descs[w.index()].offset = 0;
-    b.set_tensor(&descs[w.index()], 0, &quantized(dtype, 96, 8, 1))
-        .unwrap();
+    b.set_tensor(
+        &descs[w.index()],
+        0,
+        &quantized(dtype, row_len(dtype), 8, 1),
+    )
+    .unwrap();
     let stream = device.init_backend("").unwrap();
     let e = stream.graph_compute(&descs).unwrap_err().to_string();
     assert!(e.contains(layout), "{e}");
@@ -413,7 +425,7 @@ fn webgpu_split_weights_round_trip_and_give_the_results_of_ggml_layout() {
     let layout = format!("webgpu-{}-split", gpu.name());
     // GET_ROWS does not read the split layout: refused, so a tied
     // embedding stays in ggml's layout.
-    assert_layout(&gpu, &layout, &[DType::Q4_0], false);
+    assert_layout(&gpu, &layout, &[DType::Q4_0, DType::Q4_K], false);
 }
 
 #[test]

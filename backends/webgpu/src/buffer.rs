@@ -182,8 +182,8 @@ impl WebGpuBuffer {
         let (mut quants, mut scales) = (vec![0u8; qn], vec![0u8; sn]);
         self.read(start + qa as u64, &mut quants)?;
         self.read(start + sa as u64, &mut scales)?;
-        let mut ggml = vec![0u8; s.bytes() / s.blocks * (end - first)];
-        crate::split::join(&quants, &scales, &mut ggml);
+        let mut ggml = vec![0u8; s.block_bytes() * (end - first)];
+        s.join(&quants, &scales, &mut ggml);
         Ok(ggml)
     }
 
@@ -201,7 +201,7 @@ impl WebGpuBuffer {
         }
         let offset = offset as usize;
         let (first, end) = s.blocks_of(offset, data.len());
-        let bb = s.bytes() / s.blocks;
+        let bb = s.block_bytes();
         let whole = offset.is_multiple_of(bb) && (offset + data.len()).is_multiple_of(bb);
         let mut ggml = if whole {
             vec![0u8; (end - first) * bb]
@@ -212,7 +212,7 @@ impl WebGpuBuffer {
         ggml[at..at + data.len()].copy_from_slice(data);
         let [(qa, qn), (sa, sn)] = s.runs(first, end);
         let (mut quants, mut scales) = (vec![0u8; qn], vec![0u8; sn]);
-        crate::split::split(&ggml, &mut quants, &mut scales);
+        s.split(&ggml, &mut quants, &mut scales);
         self.write(start + qa as u64, &quants)?;
         self.write(start + sa as u64, &scales)
     }
@@ -231,7 +231,7 @@ impl WebGpuBuffer {
         let offset = offset as usize;
         let (first, end) = s.blocks_of(offset, out.len());
         let ggml = self.read_split_blocks(s, start, first, end)?;
-        let at = offset - first * (s.bytes() / s.blocks);
+        let at = offset - first * s.block_bytes();
         out.copy_from_slice(&ggml[at..at + out.len()]);
         Ok(())
     }

@@ -171,7 +171,7 @@ impl Weights {
             }
             WeightLayout::Split => key
                 .define("W_QUANT", "")
-                .define("QUANT_Q4_0", "")
+                .define(quant_flag(self.ty).expect("split block type"), "")
                 .define("QUANT_BUF_VEC4", "")
                 .define("W_SPLIT", ""),
             WeightLayout::Vec4 => key.define("W_VEC4", ""),

@@ -241,31 +241,36 @@ fn k_is_split_only_when_too_few_tiles_fill_the_gpu() {
     assert_eq!(plan::coopmat_split(None, 16, 14336, 46), (2, 7168));
 }
 
-/// The kernels of the split q4_0 layout (`crate::split`): the integer
-/// mat-vec reading it in place, with and without subgroups and for one to
-/// eight columns, the join back into ggml's blocks, and neither mentions
+/// The kernels of the split layout (`crate::split`): the integer mat-vec
+/// reading q4_0 and q4_K in place, with and without subgroups and for one
+/// to eight columns, the joins back into ggml's blocks, and none mentions
 /// half (the scales are unpacked from words).
 #[test]
 fn split_layout_kernels_validate_without_half() {
-    for (subgroup, cols) in [(true, 1), (false, 1), (true, 8)] {
-        let mut key = PipelineKey::new("mul_mat_vec", "")
-            .ty("SRC0", type_name(DType::Q4_0))
-            .define("W_QUANT", "")
-            .define("QUANT_Q4_0", "")
-            .define("QUANT_BUF_VEC4", "")
-            .define("W_SPLIT", "")
-            .define("X_Q8", "")
-            .wg(if subgroup { 128 } else { 64 })
-            .define("NROWS", "2")
-            .define("NCOLS", cols.to_string());
-        if subgroup {
-            key.path = "subgroup";
-            key = key.define("MAX_SUBGROUPS", "16");
+    for t in [DType::Q4_0, DType::Q4_K] {
+        let flag = quant_flag(t).unwrap();
+        for (subgroup, cols) in [(true, 1), (false, 1), (true, 8)] {
+            let mut key = PipelineKey::new("mul_mat_vec", "")
+                .ty("SRC0", type_name(t))
+                .define("W_QUANT", "")
+                .define(flag, "")
+                .define("QUANT_BUF_VEC4", "")
+                .define("W_SPLIT", "")
+                .define("X_Q8", "")
+                .wg(if subgroup { 128 } else { 64 })
+                .define("NROWS", "2")
+                .define("NCOLS", cols.to_string());
+            if subgroup {
+                key.path = "subgroup";
+                key = key.define("MAX_SUBGROUPS", "16");
+            }
+            check(&key);
+            assert!(!specialise(&key).unwrap().source.contains("f16"), "{key}");
         }
-        check(&key);
-        assert!(!specialise(&key).unwrap().source.contains("f16"), "{key}");
+        let join = PipelineKey::new("mul_mat_split_join", "")
+            .define(flag, "")
+            .wg(256);
+        check(&join);
+        assert!(!specialise(&join).unwrap().source.contains("f16"), "{join}");
     }
-    let join = PipelineKey::new("mul_mat_split_join", "").wg(256);
-    check(&join);
-    assert!(!specialise(&join).unwrap().source.contains("f16"));
 }
