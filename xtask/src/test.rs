@@ -99,8 +99,9 @@ pub fn run() -> Result<(), String> {
     conformance(&args, TEST_ENV)?;
     // SYCL's reordered q4_0 / q8_0 (offered on Intel GPUs; on the OpenCL
     // CPU device with enable_reorder) and WebGPU's split q4_0 and q4_K
-    // (lavapipe here): their sampled cases, about 14 s and 7 s on two
-    // cores once the kernel caches are warm.
+    // (lavapipe here): their sampled cases on two cores, SYCL about 13 s
+    // (also with an empty kernel cache), WebGPU 7 s (28 s with Mesa's
+    // shader cache empty).
     let layouts = |backend: &str, ops: &[&str]| {
         let mut args = vec!["test", "--backend", backend, "--tier", "sampled"];
         for op in ops {
