@@ -22,6 +22,7 @@ pub mod convert;
 mod float;
 mod gemm;
 mod gemv;
+mod k6gemm;
 mod kgemm;
 mod kquants;
 mod legacy;
@@ -43,7 +44,7 @@ pub fn available() -> bool {
 }
 
 /// Whether this CPU has AVX-512 VNNI with 256-bit vectors (VL).
-fn vnni() -> bool {
+pub(super) fn vnni() -> bool {
     is_x86_feature_detected!("avx512vnni") && is_x86_feature_detected!("avx512vl")
 }
 
@@ -102,7 +103,11 @@ pub fn kernel(dtype: DType) -> Option<MatKernel> {
                 ..k(gemv::tile_q4_0, 2, 4, 4096)
             },
             qgemm::pack_q4_0,
-            qgemm::panel_q4_0,
+            if vnni() {
+                qgemm::panel_q4_0_vnni
+            } else {
+                qgemm::panel_q4_0
+            },
             6,
             qgemm::GROUP_BYTES_Q4_0,
             128,
@@ -116,7 +121,11 @@ pub fn kernel(dtype: DType) -> Option<MatKernel> {
                 ..k(gemv::tile_q8_0, 2, 4, 4096)
             },
             qgemm::pack_q8_0,
-            qgemm::panel_q8_0,
+            if vnni() {
+                qgemm::panel_q8_0_vnni
+            } else {
+                qgemm::panel_q8_0
+            },
             4,
             qgemm::GROUP_BYTES_Q8_0,
             64,
@@ -187,7 +196,25 @@ pub fn repacked_kernel(dtype: DType) -> Option<MatKernel> {
         // byte offsets a K panel of ggml rows would start at.
         kc: usize::MAX,
         isa: Isa::Avx2,
-        gemm: ggml.gemm.map(|g| Gemm { pack, ..g }),
+        gemm: match ggml.gemm {
+            Some(g) => Some(Gemm { pack, ..g }),
+            // q6_K has a packed GEMM only from the repacked layout.
+            None if dtype == DType::Q6_K && vnni => Some(Gemm {
+                pack: k6gemm::pack_q6_kx8,
+                panel: k6gemm::panel_q6_k_vnni,
+                vt: DType::Q8_K,
+                b_scales: false,
+                b_packed: false,
+                mr: k6gemm::MR,
+                nr: 4,
+                group_bytes: k6gemm::GROUP_BYTES,
+                mc: 64,
+                nc: 64,
+                kc: 1024,
+                min_n: 16,
+            }),
+            None => None,
+        },
     })
 }
 
@@ -282,6 +309,28 @@ unsafe fn load256(p: *const u8) -> __m256i {
 unsafe fn load128(p: *const u8) -> __m128i {
     // SAFETY: caller's contract.
     unsafe { _mm_loadu_si128(p.cast()) }
+}
+
+/// `acc + maddubs(w, y)` in 16-bit lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn dot16(acc: __m256i, w: __m256i, y: __m256i) -> __m256i {
+    _mm256_add_epi16(acc, _mm256_maddubs_epi16(w, y))
+}
+
+/// `acc + madd(maddubs(w, y), 1)` in 32-bit lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn dot32(acc: __m256i, w: __m256i, y: __m256i) -> __m256i {
+    let p = _mm256_madd_epi16(_mm256_maddubs_epi16(w, y), _mm256_set1_epi16(1));
+    _mm256_add_epi32(acc, p)
+}
+
+/// `acc + dpbusd(w, y)` (AVX-512 VNNI on 256 bits).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512vnni,avx512vl")]
+pub(super) fn dot_vnni(acc: __m256i, w: __m256i, y: __m256i) -> __m256i {
+    _mm256_dpbusd_epi32(acc, w, y)
 }
 
 /// Writes or adds `v` at `p`.

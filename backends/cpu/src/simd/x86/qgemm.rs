@@ -18,7 +18,7 @@
 
 use std::arch::x86_64::*;
 
-use super::{first, h2f, load128, load256};
+use super::{dot_vnni, dot16, dot32, first, h2f, load128, load256};
 
 /// Rows per packed group.
 pub const MR: usize = 8;
@@ -139,7 +139,69 @@ unsafe fn bcast(b: *const u8, i: usize, t: usize) -> __m256i {
     _mm256_set1_epi32(x)
 }
 
-/// One group of [`MR`] packed rows x `N` columns over `kc` weights.
+/// One group of [`MR`] packed rows x `N` columns over `kc` weights:
+/// `$dot(acc, u8 weights, i8 activations)` adds the 4-product sums of
+/// each 32-bit lane, in 16 bits (`$wide = false`; q4_0 only, summed to 32
+/// bits by one `madd` per block) or 32 bits.
+macro_rules! micro_body {
+    ($t:ident, $n:ident, $kc:ident, $a:ident, $b:ident, $s:ident, $c:ident, $mr:ident, $acc:ident,
+     $dot:expr, $wide:expr) => {{
+        let (bp, sp, cp): ([*const u8; $n], [*const f32; $n], [*mut f32; $n]) =
+            // SAFETY: the caller passes N pointers of each kind.
+            unsafe { (first($b), first($s), first($c)) };
+        let gb = group_block_bytes($t);
+        let ones = _mm256_set1_epi16(1);
+        let mut sum = [_mm256_setzero_ps(); $n];
+        for i in 0..$kc / 32 {
+            let blk = $a.wrapping_add(i * gb);
+            let mut isum = [_mm256_setzero_si256(); $n];
+            for t in 0..8 {
+                // SAFETY: the group holds this block; every column covers it.
+                unsafe {
+                    if $t == Q4_0 {
+                        let av = load256(blk.add(32 + 32 * t));
+                        for j in 0..$n {
+                            isum[j] = $dot(isum[j], av, bcast(bp[j], i, t));
+                        }
+                    } else {
+                        let ax = load256(blk.add(32 + 64 * t));
+                        let av = load256(blk.add(64 + 64 * t));
+                        for j in 0..$n {
+                            let y = _mm256_sign_epi8(bcast(bp[j], i, t), av);
+                            isum[j] = $dot(isum[j], ax, y);
+                        }
+                    }
+                }
+            }
+            // SAFETY: the group's block starts with eight f32 scales; every
+            // column has a scale pair per block.
+            unsafe {
+                let da = _mm256_loadu_ps(blk.cast::<f32>());
+                for j in 0..$n {
+                    let d = _mm256_set1_ps(*sp[j].add(2 * i));
+                    let x = if $t == Q4_0 {
+                        let s32 = if $wide {
+                            isum[j]
+                        } else {
+                            _mm256_madd_epi16(isum[j], ones)
+                        };
+                        let x = _mm256_cvtepi32_ps(s32);
+                        _mm256_fmsub_ps(x, d, _mm256_set1_ps(*sp[j].add(2 * i + 1)))
+                    } else {
+                        _mm256_mul_ps(_mm256_cvtepi32_ps(isum[j]), d)
+                    };
+                    sum[j] = _mm256_fmadd_ps(da, x, sum[j]);
+                }
+            }
+        }
+        for j in 0..$n {
+            // SAFETY: c[j] covers mr outputs.
+            unsafe { super::store_lanes(cp[j], sum[j], $mr, $acc) };
+        }
+    }};
+}
+
+/// [`micro_body`] with AVX2's `maddubs` (16-bit sums for q4_0).
 ///
 /// # Safety
 /// As [`crate::simd::PanelFn`], with `b.len() == s.len() == c.len() == N`.
@@ -153,63 +215,36 @@ unsafe fn micro<const T: u8, const N: usize>(
     mr: usize,
     acc: bool,
 ) {
-    // SAFETY: the caller passes N pointers of each kind.
-    let (bp, sp, cp): ([*const u8; N], [*const f32; N], [*mut f32; N]) =
-        unsafe { (first(b), first(s), first(c)) };
-    let gb = group_block_bytes(T);
-    let ones = _mm256_set1_epi16(1);
-    let mut sum = [_mm256_setzero_ps(); N];
-    for i in 0..kc / 32 {
-        let blk = a.wrapping_add(i * gb);
-        let mut isum = [_mm256_setzero_si256(); N];
-        for t in 0..8 {
-            // SAFETY: the group holds this block; every column covers it.
-            unsafe {
-                if T == Q4_0 {
-                    let av = load256(blk.add(32 + 32 * t));
-                    for j in 0..N {
-                        let p = _mm256_maddubs_epi16(av, bcast(bp[j], i, t));
-                        isum[j] = _mm256_add_epi16(isum[j], p);
-                    }
-                } else {
-                    let ax = load256(blk.add(32 + 64 * t));
-                    let av = load256(blk.add(64 + 64 * t));
-                    for j in 0..N {
-                        let y = _mm256_sign_epi8(bcast(bp[j], i, t), av);
-                        let p = _mm256_madd_epi16(_mm256_maddubs_epi16(ax, y), ones);
-                        isum[j] = _mm256_add_epi32(isum[j], p);
-                    }
-                }
-            }
-        }
-        // SAFETY: the group's block starts with eight f32 scales; every
-        // column has a scale pair per block.
-        unsafe {
-            let da = _mm256_loadu_ps(blk.cast::<f32>());
-            for j in 0..N {
-                let d = _mm256_set1_ps(*sp[j].add(2 * i));
-                let x = if T == Q4_0 {
-                    let x = _mm256_cvtepi32_ps(_mm256_madd_epi16(isum[j], ones));
-                    _mm256_fmsub_ps(x, d, _mm256_set1_ps(*sp[j].add(2 * i + 1)))
-                } else {
-                    _mm256_mul_ps(_mm256_cvtepi32_ps(isum[j]), d)
-                };
-                sum[j] = _mm256_fmadd_ps(da, x, sum[j]);
-            }
-        }
-    }
-    for j in 0..N {
-        // SAFETY: c[j] covers mr outputs.
-        unsafe { super::store_lanes(cp[j], sum[j], mr, acc) };
+    if T == Q4_0 {
+        micro_body!(T, N, kc, a, b, s, c, mr, acc, dot16, false)
+    } else {
+        micro_body!(T, N, kc, a, b, s, c, mr, acc, dot32, true)
     }
 }
 
+/// [`micro_body`] with AVX-512 VNNI's `dpbusd` (32-bit sums).
+///
+/// # Safety
+/// As [`micro`]; the CPU must also have AVX-512 VNNI and VL.
+#[target_feature(enable = "avx2,fma,f16c,avx512vnni,avx512vl")]
+unsafe fn micro_vnni<const T: u8, const N: usize>(
+    kc: usize,
+    a: *const u8,
+    b: &[*const u8],
+    s: &[*const f32],
+    c: &[*mut f32],
+    mr: usize,
+    acc: bool,
+) {
+    micro_body!(T, N, kc, a, b, s, c, mr, acc, dot_vnni, true)
+}
+
 macro_rules! q_panel {
-    ($name:ident, $t:ident, $($n:literal),*) => {
-        #[doc = concat!("[`crate::simd::PanelFn`] for ", stringify!($t), " weights.")]
+    ($name:ident, $micro:ident, $t:ident, $isa:literal, $($n:literal),*) => {
+        #[doc = concat!("[`crate::simd::PanelFn`] for ", stringify!($t), " weights (", $isa, ").")]
         ///
         /// # Safety
-        /// As [`crate::simd::PanelFn`]; the CPU must have AVX2, FMA and F16C.
+        #[doc = concat!("As [`crate::simd::PanelFn`]; the CPU must have ", $isa, ".")]
         pub unsafe fn $name(
             kc: usize,
             a: *const u8,
@@ -222,7 +257,7 @@ macro_rules! q_panel {
             // SAFETY: forwarded contract; features checked by the caller.
             unsafe {
                 match b.len() {
-                    $($n => micro::<$t, $n>(kc, a, b, s, c, mr, acc),)*
+                    $($n => $micro::<$t, $n>(kc, a, b, s, c, mr, acc),)*
                     _ => debug_assert!(false, "panel width outside the kernel's contract"),
                 }
             }
@@ -230,10 +265,123 @@ macro_rules! q_panel {
     };
 }
 
-q_panel!(panel_q4_0, Q4_0, 1, 2, 3, 4, 5, 6);
-q_panel!(panel_q8_0, Q8_0, 1, 2, 3, 4);
+q_panel!(
+    panel_q4_0,
+    micro,
+    Q4_0,
+    "AVX2, FMA and F16C",
+    1,
+    2,
+    3,
+    4,
+    5,
+    6
+);
+q_panel!(panel_q8_0, micro, Q8_0, "AVX2, FMA and F16C", 1, 2, 3, 4);
+q_panel!(
+    panel_q4_0_vnni,
+    micro_vnni,
+    Q4_0,
+    "AVX2 and AVX-512 VNNI",
+    1,
+    2,
+    3,
+    4,
+    5,
+    6
+);
+q_panel!(
+    panel_q8_0_vnni,
+    micro_vnni,
+    Q8_0,
+    "AVX2 and AVX-512 VNNI",
+    1,
+    2,
+    3,
+    4
+);
 
 /// Packed bytes per K element of a q4_0 group.
 pub const GROUP_BYTES_Q4_0: usize = group_block_bytes(Q4_0) / 32;
 /// Packed bytes per K element of a q8_0 group.
 pub const GROUP_BYTES_Q8_0: usize = group_block_bytes(Q8_0) / 32;
+
+#[cfg(test)]
+mod tests {
+    use backplane_abi::DType;
+
+    use super::*;
+
+    fn values(n: usize, seed: u32) -> Vec<f32> {
+        let mut x = seed.max(1);
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                (x % 2001) as f32 / 1000.0 - 1.0
+            })
+            .collect()
+    }
+
+    /// The VNNI panels give the AVX2 panels' results bit for bit (the same
+    /// integer sums), for every column count and a partial last group.
+    #[test]
+    fn vnni_panels_equal_the_avx2_panels() {
+        if !super::super::available() || !super::super::vnni() {
+            return;
+        }
+        let (k, rows) = (256, 7);
+        type Case = (
+            DType,
+            crate::simd::PackFn,
+            crate::simd::PanelFn,
+            crate::simd::PanelFn,
+            usize,
+        );
+        let cases: [Case; 2] = [
+            (DType::Q4_0, pack_q4_0, panel_q4_0, panel_q4_0_vnni, 6),
+            (DType::Q8_0, pack_q8_0, panel_q8_0, panel_q8_0_vnni, 4),
+        ];
+        for (dtype, pack, avx2, vnni, widest) in cases {
+            let lda = dtype.row_size(k).unwrap();
+            let mut a = vec![0u8; rows * lda];
+            for (r, row) in a.chunks_exact_mut(lda).enumerate() {
+                backplane_quant::quantize_row(dtype, &values(k, r as u32 + 1), row).unwrap();
+            }
+            let gb = if dtype == DType::Q4_0 {
+                GROUP_BYTES_Q4_0
+            } else {
+                GROUP_BYTES_Q8_0
+            };
+            let mut packed = vec![0u8; k * gb];
+            // SAFETY: `rows` rows of k weights into one packed group.
+            unsafe { pack(a.as_ptr(), lda, rows, 0, k, packed.as_mut_ptr()) };
+            let cols: Vec<(Vec<u8>, Vec<f32>)> = (0..widest)
+                .map(|j| {
+                    let mut q = vec![0u8; DType::Q8_0.row_size(k).unwrap()];
+                    backplane_quant::quantize_row(DType::Q8_0, &values(k, 50 + j as u32), &mut q)
+                        .unwrap();
+                    let mut s = vec![0f32; 2 * k / 32];
+                    crate::simd::block_scales(&q, &mut s);
+                    (q, s)
+                })
+                .collect();
+            for n in 1..=widest {
+                let b: Vec<*const u8> = cols[..n].iter().map(|c| c.0.as_ptr()).collect();
+                let s: Vec<*const f32> = cols[..n].iter().map(|c| c.1.as_ptr()).collect();
+                let mut want = vec![[0f32; MR]; n];
+                let mut got = vec![[0f32; MR]; n];
+                let cw: Vec<*mut f32> = want.iter_mut().map(|w| w.as_mut_ptr()).collect();
+                let cg: Vec<*mut f32> = got.iter_mut().map(|g| g.as_mut_ptr()).collect();
+                // SAFETY: one packed group of k weights, n columns of k.
+                unsafe {
+                    avx2(k, packed.as_ptr(), &b, &s, &cw, rows, false);
+                    vnni(k, packed.as_ptr(), &b, &s, &cg, rows, false);
+                }
+                assert_eq!(got, want, "{dtype}, {n} columns");
+                assert!(want[0][..rows].iter().any(|&x| x != 0.0));
+            }
+        }
+    }
+}

@@ -16,7 +16,7 @@
 
 use std::arch::x86_64::*;
 
-use super::{first, h2f, load128, load256, store_lanes};
+use super::{dot_vnni, dot16, dot32, first, h2f, load128, load256, store_lanes};
 
 /// Rows per repacked group.
 const ROWS: usize = crate::repack::GROUP_ROWS;
@@ -119,28 +119,6 @@ macro_rules! q8_0x8_body {
     }};
 }
 
-/// `acc + maddubs(w, y)` in 16-bit lanes.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-fn dot16(acc: __m256i, w: __m256i, y: __m256i) -> __m256i {
-    _mm256_add_epi16(acc, _mm256_maddubs_epi16(w, y))
-}
-
-/// `acc + madd(maddubs(w, y), 1)` in 32-bit lanes.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-fn dot32(acc: __m256i, w: __m256i, y: __m256i) -> __m256i {
-    let p = _mm256_madd_epi16(_mm256_maddubs_epi16(w, y), _mm256_set1_epi16(1));
-    _mm256_add_epi32(acc, p)
-}
-
-/// `acc + dpbusd(w, y)` (AVX-512 VNNI on 256 bits).
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c,avx512vnni,avx512vl")]
-fn dot_vnni(acc: __m256i, w: __m256i, y: __m256i) -> __m256i {
-    _mm256_dpbusd_epi32(acc, w, y)
-}
-
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q4_0x8<const N: usize>(
     k: usize,
@@ -209,18 +187,47 @@ fn prefetch_ahead(blk: *const u8, bytes: usize) {
 /// Bytes of one super-block of a repacked q6_K group and the offsets of
 /// its fields (eight `d`, scales, then per half and slice column the two
 /// low-bit slices and the high-bit slice, 96 bytes; see `repack`).
-const Q6_GROUP_BLOCK: usize = 8 * 210;
-const Q6_SCALES: usize = 16;
-const Q6_QUANTS: usize = Q6_SCALES + 128;
+pub(super) const Q6_GROUP_BLOCK: usize = 8 * 210;
+pub(super) const Q6_SCALES: usize = 16;
+pub(super) const Q6_QUANTS: usize = Q6_SCALES + 128;
 /// q8_K activation block bytes and field offsets.
-const K8_BYTES: usize = 292;
-const K8_QS: usize = 4;
-const K8_BSUMS: usize = 260;
+pub(super) const K8_BYTES: usize = 292;
+pub(super) const K8_QS: usize = 4;
+pub(super) const K8_BSUMS: usize = 260;
+
+/// The 6-bit quants (0..63) of one repacked q6_K slice column: from the
+/// low-bit slices `v1`, `v2` and the high-bit slice `h`, the four 4-weight
+/// slices `kq = 0..4` (weights `32 kq + 4c ..` of the half, `c` the
+/// column), rows in lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn q6_quants(v1: __m256i, v2: __m256i, h: __m256i) -> [__m256i; 4] {
+    let m4 = _mm256_set1_epi8(0x0F);
+    let m30 = _mm256_set1_epi8(0x30);
+    [
+        _mm256_or_si256(
+            _mm256_and_si256(v1, m4),
+            _mm256_and_si256(_mm256_slli_epi16::<4>(h), m30),
+        ),
+        _mm256_or_si256(
+            _mm256_and_si256(v2, m4),
+            _mm256_and_si256(_mm256_slli_epi16::<2>(h), m30),
+        ),
+        _mm256_or_si256(
+            _mm256_and_si256(_mm256_srli_epi16::<4>(v1), m4),
+            _mm256_and_si256(h, m30),
+        ),
+        _mm256_or_si256(
+            _mm256_and_si256(_mm256_srli_epi16::<4>(v2), m4),
+            _mm256_and_si256(_mm256_srli_epi16::<2>(h), m30),
+        ),
+    ]
+}
 
 /// Byte `B` of each 32-bit lane of `v`, sign-extended.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn lane_byte<const B: i32>(v: __m256i) -> __m256i {
+pub(super) fn lane_byte<const B: i32>(v: __m256i) -> __m256i {
     match B {
         0 => _mm256_srai_epi32::<24>(_mm256_slli_epi32::<24>(v)),
         1 => _mm256_srai_epi32::<24>(_mm256_slli_epi32::<16>(v)),
@@ -236,8 +243,6 @@ macro_rules! q6_kx8_body {
     ($n:ident, $k:ident, $a:ident, $b:ident, $c:ident, $mr:ident, $acc:ident, $dot:expr) => {{
         // SAFETY: the caller passes N pointers of each kind.
         let (bp, cp): ([*const u8; $n], [*mut f32; $n]) = unsafe { (first($b), first($c)) };
-        let m4 = _mm256_set1_epi8(0x0F);
-        let m30 = _mm256_set1_epi8(0x30);
         let mut sum = [_mm256_setzero_ps(); $n];
         for i in 0..$k / 256 {
             let blk = $a.wrapping_add(i * Q6_GROUP_BLOCK);
@@ -256,24 +261,7 @@ macro_rules! q6_kx8_body {
                             let at = blk.add(Q6_QUANTS + 96 * (8 * half + c));
                             let (v1, v2, h) =
                                 (load256(at), load256(at.add(32)), load256(at.add(64)));
-                            let q = [
-                                _mm256_or_si256(
-                                    _mm256_and_si256(v1, m4),
-                                    _mm256_and_si256(_mm256_slli_epi16::<4>(h), m30),
-                                ),
-                                _mm256_or_si256(
-                                    _mm256_and_si256(v2, m4),
-                                    _mm256_and_si256(_mm256_slli_epi16::<2>(h), m30),
-                                ),
-                                _mm256_or_si256(
-                                    _mm256_and_si256(_mm256_srli_epi16::<4>(v1), m4),
-                                    _mm256_and_si256(h, m30),
-                                ),
-                                _mm256_or_si256(
-                                    _mm256_and_si256(_mm256_srli_epi16::<4>(v2), m4),
-                                    _mm256_and_si256(_mm256_srli_epi16::<2>(h), m30),
-                                ),
-                            ];
+                            let q = q6_quants(v1, v2, h);
                             for j in 0..$n {
                                 let y = bp[j].add(i * K8_BYTES + K8_QS + 128 * half + 4 * c);
                                 for (kq, qk) in q.iter().enumerate() {
