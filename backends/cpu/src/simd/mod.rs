@@ -288,6 +288,20 @@ pub fn kernels() -> &'static Kernels {
     KERNELS.get_or_init(Kernels::detect)
 }
 
+/// Deterministic test values in [-1, 1] (xorshift from `seed`).
+#[cfg(test)]
+pub(crate) fn test_values(n: usize, seed: u32) -> Vec<f32> {
+    let mut x = seed.max(1);
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            (x % 2001) as f32 / 1000.0 - 1.0
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

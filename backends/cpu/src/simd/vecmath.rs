@@ -70,15 +70,11 @@ fn dot_portable(a: &[f32], b: &[f32]) -> f32 {
 mod tests {
     use super::*;
 
+    /// Values in [-10, 10].
     fn values(n: usize, seed: u32) -> Vec<f32> {
-        let mut x = seed.max(1);
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 17;
-                x ^= x << 5;
-                (x % 20001) as f32 / 1000.0 - 10.0
-            })
+        crate::simd::test_values(n, seed)
+            .iter()
+            .map(|v| 10.0 * v)
             .collect()
     }
 

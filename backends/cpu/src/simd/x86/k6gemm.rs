@@ -96,20 +96,8 @@ pub unsafe fn panel_q6_k_vnni(
     mr: usize,
     acc: bool,
 ) {
-    // SAFETY: forwarded contract.
-    unsafe {
-        match b.len() {
-            1 => columns::<1>(kc, a, b, c, mr, acc),
-            2 => columns::<2>(kc, a, b, c, mr, acc),
-            3 => columns::<3>(kc, a, b, c, mr, acc),
-            4 => columns::<4>(kc, a, b, c, mr, acc),
-            _ => {
-                for (bj, cj) in b.chunks(4).zip(c.chunks(4)) {
-                    panel_q6_k_vnni(kc, a, bj, &[], cj, mr, acc);
-                }
-            }
-        }
-    }
+    // SAFETY: forwarded contract, four columns at a time.
+    unsafe { super::by_four_columns!(columns(kc, a, b, c, mr, acc)) }
 }
 
 /// [`panel_q6_k_vnni`] for `N` columns.
@@ -174,17 +162,7 @@ mod tests {
     use super::*;
     use crate::repack::Repack;
 
-    fn values(n: usize, seed: u32) -> Vec<f32> {
-        let mut x = seed.max(1);
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 17;
-                x ^= x << 5;
-                (x % 2001) as f32 / 1000.0 - 1.0
-            })
-            .collect()
-    }
+    use crate::simd::test_values as values;
 
     /// Packed and run as a GEMM, two repacked groups give the q6_K tile's
     /// results on the same layout bit for bit, for every column count.

@@ -242,6 +242,22 @@ fn float_gemm(pack: PackFn) -> Gemm {
     }
 }
 
+/// Runs `$f::<N>(kc, a, b, c, mr, acc)` over the columns `b` / `c`, four
+/// (or fewer, for the last) at a time.
+macro_rules! by_four_columns {
+    ($f:ident($kc:expr, $a:expr, $b:expr, $c:expr, $mr:expr, $acc:expr)) => {
+        for (bj, cj) in $b.chunks(4).zip($c.chunks(4)) {
+            match bj.len() {
+                1 => $f::<1>($kc, $a, bj, cj, $mr, $acc),
+                2 => $f::<2>($kc, $a, bj, cj, $mr, $acc),
+                3 => $f::<3>($kc, $a, bj, cj, $mr, $acc),
+                _ => $f::<4>($kc, $a, bj, cj, $mr, $acc),
+            }
+        }
+    };
+}
+use by_four_columns;
+
 /// Dispatches a runtime `(mr, nr)` to a const-generic tile instantiation.
 macro_rules! dispatch_tile {
     ($f:ident [$g:tt] ($k:expr, $a:expr, $lda:expr, $mr:expr, $b:expr, $c:expr, $acc:expr)

@@ -312,17 +312,7 @@ mod tests {
 
     use super::*;
 
-    fn values(n: usize, seed: u32) -> Vec<f32> {
-        let mut x = seed.max(1);
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 17;
-                x ^= x << 5;
-                (x % 2001) as f32 / 1000.0 - 1.0
-            })
-            .collect()
-    }
+    use crate::simd::test_values as values;
 
     /// The VNNI panels give the AVX2 panels' results bit for bit (the same
     /// integer sums), for every column count and a partial last group.

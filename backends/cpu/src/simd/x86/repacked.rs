@@ -655,17 +655,7 @@ mod tests {
     use super::*;
     use crate::repack::Repack;
 
-    fn values(n: usize, seed: u32) -> Vec<f32> {
-        let mut x = seed.max(1);
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 17;
-                x ^= x << 5;
-                (x % 2001) as f32 / 1000.0 - 1.0
-            })
-            .collect()
-    }
+    use crate::simd::test_values as values;
 
     /// Every tile variant of this file (AVX2 always, VNNI where the CPU
     /// has it) gives the ggml-layout kernel's results.
