@@ -5,7 +5,10 @@
 //! Q is f32; K and V may be any float or legacy quant type: each work item
 //! converts the K/V rows of its head to f32 once, then every query of the
 //! item runs on f32 with f32 accumulation, keys a block at a time (the
-//! block's scores, then their exponentials in one vector pass).
+//! block's scores, then their exponentials in one vector pass). Except f16
+//! K/V with fewer than 64 queries, where ggml's CPU kernel (and so the
+//! reference logits of llama.cpp) rounds Q to f16 and keeps the V·softmax
+//! sum in f16, one key at a time: that path is followed step for step.
 
 use backplane_abi::{DType, MAX_SRC, TensorDesc};
 
@@ -22,6 +25,62 @@ const Q_BLOCK: usize = 32;
 
 /// Keys per block of the online softmax.
 const KEY_BLOCK: usize = 64;
+
+/// ggml's CPU flash-attention query tile: from this many queries on it
+/// computes in f32 throughout.
+const GGML_FA_TILE_Q: usize = 64;
+
+/// One query row over every key of `keys` / `vals` (dense rows of
+/// `qrow.len()` and `acc.len()` values) exactly as ggml's CPU kernel takes
+/// f16 K/V with fewer than [`GGML_FA_TILE_Q`] queries: Q rounded to f16,
+/// one key at a time (keys whose mask is -inf skipped), the running
+/// V·softmax sum `acc` kept in f16 (rounded after every rescale and every
+/// added value). Returns the running (max, sum) of the online softmax.
+#[allow(clippy::too_many_arguments)]
+fn attend_like_ggml_f16(
+    ops: &crate::simd::vecmath::VecOps,
+    qrow: &mut [f32],
+    keys: &[f32],
+    vals: &[f32],
+    mask_row: Option<(&[f32], f32)>,
+    scale: f32,
+    softcap: f32,
+    acc: &mut [f32],
+) -> (f32, f32) {
+    qrow.iter_mut()
+        .for_each(|x| *x = crate::simd::vecmath::round_f16(*x));
+    let mut max = f32::NEG_INFINITY;
+    let mut sum = 0f32;
+    // One dot product per key: the order of its sums is the one that
+    // reproduces ggml's scores (a block-wise `dots` moves q4_K_M logits by
+    // 2e-4 through the f16 roundings that follow).
+    for (j, (key, val)) in keys
+        .chunks_exact(qrow.len())
+        .zip(vals.chunks_exact(acc.len()))
+        .enumerate()
+    {
+        let mv = mask_row.map_or(0.0, |(m, slope)| slope * m[j]);
+        if mv == f32::NEG_INFINITY {
+            continue;
+        }
+        let mut s = (ops.dot)(qrow, key) * scale;
+        if softcap != 0.0 {
+            s = softcap * s.tanh();
+        }
+        s += mv;
+        let (ms, vs) = if s > max {
+            let ms = (max - s).exp();
+            max = s;
+            (ops.scale_f16)(acc, ms);
+            (ms, 1.0)
+        } else {
+            (1.0, (s - max).exp())
+        };
+        (ops.mad_f16)(acc, vs, val);
+        sum = sum * ms + vs;
+    }
+    (max, sum)
+}
 
 /// Whether the attention kernel accepts these operands: K/V in every type
 /// of FLASH_ATTN_EXT's, with dense rows (the op contract has checked the
@@ -61,6 +120,9 @@ pub unsafe fn run(ctx: &NodeCtx<'_>) -> Result<(), CpuError> {
     // K and V can be used in place when they are dense f32 rows.
     let k_direct = k.dtype == DType::F32 && k.nb(1) == dk * 4;
     let v_direct = v.dtype == DType::F32 && v.nb(1) == dv * 4;
+    // ggml's CPU kernel takes its f16 path (f16 Q, f16 V accumulator) for
+    // f16 K/V when fewer than GGML_FA_TILE_Q (64) queries come at once.
+    let f16_accumulator = k.dtype == DType::F16 && v.dtype == DType::F16 && n_q < GGML_FA_TILE_Q;
     // Work items: (query block, head, batch), heads sharing a K/V head adjacent.
     let items = q_blocks * n_head * n_batch;
     par_range(ctx, items, Q_BLOCK.min(n_q) * n_kv * (dk + dv), |range| {
@@ -151,11 +213,29 @@ pub unsafe fn run(ctx: &NodeCtx<'_>) -> Result<(), CpuError> {
                 accs[..nq * dv].fill(0.0);
                 maxs[..nq].fill(f32::NEG_INFINITY);
                 sums[..nq].fill(0.0);
+                if f16_accumulator {
+                    for qi in 0..nq {
+                        let mask_row = mask
+                            .is_some()
+                            .then(|| (&mbuf[qi * n_kv..qi * n_kv + live], slope));
+                        (maxs[qi], sums[qi]) = attend_like_ggml_f16(
+                            &ops,
+                            &mut qrows[qi * dk..(qi + 1) * dk],
+                            keys,
+                            vals,
+                            mask_row,
+                            scale,
+                            softcap,
+                            &mut accs[qi * dv..(qi + 1) * dv],
+                        );
+                    }
+                }
                 // Key blocks outermost, so a block's K and V rows stay in
                 // L1 for every query of the item; per query and block: the
                 // scores, one rescale of its running sums, the softmax
                 // weights in one vector pass, then the weighted values.
-                for kb in (0..live).step_by(KEY_BLOCK) {
+                let blocked_keys = if f16_accumulator { 0 } else { live };
+                for kb in (0..blocked_keys).step_by(KEY_BLOCK) {
                     let nk = KEY_BLOCK.min(live - kb);
                     let kblock = &keys[kb * dk..(kb + nk) * dk];
                     let vblock = &vals[kb * dv..(kb + nk) * dv];

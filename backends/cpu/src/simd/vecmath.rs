@@ -18,6 +18,11 @@ pub struct VecOps {
     pub axpy: fn(&mut [f32], f32, &[f32]),
     /// `y[i] *= a`.
     pub scale: fn(&mut [f32], f32),
+    /// `acc[i] = f16(acc[i] + a * x[i])`, `acc` holding f16 values in f32
+    /// (ggml's `ggml_vec_mad_f16`: fused where the CPU has FMA).
+    pub mad_f16: fn(&mut [f32], f32, &[f32]),
+    /// `acc[i] = f16(acc[i] * a)` (ggml's `ggml_vec_scale_f16`).
+    pub scale_f16: fn(&mut [f32], f32),
     /// `s[i] = exp(s[i] - max)` (0 where `s[i]` is -inf; results below f32's
     /// normal range may be 0), returning the sum.
     pub exp_sum: fn(&mut [f32], f32) -> f32,
@@ -40,6 +45,12 @@ pub const PORTABLE: VecOps = VecOps {
     },
     axpy: |y, a, x| y.iter_mut().zip(x).for_each(|(y, &x)| *y += a * x),
     scale: |y, a| y.iter_mut().for_each(|y| *y *= a),
+    mad_f16: |acc, a, x| {
+        for (y, &x) in acc.iter_mut().zip(x) {
+            *y = round_f16(*y + a * x);
+        }
+    },
+    scale_f16: |acc, a| acc.iter_mut().for_each(|y| *y = round_f16(*y * a)),
     exp_sum: |s, max| {
         let mut sum = 0.0;
         for v in s {
@@ -49,6 +60,34 @@ pub const PORTABLE: VecOps = VecOps {
         sum
     },
 };
+
+/// `x` rounded to the nearest f16 value (ties to even, overflow to
+/// infinity, NaN kept, as F16C's conversion), kept in f32; integer
+/// operations and selects only, so that loops over it vectorize.
+#[inline]
+pub fn round_f16(x: f32) -> f32 {
+    /// Bits of the smallest normal f16 (2^-14) as an f32.
+    const F16_MIN_NORMAL_BITS: u32 = 0x3880_0000;
+    /// Bits of the largest finite f16 (65504) as an f32.
+    const F16_MAX_BITS: u32 = 0x477f_e000;
+    let b = x.to_bits();
+    let a = b & 0x7fff_ffff;
+    // Normal f16 range: keep 10 mantissa bits, the 13 dropped ones rounded
+    // to even.
+    let normal = (a + 0x0fff + ((a >> 13) & 1)) & !0x1fff;
+    // Subnormal f16 values are multiples of 2^-24, f32's step at 0.5.
+    let subnormal = ((f32::from_bits(a) + 0.5) - 0.5).to_bits();
+    let r = if a < F16_MIN_NORMAL_BITS {
+        subnormal
+    } else if a > 0x7f80_0000 {
+        a
+    } else if normal > F16_MAX_BITS {
+        0x7f80_0000
+    } else {
+        normal
+    };
+    f32::from_bits(r | (b & 0x8000_0000))
+}
 
 fn dot_portable(a: &[f32], b: &[f32]) -> f32 {
     let n = a.len().min(b.len());
@@ -117,6 +156,22 @@ mod tests {
             for (p, q) in y0.iter().zip(&y1) {
                 assert!((p - q).abs() <= 1e-6 * (1.0 + p.abs()), "axpy {n}");
             }
+            let (mut h0, mut h1): (Vec<f32>, Vec<f32>) = (
+                b.iter().map(|&x| round_f16(x)).collect(),
+                b.iter().map(|&x| round_f16(x)).collect(),
+            );
+            (PORTABLE.mad_f16)(&mut h0, 0.37, &a);
+            (ops.mad_f16)(&mut h1, 0.37, &a);
+            (PORTABLE.scale_f16)(&mut h0, -1.5);
+            (ops.scale_f16)(&mut h1, -1.5);
+            for (p, q) in h0.iter().zip(&h1) {
+                // One f16 step at most: fused or not before the rounding.
+                assert!(
+                    (p - q).abs() <= p.abs() / 1024.0,
+                    "f16 steps {n}: {p} vs {q}"
+                );
+                assert_eq!(*q, round_f16(*q), "f16 steps {n}: {q} is not an f16 value");
+            }
             (PORTABLE.scale)(&mut y0, -1.5);
             (ops.scale)(&mut y1, -1.5);
             for (p, q) in y0.iter().zip(&y1) {
@@ -145,6 +200,48 @@ mod tests {
             if n > 2 {
                 assert_eq!(s1[1], 0.0);
             }
+        }
+    }
+
+    /// The bit form rounds as the f16 conversion does, on f32 bit patterns
+    /// spread over the whole range (normal, subnormal, overflowing, both
+    /// signs, infinities) and on the ties around each f16 step.
+    #[test]
+    fn round_f16_matches_the_f16_conversion() {
+        let check = |x: f32| {
+            let want = half::f16::from_f32(x).to_f32();
+            let got = round_f16(x);
+            assert!(
+                got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+                "{x:e} ({:#010x}): {got:e} vs {want:e}",
+                x.to_bits()
+            );
+        };
+        for bits in (0..=u32::MAX).step_by(4099) {
+            check(f32::from_bits(bits));
+        }
+        for h in 0..=u16::MAX {
+            let v = half::f16::from_bits(h).to_f32();
+            let next = half::f16::from_bits(h.wrapping_add(1)).to_f32();
+            if v.is_finite() && next.is_finite() {
+                let mid = (f64::from(v) + f64::from(next)) / 2.0;
+                for x in [mid as f32, v, next] {
+                    check(x);
+                    check(f32::from_bits((mid as f32).to_bits() + 1));
+                    check(f32::from_bits((mid as f32).to_bits().saturating_sub(1)));
+                }
+            }
+        }
+        for x in [
+            0.0,
+            -0.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            65519.0,
+            65520.0,
+            -65520.0,
+        ] {
+            check(x);
         }
     }
 }

@@ -17,6 +17,10 @@ pub const OPS: VecOps = VecOps {
     // SAFETY: as above.
     scale: |y, a| unsafe { scale(y, a) },
     // SAFETY: as above.
+    mad_f16: |acc, a, x| unsafe { mad_f16(acc, a, x) },
+    // SAFETY: as above.
+    scale_f16: |acc, a| unsafe { scale_f16(acc, a) },
+    // SAFETY: as above.
     exp_sum: |s, max| unsafe { exp_sum(s, max) },
 };
 
@@ -159,6 +163,49 @@ fn scale(y: &mut [f32], a: f32) {
         };
     }
     (PORTABLE.scale)(chunks.into_remainder(), a);
+}
+
+/// Rounds eight lanes to f16 (to nearest, ties to even) and back.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn round8(x: __m256) -> __m256 {
+    _mm256_cvtph_ps(_mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(x))
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+fn mad_f16(acc: &mut [f32], w: f32, v: &[f32]) {
+    let n = acc.len().min(v.len());
+    let (acc, v) = (&mut acc[..n], &v[..n]);
+    let wv = _mm256_set1_ps(w);
+    let mut chunks = acc.chunks_exact_mut(8);
+    let mut vchunks = v.chunks_exact(8);
+    for (a, x) in (&mut chunks).zip(&mut vchunks) {
+        // SAFETY: a and x hold eight f32 each.
+        unsafe {
+            let y = _mm256_loadu_ps(a.as_ptr());
+            let r = _mm256_fmadd_ps(_mm256_loadu_ps(x.as_ptr()), wv, y);
+            _mm256_storeu_ps(a.as_mut_ptr(), round8(r));
+        }
+    }
+    for (a, &x) in chunks.into_remainder().iter_mut().zip(vchunks.remainder()) {
+        *a = crate::simd::vecmath::round_f16(x.mul_add(w, *a));
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+fn scale_f16(acc: &mut [f32], a: f32) {
+    let av = _mm256_set1_ps(a);
+    let mut chunks = acc.chunks_exact_mut(8);
+    for c in &mut chunks {
+        // SAFETY: c holds eight f32.
+        unsafe {
+            let r = _mm256_mul_ps(_mm256_loadu_ps(c.as_ptr()), av);
+            _mm256_storeu_ps(c.as_mut_ptr(), round8(r));
+        }
+    }
+    for x in chunks.into_remainder() {
+        *x = crate::simd::vecmath::round_f16(*x * a);
+    }
 }
 
 /// `exp(x)` of 8 lanes: `x = n ln 2 + r` with `|r| <= ln 2 / 2`, a degree-6
