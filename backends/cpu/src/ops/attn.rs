@@ -229,49 +229,49 @@ pub unsafe fn run(ctx: &NodeCtx<'_>) -> Result<(), CpuError> {
                             &mut accs[qi * dv..(qi + 1) * dv],
                         );
                     }
-                }
-                // Key blocks outermost, so a block's K and V rows stay in
-                // L1 for every query of the item; per query and block: the
-                // scores, one rescale of its running sums, the softmax
-                // weights in one vector pass, then the weighted values.
-                let blocked_keys = if f16_accumulator { 0 } else { live };
-                for kb in (0..blocked_keys).step_by(KEY_BLOCK) {
-                    let nk = KEY_BLOCK.min(live - kb);
-                    let kblock = &keys[kb * dk..(kb + nk) * dk];
-                    let vblock = &vals[kb * dv..(kb + nk) * dv];
-                    for qi in 0..nq {
-                        let scores = &mut scores[..nk];
-                        let mrow = mbuf.get(qi * n_kv + kb..qi * n_kv + kb + nk);
-                        if mrow.is_some_and(|m| m.iter().all(|&x| x == f32::NEG_INFINITY)) {
-                            continue;
-                        }
-                        (ops.dots)(&qrows[qi * dk..(qi + 1) * dk], kblock, scores);
-                        let mut block_max = f32::NEG_INFINITY;
-                        for (jj, sc) in scores.iter_mut().enumerate() {
-                            let mv = mrow.map_or(0.0, |m| slope * m[jj]);
-                            let mut x = *sc * scale;
-                            if softcap != 0.0 {
-                                x = softcap * x.tanh();
+                } else {
+                    // Key blocks outermost, so a block's K and V rows stay in
+                    // L1 for every query of the item; per query and block: the
+                    // scores, one rescale of its running sums, the softmax
+                    // weights in one vector pass, then the weighted values.
+                    for kb in (0..live).step_by(KEY_BLOCK) {
+                        let nk = KEY_BLOCK.min(live - kb);
+                        let kblock = &keys[kb * dk..(kb + nk) * dk];
+                        let vblock = &vals[kb * dv..(kb + nk) * dv];
+                        for qi in 0..nq {
+                            let scores = &mut scores[..nk];
+                            let mrow = mbuf.get(qi * n_kv + kb..qi * n_kv + kb + nk);
+                            if mrow.is_some_and(|m| m.iter().all(|&x| x == f32::NEG_INFINITY)) {
+                                continue;
                             }
-                            *sc = if mv == f32::NEG_INFINITY {
-                                f32::NEG_INFINITY
-                            } else {
-                                x + mv
-                            };
-                            block_max = block_max.max(*sc);
+                            (ops.dots)(&qrows[qi * dk..(qi + 1) * dk], kblock, scores);
+                            let mut block_max = f32::NEG_INFINITY;
+                            for (jj, sc) in scores.iter_mut().enumerate() {
+                                let mv = mrow.map_or(0.0, |m| slope * m[jj]);
+                                let mut x = *sc * scale;
+                                if softcap != 0.0 {
+                                    x = softcap * x.tanh();
+                                }
+                                *sc = if mv == f32::NEG_INFINITY {
+                                    f32::NEG_INFINITY
+                                } else {
+                                    x + mv
+                                };
+                                block_max = block_max.max(*sc);
+                            }
+                            if block_max == f32::NEG_INFINITY {
+                                continue;
+                            }
+                            let acc = &mut accs[qi * dv..(qi + 1) * dv];
+                            if block_max > maxs[qi] {
+                                let ms = (maxs[qi] - block_max).exp();
+                                (ops.scale)(acc, ms);
+                                sums[qi] *= ms;
+                                maxs[qi] = block_max;
+                            }
+                            sums[qi] += (ops.exp_sum)(scores, maxs[qi]);
+                            (ops.weighted_sum)(acc, scores, vblock);
                         }
-                        if block_max == f32::NEG_INFINITY {
-                            continue;
-                        }
-                        let acc = &mut accs[qi * dv..(qi + 1) * dv];
-                        if block_max > maxs[qi] {
-                            let ms = (maxs[qi] - block_max).exp();
-                            (ops.scale)(acc, ms);
-                            sums[qi] *= ms;
-                            maxs[qi] = block_max;
-                        }
-                        sums[qi] += (ops.exp_sum)(scores, maxs[qi]);
-                        (ops.weighted_sum)(acc, scores, vblock);
                     }
                 }
                 for (qi, iq1) in queries.clone().enumerate() {

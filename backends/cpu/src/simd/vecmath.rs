@@ -14,8 +14,6 @@ pub struct VecOps {
     /// elements each in `rows`; rows with `p[j] == 0` are skipped (never
     /// read), as masked keys' values may be anything.
     pub weighted_sum: fn(&mut [f32], &[f32], &[f32]),
-    /// `y[i] += a * x[i]`.
-    pub axpy: fn(&mut [f32], f32, &[f32]),
     /// `y[i] *= a`.
     pub scale: fn(&mut [f32], f32),
     /// `acc[i] = f16(acc[i] + a * x[i])`, `acc` holding f16 values in f32
@@ -39,11 +37,10 @@ pub const PORTABLE: VecOps = VecOps {
     weighted_sum: |acc, p, rows| {
         for (&pj, r) in p.iter().zip(rows.chunks_exact(acc.len().max(1))) {
             if pj != 0.0 {
-                acc.iter_mut().zip(r).for_each(|(a, &x)| *a += pj * x);
+                axpy_portable(acc, pj, r);
             }
         }
     },
-    axpy: |y, a, x| y.iter_mut().zip(x).for_each(|(y, &x)| *y += a * x),
     scale: |y, a| y.iter_mut().for_each(|y| *y *= a),
     mad_f16: |acc, a, x| {
         for (y, &x) in acc.iter_mut().zip(x) {
@@ -87,6 +84,11 @@ pub fn round_f16(x: f32) -> f32 {
         normal
     };
     f32::from_bits(r | (b & 0x8000_0000))
+}
+
+/// `y[i] += a * x[i]` over the shorter length.
+pub(crate) fn axpy_portable(y: &mut [f32], a: f32, x: &[f32]) {
+    y.iter_mut().zip(x).for_each(|(y, &x)| *y += a * x);
 }
 
 fn dot_portable(a: &[f32], b: &[f32]) -> f32 {
@@ -151,8 +153,9 @@ mod tests {
                 }
             }
             let (mut y0, mut y1) = (b.clone(), b.clone());
-            (PORTABLE.axpy)(&mut y0, 0.37, &a);
-            (ops.axpy)(&mut y1, 0.37, &a);
+            // One row of weight 0.37: y += 0.37 a.
+            axpy_portable(&mut y0, 0.37, &a);
+            (ops.weighted_sum)(&mut y1, &[0.37], &a);
             for (p, q) in y0.iter().zip(&y1) {
                 assert!((p - q).abs() <= 1e-6 * (1.0 + p.abs()), "axpy {n}");
             }

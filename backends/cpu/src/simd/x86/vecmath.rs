@@ -13,8 +13,6 @@ pub const OPS: VecOps = VecOps {
     // SAFETY: as above.
     weighted_sum: |acc, p, rows| unsafe { weighted_sum(acc, p, rows) },
     // SAFETY: as above.
-    axpy: |y, a, x| unsafe { axpy(y, a, x) },
-    // SAFETY: as above.
     scale: |y, a| unsafe { scale(y, a) },
     // SAFETY: as above.
     mad_f16: |acc, a, x| unsafe { mad_f16(acc, a, x) },
@@ -146,7 +144,7 @@ fn axpy(y: &mut [f32], a: f32, x: &[f32]) {
             i += 8;
         }
     }
-    (PORTABLE.axpy)(&mut y[i..n], a, &x[i..n]);
+    crate::simd::vecmath::axpy_portable(&mut y[i..n], a, &x[i..n]);
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
