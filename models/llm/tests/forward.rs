@@ -42,8 +42,13 @@ fn prefill_logits_equal_token_by_token_decode() {
                 .iter()
                 .map(|&v| f64::from(v))
                 .collect();
+            // Prefill's GEMM and decode's mat-vec sum in different orders;
+            // a last-bit difference can round a cached K/V value to the
+            // neighbouring f16, which moves the later logits of that
+            // sequence by up to ~1e-7 (llama: 2.8e-8 from token 3 on).
+            // Anything larger is a real inconsistency.
             let e = nmse(row, &want);
-            assert!(e < 1e-8, "{arch:?} token {i}: nmse {e}");
+            assert!(e < 1e-6, "{arch:?} token {i}: nmse {e}");
         }
         assert_eq!(s.n_past(), toks.len());
     }
