@@ -17,9 +17,14 @@
 //!
 //! `cargo xtask hexagon-qemu` builds the Hexagon DSP C for Hexagon and runs
 //! its kernel tests under qemu-hexagon (see `hexagon_qemu.rs`).
+//!
+//! `cargo xtask check-modules [--crate DIR]... [--all]` reports modules that
+//! import each other in a circle and files embedded from outside their
+//! crate (see `modules.rs`).
 
 mod hexagon_qemu;
 mod make_model;
+mod modules;
 mod setup;
 mod test;
 
@@ -55,6 +60,12 @@ enum Task {
     HexagonQemu,
     /// Write a random-weight GGUF test model (llama/qwen2/qwen3, tiny or 1b).
     MakeModel(make_model::Args),
+    /// Report sibling modules importing each other in a circle, and includes leaving their crate.
+    CheckModules {
+        /// `--crate DIR` (repeatable) checks only those crates; `--all` also checks the skipped ones.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 /// One cdylib build: package, features, and the file name to install it as.
@@ -294,6 +305,7 @@ fn main() -> ExitCode {
         Task::Test => test::run(),
         Task::HexagonQemu => hexagon_qemu::run_all(),
         Task::MakeModel(args) => make_model::run(&args),
+        Task::CheckModules { args } => modules::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -64,6 +64,8 @@ pub fn run() -> Result<(), String> {
         "clippy, shipped hexagon plugin",
         &["clippy", "-p", "backplane-hexagon", "--", "-D", "warnings"],
     )?;
+    eprintln!("xtask test: check-modules");
+    crate::modules::run(&[])?;
     eprintln!("xtask test: plugins");
     plugins(true)?;
     // Tests that start the `backplane` binary (remote servers, the hostile
