@@ -1,4 +1,4 @@
-//! The kernel library: SYCL sources of `shaders/sycl/`, built at run time
+//! The kernel library: SYCL sources of `kernels/`, built at run time
 //! per device on first use and cached in process (one bundle per source
 //! file, one handle per kernel); the runtime's persistent cache
 //! (`SYCL_CACHE_PERSISTENT`) keeps the binaries across processes.
@@ -14,7 +14,7 @@ use backplane_abi::TensorDesc;
 
 use crate::runtime::{Arg, Bundle, Kernel, Queue};
 
-/// A source file of `shaders/sycl/`.
+/// A source file of `kernels/`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Source {
     /// Binary, unary, scale, GLU.
@@ -30,7 +30,7 @@ pub enum Source {
 }
 
 impl Source {
-    /// File name in `shaders/sycl/`.
+    /// File name in `kernels/`.
     pub fn file(self) -> &'static str {
         match self {
             Source::Elementwise => "elementwise.cpp",
@@ -43,20 +43,17 @@ impl Source {
 
     fn text(self) -> &'static str {
         match self {
-            Source::Elementwise => include_str!("../../../shaders/sycl/elementwise.cpp"),
-            Source::Copy => include_str!("../../../shaders/sycl/copy.cpp"),
-            Source::Norm => include_str!("../../../shaders/sycl/norm.cpp"),
-            Source::MulMat => include_str!("../../../shaders/sycl/mul_mat.cpp"),
-            Source::Attention => include_str!("../../../shaders/sycl/attention.cpp"),
+            Source::Elementwise => include_str!("../kernels/elementwise.cpp"),
+            Source::Copy => include_str!("../kernels/copy.cpp"),
+            Source::Norm => include_str!("../kernels/norm.cpp"),
+            Source::MulMat => include_str!("../kernels/mul_mat.cpp"),
+            Source::Attention => include_str!("../kernels/attention.cpp"),
         }
     }
 }
 
 /// The header every source includes.
-const COMMON: (&str, &str) = (
-    "common.hpp",
-    include_str!("../../../shaders/sycl/common.hpp"),
-);
+const COMMON: (&str, &str) = ("common.hpp", include_str!("../kernels/common.hpp"));
 
 /// Shape and byte strides of one tensor, as `Tensor` in common.hpp.
 #[repr(C)]
@@ -189,9 +186,9 @@ impl Library {
                 Some(b) => b.clone(),
                 None => {
                     let t0 = Instant::now();
-                    let b = queue
-                        .build(source.text(), &[COMMON], &[])
-                        .map_err(|e| format!("building shaders/sycl/{}: {e}", source.file()))?;
+                    let b = queue.build(source.text(), &[COMMON], &[]).map_err(|e| {
+                        format!("building backends/sycl/kernels/{}: {e}", source.file())
+                    })?;
                     let time = t0.elapsed();
                     if self.log {
                         eprintln!(

@@ -3,7 +3,7 @@
 //! One device per SYCL device the runtime finds (GPU, CPU, accelerator).
 //! The runtime is reached through `backplane-sycl-sys`'s shim, loaded at run
 //! time: without it the plugin loads, reports zero devices and says why.
-//! Kernels are SYCL source in `shaders/sycl/`, built at run time by the
+//! Kernels are SYCL source in `kernels/`, built at run time by the
 //! kernel_compiler extension and cached (in process per device, on disk by
 //! the runtime's persistent cache). [`arch`] and [`policy`] hold the
 //! per-architecture tuning, pure Rust.

@@ -62,7 +62,7 @@ impl MulMatPath {
     }
 }
 
-/// Weight types with a DMMV kernel in `shaders/sycl/mul_mat.cpp`.
+/// Weight types with a DMMV kernel in `kernels/mul_mat.cpp`.
 pub fn has_dmmv(t: DType) -> bool {
     matches!(t, DType::F16 | DType::Q4_0 | DType::Q8_0 | DType::Q4_K)
 }

@@ -4,7 +4,7 @@
 //!
 //! ggml stores a q4_0 matrix block after block, each block an f16 scale
 //! followed by its quants (18 bytes; q8_0: 34). The reordered mat-vec
-//! (`k_mmvq_reordered` in `shaders/sycl/mul_mat.cpp`) wants the quants of
+//! (`k_mmvq_reordered` in `kernels/mul_mat.cpp`) wants the quants of
 //! a row contiguous and the scales apart, so a work-group streams one run
 //! of quants and one of scales. A tensor in a reorder buffer holds, for
 //! its `B` blocks in row-major order,

@@ -1,4 +1,4 @@
-//! FLASH_ATTN_EXT; kernel in `shaders/sycl/attention.cpp`.
+//! FLASH_ATTN_EXT; kernel in `kernels/attention.cpp`.
 
 use backplane_abi::{DType, MAX_SRC, TensorDesc};
 

@@ -1,4 +1,4 @@
-//! CPY/CONT, GET_ROWS and SET_ROWS; kernels in `shaders/sycl/copy.cpp`.
+//! CPY/CONT, GET_ROWS and SET_ROWS; kernels in `kernels/copy.cpp`.
 //!
 //! Row indices are read back and checked on the host before a GET_ROWS or
 //! SET_ROWS kernel runs, so an index out of range is an error and nothing

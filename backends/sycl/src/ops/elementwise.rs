@@ -1,5 +1,5 @@
 //! ADD SUB MUL DIV, UNARY, the simple maps (SQR .. FILL, SCALE) and GLU;
-//! kernels in `shaders/sycl/elementwise.cpp`.
+//! kernels in `kernels/elementwise.cpp`.
 
 use backplane_abi::{MAX_SRC, Op, TensorDesc, UnaryOp};
 

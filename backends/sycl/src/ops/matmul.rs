@@ -1,4 +1,4 @@
-//! MUL_MAT; kernels in `shaders/sycl/mul_mat.cpp`, path chosen by
+//! MUL_MAT; kernels in `kernels/mul_mat.cpp`, path chosen by
 //! [`crate::policy::choose`] from the type, the shape and the device's
 //! architecture.
 //!
@@ -22,7 +22,7 @@ type Srcs<'a> = [Option<&'a TensorDesc>; MAX_SRC];
 /// Work-group of the mat-vec kernels (one group per output row).
 const MV_WG: usize = 64;
 /// A GEMM kernel's tiling, as its template arguments in
-/// `shaders/sycl/mul_mat.cpp`: a work-group of `gms * gns` sub-blocks of
+/// `kernels/mul_mat.cpp`: a work-group of `gms * gns` sub-blocks of
 /// [`GEMM_LANES`] work-items (which split K), each sub-block computing
 /// `tm x tn` outputs, so a group covers a BM x BN tile of dst.
 struct GemmTile {

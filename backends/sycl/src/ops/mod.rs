@@ -1,6 +1,6 @@
 //! Ops: what the device accepts ([`supports`], with reasons) and how each
 //! node is run ([`Exec::run`]), one module per op family, next to its
-//! kernel source in `shaders/sycl/`.
+//! kernel source in `kernels/`.
 
 mod attention;
 mod copy;

@@ -1,5 +1,5 @@
 //! NORM / RMS_NORM / L2_NORM, SOFT_MAX and ROPE; kernels in
-//! `shaders/sycl/norm.cpp`.
+//! `kernels/norm.cpp`.
 
 use backplane_abi::{DType, MAX_SRC, Op, TensorDesc, rope_mode};
 
