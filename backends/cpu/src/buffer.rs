@@ -13,8 +13,11 @@ use backplane_abi::plugin::{Buffer, BufferType, PluginError};
 use backplane_abi::support::memory::{LiveBuffers, check_access};
 use backplane_abi::{Op, TensorDesc};
 
-use crate::plugin::CPU_ALIGNMENT;
 use crate::repack::Repack;
+
+/// Alignment of CPU buffers and of tensor offsets in them (one cache line,
+/// enough for AVX-512 loads).
+pub const CPU_ALIGNMENT: u64 = 64;
 
 /// Name of the CPU buffer type.
 pub const CPU_BUFFER_TYPE: &str = "cpu";

@@ -16,6 +16,7 @@ pub mod repack;
 pub mod simd;
 
 pub use error::CpuError;
-pub use exec::{CpuBackend, CpuConfig, NodeCtx};
+pub use exec::{CpuBackend, CpuConfig};
+pub use ops::NodeCtx;
 
 pub use backplane_abi::TensorDesc;

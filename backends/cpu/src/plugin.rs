@@ -15,11 +15,7 @@ use backplane_abi::{MAX_SRC, TensorDesc};
 use crate::buffer::{BufferTable, CpuBufferType, new_table};
 use crate::{CpuBackend, CpuConfig, ops};
 
-/// Alignment of CPU buffers and of tensor offsets in them (one cache line,
-/// enough for AVX-512 loads).
-pub const CPU_ALIGNMENT: u64 = 64;
-
-pub use crate::buffer::{CPU_BUFFER_TYPE, CPU_REPACK_BUFFER_TYPE};
+pub use crate::buffer::{CPU_ALIGNMENT, CPU_BUFFER_TYPE, CPU_REPACK_BUFFER_TYPE};
 
 /// The CPU backend's options (`init_backend` params, see
 /// `backplane_abi::support::options`).

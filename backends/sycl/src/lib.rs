@@ -9,6 +9,7 @@
 //! per-architecture tuning, pure Rust.
 
 pub mod arch;
+pub mod context;
 pub mod kernels;
 mod ops;
 pub mod options;

@@ -1,7 +1,7 @@
 //! The plugin contract of `backplane-abi` over SYCL devices: registration,
 //! devices, device-memory buffers (USM) and streams (in-order queues).
 
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use backplane_abi::plugin::{
     Backend, Buffer, BufferType, Device, DeviceCaps, DeviceType, Memory, PluginError, Reg, Verdict,
@@ -9,19 +9,13 @@ use backplane_abi::plugin::{
 use backplane_abi::support::memory::{LiveBuffers, check_access};
 use backplane_abi::{Op, TensorDesc};
 
+pub use crate::context::ALIGNMENT;
+use crate::context::{Ctx, Scratch};
 use crate::kernels::Library;
 use crate::ops;
 use crate::options::Settings;
 use crate::reorder::{REORDER_SUFFIX, Reorder};
 use crate::runtime::{DeviceInfo, DeviceKind, Queue, runtime};
-
-/// Alignment of buffers and tensor offsets (a cache line, enough for every
-/// vector load the kernels do).
-pub const ALIGNMENT: u64 = 128;
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// The SYCL backend's registration: one device per SYCL device.
 pub struct SyclReg {
@@ -81,42 +75,6 @@ impl Reg for SyclReg {
 
     fn no_device_reason(&self) -> Option<String> {
         self.reason.clone()
-    }
-}
-
-/// What a device's buffers and streams share: its queue, kernels and the
-/// table of live buffers.
-pub struct Ctx {
-    /// Runtime facts.
-    pub info: DeviceInfo,
-    /// Options read from the environment at load (what `supports_op`
-    /// decides by; each stream has its own).
-    pub settings: Settings,
-    /// The device's in-order queue.
-    pub queue: Queue,
-    /// Built kernels.
-    pub library: Library,
-    /// Live buffers of the device by id (their device address), each
-    /// with whether its tensors are in the reordered layout.
-    buffers: LiveBuffers<bool>,
-}
-
-impl Ctx {
-    /// The device address of `t` (index `index` of a graph, if any),
-    /// checked to lie inside a live buffer.
-    pub fn address(&self, index: Option<usize>, t: &TensorDesc) -> Result<*mut u8, PluginError> {
-        self.buffers.locate(index, t)?;
-        Ok((t.buffer as usize + t.offset as usize) as *mut u8)
-    }
-
-    /// Name of the device's reordered buffer type (`sycl0_reorder`).
-    pub fn reorder_name(&self) -> String {
-        format!("{}{REORDER_SUFFIX}", self.buffers.kind())
-    }
-
-    /// Whether `t` lies in a live buffer of the reordered layout.
-    pub fn is_reordered(&self, t: &TensorDesc) -> bool {
-        self.buffers.locate(None, t).is_ok_and(|live| live.data)
     }
 }
 
@@ -271,7 +229,7 @@ impl Device for SyclDevice {
             name: self.name.clone(),
             settings,
             ctx: self.ctx()?,
-            scratch: Mutex::default(),
+            scratch: Scratch::default(),
         }))
     }
 }
@@ -462,13 +420,6 @@ impl Buffer for SyclBuffer {
     }
 }
 
-/// Temporary device memory of a stream (q8_1 activations, reordered weights).
-#[derive(Default)]
-pub struct Scratch {
-    ptr: usize,
-    size: usize,
-}
-
 /// A stream: the device's queue; graphs run in order and `graph_compute`
 /// returns when they are done.
 pub struct SyclStream {
@@ -476,36 +427,12 @@ pub struct SyclStream {
     /// This stream's options.
     pub settings: Settings,
     ctx: Arc<Ctx>,
-    scratch: Mutex<Scratch>,
-}
-
-impl SyclStream {
-    /// Scratch memory of at least `bytes` bytes, valid until the next call
-    /// (growing waits for queued users of the old block).
-    pub fn scratch(&self, bytes: usize) -> Result<*mut u8, String> {
-        let mut s = lock(&self.scratch);
-        if s.size < bytes {
-            self.ctx.queue.wait()?;
-            if s.ptr != 0 {
-                self.ctx.queue.free(s.ptr as *mut u8)?;
-                s.ptr = 0;
-                s.size = 0;
-            }
-            let size = bytes.next_power_of_two().max(1 << 16);
-            s.ptr = self.ctx.queue.malloc(size, ALIGNMENT as usize)? as usize;
-            s.size = size;
-        }
-        Ok(s.ptr as *mut u8)
-    }
+    scratch: Scratch,
 }
 
 impl Drop for SyclStream {
     fn drop(&mut self) {
-        let s = lock(&self.scratch);
-        if s.ptr != 0 {
-            let _ = self.ctx.queue.wait();
-            let _ = self.ctx.queue.free(s.ptr as *mut u8);
-        }
+        self.scratch.release(&self.ctx.queue);
     }
 }
 
@@ -530,7 +457,8 @@ impl Backend for SyclStream {
             }
             let exec = ops::Exec {
                 ctx: &self.ctx,
-                stream: self,
+                settings: &self.settings,
+                scratch: &self.scratch,
                 graph,
                 ptrs: &ptrs,
                 reordered: &reordered,

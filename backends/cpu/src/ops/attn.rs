@@ -15,7 +15,7 @@ use backplane_abi::{DType, MAX_SRC, TensorDesc};
 use super::norm::alibi_slope;
 use super::tensor::{Tensor, expect_type, par_range, src_type};
 use crate::error::CpuError;
-use crate::exec::NodeCtx;
+use crate::ops::NodeCtx;
 
 /// K/V types the kernel decodes: all of FLASH_ATTN_EXT's.
 const KV_TYPES: &[DType] = &DType::ATTENTION_KV_TYPES;

@@ -5,7 +5,7 @@ use backplane_abi::{DType, MAX_SRC, Op, TensorDesc};
 
 use super::tensor::{Tensor, expect_type, par_range, src_type};
 use crate::error::CpuError;
-use crate::exec::NodeCtx;
+use crate::ops::NodeCtx;
 
 const FLOATS: &[DType] = &[DType::F32, DType::F16, DType::BF16];
 

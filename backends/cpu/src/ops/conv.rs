@@ -4,7 +4,7 @@ use backplane_abi::{DType, MAX_SRC, Op, TensorDesc};
 
 use super::tensor::{Tensor, expect_type, par_range, src_type};
 use crate::error::CpuError;
-use crate::exec::NodeCtx;
+use crate::ops::NodeCtx;
 
 /// Whether the convolution kernels accept these operands: the types they
 /// implement and the layouts they index (the op contract has checked the

@@ -5,6 +5,7 @@ pub mod binary;
 pub mod conv;
 pub mod layout;
 pub mod matmul;
+mod node;
 pub mod norm;
 pub mod reduce;
 pub mod rope;
@@ -17,7 +18,8 @@ use backplane_abi::contract;
 use backplane_abi::{MAX_SRC, Op, TensorDesc};
 
 use crate::error::CpuError;
-use crate::exec::NodeCtx;
+
+pub use node::{NodeCtx, SharedPtr};
 
 /// Whether the CPU has a kernel for `op` on these operands; `Err(reason)` if
 /// not. The op's own rules (types, shapes, parameters) come from the op

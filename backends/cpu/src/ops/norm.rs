@@ -4,7 +4,7 @@ use backplane_abi::{DType, MAX_SRC, Op, TensorDesc};
 
 use super::tensor::{Tensor, expect_type, par_range, src_type, sum_f64};
 use crate::error::CpuError;
-use crate::exec::NodeCtx;
+use crate::ops::NodeCtx;
 
 /// The ALiBi slope lives with SOFT_MAX; FLASH_ATTN_EXT's kernel imports it
 /// from here.

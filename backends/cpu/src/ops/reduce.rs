@@ -7,7 +7,7 @@ use rayon::prelude::*;
 
 use super::tensor::{PAR_MIN_WORK, Tensor, expect_type, par_range, src_type, sum_f64};
 use crate::error::CpuError;
-use crate::exec::NodeCtx;
+use crate::ops::NodeCtx;
 
 const FLOATS: &[DType] = &[DType::F32, DType::F16, DType::BF16];
 

@@ -11,7 +11,7 @@ use backplane_abi::{DType, MAX_SRC, TensorDesc, rope_mode};
 
 use super::tensor::{Tensor, expect_type, par_range, src_type};
 use crate::error::CpuError;
-use crate::exec::NodeCtx;
+use crate::ops::NodeCtx;
 
 /// Whether the rope kernel accepts these operands: f32/f16 (the op contract
 /// has checked the shapes, positions, mode and sections).

@@ -5,7 +5,7 @@ use backplane_abi::{DType, MAX_SRC, TensorDesc};
 
 use super::tensor::{Tensor, expect_type, par_range, src_type};
 use crate::error::CpuError;
-use crate::exec::NodeCtx;
+use crate::ops::NodeCtx;
 
 /// Whether the softmax kernel accepts these operands: f32 with an f32 or
 /// f16 mask and dense result rows (the op contract has checked the shapes,

@@ -6,7 +6,7 @@ use backplane_abi::{MAX_SRC, Op, TensorDesc};
 use super::tensor::{Tensor, par_range};
 use super::unary::softplus;
 use crate::error::CpuError;
-use crate::exec::NodeCtx;
+use crate::ops::NodeCtx;
 
 /// Whether the state-space kernels accept these operands: dense rows and a
 /// contiguous result for the scan (the op contract has checked the types

@@ -8,7 +8,7 @@ use half::{bf16, f16};
 use rayon::prelude::*;
 
 use crate::error::CpuError;
-use crate::exec::{NodeCtx, SharedPtr};
+use crate::ops::{NodeCtx, SharedPtr};
 
 /// Below this many element operations a kernel runs on the calling thread:
 /// waking the pool costs more than it saves.

@@ -91,7 +91,7 @@ fn q8_sizes(b: &TensorDesc) -> (usize, usize) {
 }
 
 fn log_path(x: &Exec<'_>, s: &MulMatShape, path: &str) {
-    if x.stream.settings.log {
+    if x.settings.log {
         eprintln!(
             "backplane-sycl: MUL_MAT {} k={} m={} n={} -> {path}",
             s.src0.name(),
@@ -126,7 +126,7 @@ fn mul_mat_stored_reordered(x: &Exec<'_>, i: usize) -> Result<(), String> {
     let (q8_bytes, q8_region) = q8_sizes(b);
     if s.src1 == backplane_abi::DType::F32 && s.n == 1 && s.batch == [1, 1] {
         log_path(x, &s, "mmvq-reorder (stored reordered)");
-        let scratch = x.stream.scratch(q8_region)?;
+        let scratch = x.scratch.get(&x.ctx.queue, q8_region)?;
         let mut qp = ptrs;
         qp[0] = scratch;
         x.launch_ptrs(Source::MulMat, "k_quantize_q8_1", q8_bytes / 36, qp, &args)?;
@@ -145,8 +145,8 @@ fn mul_mat_stored_reordered(x: &Exec<'_>, i: usize) -> Result<(), String> {
     // once: growing the scratch later would free the copy.
     let copy_region = r.bytes().next_multiple_of(256);
     let scratch = x
-        .stream
-        .scratch(copy_region + q8_region + a.nbytes() as usize)?;
+        .scratch
+        .get(&x.ctx.queue, copy_region + q8_region + a.nbytes() as usize)?;
     log_path(x, &s, "k_unreorder to scratch, then the path below");
     let mut up = ptrs;
     up[0] = scratch;
@@ -164,7 +164,7 @@ fn mul_mat_ggml(x: &Exec<'_>, i: usize, ptrs: Ptrs, reserved: usize) -> Result<(
         x.src(i, 1).ok_or("MUL_MAT needs b")?,
     );
     let s = shape(a, b)?;
-    let path = policy::choose(&x.ctx.info.arch, x.stream.settings.toggles, &s)?;
+    let path = policy::choose(&x.ctx.info.arch, x.settings.toggles, &s)?;
     log_path(x, &s, path.name());
     if d.nelements() == 0 {
         return Ok(());
@@ -188,7 +188,9 @@ fn mul_mat_ggml(x: &Exec<'_>, i: usize, ptrs: Ptrs, reserved: usize) -> Result<(
             let reordered = path == MulMatPath::MmvqReordered;
             let w_bytes = if reordered { a.nbytes() as usize } else { 0 };
             // The first `reserved` bytes of the scratch are the caller's.
-            let scratch = x.stream.scratch(reserved + q8_region + w_bytes)?;
+            let scratch = x
+                .scratch
+                .get(&x.ctx.queue, reserved + q8_region + w_bytes)?;
             let scratch = scratch.wrapping_add(reserved);
             ptrs[0] = scratch;
             x.launch_ptrs(

@@ -14,8 +14,9 @@ use backplane_abi::contract;
 pub(crate) use backplane_abi::support::{dtype, sources, want_type};
 use backplane_abi::{DType, Op, TensorDesc};
 
+use crate::context::{Ctx, Scratch};
 use crate::kernels::{self, Args, Source};
-use crate::plugin::{Ctx, SyclStream};
+use crate::options::Settings;
 use crate::policy::Toggles;
 use crate::runtime::{DeviceInfo, Kernel};
 
@@ -114,8 +115,10 @@ pub fn runs_reordered(
 pub struct Exec<'a> {
     /// The device context.
     pub ctx: &'a Ctx,
-    /// The stream (for scratch memory).
-    pub stream: &'a SyclStream,
+    /// The stream's options.
+    pub settings: &'a Settings,
+    /// The stream's scratch memory.
+    pub scratch: &'a Scratch,
     /// The graph.
     pub graph: &'a [TensorDesc],
     /// Device address of each tensor (null when unallocated).

@@ -8,7 +8,7 @@
 use backplane_abi::{MAX_SRC, TensorDesc};
 
 use crate::error::CpuError;
-use crate::exec::NodeCtx;
+use crate::ops::NodeCtx;
 use crate::ops::tensor::{Tensor, copy_strided, par_range, src_type};
 
 /// Whether the copy kernels accept these operands: the conversions of the

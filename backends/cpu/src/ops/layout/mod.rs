@@ -6,7 +6,7 @@ pub mod copy;
 use backplane_abi::{DType, MAX_SRC, Op, TensorDesc};
 
 use crate::error::CpuError;
-use crate::exec::NodeCtx;
+use crate::ops::NodeCtx;
 use crate::ops::tensor::{Tensor, copy_strided, expect_type, par_range, src_type};
 
 /// Whether the data-movement kernels accept these operands: the types they

@@ -7,7 +7,7 @@ use backplane_abi::{DType, TensorDesc};
 use backplane_quant::{bf16, f16};
 
 use crate::error::CpuError;
-use crate::exec::{NodeCtx, SharedPtr};
+use crate::ops::{NodeCtx, SharedPtr};
 
 /// Alignment of every region carved out of the scratch buffer.
 const ALIGN: usize = 64;

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use backplane_abi::{DType, TensorDesc};
 
 use super::convert::Rows;
-use crate::exec::{NodeCtx, SharedPtr};
+use crate::ops::{NodeCtx, SharedPtr};
 use crate::simd::{MAX_NR, MatKernel};
 
 /// A checked MUL_MAT with converted activations.

@@ -18,7 +18,7 @@ use backplane_abi::{DType, MAX_SRC, Op, TensorDesc};
 use backplane_quant::vec_dot_type;
 
 use crate::error::CpuError;
-use crate::exec::{NodeCtx, SharedPtr};
+use crate::ops::{NodeCtx, SharedPtr};
 use crate::simd;
 
 /// Whether MUL_MAT / MUL_MAT_ID can run on these operands.

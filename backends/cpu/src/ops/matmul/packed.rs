@@ -15,7 +15,7 @@ use super::convert::raw;
 use super::drive::{MulMat, parallel_for};
 use backplane_abi::TensorDesc;
 
-use crate::exec::{NodeCtx, SharedPtr};
+use crate::ops::{NodeCtx, SharedPtr};
 use crate::simd::{self, MAX_NR};
 
 /// Scratch bytes each thread needs to pack one block.

@@ -5,7 +5,7 @@ use backplane_abi::{DType, GluOp, MAX_SRC, TensorDesc};
 
 use super::{gelu, gelu_erf, gelu_quick, relu, silu};
 use crate::error::CpuError;
-use crate::exec::NodeCtx;
+use crate::ops::NodeCtx;
 use crate::ops::tensor::{Tensor, expect_type, par_range, src_type};
 
 const FLOATS: &[DType] = &[DType::F32, DType::F16, DType::BF16];

@@ -7,7 +7,7 @@ pub mod glu;
 use backplane_abi::{DType, MAX_SRC, Op, TensorDesc, UnaryOp};
 
 use crate::error::CpuError;
-use crate::exec::NodeCtx;
+use crate::ops::NodeCtx;
 use crate::ops::tensor::{Tensor, expect_type, par_range, src_type};
 
 const FLOATS: &[DType] = &[DType::F32, DType::F16, DType::BF16];
