@@ -144,6 +144,13 @@ pub const WEBGPU_OPTIONS: &[OptionSpec] = &[
         env: "BACKPLANE_WEBGPU_FLASH_ATTN_PACK",
     },
     OptionSpec {
+        name: "fuse",
+        kind: OptionKind::Bool,
+        default: "on",
+        meaning: "fuse ADD, RMS_NORM and MUL by a weight into one kernel where the graph allows (docs/webgpu.md, Execution)",
+        env: "BACKPLANE_WEBGPU_FUSE",
+    },
+    OptionSpec {
         name: "first_submit",
         kind: OptionKind::Integer { min: 1, max: 32 },
         default: "4",
@@ -295,6 +302,8 @@ pub struct Tuning {
     pub flash_attn_no_pack: bool,
     /// `first_submit`.
     pub first_submit: usize,
+    /// `fuse`: fuse ADD → RMS_NORM → MUL chains (`ops::fusion`).
+    pub fuse: bool,
 }
 
 impl Default for Tuning {
@@ -335,6 +344,7 @@ impl Tuning {
             flash_attn_no_pack: !o.bool("flash_attn_pack"),
             // In 1..=32 by the schema, which has a default.
             first_submit: o.integer("first_submit").map_or(1, |n| n as usize),
+            fuse: o.bool("fuse"),
         }
     }
 }

@@ -66,7 +66,12 @@ impl WebGpuStream {
         let flag = Arc::clone(&state.error_flag);
         let mut enc = Encoder::new(&self.ctx, &self.facts, graph, &mut state);
         let mut result = Ok(());
+        // Nodes up to this index were encoded by a fused kernel.
+        let mut fused_through: Option<usize> = None;
         for (i, t) in graph.iter().enumerate() {
+            if fused_through.is_some_and(|last| i <= last) {
+                continue;
+            }
             let op = match t.op() {
                 Ok(op) => op,
                 Err(e) => {
@@ -77,12 +82,34 @@ impl WebGpuStream {
             if op == Op::None || op.is_view() {
                 continue;
             }
-            enc.begin_node(i);
             let in_split = |s: usize| self.ctx.is_split(graph[s].buffer);
-            let checked = crate::split::check_reads(graph, i, &self.ctx.split_name(), in_split);
-            if let Err(e) = checked.and_then(|()| ops::encode(&mut enc, i)) {
+            let check =
+                |n: usize| crate::split::check_reads(graph, n, &self.ctx.split_name(), in_split);
+            let fusion = self
+                .facts
+                .tuning
+                .fuse
+                .then(|| ops::fusion::find(graph, i, self.facts.max_storage_buffers))
+                .flatten();
+            let encoded = match fusion {
+                Some(f) => {
+                    fused_through = Some(f.last());
+                    f.nodes().for_each(|n| enc.begin_node(n));
+                    f.nodes()
+                        .try_for_each(check)
+                        .and_then(|()| ops::fusion::encode(&mut enc, &f))
+                }
+                None => {
+                    enc.begin_node(i);
+                    check(i).and_then(|()| ops::encode(&mut enc, i))
+                }
+            };
+            if let Err(e) = encoded {
+                let fused = fusion.map_or(String::new(), |f| {
+                    format!(", fused with nodes {:?}", f.nodes().collect::<Vec<_>>())
+                });
                 result = Err(PluginError::other(format!(
-                    "{}: node {i} ({op}): {e}",
+                    "{}: node {i} ({op}{fused}): {e}",
                     self.name
                 )));
                 break;

@@ -11,6 +11,7 @@
 mod attention;
 mod binary;
 mod conv;
+pub(crate) mod fusion;
 mod layout;
 mod matmul;
 mod norm;

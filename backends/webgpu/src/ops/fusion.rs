@@ -1,0 +1,451 @@
+//! Kernel fusion decided in `graph_compute` by looking ahead over the
+//! nodes: RMS_NORM with the ADD that makes its input and the MUL by a
+//! weight that reads its output (`ADD → RMS_NORM → MUL`, `ADD → RMS_NORM`,
+//! `RMS_NORM → MUL`), one kernel per row instead of two or three, as
+//! llama.cpp's Vulkan backend fuses them. Kernel:
+//! `shaders/wgsl/rms_norm_fused.wgsl`.
+//!
+//! A graph from the scheduler is one split: the backend cannot see whether
+//! a later split, a copy to another device or the host reads a node of it.
+//! So the fused kernel writes every result the separate kernels write (the
+//! ADD's sum, the normalised row), except the normalised row when the MUL
+//! writes its product over exactly that memory (the allocator computes the
+//! MUL in place when the MUL is the row's last reader): then no one can
+//! observe the difference, because after the separate kernels that memory
+//! holds the product as well. The fused nodes must be consecutive compute
+//! nodes (no reader runs between them), and every memory region a fused
+//! kernel writes must be either exactly another region it touches (in
+//! place: an invocation only reads back what it wrote) or disjoint from
+//! all of them; the MUL's weight, which rows share, must be disjoint from
+//! every written region. Anything else is encoded node by node.
+
+use backplane_abi::{DType, Op, TensorDesc};
+use backplane_shaders::PipelineKey;
+
+use crate::encode::{Binding, Encoder, Params};
+use crate::ops::norm::{row_count, row_workgroup_size};
+use crate::ops::{nb_elems, ne_u32};
+use crate::pipelines::Checks;
+
+/// A fused RMS_NORM: the nodes it replaces (graph indices).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RmsNormFusion {
+    /// The ADD whose result is the RMS_NORM's source, if fused.
+    pub add: Option<usize>,
+    /// The RMS_NORM.
+    pub norm: usize,
+    /// The MUL of the normalised row by a weight, if fused.
+    pub mul: Option<usize>,
+}
+
+impl RmsNormFusion {
+    /// The fused nodes in graph order.
+    pub fn nodes(&self) -> impl Iterator<Item = usize> {
+        self.add
+            .into_iter()
+            .chain(std::iter::once(self.norm))
+            .chain(self.mul)
+    }
+
+    /// The last fused node: encoding resumes after it.
+    pub fn last(&self) -> usize {
+        self.mul.unwrap_or(self.norm)
+    }
+}
+
+/// A tensor's role in the fused kernel, in binding order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    /// The row source: the ADD's src0, else the RMS_NORM's source.
+    X,
+    /// The ADD's src1 (broadcast).
+    B,
+    /// The ADD's result.
+    S,
+    /// The MUL's weight (broadcast).
+    W,
+    /// The RMS_NORM's result.
+    N,
+    /// The MUL's result.
+    D,
+}
+
+impl Role {
+    /// The binding-number define and the array name in the kernel.
+    fn names(self) -> (&'static str, &'static str) {
+        match self {
+            Role::X => ("BIND_X", "buf_x"),
+            Role::B => ("BIND_B", "buf_b"),
+            Role::S => ("BIND_S", "buf_s"),
+            Role::W => ("BIND_W", "buf_w"),
+            Role::N => ("BIND_N", "buf_n"),
+            Role::D => ("BIND_D", "buf_d"),
+        }
+    }
+
+    /// Whether the kernel writes this role (`N` only when it is kept).
+    fn written(self) -> bool {
+        matches!(self, Role::S | Role::N | Role::D)
+    }
+}
+
+/// The next node after `i` that computes something (views and leaves run
+/// nothing).
+fn next_compute(graph: &[TensorDesc], i: usize) -> Option<usize> {
+    (i + 1..graph.len()).find(|&j| {
+        graph[j]
+            .op()
+            .is_ok_and(|op| op != Op::None && !op.is_view())
+    })
+}
+
+fn is_f32(t: &TensorDesc) -> bool {
+    matches!(t.dtype(), Ok(DType::F32))
+}
+
+/// Whether the op of `graph[i]` is `op`.
+fn is_op(graph: &[TensorDesc], i: usize, op: Op) -> bool {
+    graph[i].op().is_ok_and(|o| o == op)
+}
+
+/// Whether `b` broadcasts over `a` (each of its dims divides `a`'s).
+fn broadcasts(b: &TensorDesc, a: &TensorDesc) -> bool {
+    b.ne.iter()
+        .zip(&a.ne)
+        .all(|(&nb, &na)| nb > 0 && na % nb == 0)
+}
+
+/// The same memory with the same layout.
+fn same_region(a: &TensorDesc, b: &TensorDesc) -> bool {
+    a.buffer == b.buffer && a.offset == b.offset && a.ne == b.ne && a.nb == b.nb
+}
+
+/// Whether the byte ranges of `a` and `b` intersect.
+fn overlaps(a: &TensorDesc, b: &TensorDesc) -> bool {
+    a.buffer == b.buffer
+        && a.offset < b.offset.saturating_add(b.nbytes())
+        && b.offset < a.offset.saturating_add(a.nbytes())
+}
+
+/// Whether the kernel can index `t` (f32, element strides, u32 sizes).
+fn indexable(t: &TensorDesc) -> bool {
+    is_f32(t) && nb_elems(t, 4).is_ok() && ne_u32(t).is_ok()
+}
+
+/// The fusion starting at node `i`, if one applies (see the module doc)
+/// within `max_storage` storage bindings.
+pub fn find(graph: &[TensorDesc], i: usize, max_storage: u32) -> Option<RmsNormFusion> {
+    let (add, norm) = if is_op(graph, i, Op::Add) {
+        let j = next_compute(graph, i)?;
+        (is_op(graph, j, Op::RmsNorm) && graph[j].src(0) == Some(i)).then_some((Some(i), j))?
+    } else if is_op(graph, i, Op::RmsNorm) {
+        (None, i)
+    } else {
+        return None;
+    };
+    let mul = next_compute(graph, norm).filter(|&k| {
+        is_op(graph, k, Op::Mul)
+            && graph[k].src(0) == Some(norm)
+            && graph[k].src(1).is_some_and(|w| w != norm)
+    });
+    // With the MUL if it can be, else without.
+    [mul, None]
+        .into_iter()
+        .map(|mul| RmsNormFusion { add, norm, mul })
+        .filter(|f| f.add.is_some() || f.mul.is_some())
+        .find(|f| {
+            roles(graph, f).is_some_and(|r| {
+                fusable(graph, f, &r) && distinct_regions(graph, &r) <= max_storage as usize
+            })
+        })
+}
+
+/// The tensors of each role, the row source first; `None` when a node
+/// lacks a source. The normalised row is left out when the MUL's result
+/// replaces it.
+fn roles(graph: &[TensorDesc], f: &RmsNormFusion) -> Option<Vec<(Role, usize)>> {
+    let src = |node: usize, k: usize| graph[node].src(k).filter(|&s| s < graph.len());
+    let mut out = Vec::with_capacity(6);
+    match f.add {
+        Some(a) => {
+            out.push((Role::X, src(a, 0)?));
+            out.push((Role::B, src(a, 1)?));
+            out.push((Role::S, a));
+        }
+        None => out.push((Role::X, src(f.norm, 0)?)),
+    }
+    if let Some(m) = f.mul {
+        out.push((Role::W, src(m, 1)?));
+        if !same_region(&graph[f.norm], &graph[m]) {
+            out.push((Role::N, f.norm));
+        }
+        out.push((Role::D, m));
+    } else {
+        out.push((Role::N, f.norm));
+    }
+    Some(out)
+}
+
+/// Types, shapes and memory regions the fused kernel handles.
+fn fusable(graph: &[TensorDesc], f: &RmsNormFusion, roles: &[(Role, usize)]) -> bool {
+    if !roles.iter().all(|&(_, t)| indexable(&graph[t])) {
+        return false;
+    }
+    let n = &graph[f.norm];
+    if let Some(a) = f.add {
+        let (x, b) = (&graph[roles[0].1], &graph[roles[1].1]);
+        if graph[a].ne != x.ne || n.ne != x.ne || !broadcasts(b, x) {
+            return false;
+        }
+    }
+    if let Some(m) = f.mul {
+        let w = roles.iter().find(|(r, _)| *r == Role::W).map(|&(_, t)| t);
+        if graph[m].ne != n.ne || !w.is_some_and(|w| broadcasts(&graph[w], n)) {
+            return false;
+        }
+    }
+    // Every written region is exactly another region or apart from all;
+    // the shared weight is apart from every written region.
+    roles.iter().all(|&(r, t)| {
+        !r.written()
+            || roles.iter().all(|&(q, u)| {
+                if u == t && q == r {
+                    return true;
+                }
+                let (a, b) = (&graph[t], &graph[u]);
+                if q == Role::W {
+                    !overlaps(a, b)
+                } else {
+                    same_region(a, b) || !overlaps(a, b)
+                }
+            })
+    })
+}
+
+/// Storage bindings the kernel takes: one per distinct region.
+fn distinct_regions(graph: &[TensorDesc], roles: &[(Role, usize)]) -> usize {
+    (0..roles.len())
+        .filter(|&k| {
+            let t = &graph[roles[k].1];
+            !roles[..k].iter().any(|&(_, u)| same_region(&graph[u], t))
+        })
+        .count()
+}
+
+/// Element offset (within its binding), strides and sizes of a role.
+struct Indexing {
+    off: u32,
+    strides: [u32; 4],
+    ne: [u32; 4],
+}
+
+/// Encodes the fused nodes as one kernel, one workgroup per row.
+pub fn encode(e: &mut Encoder, f: &RmsNormFusion) -> Result<(), String> {
+    let g = e.graph;
+    let roles = roles(g, f).ok_or("a fused node lost a source")?;
+    let n = &g[f.norm];
+    let x = &g[roles[0].1];
+    let wg = row_workgroup_size(e.facts(), x.ne[0]);
+    let mut key = PipelineKey::new("rms_norm_fused", "rms_norm").wg(wg);
+    if f.add.is_some() {
+        key = key.define("FUSE_ADD", "");
+    }
+    if f.mul.is_some() {
+        key = key.define("FUSE_MUL", "");
+    }
+    if roles.iter().any(|(r, _)| *r == Role::N) {
+        key = key.define("KEEP_NORM", "");
+    }
+    // One binding per distinct region; a role on exactly the memory of an
+    // earlier one uses that one's array.
+    let mut bindings: Vec<Binding> = Vec::with_capacity(roles.len());
+    let index = |role: Role| -> Result<Indexing, String> {
+        let Some(&(_, t)) = roles.iter().find(|(r, _)| *r == role) else {
+            return Ok(Indexing {
+                off: 0,
+                strides: [0; 4],
+                ne: [1; 4],
+            });
+        };
+        let b = e.binding(t)?;
+        Ok(Indexing {
+            off: b.elem_offset(4)?,
+            strides: nb_elems(&g[t], 4)?,
+            ne: ne_u32(&g[t])?,
+        })
+    };
+    let ix = [
+        index(Role::X)?,
+        index(Role::B)?,
+        index(Role::S)?,
+        index(Role::W)?,
+        index(Role::N)?,
+        index(Role::D)?,
+    ];
+    for (k, &(role, t)) in roles.iter().enumerate() {
+        let (bind, array) = role.names();
+        match roles[..k].iter().find(|&&(_, u)| same_region(&g[u], &g[t])) {
+            Some(&(earlier, _)) => key = key.define(array, earlier.names().1),
+            None => {
+                key = key.define(bind, bindings.len().to_string());
+                bindings.push(e.binding(t)?);
+            }
+        }
+    }
+    key = key.define("BIND_P", bindings.len().to_string());
+    let [ix_x, ix_b, ix_s, ix_w, ix_n, ix_d] = ix;
+    let params = Params::new()
+        .u32x4(ne_u32(n)?)
+        .u32(ix_x.off)
+        .u32x4(ix_x.strides)
+        .u32(ix_b.off)
+        .u32x4(ix_b.ne)
+        .u32x4(ix_b.strides)
+        .u32(ix_s.off)
+        .u32x4(ix_s.strides)
+        .u32(ix_w.off)
+        .u32x4(ix_w.ne)
+        .u32x4(ix_w.strides)
+        .u32(ix_n.off)
+        .u32x4(ix_n.strides)
+        .u32(ix_d.off)
+        .u32x4(ix_d.strides)
+        .f32(n.param_f32(0));
+    e.dispatch_linear(&key, Checks::On, &bindings, &params, row_count(n))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::shader_check;
+
+    /// A contiguous f32 tensor at `offset` of buffer 1.
+    fn t(ne: [i64; 4], offset: u64) -> TensorDesc {
+        let mut d = TensorDesc::new(DType::F32, ne);
+        d.buffer = 1;
+        d.offset = offset;
+        d
+    }
+
+    fn node(op: Op, ne: [i64; 4], offset: u64, srcs: &[usize]) -> TensorDesc {
+        let mut d = t(ne, offset);
+        d.op = op.code();
+        for (k, &s) in srcs.iter().enumerate() {
+            d.src[k] = s as i32;
+        }
+        d
+    }
+
+    /// x, b, w; ADD; RMS_NORM; MUL (in place over the norm when asked).
+    fn llama_norm(mul_in_place: bool) -> Vec<TensorDesc> {
+        let ne = [64, 3, 1, 1];
+        let mul_at = if mul_in_place { 4096 } else { 8192 };
+        vec![
+            t(ne, 0),
+            t(ne, 1024),
+            t([64, 1, 1, 1], 2048),
+            node(Op::Add, ne, 3072, &[0, 1]),
+            node(Op::RmsNorm, ne, 4096, &[3]),
+            node(Op::Mul, ne, mul_at, &[4, 2]),
+        ]
+    }
+
+    #[test]
+    fn add_norm_mul_fuse_and_the_norm_is_dropped_only_when_the_mul_replaces_it() {
+        for in_place in [true, false] {
+            let g = llama_norm(in_place);
+            let f = find(&g, 3, 8).expect("fuses");
+            assert_eq!(f.nodes().collect::<Vec<_>>(), vec![3, 4, 5]);
+            assert_eq!(f.last(), 5);
+            let kept = roles(&g, &f).unwrap().iter().any(|(r, _)| *r == Role::N);
+            assert_eq!(kept, !in_place);
+        }
+        // From the norm itself, the MUL alone.
+        let f = find(&llama_norm(true), 4, 8).expect("fuses");
+        assert_eq!((f.add, f.mul), (None, Some(5)));
+    }
+
+    #[test]
+    fn fusion_needs_consecutive_nodes_and_apart_or_identical_memory() {
+        // A reader between the norm and the MUL: ADD + RMS_NORM only.
+        let mut g = llama_norm(true);
+        g.insert(5, node(Op::Sqr, [64, 3, 1, 1], 12288, &[4]));
+        assert_eq!(find(&g, 3, 8).map(|f| f.mul), Some(None));
+        // The weight inside the memory the kernel writes.
+        let mut g = llama_norm(true);
+        g[2].offset = 4096;
+        assert_eq!(
+            find(&g, 3, 8),
+            Some(RmsNormFusion {
+                add: Some(3),
+                norm: 4,
+                mul: None
+            })
+        );
+        // A sum partly over its source: nothing fuses.
+        let mut g = llama_norm(true);
+        g[3].offset = 512;
+        assert_eq!(find(&g, 3, 8), None);
+        // f16 is not fused.
+        let mut g = llama_norm(true);
+        g[2].dtype = DType::F16.code();
+        assert_eq!(find(&g, 3, 8).map(|f| f.mul), Some(None));
+        // Five regions do not fit four storage bindings; the MUL is left out.
+        assert_eq!(find(&llama_norm(true), 3, 4).map(|f| f.mul), Some(None));
+        // A lone RMS_NORM or ADD is not a fusion.
+        let g = vec![
+            t([8, 1, 1, 1], 0),
+            node(Op::RmsNorm, [8, 1, 1, 1], 64, &[0]),
+        ];
+        assert_eq!(find(&g, 1, 8), None);
+    }
+
+    #[test]
+    fn every_fused_kernel_variant_validates() {
+        let variants: [&[(&'static str, &str)]; 4] = [
+            // ADD + RMS_NORM + MUL in place over the norm, sum in place.
+            &[
+                ("FUSE_ADD", ""),
+                ("FUSE_MUL", ""),
+                ("BIND_X", "0"),
+                ("BIND_B", "1"),
+                ("buf_s", "buf_x"),
+                ("BIND_W", "2"),
+                ("BIND_D", "3"),
+                ("BIND_P", "4"),
+            ],
+            &[
+                ("FUSE_ADD", ""),
+                ("KEEP_NORM", ""),
+                ("BIND_X", "0"),
+                ("BIND_B", "1"),
+                ("BIND_S", "2"),
+                ("BIND_N", "3"),
+                ("BIND_P", "4"),
+            ],
+            &[
+                ("FUSE_MUL", ""),
+                ("KEEP_NORM", ""),
+                ("BIND_X", "0"),
+                ("BIND_W", "1"),
+                ("BIND_N", "2"),
+                ("BIND_D", "3"),
+                ("BIND_P", "4"),
+            ],
+            &[
+                ("FUSE_MUL", ""),
+                ("BIND_X", "0"),
+                ("BIND_W", "1"),
+                ("buf_d", "buf_x"),
+                ("BIND_P", "2"),
+            ],
+        ];
+        for defines in variants {
+            let mut key = PipelineKey::new("rms_norm_fused", "rms_norm").wg(64);
+            for &(name, value) in defines {
+                key = key.define(name, value);
+            }
+            shader_check::check(&key);
+        }
+    }
+}
