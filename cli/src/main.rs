@@ -10,7 +10,7 @@
 
 use std::path::PathBuf;
 
-use backplane::registry::{Registry, RegistryOptions, SearchPath};
+use backplane::registry::{BuiltinStatus, Registry, RegistryOptions, SearchPath};
 use clap::{Parser, Subcommand};
 
 mod model;
@@ -80,7 +80,7 @@ fn main() {
                     host_dirs: plugin_dirs,
                     ..SearchPath::default()
                 },
-                builtin_cpu: !no_builtin,
+                builtin: (!no_builtin).then(backplane::builtin_cpu),
             };
             let registry = Registry::load(&options);
             if json {
@@ -99,17 +99,20 @@ fn main() {
                     host_dirs: plugin_dirs,
                     ..SearchPath::default()
                 },
-                builtin_cpu: true,
+                builtin: Some(backplane::builtin_cpu()),
             };
             let registry = Registry::load(&options);
             let order = backplane::sched::auto_order(registry.devices().cloned().collect());
             let out = if dot {
-                backplane::sched::explain_example_dot(&order.devices)
+                backplane::examples::explain_example_dot(&order.devices)
             } else {
-                backplane::sched::explain_example(&order.devices).map(|text| {
+                backplane::examples::explain_example(&order.devices).map(|text| {
                     let mut text = text;
                     for l in &order.left_out {
                         text.push_str(&format!("left out: {}: {}\n", l.device, l.reason));
+                    }
+                    if let Some(note) = builtin_note(&registry) {
+                        text.push_str(&format!("{note}\n"));
                     }
                     text
                 })
@@ -204,7 +207,12 @@ fn devices_json(registry: &Registry, with_options: bool) -> serde_json::Value {
         .iter()
         .map(|r| serde_json::json!({ "path": r.path.display().to_string(), "reason": r.reason }))
         .collect();
-    serde_json::json!({ "devices": devices, "backends": backends, "refused": refused })
+    serde_json::json!({
+        "devices": devices,
+        "backends": backends,
+        "refused": refused,
+        "builtin": registry.builtin().to_string(),
+    })
 }
 
 fn gib(bytes: u64) -> String {
@@ -278,7 +286,19 @@ fn devices_text(registry: &Registry, with_options: bool) -> String {
             let _ = writeln!(out, "  {}: {}", r.path.display(), r.reason);
         }
     }
+    if let Some(note) = builtin_note(registry) {
+        let _ = writeln!(out, "{note}");
+    }
     out
+}
+
+/// A line saying what became of the built-in backend, unless it was simply
+/// added (a plain `backend cpu ... built-in` line shows that).
+fn builtin_note(registry: &Registry) -> Option<String> {
+    match registry.builtin() {
+        BuiltinStatus::Added { .. } => None,
+        other => Some(format!("note: {other}")),
+    }
 }
 
 /// A minimal `tracing` subscriber: events at or above `BACKPLANE_LOG`

@@ -170,7 +170,7 @@ fn load_registry(args: &Args) -> Result<Registry, String> {
                 host_dirs: args.plugin_dirs.clone(),
                 ..SearchPath::default()
             },
-            builtin_cpu: true,
+            builtin: Some(backplane::builtin_cpu()),
         }));
     }
     // The registry searches directories: link the files into a private one.
@@ -188,7 +188,7 @@ fn load_registry(args: &Args) -> Result<Registry, String> {
     }
     let registry = Registry::load(&RegistryOptions {
         search: SearchPath::only([dir.clone()]),
-        builtin_cpu: false,
+        builtin: None,
     });
     if let Some(r) = registry.refused().first() {
         return Err(format!("plugin {} refused: {}", r.path.display(), r.reason));

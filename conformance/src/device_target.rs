@@ -391,7 +391,7 @@ mod tests {
         std::fs::create_dir_all(&empty).unwrap();
         let reg = Registry::load(&RegistryOptions {
             search: SearchPath::only([empty]),
-            builtin_cpu: true,
+            builtin: Some(backplane::builtin_cpu()),
         });
         reg.backend("cpu").unwrap().devices[0].clone()
     }

@@ -118,8 +118,7 @@ pub fn reference_output(
         host.set_bytes(&built.graph, *t, data)
             .map_err(|e| e.to_string())?;
     }
-    backplane::reference::compute(&built.graph, &mut host)
-        .map_err(|e| format!("reference: {e}"))?;
+    backplane_reference::compute(&built.graph, &mut host).map_err(|e| format!("reference: {e}"))?;
     Ok(host.get_f32(&built.graph, built.out))
 }
 

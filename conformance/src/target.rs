@@ -110,7 +110,7 @@ pub fn discover(
     weight_layouts: bool,
     options: &backplane::sched::BackendOptions,
 ) -> Result<Vec<Box<dyn Target>>, String> {
-    let registry = backplane::registry::Registry::discover();
+    let registry = backplane::registry::Registry::discover(Some(backplane::builtin_cpu()));
     let mut out: Vec<Box<dyn Target>> = Vec::new();
     let mut names = Vec::new();
     for backend in registry.backends() {

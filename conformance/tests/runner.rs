@@ -55,7 +55,7 @@ impl Target for Faulty {
         let (graph, host, out) = self.loaded.as_mut().ok_or("not loaded")?;
         let ptrs = host.pointers();
         // SAFETY: the guarded host covers every tensor of the graph.
-        unsafe { backplane::reference::compute_raw(graph.tensors(), &ptrs) }
+        unsafe { backplane_reference::compute_raw(graph.tensors(), &ptrs) }
             .map_err(|e| e.to_string())?;
         let p = ptrs[out.index()];
         let n = graph.desc(*out).nbytes() as usize;

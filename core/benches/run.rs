@@ -55,7 +55,7 @@ fn scheduler(registry: &Registry, timeout: Option<Duration>) -> (Scheduler, Grap
 fn bench(c: &mut Criterion) {
     let registry = Registry::load(&RegistryOptions {
         search: SearchPath::only(Vec::<std::path::PathBuf>::new()),
-        builtin_cpu: true,
+        builtin: Some(backplane::builtin_cpu()),
     });
     let mut group = c.benchmark_group("decode_step_run");
     for (label, timeout) in [

@@ -1,11 +1,13 @@
 //! Built-in example graphs: a Llama-style transformer, for `backplane
-//! explain`, the scheduler's tests and benchmarks.
+//! explain` (planned over the devices found, [`explain_example`]), the
+//! scheduler's tests and benchmarks.
 
 use backplane_abi::{DType, GluOp, rope_mode};
-
-use crate::error::GraphError;
-use crate::graph::{Graph, TensorId};
-use crate::ops::RopeParams;
+use backplane_runtime::registry::Device;
+use backplane_runtime::sched::{
+    DevicePlacement, Placement, Planner, SchedError, SchedOptions, set_placement,
+};
+use backplane_runtime::{Graph, GraphError, RopeParams, TensorId};
 
 /// Shape of the example transformer.
 #[derive(Clone, Debug, PartialEq)]
@@ -153,4 +155,47 @@ pub fn weights(graph: &Graph) -> Vec<TensorId> {
         .ids()
         .filter(|&t| graph.desc(t).has_flag(backplane_abi::flags::WEIGHT))
         .collect()
+}
+
+/// Buffer id standing for "the weights are in backend 0's memory" in
+/// [`explain_example`], which plans without allocating anything.
+const EXAMPLE_WEIGHTS_BUFFER: u64 = u64::MAX - 1;
+
+/// The example transformer block ([`llama_block`]) planned
+/// over `devices` (priority order, CPU last) with its weights in the first
+/// device's memory, as an offloading application would place them.
+pub fn example_plan(devices: &[Device]) -> Result<(Planner, Graph), SchedError> {
+    let placements = devices
+        .iter()
+        .map(|d| Box::new(DevicePlacement::new(d.clone())) as Box<dyn Placement + Send + Sync>)
+        .collect();
+    let mut planner = Planner::new(placements, SchedOptions::default())?;
+    let mut graph = llama_block(&BlockConfig::default()).map_err(|e| SchedError::InvalidGraph {
+        node: 0,
+        reason: e.to_string(),
+    })?;
+    planner.register_buffer(EXAMPLE_WEIGHTS_BUFFER, 0)?;
+    let mut offset = 0;
+    for t in weights(&graph) {
+        set_placement(&mut graph, t, EXAMPLE_WEIGHTS_BUFFER, offset)?;
+        offset += graph.desc(t).nbytes().div_ceil(256) * 256;
+    }
+    Ok((planner, graph))
+}
+
+/// What `backplane explain` prints: the routing of the example transformer
+/// block over `devices` (priority order, CPU last), with every refusal's reason.
+pub fn explain_example(devices: &[Device]) -> Result<String, SchedError> {
+    let (mut planner, graph) = example_plan(devices)?;
+    let explanation = planner.explain(&graph)?;
+    Ok(format!(
+        "Example: one Llama-style transformer block (weights in {}'s memory)\n{explanation}",
+        planner.backend_names()[0]
+    ))
+}
+
+/// The example's schedule as Graphviz DOT (`backplane explain --dot`).
+pub fn explain_example_dot(devices: &[Device]) -> Result<String, SchedError> {
+    let (mut planner, graph) = example_plan(devices)?;
+    planner.dot(&graph)
 }

@@ -18,7 +18,7 @@ fn registry() -> Registry {
     std::fs::create_dir_all(&empty).expect("temp dir");
     Registry::load(&RegistryOptions {
         search: SearchPath::only([empty]),
-        builtin_cpu: true,
+        builtin: Some(backplane::builtin_cpu()),
     })
 }
 

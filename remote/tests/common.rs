@@ -23,7 +23,7 @@ pub fn cpu_registry() -> Registry {
     std::fs::create_dir_all(&empty).unwrap();
     Registry::load(&RegistryOptions {
         search: SearchPath::only([empty]),
-        builtin_cpu: true,
+        builtin: Some(backplane::builtin_cpu()),
     })
 }
 

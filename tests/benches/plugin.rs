@@ -50,7 +50,7 @@ fn supports_op(c: &mut Criterion) {
     install(&cpu_plugin(), &dir, "cpu-x86-64");
     let reg = Registry::load(&RegistryOptions {
         search: SearchPath::only([&dir]),
-        builtin_cpu: false,
+        builtin: None,
     });
     let dev = reg.backend("cpu").expect("cpu plugin").devices[0].clone();
     let mut g = Graph::new();

@@ -174,7 +174,7 @@ pub fn nmse(got: &[f32], want: &[f32]) -> f64 {
 pub fn load_only<P: AsRef<Path>>(dirs: impl IntoIterator<Item = P>) -> Registry {
     Registry::load(&RegistryOptions {
         search: SearchPath::only(dirs.into_iter().map(|d| d.as_ref().to_path_buf())),
-        builtin_cpu: false,
+        builtin: None,
     })
 }
 

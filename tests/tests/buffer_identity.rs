@@ -92,7 +92,7 @@ fn run_placed(devices: [Device; 3]) -> (Vec<f32>, Scheduler) {
 fn cpu_result() -> Vec<f32> {
     let g = two_layer();
     let mut host = filled_leaves(&g);
-    backplane::reference::compute(&g, &mut host).unwrap();
+    backplane_reference::compute(&g, &mut host).unwrap();
     host.get_f32(&g, id(&g, "result"))
 }
 

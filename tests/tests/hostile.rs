@@ -35,7 +35,7 @@ fn load_probed(dirs: &[&Path], probe: &ProbeOptions) -> Registry {
     Registry::load_with(
         &RegistryOptions {
             search: SearchPath::only(dirs.iter().copied()),
-            builtin_cpu: true,
+            builtin: Some(backplane::builtin_cpu()),
         },
         probe,
     )

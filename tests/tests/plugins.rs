@@ -38,7 +38,7 @@ fn load_beside_cpu(test: &str, fixture_name: &str) -> Registry {
 fn load_with_builtin_cpu(dir: &std::path::Path) -> Registry {
     Registry::load(&RegistryOptions {
         search: SearchPath::only([dir]),
-        builtin_cpu: true,
+        builtin: Some(backplane::builtin_cpu()),
     })
 }
 

@@ -97,7 +97,7 @@ impl Serve {
 fn best_cpu_plugin() -> PathBuf {
     let reg = Registry::load(&RegistryOptions {
         search: SearchPath::only([backplane_tests::plugin_dir()]),
-        builtin_cpu: false,
+        builtin: None,
     });
     reg.backend("cpu")
         .and_then(|b| b.source.path().map(Path::to_path_buf))
@@ -199,7 +199,7 @@ impl Drop for Serve {
 fn load(dir: &Path) -> Registry {
     Registry::load(&RegistryOptions {
         search: SearchPath::only([dir]),
-        builtin_cpu: true,
+        builtin: Some(backplane::builtin_cpu()),
     })
 }
 

@@ -98,7 +98,7 @@ fn llama_ish() -> Graph {
 /// The output `result` of `g` computed by the reference kernels.
 fn reference(g: &Graph) -> Vec<f32> {
     let mut host = filled_leaves(g);
-    backplane::reference::compute(g, &mut host).unwrap();
+    backplane_reference::compute(g, &mut host).unwrap();
     host.get_f32(g, g.find("result").unwrap())
 }
 
@@ -327,7 +327,7 @@ fn picky_refuses_tensors_over_its_size_limit_naming_the_limit() {
     assert_eq!(node(&ex, &g, "result").backend, PICKY, "{ex}");
 
     let mut want = filled_leaves(&g);
-    backplane::reference::compute(&g, &mut want).unwrap();
+    backplane_reference::compute(&g, &mut want).unwrap();
     s.compute(&g, &mut host).unwrap();
     for t in [big, r] {
         let e = nmse(&host.get_f32(&g, t), &want.get_f32(&g, t));

@@ -324,7 +324,7 @@ fn graph_results_match_the_host_after_place() {
     g.mark_output(r).unwrap();
     let host = filled_leaves(&g);
     let mut want = filled_leaves(&g);
-    backplane::reference::compute(&g, &mut want).unwrap();
+    backplane_reference::compute(&g, &mut want).unwrap();
 
     let (descs, buf) = place(&g, &d.buffer_type());
     for t in [x, gain, w] {

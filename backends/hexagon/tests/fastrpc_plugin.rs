@@ -71,7 +71,7 @@ fn env(vars: &[(&str, &str)]) -> MutexGuard<'static, ()> {
 fn load() -> Registry {
     let reg = Registry::load(&RegistryOptions {
         search: SearchPath::only([plugin_dir()]),
-        builtin_cpu: false,
+        builtin: None,
     });
     assert!(
         reg.backend("hexagon").is_some(),
@@ -180,7 +180,7 @@ fn run(g: &Graph, out: TensorId, d: &Device) -> Result<f64, String> {
         .get_tensor(&od, 0, &mut bytes)
         .map_err(|e| e.to_string())?;
     let got = backplane::host::read_f32(&od, &bytes);
-    backplane::reference::compute(g, &mut p.host).expect("reference");
+    backplane_reference::compute(g, &mut p.host).expect("reference");
     let want = p.host.get_f32(g, out);
     let err: f64 = got
         .iter()

@@ -1,5 +1,5 @@
 //! Small model-shaped graphs through the emulated transport in process,
-//! compared with `backplane::reference::compute`: several ops per graph,
+//! compared with `backplane_reference::compute`: several ops per graph,
 //! intermediates in the DSP's shared buffer, one message per node.
 
 mod common;
@@ -43,7 +43,7 @@ fn run(g: &Graph, out: TensorId, ints: &[(TensorId, Vec<i32>)]) -> f64 {
         .filter(|&t| g.desc(t).op().unwrap() == backplane::Op::None)
         .map(|t| (t, host.bytes(t).to_vec()))
         .collect();
-    backplane::reference::compute(g, &mut host).expect("reference");
+    backplane_reference::compute(g, &mut host).expect("reference");
     let want = host.get_f32(g, out);
     let mut target = common::HexagonTarget::new();
     for node in g.compute_nodes() {

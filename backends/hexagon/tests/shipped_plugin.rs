@@ -94,7 +94,7 @@ fn load_hexagon(dir: &Path, emulate: Option<&str>) -> Registry {
     }
     let reg = Registry::load(&RegistryOptions {
         search: SearchPath::only([dir]),
-        builtin_cpu: false,
+        builtin: None,
     });
     // SAFETY: as above.
     unsafe { std::env::remove_var("BACKPLANE_HEXAGON_EMULATE") };

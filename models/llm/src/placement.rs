@@ -85,7 +85,7 @@ pub fn registry(plugin_dirs: &[PathBuf]) -> Registry {
             host_dirs: plugin_dirs.to_vec(),
             ..SearchPath::default()
         },
-        builtin_cpu: true,
+        builtin: Some(backplane::builtin_cpu()),
     })
 }
 

@@ -84,7 +84,7 @@ pub fn run_on(backend: &CpuBackend, g: &Graph, seed: u64, custom: &[(TensorId, D
     let ptrs = cpu_host.pointers();
     // SAFETY: HostTensors gives every tensor of `g` its bytes.
     unsafe { backend.compute(g.tensors(), &ptrs) }.expect("cpu compute");
-    backplane::reference::compute(g, &mut ref_host).expect("reference compute");
+    backplane_reference::compute(g, &mut ref_host).expect("reference compute");
     Run {
         cpu: cpu_host,
         reference: ref_host,

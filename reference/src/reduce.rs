@@ -8,7 +8,7 @@ use std::cmp::Ordering;
 use backplane_abi::SortOrder;
 
 use super::Node;
-use crate::ComputeError;
+use backplane_runtime::ComputeError;
 
 /// Sum of every element into the single element of the result.
 pub(crate) fn sum(n: &Node) -> Result<(), ComputeError> {

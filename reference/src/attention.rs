@@ -3,7 +3,7 @@
 
 use super::Node;
 use super::softmax::{alibi_slope, sinks_for, softmax_with_sink};
-use crate::ComputeError;
+use backplane_runtime::ComputeError;
 
 /// `softmax(scale * q·k + slope * mask) v` per query row, head and batch;
 /// with softcap `c != 0` the score is `c * tanh(scale * q·k / c)` before the

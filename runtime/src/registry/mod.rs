@@ -18,8 +18,11 @@
 //! Every value a plugin hands over is checked once, in [`handle`], by the
 //! rules of [`check`].
 //!
-//! The CPU backend is also linked in: when no `cpu` plugin loads, the
-//! built-in one is added, behind the same [`Device`] handles.
+//! The registry links no backend itself. A host program may hand it one
+//! linked into the program ([`BuiltinBackend`], the `backplane` facade's CPU
+//! fallback): when no plugin of that name loads, the built-in one is added,
+//! behind the same [`Device`] handles. [`Registry::builtin`] says what became
+//! of it, including that none was given.
 //!
 //! Libraries are never unloaded (see [`load`] for why).
 
@@ -33,37 +36,87 @@ pub mod search;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use backplane_abi::plugin::RegBox;
 use backplane_abi::plugin::ext_options::FfiOptionSpec;
-use backplane_abi::plugin::{RegBox, reg_object};
-use backplane_cpu::plugin::{CpuReg, Isa, score};
+use backplane_abi::support::options::OptionSpec;
 
 pub use handle::{Buffer, BufferType, Device, Event, Stream};
 pub use load::{MAX_REASON_LINES, short_reason};
 pub use probe::ProbeOptions;
 pub use search::{PLUGIN_PATH_ENV, SearchPath, build_time_plugin_dir};
 
+/// A backend linked into the host program, handed to the registry by
+/// whoever links it (the `backplane` facade hands over the CPU backend).
+/// The registry adds it when no plugin of the same name loads.
+#[derive(Clone, Copy, Debug)]
+pub struct BuiltinBackend {
+    /// The backend name its registration uses (`cpu`).
+    pub name: &'static str,
+    /// Makes its registration and the score of what it runs on this machine.
+    pub register: fn() -> (RegBox, u32),
+    /// The options its `init_backend` params take.
+    pub options: &'static [OptionSpec],
+}
+
+/// What became of the built-in backend when the registry loaded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BuiltinStatus {
+    /// None was handed to the registry (a program linking only the runtime,
+    /// or one that turned it off).
+    NotGiven,
+    /// Added as the last loaded backend.
+    Added {
+        /// Its backend name.
+        name: String,
+    },
+    /// A plugin of the same name loaded, so the built-in one was not added.
+    Replaced {
+        /// Its backend name.
+        name: String,
+    },
+    /// It failed the registry's checks.
+    Failed {
+        /// Its backend name.
+        name: String,
+        /// Why, one line.
+        reason: String,
+    },
+}
+
+impl std::fmt::Display for BuiltinStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BuiltinStatus::NotGiven => {
+                f.write_str("no built-in backend (none linked, or turned off)")
+            }
+            BuiltinStatus::Added { name } => write!(f, "built-in {name} backend added"),
+            BuiltinStatus::Replaced { name } => {
+                write!(
+                    f,
+                    "built-in {name} backend not added: a {name} plugin loaded"
+                )
+            }
+            BuiltinStatus::Failed { name, reason } => {
+                write!(f, "built-in {name} backend failed its checks: {reason}")
+            }
+        }
+    }
+}
+
 /// What to load.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct RegistryOptions {
     /// Where to look for plugin files.
     pub search: SearchPath,
-    /// Add the linked-in CPU backend when no `cpu` plugin loads.
-    pub builtin_cpu: bool,
-}
-
-impl Default for RegistryOptions {
-    fn default() -> Self {
-        RegistryOptions {
-            search: SearchPath::default(),
-            builtin_cpu: true,
-        }
-    }
+    /// The backend linked into this program, added when no plugin of its
+    /// name loads; `None` loads plugins only.
+    pub builtin: Option<BuiltinBackend>,
 }
 
 /// Where a loaded backend came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Source {
-    /// Linked into this program (the CPU fallback).
+    /// Linked into this program and handed over as a [`BuiltinBackend`].
     Builtin,
     /// A plugin file.
     File {
@@ -118,6 +171,7 @@ pub struct Refusal {
 pub struct Registry {
     backends: Vec<LoadedBackend>,
     refused: Vec<Refusal>,
+    builtin: BuiltinStatus,
 }
 
 /// A plugin file that passed the preflight.
@@ -130,9 +184,13 @@ struct Candidate {
 }
 
 impl Registry {
-    /// Searches the default places and adds the built-in CPU backend.
-    pub fn discover() -> Registry {
-        Registry::load(&RegistryOptions::default())
+    /// Searches the default places, adding `builtin` when no plugin of its
+    /// name loads.
+    pub fn discover(builtin: Option<BuiltinBackend>) -> Registry {
+        Registry::load(&RegistryOptions {
+            search: SearchPath::default(),
+            builtin,
+        })
     }
 
     /// Loads according to `options`, probing as the environment says
@@ -249,30 +307,18 @@ impl Registry {
             }
         }
 
-        if options.builtin_cpu && !backends.iter().any(|b| b.name == "cpu") {
-            let isa = Isa::detect();
-            let builtin = LoadedBackend::new(
-                reg_object(CpuReg::new(isa)),
-                score(isa),
-                Source::Builtin,
-                None,
-                ExtraTypes::InProcess,
-            );
-            match builtin {
-                Ok(mut b) => {
-                    b.options = backplane_cpu::plugin::CPU_OPTIONS
-                        .iter()
-                        .map(FfiOptionSpec::of)
-                        .collect();
-                    backends.push(b);
-                }
-                Err(e) => tracing::error!("the built-in CPU backend failed its checks: {e}"),
-            }
+        let builtin = match options.builtin {
+            None => BuiltinStatus::NotGiven,
+            Some(linked) => add_builtin(linked, &mut backends),
+        };
+        Registry {
+            backends,
+            refused,
+            builtin,
         }
-        Registry { backends, refused }
     }
 
-    /// Loaded backends: plugins in search order, then the built-in CPU if added.
+    /// Loaded backends: plugins in search order, then the built-in one if added.
     pub fn backends(&self) -> &[LoadedBackend] {
         &self.backends
     }
@@ -290,6 +336,33 @@ impl Registry {
     /// Files seen but not loaded, with reasons, in the order they were judged.
     pub fn refused(&self) -> &[Refusal] {
         &self.refused
+    }
+
+    /// What became of the built-in backend (none given, added, replaced by
+    /// a plugin, or failed).
+    pub fn builtin(&self) -> &BuiltinStatus {
+        &self.builtin
+    }
+}
+
+/// Adds the linked-in backend `linked` to `backends` unless a plugin of its
+/// name loaded.
+fn add_builtin(linked: BuiltinBackend, backends: &mut Vec<LoadedBackend>) -> BuiltinStatus {
+    let name = linked.name.to_string();
+    if backends.iter().any(|b| b.name == linked.name) {
+        return BuiltinStatus::Replaced { name };
+    }
+    let (reg, score) = (linked.register)();
+    match LoadedBackend::new(reg, score, Source::Builtin, None, ExtraTypes::InProcess) {
+        Ok(mut b) => {
+            b.options = linked.options.iter().map(FfiOptionSpec::of).collect();
+            backends.push(b);
+            BuiltinStatus::Added { name }
+        }
+        Err(reason) => {
+            tracing::error!("the built-in {name} backend failed its checks: {reason}");
+            BuiltinStatus::Failed { name, reason }
+        }
     }
 }
 

@@ -45,9 +45,7 @@ pub use alloc::{Allocation, Loc};
 pub use backend_options::BackendOptions;
 pub use cache::{PlanCache, structure_hash};
 pub use exec::{RunStats, Scheduler};
-pub use explain::{
-    Explanation, NodeReport, example_plan, explain_example, explain_example_dot, human_bytes,
-};
+pub use explain::{Explanation, NodeReport, human_bytes};
 pub use placement::{DevicePlacement, Placement};
 pub use plan::{Assignment, Cause, Decline, Plan, PlanStats, Planner};
 pub use split::{Copy, Split};

@@ -2,7 +2,7 @@
 
 use super::Node;
 use super::unary::softplus;
-use crate::ComputeError;
+use backplane_runtime::ComputeError;
 
 /// Causal depthwise convolution: `out[r, t, s] = Σ_k sx[t + k, r, s] * c[k, r]`
 /// for sx `[d_conv - 1 + n_t, d_inner, n_s]` and c `[d_conv, d_inner]`.

@@ -3,9 +3,11 @@
 
 use std::collections::BTreeSet;
 
-use backplane::{Conv2dParams, DType, Graph, GraphError, Op, RopeParams, SortOrder, UnaryOp};
 use backplane_abi::contract;
 use backplane_abi::{GluOp, rope_mode};
+use backplane_runtime::{
+    Conv2dParams, DType, Graph, GraphError, Op, RopeParams, SortOrder, UnaryOp,
+};
 
 /// Builds one valid node of every op (leaves aside).
 fn one_of_each() -> Result<Graph, GraphError> {

@@ -9,11 +9,10 @@ use backplane_abi::{Op, TensorDesc};
 use backplane_cpu::plugin::{CpuReg, Isa};
 use rand::{Rng, SeedableRng};
 
-use super::super::*;
-use crate::examples::{BlockConfig, llama_block, weights};
-use crate::graph::{Graph, TensorId};
-use crate::host::HostTensors;
-use crate::registry::Device;
+use backplane::examples::{BlockConfig, explain_example, llama_block, weights};
+use backplane::registry::Device;
+use backplane::sched::*;
+use backplane::{Graph, HostTensors, TensorId};
 
 /// A second CPU instance posing as a GPU: its own buffers (a buffer
 /// type the CPU cannot read), refusing the listed ops.
@@ -86,7 +85,7 @@ impl AbiDevice for FakeGpu {
 
 fn cpu() -> Device {
     let reg = CpuReg::new(Isa::detect());
-    Device::new(Arc::from("cpu"), device_object(reg.devices()[0].clone()))
+    Device::from_object("cpu", device_object(reg.devices()[0].clone())).expect("cpu device")
 }
 
 fn fake_gpu(refuse: Vec<Op>) -> Device {
@@ -96,8 +95,8 @@ fn fake_gpu(refuse: Vec<Op>) -> Device {
 fn fake_gpu_hanging(refuse: Vec<Op>, hang: Option<std::time::Duration>) -> Device {
     let inner = CpuReg::new(Isa::detect()).devices()[0].clone();
     let buft = Arc::new(RenamedBuft(inner.buffer_type()));
-    Device::new(
-        Arc::from("fake"),
+    Device::from_object(
+        "fake",
         device_object(Arc::new(FakeGpu {
             inner,
             buft,
@@ -105,6 +104,7 @@ fn fake_gpu_hanging(refuse: Vec<Op>, hang: Option<std::time::Duration>) -> Devic
             hang,
         })),
     )
+    .expect("fake gpu device")
 }
 
 fn fill(g: &Graph, host: &mut HostTensors, seed: u64) {
@@ -158,7 +158,7 @@ fn reference(g: &Graph) -> (HostTensors, Vec<f32>) {
     fill(g, &mut host, 7);
     let mut want = HostTensors::new(g);
     fill(g, &mut want, 7);
-    crate::reference::compute(g, &mut want).unwrap();
+    backplane_reference::compute(g, &mut want).unwrap();
     let out = g.find("result").unwrap();
     let w = want.get_f32(g, out);
     (host, w)

@@ -2,7 +2,7 @@
 //! sink logit and the ALiBi slopes FLASH_ATTN_EXT shares.
 
 use super::{Node, Tensor};
-use crate::ComputeError;
+use backplane_runtime::ComputeError;
 
 /// ALiBi slope of head `h` of `n_head` for `max_bias` (1 when it is 0), as
 /// ggml: `m0^(h+1)` for the first `n_head_log2` heads, then odd powers of m1.

@@ -36,9 +36,9 @@ mod unary;
 use backplane_abi::contract;
 use backplane_abi::{MAX_SRC, Op, TensorDesc};
 
-use crate::error::{ComputeError, describe};
-use crate::graph::Graph;
-use crate::host::HostTensors;
+use backplane_runtime::Graph;
+use backplane_runtime::HostTensors;
+use backplane_runtime::error::{ComputeError, describe};
 
 pub(crate) use access::{Tensor, for_each_index, unravel};
 

@@ -1,8 +1,8 @@
 //! Ops that move data: CPY/CONT, GET_ROWS, SET_ROWS, CONCAT, REPEAT, PAD.
 
 use super::{Node, Tensor, for_each_index, unravel};
-use crate::ComputeError;
-use crate::error::describe;
+use backplane_runtime::ComputeError;
+use backplane_runtime::error::describe;
 
 /// Copies element k of the source (logical order) to element k of the
 /// result. Same-type copies move raw bytes (blocks for block types);

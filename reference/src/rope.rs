@@ -5,7 +5,7 @@
 use backplane_abi::rope_mode;
 
 use super::Node;
-use crate::ComputeError;
+use backplane_runtime::ComputeError;
 
 /// ggml_rope_yarn_corr_dims: the dims where YaRN's ramp starts and ends.
 fn yarn_corr_dims(

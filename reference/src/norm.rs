@@ -3,7 +3,7 @@
 use backplane_abi::Op;
 
 use super::Node;
-use crate::ComputeError;
+use backplane_runtime::ComputeError;
 
 /// Normalises each row: NORM to zero mean and unit variance
 /// (`(x - mean) / sqrt(var + eps)`), RMS_NORM by `sqrt(mean(x²) + eps)`,

@@ -2,8 +2,8 @@
 //! d0, d1 (x then y), and for IM2COL [6] = 1 when 2-D.
 
 use super::Node;
-use crate::ComputeError;
-use crate::ops::conv_output_size;
+use backplane_runtime::ComputeError;
+use backplane_runtime::conv_output_size;
 
 struct Geometry {
     s: [i64; 2],

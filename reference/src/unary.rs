@@ -4,7 +4,7 @@
 use backplane_abi::{GluOp, Op, UnaryOp};
 
 use super::{Node, for_each_index};
-use crate::ComputeError;
+use backplane_runtime::ComputeError;
 
 /// √(2/π), ggml's `SQRT_2_OVER_PI`.
 const SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;

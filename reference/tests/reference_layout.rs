@@ -1,8 +1,10 @@
 //! Hand-computed cases for the reference's data-movement, sorting,
 //! convolution and state-space kernels.
 
-use backplane::reference;
-use backplane::{ComputeError, Conv2dParams, DType, Graph, HostTensors, SortOrder, TensorId};
+use backplane_reference as reference;
+use backplane_runtime::{
+    ComputeError, Conv2dParams, DType, Graph, HostTensors, SortOrder, TensorId,
+};
 
 fn run(
     g: &Graph,
@@ -61,7 +63,7 @@ fn set_rows_quantizes_into_a_q8_0_destination() {
     let v: Vec<f32> = (0..32).map(|i| i as f32 - 16.0).collect();
     let h = run(&g, &[(src, &v)], &[(rows, &[1])]).unwrap();
     let mut want = vec![0u8; 34];
-    backplane::quant::quantize_row(DType::Q8_0, &v, &mut want).unwrap();
+    backplane_runtime::quant::quantize_row(DType::Q8_0, &v, &mut want).unwrap();
     assert_eq!(&h.bytes(y)[34..], &want[..]);
     assert!(
         h.bytes(y)[..34].iter().all(|&b| b == 0),
@@ -150,7 +152,7 @@ fn cpy_converts_between_types() {
         "f32 -> i32 truncates like a C cast"
     );
     let mut qb = vec![0u8; 34];
-    backplane::quant::quantize_row(DType::Q8_0, &v, &mut qb).unwrap();
+    backplane_runtime::quant::quantize_row(DType::Q8_0, &v, &mut qb).unwrap();
     assert_eq!(h.bytes(cq), &qb[..]);
     assert_eq!(h.get_f32(&g, cb), h.get_f32(&g, cq));
 }

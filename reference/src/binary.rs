@@ -3,7 +3,7 @@
 use backplane_abi::Op;
 
 use super::{Node, for_each_index};
-use crate::ComputeError;
+use backplane_runtime::ComputeError;
 
 /// `dst = a op b`, b's index taken modulo its shape in every dim.
 pub(crate) fn binary(n: &Node) -> Result<(), ComputeError> {

@@ -1,6 +1,6 @@
 //! Graph building: shape inference, views and the errors op constructors give.
 
-use backplane::{DType, Graph, GraphError, Op, RopeParams, SortOrder, UnaryOp, rope_mode};
+use backplane_runtime::{DType, Graph, GraphError, Op, RopeParams, SortOrder, UnaryOp, rope_mode};
 use proptest::prelude::*;
 
 fn err_text(e: GraphError) -> String {

@@ -1,8 +1,10 @@
 //! Hand-computed cases proving the reference kernels right: element-wise,
 //! reductions, normalisation, softmax, attention, rope and mat-mul.
 
-use backplane::reference;
-use backplane::{DType, GluOp, Graph, HostTensors, RopeParams, TensorId, UnaryOp, rope_mode};
+use backplane_reference as reference;
+use backplane_runtime::{
+    DType, GluOp, Graph, HostTensors, RopeParams, TensorId, UnaryOp, rope_mode,
+};
 
 /// Fills the given tensors, runs the reference, returns the host storage.
 fn run(g: &Graph, inputs: &[(TensorId, &[f32])]) -> HostTensors {

@@ -3,7 +3,7 @@
 //! weight's `vec_dot_type` first; the reference does not).
 
 use super::Node;
-use crate::ComputeError;
+use backplane_runtime::ComputeError;
 
 fn dot(a: &[f64], b: &[f64]) -> f64 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
