@@ -6,27 +6,9 @@
 pub mod memory;
 pub mod options;
 
+pub use crate::contract::sources;
 use crate::contract::{type_list, wording};
-use crate::{DType, MAX_SRC, TensorDesc};
-
-/// The sources of `d` as descriptors of `graph` (`None` for absent slots);
-/// an error names a source index outside the graph.
-pub fn sources<'g>(
-    graph: &'g [TensorDesc],
-    d: &TensorDesc,
-) -> Result<[Option<&'g TensorDesc>; MAX_SRC], String> {
-    let mut src = [None; MAX_SRC];
-    for (i, &s) in d.src.iter().enumerate() {
-        if s >= 0 {
-            src[i] = Some(
-                graph
-                    .get(s as usize)
-                    .ok_or_else(|| format!("source {i} index {s} out of range"))?,
-            );
-        }
-    }
-    Ok(src)
-}
+use crate::{DType, TensorDesc};
 
 /// The type of `d`, or the reason it is unknown.
 pub fn dtype(d: &TensorDesc) -> Result<DType, String> {

@@ -44,7 +44,7 @@ mod tests;
 pub use conv::conv_output_size;
 pub use refusal::{Refusal, describe, type_list, wording};
 
-use crate::{DType, MAX_DIMS, MAX_OP_PARAMS, Op, TensorDesc};
+use crate::{DType, MAX_DIMS, MAX_OP_PARAMS, MAX_SRC, Op, TensorDesc};
 
 /// The float types element-wise ops accept.
 pub const FLOATS: &[DType] = &[DType::F32, DType::F16, DType::BF16];
@@ -191,6 +191,25 @@ pub fn check(op: Op, dst: &TensorDesc, src: &[Option<&TensorDesc>]) -> Result<Sh
     Ok(shape)
 }
 
+/// The sources of `d` as descriptors of `graph` (`None` for absent slots);
+/// an error names a source index outside the graph.
+pub fn sources<'g>(
+    graph: &'g [TensorDesc],
+    d: &TensorDesc,
+) -> Result<[Option<&'g TensorDesc>; MAX_SRC], String> {
+    let mut src = [None; MAX_SRC];
+    for (i, &s) in d.src.iter().enumerate() {
+        if s >= 0 {
+            src[i] = Some(
+                graph
+                    .get(s as usize)
+                    .ok_or_else(|| format!("source {i} index {s} out of range"))?,
+            );
+        }
+    }
+    Ok(src)
+}
+
 /// [`check`] for `graph[node]`, its sources resolved in `graph`. Errors
 /// that are not the op's (a node or source index outside the graph, an
 /// unknown op code) come back as text.
@@ -199,7 +218,7 @@ pub fn check_node(graph: &[TensorDesc], node: usize) -> Result<Shape, String> {
         .get(node)
         .ok_or_else(|| format!("node {node} is not in the graph ({} tensors)", graph.len()))?;
     let op = d.op().map_err(|e| e.to_string())?;
-    let src = crate::support::sources(graph, d)?;
+    let src = sources(graph, d)?;
     check(op, d, &src).map_err(|r| r.to_string())
 }
 

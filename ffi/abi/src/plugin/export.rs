@@ -100,7 +100,7 @@ macro_rules! export_plugin {
         extern "C" fn __backplane_options_schema()
         -> $crate::abi_stable::std_types::RVec<$crate::plugin::ext_options::FfiOptionSpec> {
             $crate::plugin::ext_options::schema_of(|| {
-                let schema: &'static [$crate::support::options::OptionSpec] = $options;
+                let schema: &'static [$crate::plugin::ext_options::OptionSpec] = $options;
                 schema
             })
         }

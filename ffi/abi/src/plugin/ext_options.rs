@@ -1,7 +1,7 @@
 //! The backend-options extension: a plugin's option schema
-//! ([`OptionSpec`]s, see [`support::options`](crate::support::options))
-//! across the ABI, so the host can list what `init_backend` params a
-//! backend takes. Like every [`ext`](super::ext) extension it is a symbol
+//! ([`OptionSpec`]s; their parsing and precedence are in
+//! [`support::options`](crate::support::options)) across the ABI, so the
+//! host can list what `init_backend` params a backend takes. Like every [`ext`](super::ext) extension it is a symbol
 //! of its own, [`OPTIONS_SYMBOL`], returning an [`ExtEntry`] whose layout
 //! the host checks; a plugin without the symbol (built before it) has no
 //! options to list.
@@ -12,7 +12,54 @@ use abi_stable::StableAbi;
 use abi_stable::std_types::{RString, RVec};
 
 use crate::plugin::ext::ExtEntry;
-use crate::support::options::{OptionKind, OptionSpec};
+
+/// The type of an option's value, and what values are allowed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OptionKind {
+    /// `1/0`, `true/false`, `on/off`.
+    Bool,
+    /// A decimal integer from `min` to `max` inclusive.
+    Integer {
+        /// Smallest allowed value.
+        min: i64,
+        /// Largest allowed value.
+        max: i64,
+    },
+    /// One of these words.
+    Word(&'static [&'static str]),
+    /// Free text (a path, a list the backend parses itself).
+    Text,
+}
+
+impl OptionKind {
+    /// The kind's name as listings show it (`bool`, `integer 1..=16`,
+    /// `one of: a, b`, `text`).
+    pub fn describe(&self) -> String {
+        match self {
+            OptionKind::Bool => "bool".into(),
+            OptionKind::Integer { min, max } => format!("integer {min}..={max}"),
+            OptionKind::Word(words) => format!("one of: {}", words.join(", ")),
+            OptionKind::Text => "text".into(),
+        }
+    }
+}
+
+/// One option a backend declares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OptionSpec {
+    /// Key in the params string: lower-case ASCII letters, digits and `_`.
+    pub name: &'static str,
+    /// Type and allowed values.
+    pub kind: OptionKind,
+    /// The value when nothing sets it, in the params form (`""` for an
+    /// unset text or word option: "the backend decides").
+    pub default: &'static str,
+    /// What it does, one line.
+    pub meaning: &'static str,
+    /// The environment variable that sets it when the host does not (`""`
+    /// when none does).
+    pub env: &'static str,
+}
 
 /// Name of the symbol `extern "C" fn() -> ExtEntry<BackendOptionsV1>`.
 pub const OPTIONS_SYMBOL: &str = "backplane_plugin_options_v1";

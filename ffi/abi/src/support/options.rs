@@ -29,53 +29,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-/// The type of an option's value, and what values are allowed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OptionKind {
-    /// `1/0`, `true/false`, `on/off`.
-    Bool,
-    /// A decimal integer from `min` to `max` inclusive.
-    Integer {
-        /// Smallest allowed value.
-        min: i64,
-        /// Largest allowed value.
-        max: i64,
-    },
-    /// One of these words.
-    Word(&'static [&'static str]),
-    /// Free text (a path, a list the backend parses itself).
-    Text,
-}
-
-impl OptionKind {
-    /// The kind's name as listings show it (`bool`, `integer 1..=16`,
-    /// `one of: a, b`, `text`).
-    pub fn describe(&self) -> String {
-        match self {
-            OptionKind::Bool => "bool".into(),
-            OptionKind::Integer { min, max } => format!("integer {min}..={max}"),
-            OptionKind::Word(words) => format!("one of: {}", words.join(", ")),
-            OptionKind::Text => "text".into(),
-        }
-    }
-}
-
-/// One option a backend declares.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct OptionSpec {
-    /// Key in the params string: lower-case ASCII letters, digits and `_`.
-    pub name: &'static str,
-    /// Type and allowed values.
-    pub kind: OptionKind,
-    /// The value when nothing sets it, in the params form (`""` for an
-    /// unset text or word option: "the backend decides").
-    pub default: &'static str,
-    /// What it does, one line.
-    pub meaning: &'static str,
-    /// The environment variable that sets it when the host does not (`""`
-    /// when none does).
-    pub env: &'static str,
-}
+pub use crate::plugin::ext_options::{OptionKind, OptionSpec};
 
 /// A parsed option value.
 #[derive(Clone, Debug, PartialEq, Eq)]
