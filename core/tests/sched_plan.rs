@@ -1,6 +1,7 @@
-//! Planner and allocator tests against fake backends, and runs through the
-//! CPU device (plus a fake "GPU" made of a second CPU instance with its own
-//! buffer type) checked against the reference kernels.
+//! Planner and allocator tests against fake backends, over the example
+//! graphs. Runs through the CPU device (plus a fake "GPU" made of a second
+//! CPU instance with its own buffer type) checked against the reference
+//! kernels are in `sched_run.rs`.
 
 use std::sync::Arc;
 

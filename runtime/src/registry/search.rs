@@ -17,7 +17,7 @@ pub const FILE_PREFIX: &str = "backplane_";
 pub const FILE_SUFFIX: &str = std::env::consts::DLL_SUFFIX;
 
 /// The plugin directory baked in at build time: `BACKPLANE_PLUGIN_DIR` if it
-/// was set when core was compiled, else the workspace's `target/plugins`
+/// was set when the runtime was compiled, else the workspace's `target/plugins`
 /// (where `cargo xtask plugins` puts them).
 pub fn build_time_plugin_dir() -> PathBuf {
     match option_env!("BACKPLANE_PLUGIN_DIR") {
