@@ -11,7 +11,7 @@ use backplane_abi::TensorDesc;
 use backplane_abi::plugin::{Buffer, BufferType, PluginError};
 use backplane_abi::support::memory::check_access;
 
-use crate::context::Ctx;
+use crate::context::{Ctx, lock};
 use crate::facts::{Facts, human_bytes};
 use crate::split::Split;
 
@@ -262,8 +262,19 @@ impl WebGpuBuffer {
     }
 }
 
+/// Largest staging buffer kept between reads; a larger read gets one of
+/// its own, freed after it.
+const READBACK_KEEP_MAX: u64 = 64 << 20;
+
+/// Smallest staging buffer kept (small reads such as the error flag then
+/// share the one a model's logits grow).
+const READBACK_KEEP_MIN: u64 = 64 << 10;
+
 /// Copies `out.len()` bytes at byte `start` of `buffer` to the host through
-/// a staging buffer, after all submitted work.
+/// a staging buffer, after all submitted work. Reads of up to
+/// [`READBACK_KEEP_MAX`] bytes reuse the device's staging buffer (grown to
+/// the next power of two) and map only the bytes copied: a model reading
+/// its logits after every token then allocates nothing.
 pub fn read_buffer(
     ctx: &Ctx,
     buffer: &wgpu::Buffer,
@@ -277,16 +288,55 @@ pub fn read_buffer(
     let a_start = start - start % COPY_ALIGN;
     let a_end = end.next_multiple_of(COPY_ALIGN).min(buffer.size());
     let len = a_end - a_start;
-    let staging = ctx.device.create_buffer(&wgpu::BufferDescriptor {
+    let staging_bytes = len.next_multiple_of(COPY_ALIGN);
+    let mut kept = lock(&ctx.readback);
+    let reuse = staging_bytes <= READBACK_KEEP_MAX;
+    if reuse && kept.as_ref().is_none_or(|b| b.size() < staging_bytes) {
+        let size = staging_bytes.next_power_of_two().max(READBACK_KEEP_MIN);
+        *kept = Some(staging_buffer(ctx, size));
+    }
+    let own;
+    let staging = match kept.as_ref().filter(|_| reuse) {
+        Some(b) => b,
+        None => {
+            own = staging_buffer(ctx, staging_bytes);
+            &own
+        }
+    };
+    let copied = map_copy(ctx, buffer, a_start, staging, len, |view| {
+        let at = (start - a_start) as usize;
+        out.copy_from_slice(&view[at..at + out.len()]);
+    });
+    if copied.is_err() && reuse {
+        // A failed map may leave the buffer mapped or pending: start afresh.
+        *kept = None;
+    }
+    copied
+}
+
+fn staging_buffer(ctx: &Ctx, size: u64) -> wgpu::Buffer {
+    ctx.device.create_buffer(&wgpu::BufferDescriptor {
         label: Some("backplane readback"),
-        size: len.next_multiple_of(COPY_ALIGN),
+        size,
         usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
         mapped_at_creation: false,
-    });
+    })
+}
+
+/// Copies `len` bytes at `from` of `buffer` to the start of `staging`,
+/// maps those bytes, hands them to `read` and unmaps.
+fn map_copy(
+    ctx: &Ctx,
+    buffer: &wgpu::Buffer,
+    from: u64,
+    staging: &wgpu::Buffer,
+    len: u64,
+    read: impl FnOnce(&[u8]),
+) -> Result<(), String> {
     let mut enc = ctx.device.create_command_encoder(&Default::default());
-    enc.copy_buffer_to_buffer(buffer, a_start, &staging, 0, len);
+    enc.copy_buffer_to_buffer(buffer, from, staging, 0, len);
     ctx.queue.submit([enc.finish()]);
-    let slice = staging.slice(..);
+    let slice = staging.slice(..len);
     let (tx, rx) = std::sync::mpsc::channel();
     slice.map_async(wgpu::MapMode::Read, move |r| {
         let _ = tx.send(r);
@@ -299,8 +349,7 @@ pub fn read_buffer(
         let view = slice
             .get_mapped_range()
             .map_err(|e| format!("reading mapped readback buffer: {e}"))?;
-        let at = (start - a_start) as usize;
-        out.copy_from_slice(&view[at..at + out.len()]);
+        read(&view);
     }
     staging.unmap();
     Ok(())

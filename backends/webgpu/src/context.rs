@@ -57,6 +57,9 @@ pub struct Ctx {
     /// Parameter buffers (KERNELS_PER_SUBMIT slots each) free for reuse;
     /// a buffer comes back here when the submission that used it completes.
     param_pool: Arc<Mutex<Vec<wgpu::Buffer>>>,
+    /// The staging buffer reads go through, kept between reads (see
+    /// [`crate::buffer::read_buffer`]); its lock also orders the reads.
+    pub readback: Mutex<Option<wgpu::Buffer>>,
 }
 
 impl Ctx {
@@ -113,6 +116,7 @@ impl Ctx {
             split_buffers: Mutex::default(),
             next_id: AtomicU64::new(1),
             param_pool: Arc::default(),
+            readback: Mutex::default(),
         })
     }
 

@@ -131,6 +131,14 @@ extern "C" fn report_graphs() {
         per(t.submit),
         per(t.wait)
     );
+    // A decode step is one graph: these are the per-token figures.
+    let per_graph = |ns: u64| ns as f64 / 1e3 / graphs.max(1) as f64;
+    eprintln!(
+        "backplane-webgpu graph timing: per graph {:.1} kernels, {:.1} us encoding and submitting, {:.1} us waiting for the GPU",
+        kernels as f64 / graphs.max(1) as f64,
+        per_graph(t.encode),
+        per_graph(t.wait)
+    );
 }
 
 /// The query set and readback buffers of one device.
