@@ -3,9 +3,19 @@
 //! `graph_compute` both go through [`plan_node`], so what is claimed is
 //! exactly what is sent.
 
+use backplane_abi::support::not_implemented;
 use backplane_abi::{DType, GluOp, Op, TensorDesc, rope_mode};
 
 use crate::msg::{HtpOp, HtpReq, HtpTensor, MAX_SRC, kind};
+
+/// The backend's name in refusals ([`refused`]).
+const BACKEND: &str = "Hexagon";
+
+/// The refusal of `what` (an op, or what of one) the DSP has no kernel
+/// for, in the wording every backend shares.
+fn refused(what: impl std::fmt::Display) -> String {
+    not_implemented(BACKEND, what)
+}
 
 /// Float types the row kernels read and write.
 const FLOATS: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
@@ -146,7 +156,8 @@ pub fn plan_node(graph: &[TensorDesc], node: usize) -> Result<Option<Planned>, S
             let mode = d.param_i32(2);
             if mode != rope_mode::NORMAL && mode != rope_mode::NEOX {
                 return Err(format!(
-                    "rope mode {mode} not implemented on the DSP (has normal, neox)"
+                    "{} (has normal, neox)",
+                    refused(format_args!("ROPE mode {mode}"))
                 ));
             }
             one_of("a", dtype(graph, a)?, &[DType::F32, DType::F16])?;
@@ -162,7 +173,7 @@ pub fn plan_node(graph: &[TensorDesc], node: usize) -> Result<Option<Planned>, S
             // The contract has checked the code.
             let f = GluOp::from_code(d.param_i32(0) as u32).map_err(|e| e.to_string())?;
             if f != GluOp::Swiglu {
-                return Err(format!("GLU {f} not implemented on the DSP (has SWIGLU)"));
+                return Err(format!("{} (has SWIGLU)", refused(format_args!("GLU {f}"))));
             }
             let a = src(0)?;
             one_of("a", dtype(graph, a)?, &FLOATS)?;
@@ -201,12 +212,12 @@ pub fn plan_node(graph: &[TensorDesc], node: usize) -> Result<Option<Planned>, S
             one_of("source", dtype(graph, a)?, &FLOATS)?;
             one_of("destination", dt, &FLOATS)?;
             if graph[a].ne != d.ne {
-                return Err("copies between different shapes not implemented on the DSP".into());
+                return Err(refused("CPY between different shapes"));
             }
             srcs.push(a);
             HtpOp::Cpy
         }
-        _ => return Err(format!("{op} not implemented on the DSP")),
+        _ => return Err(refused(op)),
     };
     let mut req = HtpReq {
         kind: kind::OP,

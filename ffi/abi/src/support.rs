@@ -1,7 +1,8 @@
 //! Helpers for writing `supports_op` and kernels' argument checks: resolve
 //! a node's sources and check types, with reasons worded for users; and
 //! the plugin-boundary checks every backend shares ([`memory`]); typed
-//! backend options ([`options`]).
+//! backend options ([`options`]); the wording of what a backend does not
+//! implement ([`not_implemented`]).
 
 pub mod memory;
 pub mod options;
@@ -37,6 +38,15 @@ pub fn implemented_types(what: &str, found: DType, allowed: &[DType]) -> String 
     )
 }
 
+/// The refusal of something a backend has no kernel for (an op, a mode of
+/// one, a type pair), worded one way by every backend:
+/// "ARGMAX is not implemented by the SYCL backend". `backend` is the name
+/// users know the backend by (`SYCL`, `Hexagon`); `what` names the op, or
+/// the op and what of it is missing ("ROPE mode mrope").
+pub fn not_implemented(backend: &str, what: impl std::fmt::Display) -> String {
+    format!("{what} is not implemented by the {backend} backend")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -58,5 +68,17 @@ mod tests {
             "src0: expected type f32 or f16 (implemented here), found q5_1"
         );
         assert_eq!(want_type("dst", &g[1], &[DType::F32]), Ok(DType::F32));
+    }
+
+    #[test]
+    fn not_implemented_names_the_op_and_the_backend() {
+        assert_eq!(
+            not_implemented("SYCL", crate::Op::Argmax),
+            "ARGMAX is not implemented by the SYCL backend"
+        );
+        assert_eq!(
+            not_implemented("Hexagon", "ROPE mode 8"),
+            "ROPE mode 8 is not implemented by the Hexagon backend"
+        );
     }
 }

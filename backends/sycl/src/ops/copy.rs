@@ -6,7 +6,7 @@
 
 use backplane_abi::{DType, MAX_SRC, TensorDesc};
 
-use super::{Exec, FLOATS, dtype, want_type};
+use super::{Exec, FLOATS, dtype, refused, want_type};
 use crate::kernels::Source;
 
 type Srcs<'a> = [Option<&'a TensorDesc>; MAX_SRC];
@@ -44,11 +44,7 @@ pub(super) fn supports_cpy(d: &TensorDesc, src: &Srcs<'_>) -> Result<(), String>
             Err(format!("rows of {} are not whole blocks", td.name()))
         };
     }
-    Err(format!(
-        "CPY {} -> {} not implemented",
-        ta.name(),
-        td.name()
-    ))
+    Err(refused(format_args!("CPY {} -> {}", ta.name(), td.name())))
 }
 
 pub(super) fn supports_get_rows(d: &TensorDesc, src: &Srcs<'_>) -> Result<(), String> {
@@ -79,8 +75,8 @@ pub(super) fn supports_set_rows(d: &TensorDesc, src: &Srcs<'_>) -> Result<(), St
     let td = dtype(d)?;
     if !FLOATS.contains(&td) {
         return Err(format!(
-            "SET_ROWS into {} not implemented (f32, f16, bf16 only)",
-            td.name()
+            "{} (f32, f16, bf16 only)",
+            refused(format_args!("SET_ROWS into {}", td.name()))
         ));
     }
     Ok(())

@@ -11,6 +11,7 @@ mod norm;
 use std::sync::Arc;
 
 use backplane_abi::contract;
+use backplane_abi::support::not_implemented;
 pub(crate) use backplane_abi::support::{dtype, sources, want_type};
 use backplane_abi::{DType, Op, TensorDesc};
 
@@ -19,6 +20,15 @@ use crate::kernels::{self, Args, Source};
 use crate::options::Settings;
 use crate::policy::Toggles;
 use crate::runtime::{DeviceInfo, Kernel};
+
+/// The backend's name in refusals ([`refused`]).
+const BACKEND: &str = "SYCL";
+
+/// The refusal of `what` (an op, or what of one) this backend has no
+/// kernel for, in the wording every backend shares.
+pub(crate) fn refused(what: impl std::fmt::Display) -> String {
+    not_implemented(BACKEND, what)
+}
 
 /// Work-group size of the 1-D element-wise launches.
 pub const WG: usize = 256;
@@ -69,7 +79,7 @@ pub fn supports(
         Op::Rope => norm::supports_rope(d, &src),
         Op::MulMat => matmul::supports(&src, info, toggles),
         Op::FlashAttnExt => attention::supports(d, &src),
-        other => Err(format!("op {other} not implemented by the SYCL backend")),
+        other => Err(refused(other)),
     }
 }
 
@@ -153,7 +163,7 @@ impl Exec<'_> {
             Op::Rope => norm::rope(self, i),
             Op::MulMat => matmul::mul_mat(self, i),
             Op::FlashAttnExt => attention::flash_attn_ext(self, i),
-            other => Err(format!("op {other} not implemented by the SYCL backend")),
+            other => Err(refused(other)),
         }
     }
 

@@ -3,7 +3,7 @@
 
 use backplane_abi::{DType, MAX_SRC, Op, TensorDesc, rope_mode};
 
-use super::{Exec, FLOATS, want_type};
+use super::{Exec, FLOATS, refused, want_type};
 use crate::kernels::Source;
 
 type Srcs<'a> = [Option<&'a TensorDesc>; MAX_SRC];
@@ -44,9 +44,9 @@ pub(super) fn supports_rope(d: &TensorDesc, src: &Srcs<'_>) -> Result<(), String
     }
     match d.op_params[2] {
         rope_mode::NORMAL | rope_mode::NEOX => Ok(()),
-        rope_mode::MROPE => Err("ROPE mode mrope not implemented".into()),
-        rope_mode::IMROPE => Err("ROPE mode imrope not implemented".into()),
-        rope_mode::VISION => Err("ROPE mode vision not implemented".into()),
+        rope_mode::MROPE => Err(refused("ROPE mode mrope")),
+        rope_mode::IMROPE => Err(refused("ROPE mode imrope")),
+        rope_mode::VISION => Err(refused("ROPE mode vision")),
         m => Err(format!("unknown ROPE mode {m}")),
     }
 }
