@@ -4,7 +4,8 @@
 //! plugin ABI exactly as the scheduler would run them. With weight layouts
 //! on, leaves whose every reader an extra buffer type of the device runs
 //! (the CPU's repacked weights) go into a buffer of that type instead, as
-//! the model loader places them.
+//! the model loader places them. [`discover`] makes one for every device
+//! the registry finds.
 
 use backplane::registry::{Buffer, Device, Stream};
 use backplane::{DType, Graph, TensorDesc, TensorId};
@@ -376,6 +377,73 @@ impl Target for DeviceTarget {
         }
         out
     }
+}
+
+/// Every device the registry finds (plugins from the standard search
+/// path, and the built-in CPU backend when no CPU plugin loads), as targets
+/// named `<backend>` (or `<backend>:<device>` for a backend with several
+/// devices), keeping those whose backend or full name matches `filter`
+/// (all when empty), each stream opened with its backend's params from
+/// `options`. Backends that load with no devices are reported on stderr
+/// with their reason.
+pub fn discover(
+    filter: &[String],
+    weight_layouts: bool,
+    options: &backplane::sched::BackendOptions,
+) -> Result<Vec<Box<dyn Target>>, String> {
+    let registry = backplane::registry::Registry::discover(Some(backplane::builtin_cpu()));
+    let mut out: Vec<Box<dyn Target>> = Vec::new();
+    let mut names = Vec::new();
+    for backend in registry.backends() {
+        if backend.devices.is_empty() {
+            let why = backend
+                .no_device_reason
+                .as_deref()
+                .unwrap_or("no reason given");
+            eprintln!("note: backend {} has no devices: {why}", backend.name);
+        }
+        let several = backend.devices.len() > 1;
+        for device in &backend.devices {
+            let name = if several {
+                format!("{}:{}", backend.name, device.name())
+            } else {
+                backend.name.clone()
+            };
+            names.push(name.clone());
+            let wanted = filter.is_empty()
+                || filter.iter().any(|f| {
+                    f.eq_ignore_ascii_case(&name) || f.eq_ignore_ascii_case(&backend.name)
+                });
+            if wanted {
+                let params = options.params(&backend.name);
+                let mut target = DeviceTarget::with_params(name, device.clone(), params)?;
+                target.use_weight_layouts(weight_layouts);
+                out.push(Box::new(target));
+            }
+        }
+    }
+    for r in registry.refused() {
+        eprintln!(
+            "note: refused {}: {}",
+            r.path.display(),
+            r.reason.lines().next().unwrap_or("")
+        );
+    }
+    for f in filter {
+        let known = names.iter().any(|n| {
+            n.eq_ignore_ascii_case(f)
+                || n.split(':')
+                    .next()
+                    .is_some_and(|b| b.eq_ignore_ascii_case(f))
+        });
+        if !known {
+            return Err(format!(
+                "backend '{f}' not found (available: {})",
+                names.join(", ")
+            ));
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -143,8 +143,11 @@ fn run(args: Args) -> Result<ExitCode, String> {
         return Ok(ExitCode::SUCCESS);
     }
     let options = backplane::sched::BackendOptions::from_assignments(&args.backend_options)?;
-    let mut targets =
-        backplane_conformance::target::discover(&args.backends, args.weight_layouts, &options)?;
+    let mut targets = backplane_conformance::device_target::discover(
+        &args.backends,
+        args.weight_layouts,
+        &options,
+    )?;
     if targets.is_empty() {
         return Err(format!("no backend matches {:?}", args.backends));
     }
