@@ -37,8 +37,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use backplane_abi::plugin::RegBox;
-use backplane_abi::plugin::ext_options::FfiOptionSpec;
-use backplane_abi::support::options::OptionSpec;
+use backplane_abi::plugin::ext_options::{FfiOptionSpec, OptionSpec};
 
 pub use handle::{Buffer, BufferType, Device, Event, Stream};
 pub use load::{MAX_REASON_LINES, short_reason};
