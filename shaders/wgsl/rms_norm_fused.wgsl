@@ -2,7 +2,10 @@
 // (the host's fusion plan: backends/webgpu/src/ops/fusion.rs):
 // FUSE_ADD: the row is first s = x + b (b broadcast over x), written out;
 // FUSE_MUL: the normalised row n is multiplied by w (broadcast) into dst;
-// KEEP_NORM: n itself is written too (whenever dst does not replace it).
+// KEEP_NORM: n itself is written too (whenever dst does not replace it);
+// QUANTIZE: dst is also written as the integer mat-vec's quantized
+// activations (ggml's q8_1 runs, exactly as mul_mat_quantize.wgsl makes
+// them; ne0 a multiple of 32), for the MUL_MATs that read dst next.
 // Each value is computed as the separate ADD, RMS_NORM and MUL kernels
 // compute it, in the same order, so the results are the same bits.
 //
@@ -45,6 +48,11 @@ struct Params {
 #endif
 #ifdef BIND_D
 @group(0) @binding(BIND_D) var<storage, read_write> buf_d: array<f32>;
+#endif
+#ifdef QUANTIZE
+@group(0) @binding(BIND_Q) var<storage, read_write> buf_q: array<u32>;
+var<workgroup> q_max: array<f32, WG_SIZE>;
+var<workgroup> q_sum: array<i32, WG_SIZE>;
 #endif
 @group(0) @binding(BIND_P) var<uniform> p: Params;
 
@@ -101,4 +109,49 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         buf_d[base_d + i * p.sd0] = y * buf_w[base_w + (i % p.nw0) * p.sw0];
 #endif
     }
+
+#ifdef QUANTIZE
+    // The row's runs of 32, eight invocations a run, four values each, as
+    // mul_mat_quantize computes them from dst read back.
+    storageBarrier();
+    let runs = p.ne0 / 32u;
+    let part = lid % 8u;
+    let first = lid & ~7u;
+    for (var r0 = 0u; r0 < runs; r0 += WG_SIZE / 8u) {
+        let run = r0 + lid / 8u;
+        let live = run < runs;
+        var v = vec4<f32>(0.0);
+        if (live) {
+            let at = base_d + (32u * run + 4u * part) * p.sd0;
+            v = vec4<f32>(buf_d[at], buf_d[at + p.sd0], buf_d[at + 2u * p.sd0], buf_d[at + 3u * p.sd0]);
+        }
+        let a = abs(v);
+        q_max[lid] = max(max(a.x, a.y), max(a.z, a.w));
+        workgroupBarrier();
+        var amax = 0.0;
+        for (var j = 0u; j < 8u; j++) {
+            amax = max(amax, q_max[first + j]);
+        }
+        let d = amax / 127.0;
+        let id = select(0.0, 1.0 / d, d > 0.0);
+        let q = vec4<i32>(round(v * id));
+        q_sum[lid] = q.x + q.y + q.z + q.w;
+        workgroupBarrier();
+        if (live) {
+            let out = row * runs + run;
+            buf_q[12u * out + part] = pack4xI8(q);
+            if (part == 0u) {
+                var sum = 0;
+                for (var j = 0u; j < 8u; j++) {
+                    sum += q_sum[first + j];
+                }
+                buf_q[12u * out + 8u] = bitcast<u32>(d);
+                buf_q[12u * out + 9u] = bitcast<u32>(d * f32(sum));
+                buf_q[12u * out + 10u] = 0u;
+                buf_q[12u * out + 11u] = 0u;
+            }
+        }
+        workgroupBarrier();
+    }
+#endif
 }

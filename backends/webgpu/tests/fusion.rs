@@ -1,14 +1,19 @@
-//! The fused ADD → RMS_NORM → MUL kernel against the same graph encoded
-//! node by node (`fuse=off`), on the first WebGPU adapter (lavapipe on
-//! machines without a GPU; the test says so and passes without one).
+//! The fused ADD → RMS_NORM → MUL kernel (and the quantized copy it leaves
+//! for the next MUL_MATs) against the same graph encoded node by node
+//! (`fuse=off`), on the first WebGPU adapter (lavapipe on machines without
+//! a GPU; the test says so and passes without one).
 
 use backplane_abi::plugin::{Buffer, Device, Reg};
 use backplane_abi::{DType, Op, TensorDesc};
 use backplane_webgpu::device::WebGpuReg;
 
-const NE0: i64 = 300;
+/// Row length: ten 32-value runs.
+const NE0: i64 = 320;
 const ROWS: i64 = 5;
 const EPS: f32 = 1e-5;
+/// Rows of the q4_0 weight the product is multiplied by.
+const M: i64 = 16;
+const SLOT: u64 = 8192;
 
 fn leaf(ne: [i64; 4], offset: u64, buffer: u64) -> TensorDesc {
     let mut d = TensorDesc::new(DType::F32, ne);
@@ -26,34 +31,53 @@ fn node(op: Op, ne: [i64; 4], offset: u64, buffer: u64, srcs: &[usize]) -> Tenso
     d
 }
 
-/// x, b (one row, broadcast), w; s = x + b; n = rms_norm(s); d = n * w;
-/// r = d + s (the residual reads the sum again). `mul_over_norm`: d is
-/// in place over n, as the allocator places it.
-fn graph(buffer: u64, mul_over_norm: bool) -> Vec<TensorDesc> {
-    let ne = [NE0, ROWS, 1, 1];
-    let slot = 8192;
-    let mut n = node(Op::RmsNorm, ne, 4 * slot, buffer, &[3]);
+/// x [ne0, ROWS], b (one row, broadcast), w (one row), a weight [ne0, M]
+/// of type `wt`; s = x + b; n = rms_norm(s); d = n * w; two MUL_MATs of the
+/// weight by d (as Q and K projections share their input); r = d + s (the
+/// residual reads the sum again). `mul_over_norm`: d is in place over n,
+/// as the allocator places it.
+fn graph(buffer: u64, wt: DType, mul_over_norm: bool) -> Vec<TensorDesc> {
+    let ne0 = NE0;
+    let ne = [ne0, ROWS, 1, 1];
+    let mut n = node(Op::RmsNorm, ne, 5 * SLOT, buffer, &[4]);
     n.op_params[0] = EPS.to_bits() as i32;
-    let d_at = if mul_over_norm { 4 * slot } else { 5 * slot };
+    let d_at = if mul_over_norm { 5 * SLOT } else { 6 * SLOT };
+    let mut wq = TensorDesc::new(wt, [ne0, M, 1, 1]);
+    wq.buffer = buffer;
+    wq.offset = 3 * SLOT;
     vec![
         leaf(ne, 0, buffer),
-        leaf([NE0, 1, 1, 1], slot, buffer),
-        leaf([NE0, 1, 1, 1], 2 * slot, buffer),
-        node(Op::Add, ne, 3 * slot, buffer, &[0, 1]),
+        leaf([ne0, 1, 1, 1], SLOT, buffer),
+        leaf([ne0, 1, 1, 1], 2 * SLOT, buffer),
+        wq,
+        node(Op::Add, ne, 4 * SLOT, buffer, &[0, 1]),
         n,
-        node(Op::Mul, ne, d_at, buffer, &[4, 2]),
-        node(Op::Add, ne, 6 * slot, buffer, &[5, 3]),
+        node(Op::Mul, ne, d_at, buffer, &[5, 2]),
+        node(Op::MulMat, [M, ROWS, 1, 1], 7 * SLOT, buffer, &[3, 6]),
+        node(Op::MulMat, [M, ROWS, 1, 1], 8 * SLOT, buffer, &[3, 6]),
+        node(Op::Add, ne, 9 * SLOT, buffer, &[6, 4]),
     ]
 }
 
 /// x (rows of mixed signs), b and w (one row each).
-fn inputs() -> (Vec<f32>, Vec<f32>, Vec<f32>) {
-    let x: Vec<f32> = (0..NE0 * ROWS)
+fn inputs(ne0: i64) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    let x: Vec<f32> = (0..ne0 * ROWS)
         .map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0)
         .collect();
-    let b: Vec<f32> = (0..NE0).map(|i| (i % 13) as f32 / 5.0 - 1.0).collect();
-    let w: Vec<f32> = (0..NE0).map(|i| 0.5 + (i % 7) as f32 / 3.0).collect();
+    let b: Vec<f32> = (0..ne0).map(|i| (i % 13) as f32 / 5.0 - 1.0).collect();
+    let w: Vec<f32> = (0..ne0).map(|i| 0.5 + (i % 7) as f32 / 3.0).collect();
     (x, b, w)
+}
+
+/// q4_0 blocks: scale 0.02, nibbles of a fixed pattern.
+fn q4_0_weight(bytes: u64) -> Vec<u8> {
+    let scale = half::f16::from_f32(0.02).to_bits().to_le_bytes();
+    (0..bytes / 18)
+        .flat_map(|blk| {
+            let quants = (0..16u64).map(move |i| ((blk * 7 + i * 13) % 256) as u8);
+            scale.into_iter().chain(quants)
+        })
+        .collect()
 }
 
 fn bytes(v: &[f32]) -> Vec<u8> {
@@ -67,18 +91,30 @@ fn floats(b: &[u8]) -> Vec<f32> {
 }
 
 /// Runs `g` on a stream made with `params`; returns each node's result
-/// (nodes 3.., in order).
+/// (nodes 4.., in order).
 fn run(dev: &dyn Device, buf: &dyn Buffer, g: &[TensorDesc], params: &str) -> Vec<Vec<f32>> {
-    let (x, b, w) = inputs();
+    let (x, b, w) = inputs(g[0].ne[0]);
     buf.clear(0).expect("clear");
     for (t, v) in [(0, &x), (1, &b), (2, &w)] {
         buf.set_tensor(&g[t], 0, &bytes(v)).expect("set");
     }
+    let weight = if g[3].dtype == DType::Q4_0.code() {
+        q4_0_weight(g[3].nbytes())
+    } else {
+        bytes(
+            &w.iter()
+                .map(|v| v - 1.0)
+                .cycle()
+                .take(g[3].nelements() as usize)
+                .collect::<Vec<_>>(),
+        )
+    };
+    buf.set_tensor(&g[3], 0, &weight).expect("set weight");
     dev.init_backend(params)
         .expect("stream")
         .graph_compute(g)
         .expect("graph_compute");
-    (3..g.len())
+    (4..g.len())
         .map(|t| {
             let mut out = vec![0u8; g[t].nbytes() as usize];
             buf.get_tensor(&g[t], 0, &mut out).expect("get");
@@ -89,7 +125,7 @@ fn run(dev: &dyn Device, buf: &dyn Buffer, g: &[TensorDesc], params: &str) -> Ve
 
 /// The same chain on the host, as ggml defines it.
 fn reference(x: &[f32], b: &[f32], w: &[f32]) -> Vec<f32> {
-    let n0 = NE0 as usize;
+    let n0 = b.len();
     let mut out = Vec::with_capacity(x.len());
     for row in x.chunks_exact(n0) {
         let s: Vec<f32> = row.iter().zip(b).map(|(a, b)| a + b).collect();
@@ -115,31 +151,34 @@ fn fused_add_rms_norm_mul_matches_the_separate_kernels_bit_for_bit() {
         );
         return;
     };
-    let buf = dev.buffer_type().alloc_buffer(8 * 8192).expect("alloc");
-    for mul_over_norm in [true, false] {
-        let g = graph(buf.id(), mul_over_norm);
-        let fused = run(dev.as_ref(), buf.as_ref(), &g, "");
-        let separate = run(dev.as_ref(), buf.as_ref(), &g, "fuse=off");
-        // Every result either path leaves in memory: the sum, the
-        // normalised row (when the product does not replace it), the
-        // product and the residual that reads the sum again.
-        for (k, (f, s)) in fused.iter().zip(&separate).enumerate() {
-            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-            assert_eq!(
-                bits(f),
-                bits(s),
-                "node {} (mul over norm: {mul_over_norm})",
-                k + 3
-            );
-        }
-        let (x, b, w) = inputs();
-        let want = reference(&x, &b, &w);
-        let got = &fused[3];
-        for (i, (g, r)) in got.iter().zip(&want).enumerate() {
-            assert!(
-                (g - r).abs() <= 1e-5 * r.abs().max(1.0),
-                "element {i}: {g} vs {r}"
-            );
+    let buf = dev.buffer_type().alloc_buffer(10 * SLOT).expect("alloc");
+    // q4_0: the fused kernel also quantizes the product for the integer
+    // mat-vecs; f32: the MUL_MATs read the float product.
+    for wt in [DType::Q4_0, DType::F32] {
+        for mul_over_norm in [true, false] {
+            let g = graph(buf.id(), wt, mul_over_norm);
+            let fused = run(dev.as_ref(), buf.as_ref(), &g, "");
+            let separate = run(dev.as_ref(), buf.as_ref(), &g, "fuse=off");
+            // Every result either path leaves in memory: the sum, the
+            // normalised row (when the product does not replace it), the
+            // product, both MUL_MATs and the residual.
+            for (k, (f, s)) in fused.iter().zip(&separate).enumerate() {
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(
+                    bits(f),
+                    bits(s),
+                    "node {} ({wt:?} weight, mul over norm: {mul_over_norm})",
+                    k + 4
+                );
+            }
+            let (x, b, w) = inputs(NE0);
+            let want = reference(&x, &b, &w);
+            for (i, (g, r)) in fused[5].iter().zip(&want).enumerate() {
+                assert!(
+                    (g - r).abs() <= 1e-5 * r.abs().max(1.0),
+                    "element {i}: {g} vs {r}"
+                );
+            }
         }
     }
 }

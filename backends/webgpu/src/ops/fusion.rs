@@ -18,11 +18,20 @@
 //! place: an invocation only reads back what it wrote) or disjoint from
 //! all of them; the MUL's weight, which rows share, must be disjoint from
 //! every written region. Anything else is encoded node by node.
+//!
+//! When the next node is a MUL_MAT that reads the product through the
+//! integer mat-vec, the fused kernel also writes the product's quantized
+//! copy (the q8_1 runs `mul_mat_quantize` would make, the same bits) into
+//! scratch memory and keeps it with the origin that MUL_MAT looks it up by
+//! (`crate::kept`), so the MUL_MATs of a layer's first projections skip
+//! their quantizing kernel.
 
 use backplane_abi::{DType, Op, TensorDesc};
 use backplane_shaders::PipelineKey;
 
 use crate::encode::{Binding, Encoder, Params};
+use crate::kept::CopyOrigin;
+use crate::ops::matmul::{Q8Copy, quantizes_src1};
 use crate::ops::norm::{row_count, row_workgroup_size};
 use crate::ops::{nb_elems, ne_u32};
 use crate::pipelines::Checks;
@@ -292,6 +301,26 @@ pub fn encode(e: &mut Encoder, f: &RmsNormFusion) -> Result<(), String> {
             }
         }
     }
+    // The quantized activations the next MUL_MAT would make of the product
+    // first, left for it as the kept copy (see `crate::kept`).
+    let quantized = match f.mul {
+        Some(m) if bindings.len() < e.facts().max_storage_buffers as usize => {
+            quantized_for_next(e, m)?
+        }
+        _ => None,
+    };
+    let kept = match quantized {
+        Some((bytes, origin)) => {
+            e.forget_kept_copy();
+            let scratch = e.scratch(bytes)?;
+            key = key
+                .define("QUANTIZE", "")
+                .define("BIND_Q", bindings.len().to_string());
+            bindings.push(scratch.clone());
+            Some((origin, scratch))
+        }
+        None => None,
+    };
     key = key.define("BIND_P", bindings.len().to_string());
     let [ix_x, ix_b, ix_s, ix_w, ix_n, ix_d] = ix;
     let params = Params::new()
@@ -311,7 +340,27 @@ pub fn encode(e: &mut Encoder, f: &RmsNormFusion) -> Result<(), String> {
         .u32(ix_d.off)
         .u32x4(ix_d.strides)
         .f32(n.param_f32(0));
-    e.dispatch_linear(&key, Checks::On, &bindings, &params, row_count(n))
+    e.dispatch_linear(&key, Checks::On, &bindings, &params, row_count(n))?;
+    if let Some((origin, scratch)) = kept {
+        e.keep_copy(origin, scratch);
+    }
+    Ok(())
+}
+
+/// When the next compute node after the MUL `mul` is a MUL_MAT that reads
+/// the product through the integer mat-vec's quantized copy: the copy's
+/// bytes and the origin that MUL_MAT looks it up by.
+fn quantized_for_next(e: &Encoder, mul: usize) -> Result<Option<(u64, CopyOrigin)>, String> {
+    let g = e.graph;
+    let Some(mm) = next_compute(g, mul) else {
+        return Ok(None);
+    };
+    let reads_product = is_op(g, mm, Op::MulMat) && g[mm].src(1) == Some(mul);
+    if !reads_product || g[mul].ne[0] % 32 != 0 || !quantizes_src1(e, mm) {
+        return Ok(None);
+    }
+    let q = Q8Copy::of(e, mul)?;
+    Ok(Some((q.bytes, q.origin(e, mul)?)))
 }
 
 #[cfg(test)]
@@ -402,7 +451,20 @@ mod tests {
 
     #[test]
     fn every_fused_kernel_variant_validates() {
-        let variants: [&[(&'static str, &str)]; 4] = [
+        let variants: [&[(&'static str, &str)]; 5] = [
+            // With the quantized copy for the next MUL_MATs.
+            &[
+                ("FUSE_ADD", ""),
+                ("FUSE_MUL", ""),
+                ("QUANTIZE", ""),
+                ("BIND_X", "0"),
+                ("BIND_B", "1"),
+                ("buf_s", "buf_x"),
+                ("BIND_W", "2"),
+                ("BIND_D", "3"),
+                ("BIND_Q", "4"),
+                ("BIND_P", "5"),
+            ],
             // ADD + RMS_NORM + MUL in place over the norm, sum in place.
             &[
                 ("FUSE_ADD", ""),
