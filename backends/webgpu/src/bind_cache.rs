@@ -11,10 +11,45 @@
 //! `BACKPLANE_WEBGPU_BIND_CACHE=0` turns it off (for measuring it).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-use crate::context::{PARAM_SLOT_BYTES, lock};
-use crate::encode::Binding;
+use crate::{PARAM_SLOT_BYTES, lock};
+
+/// A storage binding of a tensor (or scratch memory): the buffer range
+/// starting at the offset rounded down to `min_storage_buffer_offset_alignment`,
+/// and the remainder in bytes, which the kernel adds to its indices.
+#[derive(Clone)]
+pub struct Binding {
+    /// The buffer.
+    pub buffer: Arc<wgpu::Buffer>,
+    /// Aligned byte offset of the binding.
+    pub offset: u64,
+    /// Byte size of the binding (a multiple of 4).
+    pub size: u64,
+    /// Bytes from the binding start to the tensor's first byte.
+    pub rem_bytes: u64,
+}
+
+impl Binding {
+    /// The remainder in elements of `elem_bytes` bytes, for kernels that
+    /// index typed arrays.
+    pub fn elem_offset(&self, elem_bytes: u64) -> Result<u32, String> {
+        if !self.rem_bytes.is_multiple_of(elem_bytes) {
+            return Err(format!(
+                "tensor offset remainder {} is not a multiple of {elem_bytes} bytes",
+                self.rem_bytes
+            ));
+        }
+        Ok((self.rem_bytes / elem_bytes) as u32)
+    }
+
+    /// Whether two bindings cover overlapping bytes of one buffer.
+    pub fn overlaps(&self, other: &Binding) -> bool {
+        Arc::ptr_eq(&self.buffer, &other.buffer)
+            && self.offset < other.offset + other.size
+            && other.offset < self.offset + self.size
+    }
+}
 
 /// Most bind groups kept before the cache starts over.
 pub const BIND_CACHE_CAP: usize = 4096;

@@ -7,12 +7,13 @@
 
 use std::sync::Arc;
 
-use backplane_abi::TensorDesc;
 use backplane_abi::plugin::{Buffer, BufferType, PluginError};
 use backplane_abi::support::memory::check_access;
+use backplane_abi::{Op, TensorDesc};
 
-use crate::context::{Ctx, lock};
+use crate::context::Ctx;
 use crate::facts::{Facts, human_bytes};
+use crate::lock;
 use crate::split::Split;
 
 /// wgpu's copy granularity.
@@ -123,7 +124,7 @@ impl BufferType for WebGpuBufferType {
     fn supports_op(&self, graph: &[TensorDesc], node: usize) -> bool {
         self.split
             .as_ref()
-            .is_some_and(|facts| crate::split::runs_split(facts, graph, node).is_ok())
+            .is_some_and(|facts| runs_split(facts, graph, node).is_ok())
     }
 }
 
@@ -456,4 +457,25 @@ impl Buffer for WebGpuBuffer {
         }
         Ok(())
     }
+}
+
+/// Whether `graph[node]` runs with its weights (`src[0]`) in the split
+/// layout: a MUL_MAT the device supports on a weight the layout holds;
+/// otherwise why not.
+fn runs_split(facts: &Facts, graph: &[TensorDesc], node: usize) -> Result<(), String> {
+    let d = graph
+        .get(node)
+        .ok_or_else(|| format!("node {node} is not in the graph ({} tensors)", graph.len()))?;
+    let op = d.op().map_err(|e| e.to_string())?;
+    if op != Op::MulMat {
+        return Err(format!(
+            "{op} cannot read weights in the split layout (only MUL_MAT)"
+        ));
+    }
+    let w = d
+        .src(0)
+        .and_then(|s| graph.get(s))
+        .ok_or("MUL_MAT without its weights")?;
+    Split::for_tensor(w)?;
+    crate::ops::supports(facts, graph, node)
 }

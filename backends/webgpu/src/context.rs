@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use backplane_abi::TensorDesc;
 use backplane_abi::support::memory::{LiveBuffers, MemoryError};
@@ -13,22 +13,7 @@ use crate::facts::Facts;
 use crate::options::DeviceSettings;
 use crate::pipelines::PipelineCache;
 use crate::profile::Profiler;
-
-/// Locks `m`, recovering from a poisoned lock (a panicking op must not
-/// take later calls down with it).
-pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Bytes of one kernel's parameters (a uniform binding; the alignment of
-/// uniform offsets on every API we target).
-pub const PARAM_SLOT_BYTES: u64 = 256;
-
-/// Most kernels per submission. A graph's first submission holds the
-/// `first_submit` option's count (default 4); each later one twice as many
-/// as the one before, up to this, so the GPU starts on the first kernel
-/// while the host still encodes the rest.
-pub const KERNELS_PER_SUBMIT: usize = 32;
+use crate::{KERNELS_PER_SUBMIT, PARAM_SLOT_BYTES, lock};
 
 /// Shared state of one opened device.
 pub struct Ctx {

@@ -11,47 +11,24 @@ use std::time::Instant;
 use backplane_abi::TensorDesc;
 use backplane_shaders::PipelineKey;
 
-use crate::context::{Ctx, KERNELS_PER_SUBMIT, PARAM_SLOT_BYTES};
+pub use crate::bind_cache::Binding;
+use crate::context::Ctx;
 use crate::facts::Facts;
 use crate::kept::{ByteRange, CopyOrigin, Kept};
 use crate::pipelines::{Checks, Pipeline};
 use crate::profile::GraphTimes;
-use crate::stream::StreamState;
+use crate::{KERNELS_PER_SUBMIT, PARAM_SLOT_BYTES};
 
-/// A storage binding of a tensor (or scratch memory): the buffer range
-/// starting at the offset rounded down to `min_storage_buffer_offset_alignment`,
-/// and the remainder in bytes, which the kernel adds to its indices.
-#[derive(Clone)]
-pub struct Binding {
-    /// The buffer.
-    pub buffer: Arc<wgpu::Buffer>,
-    /// Aligned byte offset of the binding.
-    pub offset: u64,
-    /// Byte size of the binding (a multiple of 4).
-    pub size: u64,
-    /// Bytes from the binding start to the tensor's first byte.
-    pub rem_bytes: u64,
-}
-
-impl Binding {
-    /// The remainder in elements of `elem_bytes` bytes, for kernels that
-    /// index typed arrays.
-    pub fn elem_offset(&self, elem_bytes: u64) -> Result<u32, String> {
-        if !self.rem_bytes.is_multiple_of(elem_bytes) {
-            return Err(format!(
-                "tensor offset remainder {} is not a multiple of {elem_bytes} bytes",
-                self.rem_bytes
-            ));
-        }
-        Ok((self.rem_bytes / elem_bytes) as u32)
-    }
-
-    /// Whether two bindings cover overlapping bytes of one buffer.
-    pub fn overlaps(&self, other: &Binding) -> bool {
-        Arc::ptr_eq(&self.buffer, &other.buffer)
-            && self.offset < other.offset + other.size
-            && other.offset < self.offset + self.size
-    }
+/// Per-stream memory reused across graphs.
+pub struct StreamState {
+    /// Scratch buffer (bump-allocated per graph).
+    pub scratch: Option<Arc<wgpu::Buffer>>,
+    /// Bytes of scratch used by the current graph.
+    pub scratch_used: u64,
+    /// Error-flag words (see [`Encoder::error_flag`]).
+    pub error_flag: Arc<wgpu::Buffer>,
+    /// The flag must be cleared before the graph's first kernel.
+    pub needs_flag_clear: bool,
 }
 
 /// Kernel parameters: 32-bit scalars in declaration order, matching a WGSL
@@ -430,7 +407,7 @@ impl<'a> Encoder<'a> {
                 }
                 prof.resolve(&mut enc, batch.len());
                 self.ctx.queue.submit([enc.finish()]);
-                prof.collect(self.ctx, &labels);
+                prof.collect(&self.ctx.device, &self.ctx.queue, &labels);
             }
             None => {
                 {

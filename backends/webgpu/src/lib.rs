@@ -7,6 +7,8 @@
 //!
 //! [`PipelineKey`]: backplane_shaders::PipelineKey
 
+use std::sync::{Mutex, MutexGuard};
+
 pub mod bind_cache;
 pub mod buffer;
 pub mod compute_units;
@@ -24,6 +26,22 @@ pub mod split;
 pub mod stream;
 #[cfg(any(target_os = "linux", target_os = "windows", target_os = "android"))]
 pub mod vulkan;
+
+/// Locks `m`, recovering from a poisoned lock (a panicking op must not
+/// take later calls down with it).
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Bytes of one kernel's parameters (a uniform binding; the alignment of
+/// uniform offsets on every API we target).
+pub const PARAM_SLOT_BYTES: u64 = 256;
+
+/// Most kernels per submission. A graph's first submission holds the
+/// `first_submit` option's count (default 4); each later one twice as many
+/// as the one before, up to this, so the GPU starts on the first kernel
+/// while the host still encodes the rest.
+pub const KERNELS_PER_SUBMIT: usize = 32;
 
 backplane_abi::export_plugin! {
     reg: device::WebGpuReg::new(),

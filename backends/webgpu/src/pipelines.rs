@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use backplane_shaders::PipelineKey;
 
-use crate::context::{PARAM_SLOT_BYTES, lock};
+use crate::{PARAM_SLOT_BYTES, lock};
 
 /// Whether naga's runtime checks (bounds clamping, loop bounding) stay on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

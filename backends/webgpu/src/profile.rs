@@ -13,8 +13,8 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, Once};
 
-use crate::context::{Ctx, KERNELS_PER_SUBMIT, lock};
 use crate::facts::Facts;
+use crate::{KERNELS_PER_SUBMIT, lock};
 
 /// Totals of one pipeline.
 #[derive(Default, Clone, Copy)]
@@ -219,19 +219,21 @@ impl Profiler {
         enc.copy_buffer_to_buffer(&self.resolve, 0, &self.readback, 0, u64::from(q) * 8);
     }
 
-    /// Reads the timestamps of the batch just submitted and adds them up.
-    pub fn collect(&self, ctx: &Ctx, labels: &[(String, u64)]) {
+    /// Reads the timestamps of the batch just submitted to `queue` and adds
+    /// them up (waiting for `device` to finish it).
+    pub fn collect(&self, device: &wgpu::Device, queue: &wgpu::Queue, labels: &[(String, u64)]) {
         let period = if self.period_ns > 0.0 {
             self.period_ns
         } else {
-            ctx.queue.get_timestamp_period()
+            queue.get_timestamp_period()
         };
         let slice = self.readback.slice(..);
         let (tx, rx) = std::sync::mpsc::channel();
         slice.map_async(wgpu::MapMode::Read, move |r| {
             let _ = tx.send(r);
         });
-        if ctx.wait_idle().is_err() || !matches!(rx.recv(), Ok(Ok(()))) {
+        let idle = device.poll(wgpu::PollType::wait_indefinitely()).is_ok();
+        if !idle || !matches!(rx.recv(), Ok(Ok(()))) {
             return;
         }
         {

@@ -28,8 +28,6 @@
 
 use backplane_abi::{DType, Op, TensorDesc};
 
-use crate::facts::Facts;
-
 /// Suffix of a device's split buffer type name (`webgpu-gpu0-split`).
 pub const SPLIT_SUFFIX: &str = "-split";
 
@@ -146,27 +144,6 @@ impl Split {
             b[h..].copy_from_slice(q);
         }
     }
-}
-
-/// Whether `graph[node]` runs with its weights (`src[0]`) in the split
-/// layout: a MUL_MAT the device supports on a weight the layout holds;
-/// otherwise why not.
-pub fn runs_split(facts: &Facts, graph: &[TensorDesc], node: usize) -> Result<(), String> {
-    let d = graph
-        .get(node)
-        .ok_or_else(|| format!("node {node} is not in the graph ({} tensors)", graph.len()))?;
-    let op = d.op().map_err(|e| e.to_string())?;
-    if op != Op::MulMat {
-        return Err(format!(
-            "{op} cannot read weights in the split layout (only MUL_MAT)"
-        ));
-    }
-    let w = d
-        .src(0)
-        .and_then(|s| graph.get(s))
-        .ok_or("MUL_MAT without its weights")?;
-    Split::for_tensor(w)?;
-    crate::ops::supports(facts, graph, node)
 }
 
 /// Refuses node `node` when it reads a tensor in the split layout

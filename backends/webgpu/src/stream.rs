@@ -8,23 +8,11 @@ use backplane_abi::plugin::{Backend, PluginError};
 use backplane_abi::{Op, TensorDesc};
 
 use crate::buffer::read_buffer;
-use crate::context::{Ctx, lock};
-use crate::encode::Encoder;
+use crate::context::Ctx;
+use crate::encode::{Encoder, StreamState};
 use crate::facts::Facts;
 use crate::ops;
-use crate::profile;
-
-/// Per-stream memory reused across graphs.
-pub struct StreamState {
-    /// Scratch buffer (bump-allocated per graph).
-    pub scratch: Option<Arc<wgpu::Buffer>>,
-    /// Bytes of scratch used by the current graph.
-    pub scratch_used: u64,
-    /// Error-flag words (see [`Encoder::error_flag`]).
-    pub error_flag: Arc<wgpu::Buffer>,
-    /// The flag must be cleared before the graph's first kernel.
-    pub needs_flag_clear: bool,
-}
+use crate::{lock, profile};
 
 /// One stream on a device.
 pub struct WebGpuStream {
