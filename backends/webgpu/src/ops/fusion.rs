@@ -32,8 +32,8 @@ use backplane_shaders::PipelineKey;
 use crate::encode::{Binding, Encoder, Params};
 use crate::kept::CopyOrigin;
 use crate::ops::matmul::{Q8Copy, quantizes_src1};
-use crate::ops::norm::{row_count, row_workgroup_size};
 use crate::ops::{nb_elems, ne_u32};
+use crate::ops::{row_count, row_workgroup_size};
 use crate::pipelines::Checks;
 
 /// A fused RMS_NORM: the nodes it replaces (graph indices).

@@ -7,37 +7,8 @@ use backplane_shaders::PipelineKey;
 
 use crate::encode::{Binding, Encoder, Params};
 use crate::facts::Facts;
-use crate::ops::{nb_elems, ne_u32, src, src_index};
+use crate::ops::{nb_elems, ne_u32, row_count, row_workgroup_size, same_memory, src, src_index};
 use crate::pipelines::Checks;
-
-/// Largest workgroup the row kernels use.
-const MAX_ROW_WG: u32 = 256;
-
-/// Smallest workgroup the row kernels use.
-const MIN_ROW_WG: u32 = 32;
-
-/// Workgroup size of a kernel that runs one workgroup per row of `ne0`
-/// elements: a power of two covering the row, between 32 and 256 and
-/// within the device's invocation limit.
-pub(crate) fn row_workgroup_size(facts: &Facts, ne0: i64) -> u32 {
-    let limit = MAX_ROW_WG.min(facts.max_invocations.max(1));
-    let limit = 1 << (31 - limit.leading_zeros());
-    let want = u32::try_from(ne0.max(1))
-        .unwrap_or(u32::MAX)
-        .min(MAX_ROW_WG);
-    want.next_power_of_two().clamp(MIN_ROW_WG.min(limit), limit)
-}
-
-/// Whether `d` and `a` are the same memory with the same layout, so the
-/// kernel can bind them once.
-pub(crate) fn same_memory(d: &TensorDesc, a: &TensorDesc) -> bool {
-    d.buffer == a.buffer && d.offset == a.offset && d.nb == a.nb && d.ne == a.ne
-}
-
-/// Number of rows (dims 1..3) of `d`, as workgroups.
-pub(crate) fn row_count(d: &TensorDesc) -> u64 {
-    d.ne[1..].iter().map(|&n| n.max(0) as u64).product()
-}
 
 /// Accepts f32 rows with strides in whole elements.
 pub fn supports(_facts: &Facts, graph: &[TensorDesc], node: usize) -> Result<(), String> {

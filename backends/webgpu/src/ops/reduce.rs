@@ -9,8 +9,8 @@ use backplane_shaders::PipelineKey;
 
 use crate::encode::{Binding, Encoder, Params};
 use crate::facts::Facts;
-use crate::ops::norm::{row_count, row_workgroup_size, same_memory};
 use crate::ops::{nb_elems, ne_u32, src, src_index, want_type};
+use crate::ops::{row_count, row_workgroup_size, same_memory};
 use crate::pipelines::Checks;
 
 /// Workgroup memory per sorted entry: the order key and the index.

@@ -9,7 +9,7 @@ use backplane_shaders::PipelineKey;
 
 use crate::encode::{Encoder, Params};
 use crate::facts::Facts;
-use crate::ops::norm::same_memory;
+use crate::ops::same_memory;
 use crate::ops::{dtype, nb_elems, ne_u32, src, src_index, type_name};
 use crate::pipelines::Checks;
 

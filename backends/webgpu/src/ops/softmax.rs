@@ -8,8 +8,8 @@ use backplane_shaders::PipelineKey;
 
 use crate::encode::{Encoder, Params};
 use crate::facts::Facts;
-use crate::ops::norm::{row_count, row_workgroup_size, same_memory};
 use crate::ops::{dtype, nb_elems, ne_u32, src, src_index, type_name};
+use crate::ops::{row_count, row_workgroup_size, same_memory};
 use crate::pipelines::Checks;
 
 /// The optional source `i` of `graph[node]` (mask 1, sinks 2).
