@@ -6,7 +6,10 @@
 //! items (inline `mod x { … }` blocks and `#[path]` included). Every path a
 //! module writes that starts with `crate::`, `super::` or `self::` (in `use`
 //! declarations, groups expanded, and qualified paths in code, test modules
-//! included) is resolved to the deepest module it names.
+//! included), or with a module name a glob import brought in (`norm::x`
+//! after `use super::*`), is resolved to the deepest module it names.
+//! Paths through a name imported one by one (`use super::norm;` then
+//! `norm::x`) count at their `use`.
 //!
 //! What counts as a dependency between modules: a use from module `P` of
 //! something in module `T` is an edge between the two children of their
@@ -229,6 +232,21 @@ fn resolve(
     Some(full)
 }
 
+/// How many segments `segments` resolves to from `current` before any
+/// lookup: the length of the full path it names.
+fn exact_len(current: &[String], segments: &[String]) -> usize {
+    let mut len = current.len();
+    for (i, s) in segments.iter().enumerate() {
+        match s.as_str() {
+            "crate" | "$crate" if i == 0 => len = 0,
+            "self" => {}
+            "super" => len = len.saturating_sub(1),
+            _ => return len + segments.len() - i,
+        }
+    }
+    len
+}
+
 /// The module of byte `at` in `file`: its own plus the inline ones around.
 fn module_at(file: &SourceFile, at: usize) -> Vec<String> {
     let mut module = file.module.clone();
@@ -260,10 +278,47 @@ pub fn check_crate(crate_dir: &Path) -> Findings {
         }
     }
     let mut parents: BTreeMap<Vec<String>, Siblings> = BTreeMap::new();
-    for f in &files {
-        for used in scan::used_paths(&f.masked.code) {
-            let from = module_at(f, used.at);
-            let Some(to) = resolve(&from, &used.segments, &modules) else {
+    // Each file's paths with the module they are written in; then the
+    // modules each module glob-imports the names of (`use super::*`).
+    let used: Vec<Vec<(Vec<String>, scan::UsedPath)>> = files
+        .iter()
+        .map(|f| {
+            scan::used_paths(&f.masked.code)
+                .into_iter()
+                .map(|u| (module_at(f, u.at), u))
+                .collect()
+        })
+        .collect();
+    let mut globs: BTreeMap<Vec<String>, Vec<Vec<String>>> = BTreeMap::new();
+    for (from, u) in used.iter().flatten() {
+        if u.kind == scan::PathKind::Glob
+            && let Some(target) = resolve(from, &u.segments, &modules)
+            && target.len() == exact_len(from, &u.segments)
+        {
+            globs.entry(from.clone()).or_default().push(target);
+        }
+    }
+    for (f, used) in files.iter().zip(&used) {
+        for (from, used) in used {
+            let to = match used.kind {
+                scan::PathKind::Local | scan::PathKind::Glob => {
+                    resolve(from, &used.segments, &modules)
+                }
+                // A module name a glob brought in: `norm::x` after `use super::*`.
+                scan::PathKind::Bare => globs.get(from).and_then(|targets| {
+                    targets.iter().find_map(|g| {
+                        let mut full = g.clone();
+                        full.push(used.segments[0].clone());
+                        modules.contains(&full).then(|| {
+                            let mut local = vec!["crate".to_string()];
+                            local.extend(g.iter().cloned());
+                            local.extend(used.segments.iter().cloned());
+                            resolve(from, &local, &modules)
+                        })?
+                    })
+                }),
+            };
+            let Some(to) = to else {
                 continue;
             };
             let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
@@ -645,6 +700,34 @@ mod tests {
                 .evidence
                 .iter()
                 .any(|e| e.contains("a_impl.rs:1 `crate::b::c::f`"))
+        );
+    }
+
+    #[test]
+    fn sibling_names_a_glob_import_brought_in_make_edges() {
+        let s = Scratch::new(
+            "glob",
+            &[
+                ("src/lib.rs", "mod ops;\n"),
+                ("src/ops/mod.rs", "mod norm;\nmod reduce;\n"),
+                ("src/ops/norm.rs", "use super::reduce::sum;\n"),
+                (
+                    "src/ops/reduce.rs",
+                    "use super::*;\nuse crate::Op::*;\nfn f() {\n    norm::same_memory();\n    std::mem::swap();\n}\n",
+                ),
+            ],
+        );
+        let found = check_crate(&s.0);
+        assert_eq!(found.cycles.len(), 1);
+        assert_eq!(found.cycles[0].members, ["norm", "reduce"]);
+        assert!(
+            found.cycles[0]
+                .evidence
+                .iter()
+                .any(|e| e.starts_with("reduce → norm: ")
+                    && e.ends_with("reduce.rs:4 `norm::same_memory`")),
+            "{:?}",
+            found.cycles[0].evidence
         );
     }
 

@@ -228,6 +228,19 @@ fn is_ident(t: &str) -> bool {
         .is_some_and(|c| is_ident_byte(c) && !c.is_ascii_digit())
 }
 
+/// How a path starts, which says how it resolves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathKind {
+    /// From `crate`, `$crate`, `super` or `self`.
+    Local,
+    /// A local glob import (`use super::*`): its segments name the module
+    /// whose names it brings in.
+    Glob,
+    /// From another name (`norm::same_memory`, `std::fmt`): this crate's
+    /// only where a glob import brought that name in as a module.
+    Bare,
+}
+
 /// A path the file uses, as written (after expanding `use` groups).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UsedPath {
@@ -235,12 +248,15 @@ pub struct UsedPath {
     pub at: usize,
     /// Its segments: `["super", "norm", "same_memory"]`.
     pub segments: Vec<String>,
+    /// How it starts.
+    pub kind: PathKind,
 }
 
-/// Every path starting with `crate`, `$crate`, `super` or `self` in `code`:
-/// each `use` tree expanded (`use crate::{a::{b, c}, d}` gives
-/// `crate::a::b`, `crate::a::c`, `crate::d`), then the qualified paths in
-/// the rest of the code. `pub(in crate::x)` visibilities are not uses.
+/// Every path of two or more segments in `code`: each `use` tree expanded
+/// (`use crate::{a::{b, c}, d}` gives `crate::a::b`, `crate::a::c`,
+/// `crate::d`; `use super::*` a [`PathKind::Glob`]), then the qualified
+/// paths in the rest of the code. `pub(in crate::x)` visibilities are not
+/// uses; nor is a path's tail (`a::b` of `x::a::b`).
 pub fn used_paths(code: &str) -> Vec<UsedPath> {
     let toks = tokens(code);
     let mut out = Vec::new();
@@ -251,7 +267,7 @@ pub fn used_paths(code: &str) -> Vec<UsedPath> {
             let mut j = i + 1;
             let mut paths = Vec::new();
             use_tree(&toks, &mut j, &[], &mut paths);
-            out.extend(paths.into_iter().filter(|p| is_local(&p.segments)));
+            out.extend(paths);
             // Skip to the end of the declaration.
             while j < toks.len() && toks[j].text != ";" {
                 j += 1;
@@ -259,11 +275,10 @@ pub fn used_paths(code: &str) -> Vec<UsedPath> {
             i = j + 1;
             continue;
         }
-        let starts_path = matches!(t.text, "crate" | "$crate" | "super" | "self")
+        let starts_path = (is_ident(t.text) || t.text == "$crate")
             && toks.get(i + 1).is_some_and(|n| n.text == "::")
-            && !i
-                .checked_sub(1)
-                .is_some_and(|p| matches!(toks[p].text, "::" | "in"));
+            && !i.checked_sub(1).is_some_and(|p| toks[p].text == "::")
+            && !(i >= 2 && toks[i - 1].text == "in" && toks[i - 2].text == "(");
         if starts_path {
             let mut segments = vec![t.text.to_string()];
             let mut j = i + 1;
@@ -271,7 +286,18 @@ pub fn used_paths(code: &str) -> Vec<UsedPath> {
                 segments.push(toks[j + 1].text.to_string());
                 j += 2;
             }
-            out.push(UsedPath { at: t.at, segments });
+            if segments.len() > 1 {
+                let kind = if is_local(&segments) {
+                    PathKind::Local
+                } else {
+                    PathKind::Bare
+                };
+                out.push(UsedPath {
+                    at: t.at,
+                    segments,
+                    kind,
+                });
+            }
             i = j;
             continue;
         }
@@ -289,6 +315,7 @@ fn is_local(segments: &[String]) -> bool {
 /// Parses one use tree at `toks[*j]` under `prefix`, pushing its leaves.
 fn use_tree(toks: &[Token<'_>], j: &mut usize, prefix: &[String], out: &mut Vec<UsedPath>) {
     let mut path = prefix.to_vec();
+    let mut glob = false;
     let mut at = toks.get(*j).map_or(0, |t| t.at);
     if toks.get(*j).is_some_and(|t| t.text == "::") {
         // `use ::extern_crate::…`: never this crate.
@@ -310,6 +337,7 @@ fn use_tree(toks: &[Token<'_>], j: &mut usize, prefix: &[String], out: &mut Vec<
         }
         if t.text == "*" {
             *j += 1;
+            glob = true;
             break;
         }
         if !is_ident(t.text) && t.text != "$crate" {
@@ -333,7 +361,16 @@ fn use_tree(toks: &[Token<'_>], j: &mut usize, prefix: &[String], out: &mut Vec<
         *j += 2;
     }
     if !path.is_empty() && path[0] != "::" {
-        out.push(UsedPath { at, segments: path });
+        let kind = match (is_local(&path), glob) {
+            (true, true) => PathKind::Glob,
+            (true, false) => PathKind::Local,
+            (false, _) => PathKind::Bare,
+        };
+        out.push(UsedPath {
+            at,
+            segments: path,
+            kind,
+        });
     }
 }
 
@@ -488,9 +525,11 @@ pub fn includes(masked: &Masked) -> Vec<Include> {
 mod tests {
     use super::*;
 
+    /// The local (and glob) paths of `src`, joined.
     fn paths(src: &str) -> Vec<String> {
         used_paths(&mask(src).code)
             .into_iter()
+            .filter(|p| p.kind != PathKind::Bare)
             .map(|p| p.segments.join("::"))
             .collect()
     }
@@ -520,6 +559,24 @@ mod tests {
     }
 
     #[test]
+    fn globs_and_bare_paths_are_told_apart() {
+        let found: Vec<_> =
+            used_paths(&mask("use super::*; use std::fmt; fn f() { norm::g(); x::y::z(); }").code)
+                .into_iter()
+                .map(|p| (p.segments.join("::"), p.kind))
+                .collect();
+        assert_eq!(
+            found,
+            [
+                ("super".to_string(), PathKind::Glob),
+                ("std::fmt".to_string(), PathKind::Bare),
+                ("norm::g".to_string(), PathKind::Bare),
+                ("x::y::z".to_string(), PathKind::Bare),
+            ]
+        );
+    }
+
+    #[test]
     fn extern_and_bare_paths_are_not_local() {
         assert_eq!(
             paths("use std::fmt; use ::core::mem; use norm::x; fn f() { other::crate_x(); }"),
@@ -530,7 +587,7 @@ mod tests {
     #[test]
     fn visibility_paths_are_not_uses() {
         assert_eq!(
-            paths("pub(in crate::ops) fn f() {} pub(crate) fn g() { crate::h::i(); }"),
+            paths("pub(in crate::ops) fn f() {} pub(crate) fn g() { for x in crate::h::i() {} }"),
             ["crate::h::i"]
         );
     }
