@@ -277,7 +277,7 @@ pub fn used_paths(code: &str) -> Vec<UsedPath> {
         }
         let starts_path = (is_ident(t.text) || t.text == "$crate")
             && toks.get(i + 1).is_some_and(|n| n.text == "::")
-            && !i.checked_sub(1).is_some_and(|p| toks[p].text == "::")
+            && i.checked_sub(1).is_none_or(|p| toks[p].text != "::")
             && !(i >= 2 && toks[i - 1].text == "in" && toks[i - 2].text == "(");
         if starts_path {
             let mut segments = vec![t.text.to_string()];
