@@ -29,7 +29,7 @@
 //! strongly connected component: `exec → ops → exec`. Each is reported
 //! with the file and line of every use that makes its edges.
 //!
-//! Also reported: `include_str!`/`include_bytes!` and `#[path]` that reach
+//! Also reported: `include!`/`include_str!`/`include_bytes!` and `#[path]` that reach
 //! outside the crate's directory (a crate owns the files it embeds).
 //!
 //! `--crate DIR` (repeatable) checks only those crate directories; `--all`

@@ -453,14 +453,15 @@ fn within(items: &[ModItem], open: &[Option<usize>]) -> Vec<String> {
         .collect()
 }
 
-/// A file included with `include_str!` / `include_bytes!`: the path as
+/// A file included with `include!`, `include_str!` or `include_bytes!`:
+/// the path as
 /// written and whether it is relative to the crate's directory
 /// (`concat!(env!("CARGO_MANIFEST_DIR"), "…")`) rather than the file's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Include {
     /// Byte offset of the macro name.
     pub at: usize,
-    /// The macro: `include_str` or `include_bytes`.
+    /// The macro: `include`, `include_str` or `include_bytes`.
     pub mac: String,
     /// The path, literal parts joined.
     pub path: String,
@@ -468,14 +469,14 @@ pub struct Include {
     pub from_manifest_dir: bool,
 }
 
-/// Every `include_str!`/`include_bytes!` whose path is made of literals
+/// Every `include!`/`include_str!`/`include_bytes!` whose path is made of literals
 /// (and `CARGO_MANIFEST_DIR`); ones built on `OUT_DIR` are generated
 /// files and left out.
 pub fn includes(masked: &Masked) -> Vec<Include> {
     let toks = tokens(&masked.code);
     let mut out = Vec::new();
     for (i, t) in toks.iter().enumerate() {
-        if !matches!(t.text, "include_str" | "include_bytes")
+        if !matches!(t.text, "include_str" | "include_bytes" | "include")
             || toks.get(i + 1).is_none_or(|n| n.text != "!")
         {
             continue;
@@ -644,9 +645,10 @@ mod tests {
     fn includes_join_literal_parts_and_skip_generated_files() {
         let src = r#"const A: &str = include_str!("../../x/a.cpp");
 const B: &[u8] = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/data/b.bin"));
-const C: &str = include_str!(concat!(env!("OUT_DIR"), "/gen.rs"));"#;
+const C: &str = include_str!(concat!(env!("OUT_DIR"), "/gen.rs"));
+include!("../../common/shared.rs");"#;
         let found = includes(&mask(src));
-        assert_eq!(found.len(), 2);
+        assert_eq!(found.len(), 3);
         assert_eq!(
             (found[0].path.as_str(), found[0].from_manifest_dir),
             ("../../x/a.cpp", false)
@@ -656,5 +658,9 @@ const C: &str = include_str!(concat!(env!("OUT_DIR"), "/gen.rs"));"#;
             ("/data/b.bin", true)
         );
         assert_eq!(found[1].mac, "include_bytes");
+        assert_eq!(
+            (found[2].mac.as_str(), found[2].path.as_str()),
+            ("include", "../../common/shared.rs")
+        );
     }
 }
