@@ -122,6 +122,9 @@ pub struct PipelineCache {
     /// every pipeline with that many, so bind groups are interchangeable
     /// between them (see `encode::BindGroupCache`).
     layouts: Mutex<HashMap<usize, wgpu::BindGroupLayout>>,
+    /// Nanoseconds spent compiling, in all (profiles leave it out of the
+    /// per-kernel host cost).
+    compile_ns: std::sync::atomic::AtomicU64,
 }
 
 /// A compiled variant of a key: (checks, storage bindings, pipeline).
@@ -149,12 +152,24 @@ impl PipelineCache {
             .entry(n_storage)
             .or_insert_with(|| layout(device, n_storage))
             .clone();
+        let t0 = std::time::Instant::now();
         let p = Arc::new(compile(device, key, checks, bgl)?);
+        self.compile_ns.fetch_add(
+            t0.elapsed().as_nanos() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
         lock(&self.map)
             .entry(key.clone())
             .or_default()
             .push((checks, n_storage, Arc::clone(&p)));
         Ok(p)
+    }
+}
+
+impl PipelineCache {
+    /// Nanoseconds spent compiling pipelines so far.
+    pub fn compile_ns(&self) -> u64 {
+        self.compile_ns.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 

@@ -50,6 +50,7 @@ impl WebGpuStream {
 
     fn run(&self, graph: &[TensorDesc]) -> Result<(), PluginError> {
         let t0 = std::time::Instant::now();
+        let compiled_before = self.ctx.pipelines.compile_ns();
         let mut state = lock(&self.state);
         let flag = Arc::clone(&state.error_flag);
         let mut enc = Encoder::new(&self.ctx, &self.facts, graph, &mut state);
@@ -115,6 +116,7 @@ impl WebGpuStream {
             let t = profile::GraphTimes {
                 encode: ns(t1 - t0),
                 wait: ns(t1.elapsed()),
+                compile: self.ctx.pipelines.compile_ns() - compiled_before,
                 ..times
             };
             profile::record_graph(kernels, t);
