@@ -35,13 +35,13 @@ pub mod search;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use backplane_abi::plugin::RegBox;
 use backplane_abi::plugin::ext_options::{FfiOptionSpec, OptionSpec};
 
 pub use handle::{Buffer, BufferType, Device, Event, Stream};
 pub use load::{MAX_REASON_LINES, short_reason};
-pub use probe::ProbeOptions;
 pub use search::{PLUGIN_PATH_ENV, SearchPath, build_time_plugin_dir};
 
 /// A backend linked into the host program, handed to the registry by
@@ -110,6 +110,52 @@ pub struct RegistryOptions {
     /// The backend linked into this program, added when no plugin of its
     /// name loads; `None` loads plugins only.
     pub builtin: Option<BuiltinBackend>,
+}
+
+/// How plugin files are judged before loading: probed in a child process
+/// ([`probe`]), with outcomes cached ([`cache`]).
+#[derive(Clone, Debug)]
+pub struct ProbeOptions {
+    /// Probe at all (false: load in process directly, as before probing existed).
+    pub enabled: bool,
+    /// How long one probe may take.
+    pub timeout: Duration,
+    /// The executable to run (`None`: this program).
+    pub exe: Option<PathBuf>,
+    /// The cache file (`None`: no cache).
+    pub cache: Option<PathBuf>,
+}
+
+impl Default for ProbeOptions {
+    fn default() -> Self {
+        ProbeOptions::from_env()
+    }
+}
+
+impl ProbeOptions {
+    /// From the environment: [`PROBE_EXE_ENV`](probe::PROBE_EXE_ENV),
+    /// [`PROBE_TIMEOUT_ENV`](probe::PROBE_TIMEOUT_ENV) and
+    /// [`CACHE_ENV`](cache::CACHE_ENV).
+    pub fn from_env() -> ProbeOptions {
+        let exe = std::env::var_os(probe::PROBE_EXE_ENV);
+        // Without the start-up hook this program cannot serve as its own
+        // probe: probe only with an executable named in the environment.
+        let enabled = match exe.as_deref() {
+            Some(e) => e != "off",
+            None => probe::HOOK_SUPPORTED,
+        };
+        let timeout = std::env::var(probe::PROBE_TIMEOUT_ENV)
+            .ok()
+            .and_then(|s| s.trim().parse::<f64>().ok())
+            .filter(|s| s.is_finite() && *s > 0.0)
+            .map_or(probe::DEFAULT_TIMEOUT, Duration::from_secs_f64);
+        ProbeOptions {
+            enabled,
+            timeout,
+            exe: exe.filter(|e| e != "off").map(PathBuf::from),
+            cache: cache::default_path(),
+        }
+    }
 }
 
 /// Where a loaded backend came from.

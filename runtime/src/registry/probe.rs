@@ -31,6 +31,8 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+pub use super::ProbeOptions;
+
 /// Set in the probe child: the plugin file to probe.
 pub const PROBE_CHILD_ENV: &str = "BACKPLANE_PROBE_CHILD";
 /// The executable to run as probe (default: this program); `off` loads
@@ -47,50 +49,6 @@ const RESULT_MARK: &str = "backplane-probe-result ";
 const STAGE_MARK: &str = "backplane-probe-stage ";
 /// Bytes of child output kept (the rest is read and dropped).
 const MAX_CAPTURE: usize = 64 * 1024;
-
-/// How plugins are probed.
-#[derive(Clone, Debug)]
-pub struct ProbeOptions {
-    /// Probe at all (false: load in process directly, as before probing existed).
-    pub enabled: bool,
-    /// How long one probe may take.
-    pub timeout: Duration,
-    /// The executable to run (`None`: this program).
-    pub exe: Option<PathBuf>,
-    /// The cache file (`None`: no cache).
-    pub cache: Option<PathBuf>,
-}
-
-impl Default for ProbeOptions {
-    fn default() -> Self {
-        ProbeOptions::from_env()
-    }
-}
-
-impl ProbeOptions {
-    /// From the environment: [`PROBE_EXE_ENV`], [`PROBE_TIMEOUT_ENV`] and
-    /// [`CACHE_ENV`](super::cache::CACHE_ENV).
-    pub fn from_env() -> ProbeOptions {
-        let exe = std::env::var_os(PROBE_EXE_ENV);
-        // Without the start-up hook this program cannot serve as its own
-        // probe: probe only with an executable named in the environment.
-        let enabled = match exe.as_deref() {
-            Some(e) => e != "off",
-            None => HOOK_SUPPORTED,
-        };
-        let timeout = std::env::var(PROBE_TIMEOUT_ENV)
-            .ok()
-            .and_then(|s| s.trim().parse::<f64>().ok())
-            .filter(|s| s.is_finite() && *s > 0.0)
-            .map_or(DEFAULT_TIMEOUT, Duration::from_secs_f64);
-        ProbeOptions {
-            enabled,
-            timeout,
-            exe: exe.filter(|e| e != "off").map(PathBuf::from),
-            cache: super::cache::default_path(),
-        }
-    }
-}
 
 /// What a probe found.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -14,8 +14,8 @@
 use backplane_abi::{Op, TensorDesc, flags};
 
 use super::BackendId;
+use super::assignment::Assignment;
 use super::placement::Placement;
-use super::plan::Assignment;
 use super::split::{Copy, Entry, Split};
 
 /// Where a tensor's bytes are.

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use backplane_abi::TensorDesc;
 
 use super::BackendId;
-use super::plan::Plan;
+use super::Plan;
 
 /// FxHash's multiply-rotate step.
 #[inline(always)]

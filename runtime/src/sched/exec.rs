@@ -15,7 +15,7 @@ use super::plan::{Plan, Planner};
 use super::split::Entry;
 use super::watchdog::{CallError, Watchdog};
 use super::weights::{self, WeightBlock, WeightBlocks};
-use super::{BackendId, SchedError, SchedOptions};
+use super::{BackendId, SchedError, SchedOptions, data_err};
 use crate::graph::{Graph, TensorId};
 use crate::host::HostTensors;
 use crate::registry::{Buffer, Device, Event, Stream};
@@ -799,18 +799,5 @@ impl Drop for Scheduler {
             std::mem::forget(Arc::clone(&self.streams[b]));
             self.weights.leak_backend(b);
         }
-    }
-}
-
-pub(crate) fn data_err(graph: &Graph, t: TensorId, reason: String) -> SchedError {
-    let name = if t.index() < graph.len() {
-        graph.name(t).to_string()
-    } else {
-        String::new()
-    };
-    SchedError::Data {
-        tensor: t.index(),
-        name,
-        reason,
     }
 }

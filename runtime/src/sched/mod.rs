@@ -20,11 +20,16 @@
 //! 4. [`cache`] keeps the finished [`Plan`] under a hash of the graph's
 //!    structure, so a graph that did not change is not planned again.
 //!
+//! What the steps hand each other lives below them, so each step uses the
+//! others one way: the [`Assignment`] of step 1 in its own file, the [`Plan`]
+//! they make together in this one.
+//!
 //! [`Scheduler`] adds the devices themselves: streams, compute buffers sized
 //! by [`Scheduler::reserve`], weight placement, copies and compute.
 //! [`explain`] and [`dot`] show what was decided and why.
 
 pub mod alloc;
+mod assignment;
 pub mod backend_options;
 pub mod cache;
 pub mod dot;
@@ -42,12 +47,13 @@ mod tests;
 use backplane_abi::Op;
 
 pub use alloc::{Allocation, Loc};
+pub use assignment::{Assignment, Cause, Decline};
 pub use backend_options::BackendOptions;
 pub use cache::{PlanCache, structure_hash};
 pub use exec::{RunStats, Scheduler};
 pub use explain::{Explanation, NodeReport, human_bytes};
 pub use placement::{DevicePlacement, Placement};
-pub use plan::{Assignment, Cause, Decline, Plan, PlanStats, Planner};
+pub use plan::Planner;
 pub use split::{Copy, Split};
 pub use weights::WeightBlock;
 pub use weights::by_preferred_type;
@@ -118,6 +124,69 @@ impl Default for SchedOptions {
             device_timeout: device_timeout_from_env(),
             backend_options: BackendOptions::default(),
         }
+    }
+}
+
+/// Summary figures of a plan.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PlanStats {
+    /// Splits (runs of nodes on one backend).
+    pub splits: usize,
+    /// Tensors copied between backends per run.
+    pub copies: usize,
+    /// Bytes those copies move per run.
+    pub copy_bytes: u64,
+    /// Compute nodes per backend.
+    pub nodes_per_backend: Vec<usize>,
+    /// Peak compute-buffer bytes per backend with reuse.
+    pub peak_bytes: Vec<u64>,
+    /// Bytes per backend if nothing were reused.
+    pub naive_bytes: Vec<u64>,
+    /// Nodes computed in place over a dying source.
+    pub in_place: usize,
+}
+
+/// Everything decided for one graph structure.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// Backend per tensor.
+    pub assignment: Assignment,
+    /// Runs of nodes per backend, in execution order.
+    pub splits: Vec<Split>,
+    /// Tensors copied between backends.
+    pub copies: Vec<Copy>,
+    /// Where every tensor lives.
+    pub allocation: Allocation,
+    /// Summary figures.
+    pub stats: PlanStats,
+    /// Compute nodes that fell back because a higher-priority backend refused them.
+    pub fallbacks: Vec<usize>,
+    /// Backend names, in priority order.
+    pub backend_names: Vec<String>,
+}
+
+impl Plan {
+    /// The fallbacks as reportable values, with names from `graph`.
+    pub fn fallback_list(&self, graph: &crate::Graph) -> Vec<Fallback> {
+        self.fallbacks
+            .iter()
+            .map(|&i| Fallback {
+                node: i,
+                name: graph
+                    .tensors()
+                    .get(i)
+                    .map_or_else(String::new, |_| graph.name(crate::TensorId(i)).to_string()),
+                op: graph.tensors()[i].op().unwrap_or(Op::None),
+                backend: self.backend_names[self.assignment.backend[i]].clone(),
+                refusals: self.assignment.declined[i]
+                    .iter()
+                    .filter_map(|(b, d)| match d {
+                        Decline::Refused(r) => Some((self.backend_names[*b].clone(), r.clone())),
+                        Decline::NotChosen => None,
+                    })
+                    .collect(),
+            })
+            .collect()
     }
 }
 
@@ -271,6 +340,20 @@ pub enum SchedError {
         /// What was wrong.
         reason: String,
     },
+}
+
+/// A [`SchedError::Data`] for tensor `t` of `graph`, named when `t` is in it.
+pub(crate) fn data_err(graph: &crate::Graph, t: crate::TensorId, reason: String) -> SchedError {
+    let name = if t.index() < graph.len() {
+        graph.name(t).to_string()
+    } else {
+        String::new()
+    };
+    SchedError::Data {
+        tensor: t.index(),
+        name,
+        reason,
+    }
 }
 
 /// Records that leaf `t` of `graph` lives at byte `offset` of buffer

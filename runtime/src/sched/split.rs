@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use backplane_abi::{MAX_SRC, NO_TENSOR, Op, TensorDesc};
 
 use super::BackendId;
+use super::assignment::Assignment;
 use super::placement::BackendFacts;
-use super::plan::Assignment;
 
 /// What an entry of a split's descriptor graph is, to fill in its buffer
 /// and offset when the plan is bound to real buffers.

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use backplane_abi::Op;
 use backplane_abi::plugin::PluginError;
 
-use super::{BackendId, SchedError};
+use super::{BackendId, SchedError, data_err};
 use crate::graph::{Graph, TensorId};
 use crate::registry::Buffer;
 
@@ -192,9 +192,9 @@ pub(crate) fn lay_out(
     for &t in tensors {
         let d = *graph
             .try_desc(t)
-            .map_err(|e| super::exec::data_err(graph, t, e.to_string()))?;
+            .map_err(|e| data_err(graph, t, e.to_string()))?;
         if d.op().is_ok_and(|op| op != Op::None) || d.view_source().is_some() {
-            return Err(super::exec::data_err(
+            return Err(data_err(
                 graph,
                 t,
                 "only leaves (not views) can be placed as weights".into(),
