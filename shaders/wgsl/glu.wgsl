@@ -2,6 +2,10 @@
 // are read from src0 and src1, or (SPLIT) both from src0 at offsets the
 // host chose (the two halves of each row, swapped or not). Strides and
 // offsets are in elements; math is in f32.
+// QUANTIZE (f32 dst, ne0 a multiple of 32): eight invocations per run of
+// 32 values, four each, which also write dst as the integer mat-vec's
+// quantized activations (ggml's q8_1 runs, exactly as mul_mat_quantize.wgsl
+// makes them from dst) for the MUL_MAT that reads dst next.
 
 #include "common/index"
 #include "common/activations"
@@ -18,11 +22,21 @@ struct Params {
 @group(0) @binding(0) var<storage, read_write> src0: array<SRC0_TYPE>;
 #ifdef SPLIT
 @group(0) @binding(1) var<storage, read_write> dst: array<DST_TYPE>;
+#ifdef QUANTIZE
+@group(0) @binding(2) var<storage, read_write> buf_q: array<u32>;
+@group(0) @binding(3) var<uniform> p: Params;
+#else
 @group(0) @binding(2) var<uniform> p: Params;
+#endif
 #else
 @group(0) @binding(1) var<storage, read_write> src1: array<SRC1_TYPE>;
 @group(0) @binding(2) var<storage, read_write> dst: array<DST_TYPE>;
+#ifdef QUANTIZE
+@group(0) @binding(3) var<storage, read_write> buf_q: array<u32>;
+@group(0) @binding(4) var<uniform> p: Params;
+#else
 @group(0) @binding(3) var<uniform> p: Params;
+#endif
 #endif
 
 fn act(x: f32, g: f32) -> f32 {
@@ -46,6 +60,71 @@ fn act(x: f32, g: f32) -> f32 {
 #endif
 }
 
+// The value of element c and its index in dst.
+fn glu_at(c: vec4<u32>) -> f32 {
+    let x = f32(src0[p.offx + c.x * p.sx0 + c.y * p.sx1 + c.z * p.sx2 + c.w * p.sx3]);
+    let i_g = p.offg + c.x * p.sg0 + c.y * p.sg1 + c.z * p.sg2 + c.w * p.sg3;
+#ifdef SPLIT
+    let g = f32(src0[i_g]);
+#else
+    let g = f32(src1[i_g]);
+#endif
+    return act(x, g);
+}
+
+fn dst_at(c: vec4<u32>) -> u32 {
+    return p.offd + c.x * p.sd0 + c.y * p.sd1 + c.z * p.sd2 + c.w * p.sd3;
+}
+
+#ifdef QUANTIZE
+var<workgroup> q_max: array<f32, WG_SIZE>;
+var<workgroup> q_sum: array<i32, WG_SIZE>;
+
+@compute @workgroup_size(WG_SIZE)
+fn main(@builtin(workgroup_id) wid: vec3<u32>,
+        @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let t = linear_index(wid, nwg, lid, WG_SIZE);
+    let run = t / 8u;
+    let part = t % 8u;
+    let live = run < p.n / 32u;
+    var v = vec4<f32>(0.0);
+    if (live) {
+        for (var j = 0u; j < 4u; j++) {
+            let c = unravel(32u * run + 4u * part + j, p.ne0, p.ne1, p.ne2);
+            let y = glu_at(c);
+            dst[dst_at(c)] = y;
+            v[j] = y;
+        }
+    }
+    let a = abs(v);
+    q_max[lid] = max(max(a.x, a.y), max(a.z, a.w));
+    workgroupBarrier();
+    let first = lid & ~7u;
+    var amax = 0.0;
+    for (var j = 0u; j < 8u; j++) {
+        amax = max(amax, q_max[first + j]);
+    }
+    let d = amax / 127.0;
+    let id = select(0.0, 1.0 / d, d > 0.0);
+    let q = vec4<i32>(round(v * id));
+    q_sum[lid] = q.x + q.y + q.z + q.w;
+    workgroupBarrier();
+    if (live) {
+        buf_q[12u * run + part] = pack4xI8(q);
+        if (part == 0u) {
+            var sum = 0;
+            for (var j = 0u; j < 8u; j++) {
+                sum += q_sum[first + j];
+            }
+            buf_q[12u * run + 8u] = bitcast<u32>(d);
+            buf_q[12u * run + 9u] = bitcast<u32>(d * f32(sum));
+            buf_q[12u * run + 10u] = 0u;
+            buf_q[12u * run + 11u] = 0u;
+        }
+    }
+}
+#else
 @compute @workgroup_size(WG_SIZE)
 fn main(@builtin(workgroup_id) wid: vec3<u32>,
         @builtin(num_workgroups) nwg: vec3<u32>,
@@ -55,12 +134,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         return;
     }
     let c = unravel(i, p.ne0, p.ne1, p.ne2);
-    let x = f32(src0[p.offx + c.x * p.sx0 + c.y * p.sx1 + c.z * p.sx2 + c.w * p.sx3]);
-    let i_g = p.offg + c.x * p.sg0 + c.y * p.sg1 + c.z * p.sg2 + c.w * p.sg3;
-#ifdef SPLIT
-    let g = f32(src0[i_g]);
-#else
-    let g = f32(src1[i_g]);
-#endif
-    dst[p.offd + c.x * p.sd0 + c.y * p.sd1 + c.z * p.sd2 + c.w * p.sd3] = DST_TYPE(act(x, g));
+    dst[dst_at(c)] = DST_TYPE(glu_at(c));
 }
+#endif

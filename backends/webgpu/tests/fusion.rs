@@ -4,7 +4,7 @@
 //! a GPU; the test says so and passes without one).
 
 use backplane_abi::plugin::{Buffer, Device, Reg};
-use backplane_abi::{DType, Op, TensorDesc};
+use backplane_abi::{DType, GluOp, Op, TensorDesc};
 use backplane_webgpu::device::WebGpuReg;
 
 /// Row length: ten 32-value runs.
@@ -179,6 +179,85 @@ fn fused_add_rms_norm_mul_matches_the_separate_kernels_bit_for_bit() {
                     "element {i}: {g} vs {r}"
                 );
             }
+        }
+    }
+}
+
+/// gate, up [NE0, ROWS]; a weight [NE0, M] of type `wt`; act =
+/// swiglu(gate, up); two MUL_MATs of the weight by act.
+fn glu_graph(buffer: u64, wt: DType) -> Vec<TensorDesc> {
+    let ne = [NE0, ROWS, 1, 1];
+    let mut act = node(Op::Glu, ne, 3 * SLOT, buffer, &[0, 1]);
+    act.op_params[0] = GluOp::Swiglu.code() as i32;
+    let mut wq = TensorDesc::new(wt, [NE0, M, 1, 1]);
+    wq.buffer = buffer;
+    wq.offset = 2 * SLOT;
+    vec![
+        leaf(ne, 0, buffer),
+        leaf(ne, SLOT, buffer),
+        wq,
+        act,
+        node(Op::MulMat, [M, ROWS, 1, 1], 4 * SLOT, buffer, &[2, 3]),
+        node(Op::MulMat, [M, ROWS, 1, 1], 5 * SLOT, buffer, &[2, 3]),
+    ]
+}
+
+#[test]
+fn glu_with_the_quantized_copy_matches_the_separate_kernels_bit_for_bit() {
+    let reg = WebGpuReg::new();
+    let Some(dev) = reg.devices().into_iter().next() else {
+        eprintln!(
+            "no WebGPU device here: {}",
+            reg.no_device_reason().unwrap_or_default()
+        );
+        return;
+    };
+    let buf = dev.buffer_type().alloc_buffer(10 * SLOT).expect("alloc");
+    for wt in [DType::Q4_0, DType::F32] {
+        let g = glu_graph(buf.id(), wt);
+        let (x, _, w) = inputs(NE0);
+        let up: Vec<f32> = x.iter().rev().map(|v| v * 0.5).collect();
+        let run_glu = |params: &str| {
+            buf.clear(0).expect("clear");
+            buf.set_tensor(&g[0], 0, &bytes(&x)).expect("set");
+            buf.set_tensor(&g[1], 0, &bytes(&up)).expect("set");
+            let weight = if wt == DType::Q4_0 {
+                q4_0_weight(g[2].nbytes())
+            } else {
+                bytes(
+                    &w.iter()
+                        .cycle()
+                        .take(g[2].nelements() as usize)
+                        .copied()
+                        .collect::<Vec<_>>(),
+                )
+            };
+            buf.set_tensor(&g[2], 0, &weight).expect("set weight");
+            dev.init_backend(params)
+                .expect("stream")
+                .graph_compute(&g)
+                .expect("graph_compute");
+            (3..g.len())
+                .map(|t| {
+                    let mut out = vec![0u8; g[t].nbytes() as usize];
+                    buf.get_tensor(&g[t], 0, &mut out).expect("get");
+                    out
+                })
+                .collect::<Vec<_>>()
+        };
+        let fused = run_glu("");
+        let separate = run_glu("fuse=off");
+        for (k, (f, s)) in fused.iter().zip(&separate).enumerate() {
+            assert!(f == s, "node {} ({wt:?} weight) differs", k + 3);
+        }
+        // swiglu itself: silu(gate) * up.
+        let act = floats(&fused[0]);
+        for (i, (a, (gv, uv))) in act.iter().zip(x.iter().zip(&up)).enumerate() {
+            let want = gv / (1.0 + (-gv).exp()) * uv;
+            assert!(
+                (a - want).abs() <= 1e-5 * want.abs().max(1.0),
+                "act {i}: {a} vs {want}"
+            );
         }
     }
 }

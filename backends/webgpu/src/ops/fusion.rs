@@ -305,7 +305,7 @@ pub fn encode(e: &mut Encoder, f: &RmsNormFusion) -> Result<(), String> {
     // first, left for it as the kept copy (see `crate::kept`).
     let quantized = match f.mul {
         Some(m) if bindings.len() < e.facts().max_storage_buffers as usize => {
-            quantized_for_next(e, m)?
+            quantized_copy_for_next(e, m)?
         }
         _ => None,
     };
@@ -347,20 +347,25 @@ pub fn encode(e: &mut Encoder, f: &RmsNormFusion) -> Result<(), String> {
     Ok(())
 }
 
-/// When the next compute node after the MUL `mul` is a MUL_MAT that reads
-/// the product through the integer mat-vec's quantized copy: the copy's
-/// bytes and the origin that MUL_MAT looks it up by.
-fn quantized_for_next(e: &Encoder, mul: usize) -> Result<Option<(u64, CopyOrigin)>, String> {
+/// When fusion is on and the next compute node after `node` (an f32
+/// result) is a MUL_MAT that reads it through the integer mat-vec's
+/// quantized copy: the copy's bytes and the origin that MUL_MAT looks it
+/// up by, for a kernel that writes the copy along with `node`.
+pub(crate) fn quantized_copy_for_next(
+    e: &Encoder,
+    node: usize,
+) -> Result<Option<(u64, CopyOrigin)>, String> {
     let g = e.graph;
-    let Some(mm) = next_compute(g, mul) else {
+    let Some(mm) = next_compute(g, node) else {
         return Ok(None);
     };
-    let reads_product = is_op(g, mm, Op::MulMat) && g[mm].src(1) == Some(mul);
-    if !reads_product || g[mul].ne[0] % 32 != 0 || !quantizes_src1(e, mm) {
+    let reads_it = is_op(g, mm, Op::MulMat) && g[mm].src(1) == Some(node);
+    let fits = g[node].ne[0] % 32 == 0 && is_f32(&g[node]) && g[node].nb[0] == 4;
+    if !e.facts().tuning.fuse || !reads_it || !fits || !quantizes_src1(e, mm) {
         return Ok(None);
     }
-    let q = Q8Copy::of(e, mul)?;
-    Ok(Some((q.bytes, q.origin(e, mul)?)))
+    let q = Q8Copy::of(e, node)?;
+    Ok(Some((q.bytes, q.origin(e, node)?)))
 }
 
 #[cfg(test)]
@@ -447,6 +452,21 @@ mod tests {
             node(Op::RmsNorm, [8, 1, 1, 1], 64, &[0]),
         ];
         assert_eq!(find(&g, 1, 8), None);
+    }
+
+    #[test]
+    fn glu_with_the_quantized_copy_validates_split_or_not() {
+        for split in [false, true] {
+            let mut key = PipelineKey::new("glu", "swiglu")
+                .ty("SRC0", "f32")
+                .define("QUANTIZE", "");
+            key = if split {
+                key.define("SPLIT", "")
+            } else {
+                key.ty("SRC1", "f32")
+            };
+            shader_check::check(&key.ty("DST", "f32").wg(256));
+        }
     }
 
     #[test]

@@ -9,6 +9,7 @@ use backplane_shaders::PipelineKey;
 
 use crate::encode::{Encoder, Params};
 use crate::facts::Facts;
+use crate::ops::fusion;
 use crate::ops::layout::bytes_overlap;
 use crate::ops::{dtype, nb_elems, ne_u32, src, src_index, type_name, want_type};
 use crate::pipelines::Checks;
@@ -200,7 +201,7 @@ fn encode_glu(e: &mut Encoder, node: usize) -> Result<(), String> {
     let a_off = ba.elem_offset(sa)?;
     let a_nb = nb_elems(a, sa)?;
     let mut key = PipelineKey::new("glu", glu_variant(f)).ty("SRC0", type_name(ta));
-    let (x_off, x_nb, g_off, g_nb, bindings) = match d.src(1) {
+    let (x_off, x_nb, g_off, g_nb, mut bindings) = match d.src(1) {
         Some(_) => {
             let ib = src_index(g, node, 1)?;
             let b = &g[ib];
@@ -225,7 +226,25 @@ fn encode_glu(e: &mut Encoder, node: usize) -> Result<(), String> {
             (x_off, a_nb, g_off, a_nb, vec![ba, bd])
         }
     };
-    let key = key.ty("DST", type_name(td)).wg(WG);
+    let mut key = key.ty("DST", type_name(td)).wg(WG);
+    // The quantized copy the next MUL_MAT would make of dst, written here
+    // and kept for it (see `ops::fusion`).
+    let quantized = match td {
+        DType::F32 if bindings.len() < e.facts().max_storage_buffers as usize => {
+            fusion::quantized_copy_for_next(e, node)?
+        }
+        _ => None,
+    };
+    let kept = match quantized {
+        Some((bytes, origin)) => {
+            e.forget_kept_copy();
+            let scratch = e.scratch(bytes)?;
+            key = key.define("QUANTIZE", "");
+            bindings.push(scratch.clone());
+            Some((origin, scratch))
+        }
+        None => None,
+    };
     let ne = ne_u32(d)?;
     let params = Params::new()
         .u32(d.nelements() as u32)
@@ -241,11 +260,17 @@ fn encode_glu(e: &mut Encoder, node: usize) -> Result<(), String> {
         .f32(d.param_f32(2))
         .f32(d.param_f32(3));
     let n = d.nelements() as u64;
+    // With the copy, four elements per invocation.
+    let invocations = if kept.is_some() { n / 4 } else { n };
     e.dispatch_linear(
         &key,
         Checks::On,
         &bindings,
         &params,
-        n.div_ceil(u64::from(WG)),
-    )
+        invocations.div_ceil(u64::from(WG)),
+    )?;
+    if let Some((origin, scratch)) = kept {
+        e.keep_copy(origin, scratch);
+    }
+    Ok(())
 }
