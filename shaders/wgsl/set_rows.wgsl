@@ -6,6 +6,9 @@
 // PATH_PAIRS (bfloat16): each invocation packs elements 2j and 2j+1 into one
 // u32 word of dst (dst strides and offset in words, ne0 even); otherwise
 // one invocation per element. Strides and offsets in elements.
+// PAIR (not with PATH_PAIRS): a second SET_ROWS with the same indices
+// (a layer's K and V cache stores) runs in the same dispatch, its
+// invocations after the first one's, from src0_b into dst_b.
 
 #include "common/index"
 #include "common/set_rows_index"
@@ -14,7 +17,29 @@
 @group(0) @binding(1) var<storage, read_write> idx: array<SRC1_TYPE>;
 @group(0) @binding(2) var<storage, read_write> dst: array<DST_TYPE>;
 @group(0) @binding(3) var<storage, read_write> flag: array<atomic<u32>>;
+#ifdef PAIR
+@group(0) @binding(4) var<storage, read_write> src0_b: array<f32>;
+@group(0) @binding(5) var<storage, read_write> dst_b: array<DST_TYPE>;
+@group(0) @binding(6) var<uniform> p: Params;
+
+// Element i of the second SET_ROWS, as main stores the first's.
+fn store_second(i: u32) {
+    if (i >= p.ne0_b * p.n_rows_b * p.ne2_b * p.ne3_b) {
+        return;
+    }
+    let c = unravel(i, p.ne0_b, p.n_rows_b, p.ne2_b);
+    let r = dst_row(c.y, c.z, c.w);
+    if (r.y == 0u) {
+        report(r.x);
+        return;
+    }
+    let s = p.off_s_b + c.y * p.ss1_b + c.z * p.ss2_b + c.w * p.ss3_b;
+    let d = p.off_d_b + r.x * p.sd1_b + c.z * p.sd2_b + c.w * p.sd3_b;
+    dst_b[d + c.x * p.sd0_b] = DST_TYPE(src0_b[s + c.x * p.ss0_b]);
+}
+#else
 @group(0) @binding(4) var<uniform> p: Params;
+#endif
 
 #ifdef PATH_PAIRS
 // f32 -> bfloat16 bits, round to nearest even, NaN kept quiet (as ggml).
@@ -37,7 +62,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     let width = p.ne0;
 #endif
     let i = linear_index(wid, nwg, lid, WG_SIZE);
-    if (i >= width * p.n_rows * p.ne2 * p.ne3) {
+    let first = width * p.n_rows * p.ne2 * p.ne3;
+#ifdef PAIR
+    if (i >= first) {
+        store_second(i - first);
+        return;
+    }
+#endif
+    if (i >= first) {
         return;
     }
     let c = unravel(i, width, p.n_rows, p.ne2);

@@ -83,8 +83,9 @@ impl WebGpuStream {
             let encoded = match fusion {
                 Some(f) => {
                     fused_through = Some(f.last());
-                    f.nodes().for_each(|n| enc.begin_node(n));
+                    f.nodes().into_iter().for_each(|n| enc.begin_node(n));
                     f.nodes()
+                        .into_iter()
                         .try_for_each(check)
                         .and_then(|()| ops::fusion::encode(&mut enc, &f))
                 }
@@ -95,7 +96,7 @@ impl WebGpuStream {
             };
             if let Err(e) = encoded {
                 let fused = fusion.map_or(String::new(), |f| {
-                    format!(", fused with nodes {:?}", f.nodes().collect::<Vec<_>>())
+                    format!(", fused with nodes {:?}", f.nodes())
                 });
                 result = Err(PluginError::other(format!(
                     "{}: node {i} ({op}{fused}): {e}",

@@ -261,3 +261,69 @@ fn glu_with_the_quantized_copy_matches_the_separate_kernels_bit_for_bit() {
         }
     }
 }
+
+#[test]
+fn k_and_v_cache_stores_in_one_dispatch_match_the_separate_kernels() {
+    let reg = WebGpuReg::new();
+    let Some(dev) = reg.devices().into_iter().next() else {
+        eprintln!(
+            "no WebGPU device here: {}",
+            reg.no_device_reason().unwrap_or_default()
+        );
+        return;
+    };
+    let buf = dev.buffer_type().alloc_buffer(6 * SLOT).expect("alloc");
+    let id = buf.id();
+    // K rows [64, 2], V rows [48, 2] (f32), indices [2] (i64), caches of 8
+    // rows (f16); SET_ROWS K then V, as a layer stores them.
+    let mut idx = TensorDesc::new(DType::I64, [2, 1, 1, 1]);
+    idx.buffer = id;
+    idx.offset = 2 * SLOT;
+    let store = |width: i64, at: u64, rows: usize| {
+        let mut d = TensorDesc::new(DType::F16, [width, 8, 1, 1]);
+        d.op = Op::SetRows.code();
+        d.buffer = id;
+        d.offset = at;
+        d.src[0] = rows as i32;
+        d.src[1] = 2;
+        d
+    };
+    let g = vec![
+        leaf([64, 2, 1, 1], 0, id),
+        leaf([48, 2, 1, 1], SLOT, id),
+        idx,
+        store(64, 3 * SLOT, 0),
+        store(48, 4 * SLOT, 1),
+    ];
+    let run_stores = |params: &str, rows: [i64; 2]| {
+        buf.clear(0x3c).expect("clear");
+        let k: Vec<f32> = (0..128).map(|i| i as f32 * 0.25 - 9.0).collect();
+        let v: Vec<f32> = (0..96).map(|i| 7.0 - i as f32 * 0.5).collect();
+        buf.set_tensor(&g[0], 0, &bytes(&k)).expect("set");
+        buf.set_tensor(&g[1], 0, &bytes(&v)).expect("set");
+        let rows: Vec<u8> = rows.iter().flat_map(|r| r.to_le_bytes()).collect();
+        buf.set_tensor(&g[2], 0, &rows).expect("set");
+        let done = dev.init_backend(params).expect("stream").graph_compute(&g);
+        let caches = [3, 4].map(|t| {
+            let mut out = vec![0u8; g[t].nbytes() as usize];
+            buf.get_tensor(&g[t], 0, &mut out).expect("get");
+            out
+        });
+        (done, caches)
+    };
+    let (fused_ok, fused) = run_stores("", [5, 2]);
+    let (separate_ok, separate) = run_stores("fuse=off", [5, 2]);
+    assert!(fused_ok.is_ok() && separate_ok.is_ok());
+    assert!(fused == separate, "caches differ");
+    // Row 5 of the K cache holds K row 0 as f16; untouched rows keep 0x3c3c.
+    let row5: Vec<f32> = fused[0][5 * 128..6 * 128]
+        .chunks_exact(2)
+        .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
+        .collect();
+    assert_eq!(row5[4], -8.0, "K row 0 element 4 = 4 * 0.25 - 9");
+    assert_eq!(&fused[1][0..2], &[0x3c, 0x3c]);
+    // An index out of range still fails the graph, naming the first store.
+    let (bad, _) = run_stores("", [5, 8]);
+    let e = bad.expect_err("index 8 of 8 rows").to_string();
+    assert!(e.contains("index 8 is out of range"), "{e}");
+}

@@ -10,6 +10,13 @@ struct Params {
     off_i: u32, si0: u32, si1: u32, si2: u32, ni1: u32, ni2: u32,
     off_d: u32, sd0: u32, sd1: u32, sd2: u32, sd3: u32,
     dst_rows: u32, node1: u32,
+#ifdef PAIR
+    // The second SET_ROWS of a pair (same indices): its source and
+    // destination, as the fields above.
+    ne0_b: u32, n_rows_b: u32, ne2_b: u32, ne3_b: u32,
+    off_s_b: u32, ss0_b: u32, ss1_b: u32, ss2_b: u32, ss3_b: u32,
+    off_d_b: u32, sd0_b: u32, sd1_b: u32, sd2_b: u32, sd3_b: u32,
+#endif
 }
 
 // The destination row of source row i1 of (i2, i3): x = the row, y = 1

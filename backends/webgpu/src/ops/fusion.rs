@@ -5,6 +5,10 @@
 //! llama.cpp's Vulkan backend fuses them. Kernel:
 //! `shaders/wgsl/rms_norm_fused.wgsl`.
 //!
+//! Also two consecutive SET_ROWS with the same indices (a layer's K and V
+//! cache stores) run as one dispatch when neither writes what the other
+//! touches (`set_rows::pairs`).
+//!
 //! A graph from the scheduler is one split: the backend cannot see whether
 //! a later split, a copy to another device or the host reads a node of it.
 //! So the fused kernel writes every result the separate kernels write (the
@@ -31,6 +35,7 @@ use backplane_shaders::PipelineKey;
 
 use crate::encode::{Binding, Encoder, Params};
 use crate::kept::CopyOrigin;
+use crate::ops::layout::set_rows;
 use crate::ops::matmul::{Q8Copy, quantizes_src1};
 use crate::ops::{nb_elems, ne_u32};
 use crate::ops::{row_count, row_workgroup_size};
@@ -141,9 +146,62 @@ fn indexable(t: &TensorDesc) -> bool {
     is_f32(t) && nb_elems(t, 4).is_ok() && ne_u32(t).is_ok()
 }
 
-/// The fusion starting at node `i`, if one applies (see the module doc)
-/// within `max_storage` storage bindings.
-pub fn find(graph: &[TensorDesc], i: usize, max_storage: u32) -> Option<RmsNormFusion> {
+/// Nodes encoded as one kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fusion {
+    /// ADD → RMS_NORM → MUL, or part of it.
+    RmsNorm(RmsNormFusion),
+    /// Two consecutive SET_ROWS with the same indices (a layer's K and V
+    /// cache stores) in one dispatch (`set_rows::pairs`).
+    SetRowsPair(usize, usize),
+}
+
+impl Fusion {
+    /// The fused nodes in graph order.
+    pub fn nodes(&self) -> Vec<usize> {
+        match self {
+            Fusion::RmsNorm(f) => f.nodes().collect(),
+            Fusion::SetRowsPair(a, b) => vec![*a, *b],
+        }
+    }
+
+    /// The last fused node: encoding resumes after it.
+    pub fn last(&self) -> usize {
+        match self {
+            Fusion::RmsNorm(f) => f.last(),
+            Fusion::SetRowsPair(_, b) => *b,
+        }
+    }
+}
+
+/// Storage bindings of a SET_ROWS pair: two sources, the indices, two
+/// destinations and the error flag.
+const SET_ROWS_PAIR_BINDINGS: u32 = 6;
+
+/// The fusion starting at node `i`, if one applies, within `max_storage`
+/// storage bindings.
+pub fn find(graph: &[TensorDesc], i: usize, max_storage: u32) -> Option<Fusion> {
+    if is_op(graph, i, Op::SetRows) {
+        let j = next_compute(graph, i)?;
+        let pair = is_op(graph, j, Op::SetRows)
+            && max_storage >= SET_ROWS_PAIR_BINDINGS
+            && set_rows::pairs(graph, i, j);
+        return pair.then_some(Fusion::SetRowsPair(i, j));
+    }
+    find_rms_norm(graph, i, max_storage).map(Fusion::RmsNorm)
+}
+
+/// Encodes `f` as one kernel.
+pub fn encode(e: &mut Encoder, f: &Fusion) -> Result<(), String> {
+    match f {
+        Fusion::RmsNorm(f) => encode_rms_norm(e, f),
+        Fusion::SetRowsPair(a, b) => set_rows::encode_pair(e, *a, *b),
+    }
+}
+
+/// The RMS_NORM fusion starting at node `i`, if one applies (see the
+/// module doc) within `max_storage` storage bindings.
+pub fn find_rms_norm(graph: &[TensorDesc], i: usize, max_storage: u32) -> Option<RmsNormFusion> {
     let (add, norm) = if is_op(graph, i, Op::Add) {
         let j = next_compute(graph, i)?;
         (is_op(graph, j, Op::RmsNorm) && graph[j].src(0) == Some(i)).then_some((Some(i), j))?
@@ -249,7 +307,7 @@ struct Indexing {
 }
 
 /// Encodes the fused nodes as one kernel, one workgroup per row.
-pub fn encode(e: &mut Encoder, f: &RmsNormFusion) -> Result<(), String> {
+fn encode_rms_norm(e: &mut Encoder, f: &RmsNormFusion) -> Result<(), String> {
     let g = e.graph;
     let roles = roles(g, f).ok_or("a fused node lost a source")?;
     let n = &g[f.norm];
@@ -408,14 +466,14 @@ mod tests {
     fn add_norm_mul_fuse_and_the_norm_is_dropped_only_when_the_mul_replaces_it() {
         for in_place in [true, false] {
             let g = llama_norm(in_place);
-            let f = find(&g, 3, 8).expect("fuses");
+            let f = find_rms_norm(&g, 3, 8).expect("fuses");
             assert_eq!(f.nodes().collect::<Vec<_>>(), vec![3, 4, 5]);
             assert_eq!(f.last(), 5);
             let kept = roles(&g, &f).unwrap().iter().any(|(r, _)| *r == Role::N);
             assert_eq!(kept, !in_place);
         }
         // From the norm itself, the MUL alone.
-        let f = find(&llama_norm(true), 4, 8).expect("fuses");
+        let f = find_rms_norm(&llama_norm(true), 4, 8).expect("fuses");
         assert_eq!((f.add, f.mul), (None, Some(5)));
     }
 
@@ -424,12 +482,12 @@ mod tests {
         // A reader between the norm and the MUL: ADD + RMS_NORM only.
         let mut g = llama_norm(true);
         g.insert(5, node(Op::Sqr, [64, 3, 1, 1], 12288, &[4]));
-        assert_eq!(find(&g, 3, 8).map(|f| f.mul), Some(None));
+        assert_eq!(find_rms_norm(&g, 3, 8).map(|f| f.mul), Some(None));
         // The weight inside the memory the kernel writes.
         let mut g = llama_norm(true);
         g[2].offset = 4096;
         assert_eq!(
-            find(&g, 3, 8),
+            find_rms_norm(&g, 3, 8),
             Some(RmsNormFusion {
                 add: Some(3),
                 norm: 4,
@@ -439,19 +497,50 @@ mod tests {
         // A sum partly over its source: nothing fuses.
         let mut g = llama_norm(true);
         g[3].offset = 512;
-        assert_eq!(find(&g, 3, 8), None);
+        assert_eq!(find_rms_norm(&g, 3, 8), None);
         // f16 is not fused.
         let mut g = llama_norm(true);
         g[2].dtype = DType::F16.code();
-        assert_eq!(find(&g, 3, 8).map(|f| f.mul), Some(None));
+        assert_eq!(find_rms_norm(&g, 3, 8).map(|f| f.mul), Some(None));
         // Five regions do not fit four storage bindings; the MUL is left out.
-        assert_eq!(find(&llama_norm(true), 3, 4).map(|f| f.mul), Some(None));
+        assert_eq!(
+            find_rms_norm(&llama_norm(true), 3, 4).map(|f| f.mul),
+            Some(None)
+        );
         // A lone RMS_NORM or ADD is not a fusion.
         let g = vec![
             t([8, 1, 1, 1], 0),
             node(Op::RmsNorm, [8, 1, 1, 1], 64, &[0]),
         ];
-        assert_eq!(find(&g, 1, 8), None);
+        assert_eq!(find_rms_norm(&g, 1, 8), None);
+    }
+
+    #[test]
+    fn set_rows_pair_only_with_shared_indices_and_apart_memory() {
+        let set_rows = |at: u64, rows: usize, idx: usize| {
+            let mut d = node(Op::SetRows, [64, 8, 1, 1], at, &[rows, idx]);
+            d.dtype = DType::F16.code();
+            d
+        };
+        let mut idx = t([2, 1, 1, 1], 2048);
+        idx.dtype = DType::I64.code();
+        let g = vec![
+            t([64, 2, 1, 1], 0),
+            t([64, 2, 1, 1], 1024),
+            idx,
+            set_rows(4096, 0, 2),
+            set_rows(8192, 1, 2),
+        ];
+        assert_eq!(find(&g, 3, 8), Some(Fusion::SetRowsPair(3, 4)));
+        assert_eq!(find(&g, 3, 5), None, "six bindings");
+        // Different indices; the V store over the K rows.
+        let mut other = g.clone();
+        other.push(other[2]);
+        other[4].src[1] = 5;
+        assert_eq!(find(&other, 3, 8), None);
+        let mut over = g.clone();
+        over[4].offset = 0;
+        assert_eq!(find(&over, 3, 8), None);
     }
 
     #[test]

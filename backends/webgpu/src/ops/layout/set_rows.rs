@@ -124,6 +124,51 @@ pub fn supports(_facts: &Facts, graph: &[TensorDesc], node: usize) -> Result<(),
 /// Encodes one invocation per element (per element pair for bf16, per
 /// block for the quantized types).
 pub fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
+    encode_nodes(e, node, None)
+}
+
+/// Whether SET_ROWS nodes `a` and then `b` can run as one dispatch: the
+/// same indices, f32 rows into f16 or f32 elements of as many rows, and
+/// neither writing what the other reads or writes (a layer's K and V
+/// cache stores).
+pub(crate) fn pairs(graph: &[TensorDesc], a: usize, b: usize) -> bool {
+    let (da, db) = (&graph[a], &graph[b]);
+    let (Some(ia), Some(ib)) = (da.src(1), db.src(1)) else {
+        return false;
+    };
+    let (Some(sa), Some(sb)) = (da.src(0), db.src(0)) else {
+        return false;
+    };
+    if ia != ib || ia >= graph.len() || sa >= graph.len() || sb >= graph.len() {
+        return false;
+    }
+    let elements = |t: &TensorDesc| {
+        dtype(t).is_ok_and(|t| matches!(t, DType::F16 | DType::F32))
+            && nb_elems(t, dtype(t).map_or(4, |t| t.type_size() as u64)).is_ok()
+            && ne_u32(t).is_ok()
+    };
+    let overlap = |x: &TensorDesc, y: &TensorDesc| {
+        x.buffer == y.buffer
+            && x.offset < y.offset.saturating_add(y.nbytes())
+            && y.offset < x.offset.saturating_add(x.nbytes())
+    };
+    let (src_a, src_b, idx) = (&graph[sa], &graph[sb], &graph[ia]);
+    da.dtype == db.dtype
+        && elements(da)
+        && da.ne[1] == db.ne[1]
+        && [src_a, src_b]
+            .iter()
+            .all(|t| dtype(t) == Ok(DType::F32) && nb_elems(t, 4).is_ok())
+        && ![src_b, idx, db].iter().any(|t| overlap(da, t))
+        && ![src_a, idx].iter().any(|t| overlap(db, t))
+}
+
+/// Encodes SET_ROWS `a` and `b` (see [`pairs`]) as one dispatch.
+pub(crate) fn encode_pair(e: &mut Encoder, a: usize, b: usize) -> Result<(), String> {
+    encode_nodes(e, a, Some(b))
+}
+
+fn encode_nodes(e: &mut Encoder, node: usize, second: Option<usize>) -> Result<(), String> {
     let g = e.graph;
     let d = &g[node];
     let (is, ii) = (src_index(g, node, 0)?, src_index(g, node, 1)?);
@@ -160,7 +205,7 @@ pub fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
             (bd.elem_offset(size)?, nb_elems(d, size)?, ne[0])
         }
     };
-    let params = Params::new()
+    let mut params = Params::new()
         .u32x4(ne)
         .u32(bs.elem_offset(4)?)
         .u32x4(nb_elems(s, 4)?)
@@ -173,12 +218,32 @@ pub fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
         .u32(off_d)
         .u32x4(nb_d)
         .u32(ne_u32(d)?[1])
-        .u32(e.node as u32 + 1);
-    let n = u64::from(width) * s.ne[1..].iter().map(|&x| x as u64).product::<u64>();
+        .u32(node as u32 + 1);
+    let rows = |t: &TensorDesc| t.ne[1..].iter().map(|&x| x as u64).product::<u64>();
+    let mut n = u64::from(width) * rows(s);
+    let mut bindings = vec![bs, bi, bd, flag];
+    if let Some(b) = second {
+        if layout != Layout::Elements {
+            return Err("only element rows are stored in pairs".into());
+        }
+        let sb = src_index(g, b, 0)?;
+        let (src_b, dst_b) = (&g[sb], &g[b]);
+        let size = td.type_size() as u64;
+        let (bsb, bdb) = (e.binding(sb)?, e.binding(b)?);
+        params = params
+            .u32x4(ne_u32(src_b)?)
+            .u32(bsb.elem_offset(4)?)
+            .u32x4(nb_elems(src_b, 4)?)
+            .u32(bdb.elem_offset(size)?)
+            .u32x4(nb_elems(dst_b, size)?);
+        key = key.define("PAIR", "");
+        bindings.extend([bsb, bdb]);
+        n += u64::from(ne_u32(src_b)?[0]) * rows(src_b);
+    }
     e.dispatch_linear(
         &key,
         Checks::On,
-        &[bs, bi, bd, flag],
+        &bindings,
         &params,
         n.div_ceil(u64::from(WG)),
     )
