@@ -147,7 +147,7 @@ pub const WEBGPU_OPTIONS: &[OptionSpec] = &[
         name: "fuse",
         kind: OptionKind::Bool,
         default: "on",
-        meaning: "fuse ADD, RMS_NORM and MUL by a weight into one kernel where the graph allows (docs/webgpu.md, Execution)",
+        meaning: "fuse kernels where the graph allows: ADD/RMS_NORM/MUL chains, a mat-vec's activation quantizing with the node making them, K/V SET_ROWS pairs (docs/webgpu.md, Execution)",
         env: "BACKPLANE_WEBGPU_FUSE",
     },
     OptionSpec {
@@ -302,7 +302,7 @@ pub struct Tuning {
     pub flash_attn_no_pack: bool,
     /// `first_submit`.
     pub first_submit: usize,
-    /// `fuse`: fuse ADD → RMS_NORM → MUL chains (`ops::fusion`).
+    /// `fuse`: encode chains of nodes as one kernel (`ops::fusion`).
     pub fuse: bool,
 }
 
