@@ -9,7 +9,7 @@ use crate::graph::{ABSENT, Graph, TensorId};
 impl Graph {
     /// Fused attention as ggml_flash_attn_ext: q [D, n_q, H, B] f32,
     /// k [D, n_kv, H_kv, B_kv], v [Dv, n_kv, H_kv, B_kv] (f32/f16/q4_0/q8_0),
-    /// optional f16 mask [n_kv, >= n_q, *, *] and f32 sinks [H]
+    /// optional f16 mask [n_kv, >= n_q, *, *] and f32 sinks `[H]`
     /// -> f32 [Dv, H, n_q, B].
     #[allow(clippy::too_many_arguments)]
     pub fn flash_attn_ext(

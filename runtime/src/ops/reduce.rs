@@ -23,7 +23,7 @@ impl Graph {
         self.node(Op::Cumsum, [0; 16], &[a], Out::Fresh)
     }
 
-    /// Index of the largest element of each row: a [n, rows] f32 -> i32 [rows].
+    /// Index of the largest element of each row: a `[n, rows]` f32 -> i32 `[rows]`.
     pub fn argmax(&mut self, a: TensorId) -> Result<TensorId, GraphError> {
         self.node(Op::Argmax, [0; 16], &[a], Out::Fresh)
     }

@@ -11,7 +11,7 @@ use crate::graph::{Graph, TensorId};
 pub struct RopeParams {
     /// Leading dims of each row that rotate (the rest pass through).
     pub n_dims: i32,
-    /// [`rope_mode`] value.
+    /// [`rope_mode`](crate::rope_mode) value.
     pub mode: i32,
     /// Training context length (YaRN).
     pub n_ctx_orig: i32,
@@ -51,7 +51,7 @@ impl RopeParams {
 
 impl Graph {
     /// Rotary embedding as ggml_rope_ext: a [d, heads, tokens, b] f32/f16,
-    /// pos i32 [tokens] (4x for multi-section modes), optional f32 freq factors.
+    /// pos i32 `[tokens]` (4x for multi-section modes), optional f32 freq factors.
     pub fn rope(
         &mut self,
         a: TensorId,

@@ -16,7 +16,7 @@ impl Graph {
     /// Mamba selective scan as ggml_ssm_scan: states s [d_state, head_dim,
     /// n_head, n_seqs_total], x [head_dim, n_head, n_tok, n_seqs], dt [n_head,
     /// n_tok, n_seqs], A [1 or d_state, n_head], B and C [d_state, n_group,
-    /// n_tok, n_seqs], ids i32 [n_seqs] -> f32 vector: y then final states.
+    /// n_tok, n_seqs], ids i32 `[n_seqs]` -> f32 vector: y then final states.
     #[allow(clippy::too_many_arguments)]
     pub fn ssm_scan(
         &mut self,

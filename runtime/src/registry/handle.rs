@@ -2,7 +2,7 @@
 //! came from a plugin file or is linked in (the CPU fallback).
 //!
 //! This is the plugin edge: every value a plugin hands the host is checked
-//! here, once, by the rules of [`check`](super::check) (enum codes known,
+//! here, once, by the rules of [`check`] (enum codes known,
 //! numbers in range and consistent, text cleaned and capped), and the rest
 //! of the host trusts what these handles return. Values that do not change
 //! (names, kinds, caps, buffer types, alignments, a buffer's id and size)
