@@ -327,3 +327,71 @@ fn k_and_v_cache_stores_in_one_dispatch_match_the_separate_kernels() {
     let e = bad.expect_err("index 8 of 8 rows").to_string();
     assert!(e.contains("index 8 is out of range"), "{e}");
 }
+
+#[test]
+fn q_and_k_rope_in_one_dispatch_match_the_separate_kernels() {
+    let reg = WebGpuReg::new();
+    let Some(dev) = reg.devices().into_iter().next() else {
+        eprintln!(
+            "no WebGPU device here: {}",
+            reg.no_device_reason().unwrap_or_default()
+        );
+        return;
+    };
+    let buf = dev.buffer_type().alloc_buffer(6 * SLOT).expect("alloc");
+    let id = buf.id();
+    // Q [64, 4 heads, 2 tokens], K [64, 2 heads, 2 tokens], positions [2];
+    // both roped as ggml_rope_ext (mode 0 and NEOX), Q then K.
+    let mut pos = TensorDesc::new(DType::I32, [2, 1, 1, 1]);
+    pos.buffer = id;
+    pos.offset = 2 * SLOT;
+    for mode in [0, 2] {
+        let rope = |heads: i64, at: u64, src: usize| {
+            let mut d = node(Op::Rope, [64, heads, 2, 1], at, id, &[src, 2]);
+            d.op_params[1] = 64;
+            d.op_params[2] = mode;
+            d.op_params[4] = 4096;
+            d.op_params[5] = 10000f32.to_bits() as i32;
+            d.op_params[6] = 1f32.to_bits() as i32;
+            d.op_params[8] = 1f32.to_bits() as i32;
+            d.op_params[9] = 32f32.to_bits() as i32;
+            d.op_params[10] = 1f32.to_bits() as i32;
+            d
+        };
+        let g = vec![
+            leaf([64, 4, 2, 1], 0, id),
+            leaf([64, 2, 2, 1], SLOT, id),
+            pos,
+            rope(4, 3 * SLOT, 0),
+            rope(2, 4 * SLOT, 1),
+        ];
+        let run_ropes = |params: &str| {
+            buf.clear(0).expect("clear");
+            let q: Vec<f32> = (0..512).map(|i| (i % 29) as f32 * 0.3 - 4.0).collect();
+            let k: Vec<f32> = (0..256).map(|i| 3.0 - (i % 17) as f32 * 0.4).collect();
+            buf.set_tensor(&g[0], 0, &bytes(&q)).expect("set");
+            buf.set_tensor(&g[1], 0, &bytes(&k)).expect("set");
+            let p: Vec<u8> = [3i32, 700].iter().flat_map(|v| v.to_le_bytes()).collect();
+            buf.set_tensor(&g[2], 0, &p).expect("set");
+            dev.init_backend(params)
+                .expect("stream")
+                .graph_compute(&g)
+                .expect("graph_compute");
+            [3, 4].map(|t| {
+                let mut out = vec![0u8; g[t].nbytes() as usize];
+                buf.get_tensor(&g[t], 0, &mut out).expect("get");
+                out
+            })
+        };
+        let fused = run_ropes("");
+        let separate = run_ropes("fuse=off");
+        assert!(fused == separate, "mode {mode}: results differ");
+        // Normal mode, position 3: pair (0, 1) of Q's first head, (-4.0,
+        // -3.7), turns by 3 radians.
+        if mode == 0 {
+            let q0 = floats(&fused[0][..4])[0];
+            let want = -4.0f32 * 3f32.cos() + 3.7 * 3f32.sin();
+            assert!((q0 - want).abs() < 1e-5, "{q0} vs {want}");
+        }
+    }
+}
