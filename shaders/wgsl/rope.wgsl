@@ -8,10 +8,10 @@
 // reference, divided by the frequency factor, mixed by YaRN, and reduced
 // to [-pi, pi] before cos/sin. Strides and offsets are in elements.
 // HAS_FF: frequency factors are bound after the positions.
-// PAIR (not with INPLACE): a second ROPE with the same parameters,
-// positions and factors and rows of the same length (a layer's K after
-// its Q) runs in the same dispatch, its invocations after the first
-// one's, from src0_b into dst_b with its own head count and strides.
+// PAIR: a second ROPE with the same parameters, positions and factors
+// and rows of the same length (a layer's K after its Q) runs in the same
+// dispatch, its invocations after the first one's, from src0_b into dst_b
+// (INPLACE_B: src0_b itself) with its own head count and strides.
 
 #include "common/index"
 
@@ -43,7 +43,11 @@ struct Params {
 #endif
 #ifdef PAIR
 @group(0) @binding(BINDING_SRC_B) var<storage, read_write> src0_b: array<SRC0_TYPE>;
+#ifdef INPLACE_B
+#define dst_b src0_b
+#else
 @group(0) @binding(BINDING_DST_B) var<storage, read_write> dst_b: array<DST_TYPE>;
+#endif
 #endif
 @group(0) @binding(BINDING_PARAMS) var<uniform> p: Params;
 

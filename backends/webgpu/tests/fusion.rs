@@ -341,11 +341,13 @@ fn q_and_k_rope_in_one_dispatch_match_the_separate_kernels() {
     let buf = dev.buffer_type().alloc_buffer(6 * SLOT).expect("alloc");
     let id = buf.id();
     // Q [64, 4 heads, 2 tokens], K [64, 2 heads, 2 tokens], positions [2];
-    // both roped as ggml_rope_ext (mode 0 and NEOX), Q then K.
+    // both roped as ggml_rope_ext, Q then K.
     let mut pos = TensorDesc::new(DType::I32, [2, 1, 1, 1]);
     pos.buffer = id;
     pos.offset = 2 * SLOT;
-    for mode in [0, 2] {
+    // Modes normal and NEOX; Q computed over its source (as the allocator
+    // places it) or apart.
+    for (mode, q_in_place) in [(0, true), (2, true), (0, false)] {
         let rope = |heads: i64, at: u64, src: usize| {
             let mut d = node(Op::Rope, [64, heads, 2, 1], at, id, &[src, 2]);
             d.op_params[1] = 64;
@@ -362,7 +364,7 @@ fn q_and_k_rope_in_one_dispatch_match_the_separate_kernels() {
             leaf([64, 4, 2, 1], 0, id),
             leaf([64, 2, 2, 1], SLOT, id),
             pos,
-            rope(4, 3 * SLOT, 0),
+            rope(4, if q_in_place { 0 } else { 3 * SLOT }, 0),
             rope(2, 4 * SLOT, 1),
         ];
         let run_ropes = |params: &str| {
@@ -385,7 +387,10 @@ fn q_and_k_rope_in_one_dispatch_match_the_separate_kernels() {
         };
         let fused = run_ropes("");
         let separate = run_ropes("fuse=off");
-        assert!(fused == separate, "mode {mode}: results differ");
+        assert!(
+            fused == separate,
+            "mode {mode} (Q in place: {q_in_place}): results differ"
+        );
         // Normal mode, position 3: pair (0, 1) of Q's first head, (-4.0,
         // -3.7), turns by 3 radians.
         if mode == 0 {

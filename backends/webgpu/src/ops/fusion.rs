@@ -560,7 +560,7 @@ mod tests {
     }
 
     #[test]
-    fn rope_pair_only_with_the_same_parameters_and_not_in_place() {
+    fn rope_pair_only_with_the_same_parameters_and_apart_memory() {
         let rope = |heads: i64, at: u64, src: usize| {
             let mut d = node(Op::Rope, [64, heads, 2, 1], at, &[src, 2]);
             d.op_params[1] = 64;
@@ -579,15 +579,27 @@ mod tests {
         let mut other = g.clone();
         other[4].op_params[1] = 32;
         assert_eq!(find(&other, 3, 8), None, "different dims");
+        // K in place over its source pairs (each invocation rewrites what
+        // it read); K's result over Q's source does not.
         let mut in_place = g.clone();
         in_place[4].offset = 2048;
-        assert_eq!(find(&in_place, 3, 8), None, "K in place");
+        assert_eq!(find(&in_place, 3, 8), Some(Fusion::RopePair(3, 4)));
+        in_place[4].offset = 0;
+        assert_eq!(find(&in_place, 3, 8), None, "K over Q's source");
         for ff in [false, true] {
             let mut key = PipelineKey::new("rope", "normal")
                 .ty("SRC0", "f32")
                 .ty("DST", "f32")
                 .define("PAIR", "")
                 .wg(256);
+            // In place, both of them.
+            let mut both = key.clone().define("INPLACE_B", "");
+            both.inplace = true;
+            shader_check::check(
+                &both
+                    .define("BINDING_SRC_B", "2")
+                    .define("BINDING_PARAMS", "3"),
+            );
             let n = if ff {
                 key = key.define("HAS_FF", "");
                 3

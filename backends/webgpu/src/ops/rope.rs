@@ -120,8 +120,8 @@ pub fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
 
 /// Whether ROPE nodes `a` and then `b` can run as one dispatch: the same
 /// parameters, positions and frequency factors, sources of one type with
-/// rows of the same length and tokens, neither computed in place, and
-/// neither writing what the other reads or writes (a layer's Q and K).
+/// rows of the same length and tokens, and neither writing what the other
+/// reads or writes (a layer's Q and K; each may be computed in place).
 pub(crate) fn pairs(graph: &[TensorDesc], a: usize, b: usize) -> bool {
     let (da, db) = (&graph[a], &graph[b]);
     let srcs = |d: &TensorDesc| [d.src(0), d.src(1), d.src(2)];
@@ -146,8 +146,6 @@ pub(crate) fn pairs(graph: &[TensorDesc], a: usize, b: usize) -> bool {
         && da.dtype == db.dtype
         && src_a.ne[0] == src_b.ne[0]
         && src_a.ne[2..] == src_b.ne[2..]
-        && !same_memory(da, src_a)
-        && !same_memory(db, src_b)
         && ![src_b, db]
             .into_iter()
             .chain(shared.iter().copied())
@@ -201,6 +199,7 @@ fn encode_nodes(e: &mut Encoder, node: usize, second: Option<usize>) -> Result<(
         Some(b) => {
             let sb = src_index(g, b, 0)?;
             let (bsb, bdb) = (e.binding(sb)?, e.binding(b)?);
+            let in_place = same_memory(&g[b], &g[sb]);
             let params = Params::new()
                 .u32(ne_u32(&g[sb])?[1])
                 .u32(bsb.elem_offset(size)?)
@@ -209,9 +208,14 @@ fn encode_nodes(e: &mut Encoder, node: usize, second: Option<usize>) -> Result<(
                 .u32x4(nb_elems(&g[b], size)?);
             key = key
                 .define("PAIR", "")
-                .define("BINDING_SRC_B", bindings.len().to_string())
-                .define("BINDING_DST_B", (bindings.len() + 1).to_string());
-            bindings.extend([bsb, bdb]);
+                .define("BINDING_SRC_B", bindings.len().to_string());
+            bindings.push(bsb);
+            if in_place {
+                key = key.define("INPLACE_B", "");
+            } else {
+                key = key.define("BINDING_DST_B", bindings.len().to_string());
+                bindings.push(bdb);
+            }
             Some((sb, params))
         }
         None => None,
