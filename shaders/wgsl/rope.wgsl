@@ -8,10 +8,6 @@
 // reference, divided by the frequency factor, mixed by YaRN, and reduced
 // to [-pi, pi] before cos/sin. Strides and offsets are in elements.
 // HAS_FF: frequency factors are bound after the positions.
-// PAIR: a second ROPE with the same parameters, positions and factors
-// and rows of the same length (a layer's K after its Q) runs in the same
-// dispatch, its invocations after the first one's, from src0_b into dst_b
-// (INPLACE_B: src0_b itself) with its own head count and strides.
 
 #include "common/index"
 
@@ -24,11 +20,6 @@ struct Params {
     theta_scale: f32, freq_scale: f32, ext_factor: f32, mscale: f32,
     corr_low: f32, corr_high: f32,
     sec0: u32, sec1: u32, sec2: u32, sec3: u32,
-#ifdef PAIR
-    ne1_b: u32,
-    off_a_b: u32, sa0_b: u32, sa1_b: u32, sa2_b: u32, sa3_b: u32,
-    off_d_b: u32, sd0_b: u32, sd1_b: u32, sd2_b: u32, sd3_b: u32,
-#endif
 }
 
 @group(0) @binding(0) var<storage, read_write> src0: array<SRC0_TYPE>;
@@ -41,36 +32,7 @@ struct Params {
 #else
 @group(0) @binding(BINDING_DST) var<storage, read_write> dst: array<DST_TYPE>;
 #endif
-#ifdef PAIR
-@group(0) @binding(BINDING_SRC_B) var<storage, read_write> src0_b: array<SRC0_TYPE>;
-#ifdef INPLACE_B
-#define dst_b src0_b
-#else
-@group(0) @binding(BINDING_DST_B) var<storage, read_write> dst_b: array<DST_TYPE>;
-#endif
-#endif
 @group(0) @binding(BINDING_PARAMS) var<uniform> p: Params;
-
-// Element i of the source (of the second ROPE when `second`).
-fn load(second: bool, i: u32) -> f32 {
-#ifdef PAIR
-    if (second) {
-        return f32(src0_b[i]);
-    }
-#endif
-    return f32(src0[i]);
-}
-
-// Stores v at element i of the destination (of the second ROPE when `second`).
-fn store(second: bool, i: u32, v: f32) {
-#ifdef PAIR
-    if (second) {
-        dst_b[i] = DST_TYPE(v);
-        return;
-    }
-#endif
-    dst[i] = DST_TYPE(v);
-}
 
 // `base * theta_scale^steps`, one multiplication at a time as the reference.
 fn powered(base: f32, steps: u32) -> f32 {
@@ -149,38 +111,20 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
     let slots = (p.ne0 + 1u) / 2u;
-    var i = linear_index(wid, nwg, lid, WG_SIZE);
-    let first = slots * p.ne1 * p.ne2 * p.ne3;
-    var second = false;
-    var ne1 = p.ne1;
-    var off_a = p.off_a;
-    var sa = vec4<u32>(p.sa0, p.sa1, p.sa2, p.sa3);
-    var off_d = p.off_d;
-    var sd = vec4<u32>(p.sd0, p.sd1, p.sd2, p.sd3);
-#ifdef PAIR
-    if (i >= first) {
-        i -= first;
-        second = true;
-        ne1 = p.ne1_b;
-        off_a = p.off_a_b;
-        sa = vec4<u32>(p.sa0_b, p.sa1_b, p.sa2_b, p.sa3_b);
-        off_d = p.off_d_b;
-        sd = vec4<u32>(p.sd0_b, p.sd1_b, p.sd2_b, p.sd3_b);
-    }
-#endif
-    if (i >= slots * ne1 * p.ne2 * p.ne3) {
+    let i = linear_index(wid, nwg, lid, WG_SIZE);
+    if (i >= slots * p.ne1 * p.ne2 * p.ne3) {
         return;
     }
     let k = i % slots;
-    let r = unravel(i / slots, ne1, p.ne2, p.ne3);
-    let base_a = off_a + r.x * sa.y + r.y * sa.z + r.z * sa.w;
-    let base_d = off_d + r.x * sd.y + r.y * sd.z + r.z * sd.w;
+    let r = unravel(i / slots, p.ne1, p.ne2, p.ne3);
+    let base_a = p.off_a + r.x * p.sa1 + r.y * p.sa2 + r.z * p.sa3;
+    let base_d = p.off_d + r.x * p.sd1 + r.y * p.sd2 + r.z * p.sd3;
 
     if (k >= p.n_pairs) {
         let j = 2u * k;
-        store(second, base_d + j * sd.x, load(second, base_a + j * sa.x));
+        dst[base_d + j * p.sd0] = DST_TYPE(f32(src0[base_a + j * p.sa0]));
         if (j + 1u < p.ne0) {
-            store(second, base_d + (j + 1u) * sd.x, load(second, base_a + (j + 1u) * sa.x));
+            dst[base_d + (j + 1u) * p.sd0] = DST_TYPE(f32(src0[base_a + (j + 1u) * p.sa0]));
         }
         return;
     }
@@ -213,8 +157,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     let c = cos(t) * p.mscale;
     let s = sin(t) * p.mscale;
 
-    let x0 = load(second, base_a + j0 * sa.x);
-    let x1 = load(second, base_a + j1 * sa.x);
-    store(second, base_d + j0 * sd.x, x0 * c - x1 * s);
-    store(second, base_d + j1 * sd.x, x0 * s + x1 * c);
+    let x0 = f32(src0[base_a + j0 * p.sa0]);
+    let x1 = f32(src0[base_a + j1 * p.sa0]);
+    dst[base_d + j0 * p.sd0] = DST_TYPE(x0 * c - x1 * s);
+    dst[base_d + j1 * p.sd0] = DST_TYPE(x0 * s + x1 * c);
 }

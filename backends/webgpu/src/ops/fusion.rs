@@ -6,9 +6,8 @@
 //! `shaders/wgsl/rms_norm_fused.wgsl`.
 //!
 //! Also two consecutive SET_ROWS with the same indices (a layer's K and V
-//! cache stores), or two ROPE with the same parameters and positions (its
-//! Q and K), run as one dispatch when neither writes what the other
-//! touches (`set_rows::pairs`, `rope::pairs`).
+//! cache stores) run as one dispatch when neither writes what the other
+//! touches (`set_rows::pairs`).
 //!
 //! A graph from the scheduler is one split: the backend cannot see whether
 //! a later split, a copy to another device or the host reads a node of it.
@@ -38,7 +37,6 @@ use crate::encode::{Binding, Encoder, Params};
 use crate::kept::CopyOrigin;
 use crate::ops::layout::set_rows;
 use crate::ops::matmul::{Q8Copy, quantizes_src1};
-use crate::ops::rope;
 use crate::ops::{nb_elems, ne_u32};
 use crate::ops::{row_count, row_workgroup_size};
 use crate::pipelines::Checks;
@@ -156,9 +154,6 @@ pub enum Fusion {
     /// Two consecutive SET_ROWS with the same indices (a layer's K and V
     /// cache stores) in one dispatch (`set_rows::pairs`).
     SetRowsPair(usize, usize),
-    /// Two consecutive ROPE with the same parameters and positions (a
-    /// layer's Q and K) in one dispatch (`rope::pairs`).
-    RopePair(usize, usize),
 }
 
 impl Fusion {
@@ -166,7 +161,7 @@ impl Fusion {
     pub fn nodes(&self) -> Vec<usize> {
         match self {
             Fusion::RmsNorm(f) => f.nodes().collect(),
-            Fusion::SetRowsPair(a, b) | Fusion::RopePair(a, b) => vec![*a, *b],
+            Fusion::SetRowsPair(a, b) => vec![*a, *b],
         }
     }
 
@@ -174,7 +169,7 @@ impl Fusion {
     pub fn last(&self) -> usize {
         match self {
             Fusion::RmsNorm(f) => f.last(),
-            Fusion::SetRowsPair(_, b) | Fusion::RopePair(_, b) => *b,
+            Fusion::SetRowsPair(_, b) => *b,
         }
     }
 }
@@ -182,10 +177,6 @@ impl Fusion {
 /// Storage bindings of a SET_ROWS pair: two sources, the indices, two
 /// destinations and the error flag.
 const SET_ROWS_PAIR_BINDINGS: u32 = 6;
-
-/// Storage bindings of a ROPE pair without frequency factors: two sources,
-/// the positions, two destinations.
-const ROPE_PAIR_BINDINGS: u32 = 5;
 
 /// The fusion starting at node `i`, if one applies, within `max_storage`
 /// storage bindings.
@@ -197,12 +188,6 @@ pub fn find(graph: &[TensorDesc], i: usize, max_storage: u32) -> Option<Fusion> 
             && set_rows::pairs(graph, i, j);
         return pair.then_some(Fusion::SetRowsPair(i, j));
     }
-    if is_op(graph, i, Op::Rope) {
-        let j = next_compute(graph, i)?;
-        let bindings = ROPE_PAIR_BINDINGS + u32::from(graph[i].src(2).is_some());
-        let pair = is_op(graph, j, Op::Rope) && max_storage >= bindings && rope::pairs(graph, i, j);
-        return pair.then_some(Fusion::RopePair(i, j));
-    }
     find_rms_norm(graph, i, max_storage).map(Fusion::RmsNorm)
 }
 
@@ -211,7 +196,6 @@ pub fn encode(e: &mut Encoder, f: &Fusion) -> Result<(), String> {
     match f {
         Fusion::RmsNorm(f) => encode_rms_norm(e, f),
         Fusion::SetRowsPair(a, b) => set_rows::encode_pair(e, *a, *b),
-        Fusion::RopePair(a, b) => rope::encode_pair(e, *a, *b),
     }
 }
 
@@ -557,62 +541,6 @@ mod tests {
         let mut over = g.clone();
         over[4].offset = 0;
         assert_eq!(find(&over, 3, 8), None);
-    }
-
-    #[test]
-    fn rope_pair_only_with_the_same_parameters_and_apart_memory() {
-        let rope = |heads: i64, at: u64, src: usize| {
-            let mut d = node(Op::Rope, [64, heads, 2, 1], at, &[src, 2]);
-            d.op_params[1] = 64;
-            d
-        };
-        let mut pos = t([2, 1, 1, 1], 4096);
-        pos.dtype = DType::I32.code();
-        let g = vec![
-            t([64, 4, 2, 1], 0),
-            t([64, 2, 2, 1], 2048),
-            pos,
-            rope(4, 8192, 0),
-            rope(2, 12288, 1),
-        ];
-        assert_eq!(find(&g, 3, 8), Some(Fusion::RopePair(3, 4)));
-        let mut other = g.clone();
-        other[4].op_params[1] = 32;
-        assert_eq!(find(&other, 3, 8), None, "different dims");
-        // K in place over its source pairs (each invocation rewrites what
-        // it read); K's result over Q's source does not.
-        let mut in_place = g.clone();
-        in_place[4].offset = 2048;
-        assert_eq!(find(&in_place, 3, 8), Some(Fusion::RopePair(3, 4)));
-        in_place[4].offset = 0;
-        assert_eq!(find(&in_place, 3, 8), None, "K over Q's source");
-        for ff in [false, true] {
-            let mut key = PipelineKey::new("rope", "normal")
-                .ty("SRC0", "f32")
-                .ty("DST", "f32")
-                .define("PAIR", "")
-                .wg(256);
-            // In place, both of them.
-            let mut both = key.clone().define("INPLACE_B", "");
-            both.inplace = true;
-            shader_check::check(
-                &both
-                    .define("BINDING_SRC_B", "2")
-                    .define("BINDING_PARAMS", "3"),
-            );
-            let n = if ff {
-                key = key.define("HAS_FF", "");
-                3
-            } else {
-                2
-            };
-            key = key
-                .define("BINDING_DST", n.to_string())
-                .define("BINDING_SRC_B", (n + 1).to_string())
-                .define("BINDING_DST_B", (n + 2).to_string())
-                .define("BINDING_PARAMS", (n + 3).to_string());
-            shader_check::check(&key);
-        }
     }
 
     #[test]

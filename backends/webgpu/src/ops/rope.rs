@@ -115,53 +115,6 @@ pub fn supports(_facts: &Facts, graph: &[TensorDesc], node: usize) -> Result<(),
 
 /// Encodes one invocation per pair slot of every row.
 pub fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
-    encode_nodes(e, node, None)
-}
-
-/// Whether ROPE nodes `a` and then `b` can run as one dispatch: the same
-/// parameters, positions and frequency factors, sources of one type with
-/// rows of the same length and tokens, and neither writing what the other
-/// reads or writes (a layer's Q and K; each may be computed in place).
-pub(crate) fn pairs(graph: &[TensorDesc], a: usize, b: usize) -> bool {
-    let (da, db) = (&graph[a], &graph[b]);
-    let srcs = |d: &TensorDesc| [d.src(0), d.src(1), d.src(2)];
-    let ([Some(sa), Some(pos), ff], [Some(sb), pos_b, ff_b]) = (srcs(da), srcs(db)) else {
-        return false;
-    };
-    if Some(pos) != pos_b || ff != ff_b || da.op_params != db.op_params {
-        return false;
-    }
-    let in_graph = [sa, sb, pos].into_iter().chain(ff).all(|i| i < graph.len());
-    if !in_graph {
-        return false;
-    }
-    let (src_a, src_b) = (&graph[sa], &graph[sb]);
-    let overlap = |x: &TensorDesc, y: &TensorDesc| {
-        x.buffer == y.buffer
-            && x.offset < y.offset.saturating_add(y.nbytes())
-            && y.offset < x.offset.saturating_add(x.nbytes())
-    };
-    let shared: Vec<&TensorDesc> = [pos].into_iter().chain(ff).map(|i| &graph[i]).collect();
-    src_a.dtype == src_b.dtype
-        && da.dtype == db.dtype
-        && src_a.ne[0] == src_b.ne[0]
-        && src_a.ne[2..] == src_b.ne[2..]
-        && ![src_b, db]
-            .into_iter()
-            .chain(shared.iter().copied())
-            .any(|t| overlap(da, t))
-        && ![src_a]
-            .into_iter()
-            .chain(shared.iter().copied())
-            .any(|t| overlap(db, t))
-}
-
-/// Encodes ROPE `a` and `b` (see [`pairs`]) as one dispatch.
-pub(crate) fn encode_pair(e: &mut Encoder, a: usize, b: usize) -> Result<(), String> {
-    encode_nodes(e, a, Some(b))
-}
-
-fn encode_nodes(e: &mut Encoder, node: usize, second: Option<usize>) -> Result<(), String> {
     let g = e.graph;
     let d = &g[node];
     let (ia, ip) = (src_index(g, node, 0)?, src_index(g, node, 1)?);
@@ -194,32 +147,6 @@ fn encode_nodes(e: &mut Encoder, node: usize, second: Option<usize>) -> Result<(
         key = key.define("BINDING_DST", bindings.len().to_string());
         bindings.push(bd.clone());
     }
-    // The second ROPE of a pair: its source and destination.
-    let second = match second {
-        Some(b) => {
-            let sb = src_index(g, b, 0)?;
-            let (bsb, bdb) = (e.binding(sb)?, e.binding(b)?);
-            let in_place = same_memory(&g[b], &g[sb]);
-            let params = Params::new()
-                .u32(ne_u32(&g[sb])?[1])
-                .u32(bsb.elem_offset(size)?)
-                .u32x4(nb_elems(&g[sb], size)?)
-                .u32(bdb.elem_offset(size)?)
-                .u32x4(nb_elems(&g[b], size)?);
-            key = key
-                .define("PAIR", "")
-                .define("BINDING_SRC_B", bindings.len().to_string());
-            bindings.push(bsb);
-            if in_place {
-                key = key.define("INPLACE_B", "");
-            } else {
-                key = key.define("BINDING_DST_B", bindings.len().to_string());
-                bindings.push(bdb);
-            }
-            Some((sb, params))
-        }
-        None => None,
-    };
     key = key.define("BINDING_PARAMS", bindings.len().to_string());
 
     let ne = ne_u32(a)?;
@@ -244,21 +171,7 @@ fn encode_nodes(e: &mut Encoder, node: usize, second: Option<usize>) -> Result<(
         .f32(corr_low)
         .f32(corr_high)
         .u32x4(r.sections.map(|s| s as u32));
-    let slots_of = |t: &TensorDesc| {
-        (t.ne[0] as u64).div_ceil(2) * (t.nelements() as u64 / t.ne[0].max(1) as u64)
-    };
-    let mut slots = slots_of(a);
-    let params = match second {
-        Some((sb, more)) => {
-            slots += slots_of(&g[sb]);
-            let mut p = params;
-            for &w in more.words() {
-                p = p.u32(w);
-            }
-            p
-        }
-        None => params,
-    };
+    let slots = (a.ne[0] as u64).div_ceil(2) * (a.nelements() as u64 / a.ne[0].max(1) as u64);
     e.dispatch_linear(
         &key,
         Checks::On,
