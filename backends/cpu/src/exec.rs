@@ -7,6 +7,7 @@ use backplane_abi::{MAX_SRC, Op, TensorDesc};
 
 use crate::error::CpuError;
 use crate::ops::{self, NodeCtx, SharedPtr};
+use crate::pool::WorkerPool;
 
 /// Settings of a [`CpuBackend`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -17,7 +18,7 @@ pub struct CpuConfig {
 
 /// The CPU backend: a thread pool and scratch memory reused across graphs.
 pub struct CpuBackend {
-    pool: rayon::ThreadPool,
+    pool: WorkerPool,
     n_threads: usize,
     scratch: Mutex<Vec<u8>>,
 }
@@ -29,11 +30,7 @@ impl CpuBackend {
             .n_threads
             .unwrap_or_else(num_cpus::get_physical)
             .max(1);
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(n_threads)
-            .thread_name(|i| format!("backplane-cpu-{i}"))
-            .build()
-            .expect("spawning CPU worker threads");
+        let pool = WorkerPool::new(n_threads).expect("spawning CPU worker threads");
         CpuBackend {
             pool,
             n_threads,

@@ -12,6 +12,7 @@ mod error;
 mod exec;
 pub mod ops;
 pub mod plugin;
+mod pool;
 pub mod repack;
 pub mod simd;
 

@@ -33,7 +33,7 @@ pub struct NodeCtx<'a> {
     /// Source data pointers (null where absent).
     pub src_ptr: [SharedPtr; MAX_SRC],
     /// Thread pool to split work over.
-    pub pool: &'a rayon::ThreadPool,
+    pub pool: &'a crate::pool::WorkerPool,
     /// Worker count.
     pub n_threads: usize,
     /// Reusable scratch memory (quantized activations, ...).

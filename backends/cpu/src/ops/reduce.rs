@@ -3,7 +3,7 @@
 use std::cmp::Ordering;
 
 use backplane_abi::{DType, MAX_SRC, Op, TensorDesc};
-use rayon::prelude::*;
+use std::sync::{Mutex, PoisonError};
 
 use super::tensor::{PAR_MIN_WORK, Tensor, expect_type, par_range, src_type, sum_f64};
 use crate::error::CpuError;
@@ -52,8 +52,19 @@ pub unsafe fn run(ctx: &NodeCtx<'_>) -> Result<(), CpuError> {
             let total: f64 = if nr * ne0 < PAR_MIN_WORK || ctx.n_threads <= 1 {
                 (0..nr).map(row_sum).sum()
             } else {
-                ctx.pool
-                    .install(|| (0..nr).into_par_iter().map(row_sum).sum())
+                // Each thread sums its own contiguous rows; the partial
+                // sums are added in thread order (the same total every run).
+                let parts: Vec<Mutex<f64>> = (0..ctx.n_threads).map(|_| Mutex::new(0.0)).collect();
+                let per = nr.div_ceil(ctx.n_threads);
+                ctx.pool.broadcast(&|t| {
+                    let rows = (t * per).min(nr)..((t + 1) * per).min(nr);
+                    let s: f64 = rows.map(row_sum).sum();
+                    *parts[t].lock().unwrap_or_else(PoisonError::into_inner) = s;
+                });
+                parts
+                    .into_iter()
+                    .map(|p| p.into_inner().unwrap_or_else(PoisonError::into_inner))
+                    .sum()
             };
             // SAFETY: dst holds one element.
             unsafe { d.store_f32(0, d.type_size(), &[total as f32]) };

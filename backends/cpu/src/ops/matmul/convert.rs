@@ -134,13 +134,13 @@ pub unsafe fn activations(
         (0..n_rows).for_each(|r| convert(0, r));
     } else {
         let next = AtomicUsize::new(0);
-        ctx.pool.broadcast(|bc| {
+        ctx.pool.broadcast(&|thread| {
             loop {
                 let r = next.fetch_add(1, Ordering::Relaxed);
                 if r >= n_rows {
                     break;
                 }
-                convert(bc.index(), r);
+                convert(thread, r);
             }
         });
     }

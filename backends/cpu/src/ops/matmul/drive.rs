@@ -84,13 +84,13 @@ pub(super) fn parallel_for(ctx: &NodeCtx<'_>, items: usize, f: impl Fn(usize, us
         return;
     }
     let next = AtomicUsize::new(0);
-    ctx.pool.broadcast(|bc| {
+    ctx.pool.broadcast(&|thread| {
         loop {
             let i = next.fetch_add(1, Ordering::Relaxed);
             if i >= items {
                 break;
             }
-            f(bc.index(), i);
+            f(thread, i);
         }
     });
 }
