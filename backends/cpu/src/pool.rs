@@ -81,7 +81,7 @@ fn wait_until(done: impl Fn() -> bool) {
     let mut spins = 0u32;
     while !done() {
         spins = spins.wrapping_add(1);
-        if spins % 64 == 0 && start.elapsed() > SPIN_ONLY {
+        if spins.is_multiple_of(64) && start.elapsed() > SPIN_ONLY {
             std::thread::yield_now();
         } else {
             std::hint::spin_loop();
@@ -172,7 +172,7 @@ fn worker(shared: &Shared, index: usize) {
                 break;
             }
             spins = spins.wrapping_add(1);
-            if spins % 64 != 0 {
+            if !spins.is_multiple_of(64) {
                 std::hint::spin_loop();
                 continue;
             }
