@@ -10,6 +10,7 @@
 #                          that adds only it)
 # Results go to $OUT: bench.txt (ours, old/new), llama.txt (llama-bench jsonl),
 # profile.txt (kernels and host time per token), perf.txt (MUL_MAT n=1, split layout or not).
+set -x
 for f in .gl/*.deb; do dpkg -x $f /; done; ldconfig
 export XDG_RUNTIME_DIR=/tmp/xdg; mkdir -p -m700 $XDG_RUNTIME_DIR
 export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
