@@ -77,8 +77,7 @@ fn dst_at(c: vec4<u32>) -> u32 {
 }
 
 #ifdef QUANTIZE
-var<workgroup> q_max: array<f32, WG_SIZE>;
-var<workgroup> q_sum: array<i32, WG_SIZE>;
+#include "common/q8_1_run"
 
 @compute @workgroup_size(WG_SIZE)
 fn main(@builtin(workgroup_id) wid: vec3<u32>,
@@ -97,28 +96,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
             v[j] = y;
         }
     }
-    let a = abs(v);
-    q_max[lid] = max(max(a.x, a.y), max(a.z, a.w));
-    workgroupBarrier();
-    let first = lid & ~7u;
-    var amax = 0.0;
-    for (var j = 0u; j < 8u; j++) {
-        amax = max(amax, q_max[first + j]);
-    }
-    let d = amax / 127.0;
-    let id = select(0.0, 1.0 / d, d > 0.0);
-    let q = vec4<i32>(round(v * id));
-    q_sum[lid] = q.x + q.y + q.z + q.w;
-    workgroupBarrier();
+    let r = q8_1_part(v, lid);
     if (live) {
-        buf_q[12u * run + part] = pack4xI8(q);
+        buf_q[12u * run + part] = r.quants;
         if (part == 0u) {
-            var sum = 0;
-            for (var j = 0u; j < 8u; j++) {
-                sum += q_sum[first + j];
-            }
-            buf_q[12u * run + 8u] = bitcast<u32>(d);
-            buf_q[12u * run + 9u] = bitcast<u32>(d * f32(sum));
+            buf_q[12u * run + 8u] = r.d;
+            buf_q[12u * run + 9u] = r.s;
             buf_q[12u * run + 10u] = 0u;
             buf_q[12u * run + 11u] = 0u;
         }

@@ -20,8 +20,7 @@ struct Params {
 @group(0) @binding(1) var<storage, read_write> dst: array<u32>;
 @group(0) @binding(2) var<uniform> p: Params;
 
-var<workgroup> part_max: array<f32, WG_SIZE>;
-var<workgroup> part_sum: array<i32, WG_SIZE>;
+#include "common/q8_1_run"
 
 @compute @workgroup_size(WG_SIZE)
 fn main(@builtin(workgroup_id) wid: vec3<u32>,
@@ -37,28 +36,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         let base = p.off + (32u * c.x + 4u * part) * p.s0 + c.y * p.s1 + c.z * p.s2 + c.w * p.s3;
         v = vec4<f32>(f32(src1[base]), f32(src1[base + p.s0]), f32(src1[base + 2u * p.s0]), f32(src1[base + 3u * p.s0]));
     }
-    let a = abs(v);
-    part_max[lid] = max(max(a.x, a.y), max(a.z, a.w));
-    workgroupBarrier();
-    let first = lid & ~7u;
-    var amax = 0.0;
-    for (var j = 0u; j < 8u; j++) {
-        amax = max(amax, part_max[first + j]);
-    }
-    let d = amax / 127.0;
-    let id = select(0.0, 1.0 / d, d > 0.0);
-    let q = vec4<i32>(round(v * id));
-    part_sum[lid] = q.x + q.y + q.z + q.w;
-    workgroupBarrier();
+    let r = q8_1_part(v, lid);
     if (live) {
-        dst[12u * run + part] = pack4xI8(q);
+        dst[12u * run + part] = r.quants;
         if (part == 0u) {
-            var sum = 0;
-            for (var j = 0u; j < 8u; j++) {
-                sum += part_sum[first + j];
-            }
-            dst[12u * run + 8u] = bitcast<u32>(d);
-            dst[12u * run + 9u] = bitcast<u32>(d * f32(sum));
+            dst[12u * run + 8u] = r.d;
+            dst[12u * run + 9u] = r.s;
             dst[12u * run + 10u] = 0u;
             dst[12u * run + 11u] = 0u;
         }

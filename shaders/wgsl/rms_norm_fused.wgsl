@@ -51,8 +51,7 @@ struct Params {
 #endif
 #ifdef QUANTIZE
 @group(0) @binding(BIND_Q) var<storage, read_write> buf_q: array<u32>;
-var<workgroup> q_max: array<f32, WG_SIZE>;
-var<workgroup> q_sum: array<i32, WG_SIZE>;
+#include "common/q8_1_run"
 #endif
 @group(0) @binding(BIND_P) var<uniform> p: Params;
 
@@ -116,7 +115,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     storageBarrier();
     let runs = p.ne0 / 32u;
     let part = lid % 8u;
-    let first = lid & ~7u;
     for (var r0 = 0u; r0 < runs; r0 += WG_SIZE / 8u) {
         let run = r0 + lid / 8u;
         let live = run < runs;
@@ -125,28 +123,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
             let at = base_d + (32u * run + 4u * part) * p.sd0;
             v = vec4<f32>(buf_d[at], buf_d[at + p.sd0], buf_d[at + 2u * p.sd0], buf_d[at + 3u * p.sd0]);
         }
-        let a = abs(v);
-        q_max[lid] = max(max(a.x, a.y), max(a.z, a.w));
-        workgroupBarrier();
-        var amax = 0.0;
-        for (var j = 0u; j < 8u; j++) {
-            amax = max(amax, q_max[first + j]);
-        }
-        let d = amax / 127.0;
-        let id = select(0.0, 1.0 / d, d > 0.0);
-        let q = vec4<i32>(round(v * id));
-        q_sum[lid] = q.x + q.y + q.z + q.w;
-        workgroupBarrier();
+        let r = q8_1_part(v, lid);
         if (live) {
             let out = row * runs + run;
-            buf_q[12u * out + part] = pack4xI8(q);
+            buf_q[12u * out + part] = r.quants;
             if (part == 0u) {
-                var sum = 0;
-                for (var j = 0u; j < 8u; j++) {
-                    sum += q_sum[first + j];
-                }
-                buf_q[12u * out + 8u] = bitcast<u32>(d);
-                buf_q[12u * out + 9u] = bitcast<u32>(d * f32(sum));
+                buf_q[12u * out + 8u] = r.d;
+                buf_q[12u * out + 9u] = r.s;
                 buf_q[12u * out + 10u] = 0u;
                 buf_q[12u * out + 11u] = 0u;
             }
