@@ -19,7 +19,6 @@ pub struct CpuConfig {
 /// The CPU backend: a thread pool and scratch memory reused across graphs.
 pub struct CpuBackend {
     pool: WorkerPool,
-    n_threads: usize,
     scratch: Mutex<Vec<u8>>,
 }
 
@@ -33,14 +32,13 @@ impl CpuBackend {
         let pool = WorkerPool::new(n_threads).expect("spawning CPU worker threads");
         CpuBackend {
             pool,
-            n_threads,
             scratch: Mutex::new(Vec::new()),
         }
     }
 
     /// Worker thread count.
     pub fn n_threads(&self) -> usize {
-        self.n_threads
+        self.pool.threads()
     }
 
     /// Whether the CPU can run `node` (with its sources in `graph`), and if
@@ -118,7 +116,7 @@ impl CpuBackend {
                 src: src_desc,
                 src_ptr,
                 pool: &self.pool,
-                n_threads: self.n_threads,
+                n_threads: self.pool.threads(),
                 scratch: &self.scratch,
                 src_repacked,
             };

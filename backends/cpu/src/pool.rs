@@ -75,18 +75,26 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Waits until `done()`, spinning, then yielding.
-fn wait_until(done: impl Fn() -> bool) {
+/// Waits until `done()`, spinning, then (past [`SPIN_ONLY`]) yielding;
+/// gives up after `limit` if one is given. Whether `done()` came true.
+fn spin_until(done: impl Fn() -> bool, limit: Option<Duration>) -> bool {
     let start = Instant::now();
     let mut spins = 0u32;
     while !done() {
         spins = spins.wrapping_add(1);
-        if spins.is_multiple_of(64) && start.elapsed() > SPIN_ONLY {
-            std::thread::yield_now();
-        } else {
+        if !spins.is_multiple_of(64) {
             std::hint::spin_loop();
+            continue;
+        }
+        let waited = start.elapsed();
+        if limit.is_some_and(|l| waited >= l) {
+            return false;
+        }
+        if waited > SPIN_ONLY {
+            std::thread::yield_now();
         }
     }
+    true
 }
 
 impl WorkerPool {
@@ -148,7 +156,7 @@ impl WorkerPool {
         IN_SECTION.with(|s| s.set(true));
         let mine = catch_unwind(AssertUnwindSafe(|| f(0)));
         IN_SECTION.with(|s| s.set(false));
-        wait_until(|| shared.pending.load(Ordering::Acquire) == 0);
+        spin_until(|| shared.pending.load(Ordering::Acquire) == 0, None);
         if let Err(p) = mine {
             resume_unwind(p);
         }
@@ -156,48 +164,51 @@ impl WorkerPool {
             resume_unwind(p);
         }
     }
+
+    /// Runs `f(thread, item)` once for every item in `0..items`, handing
+    /// items out in order to whichever thread is free; on the calling
+    /// thread alone when there is one thread or one item.
+    pub fn for_each_item(&self, items: usize, f: &(dyn Fn(usize, usize) + Sync)) {
+        if self.workers.is_empty() || items <= 1 {
+            (0..items).for_each(|i| f(0, i));
+            return;
+        }
+        let next = AtomicUsize::new(0);
+        self.broadcast(&|thread| {
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= items {
+                    break;
+                }
+                f(thread, i);
+            }
+        });
+    }
 }
 
 fn worker(shared: &Shared, index: usize) {
     IN_SECTION.with(|s| s.set(true));
     let mut seen = 0u64;
+    let stop_waiting = |seen: u64| {
+        shared.shutdown.load(Ordering::Acquire) || shared.generation.load(Ordering::Acquire) != seen
+    };
     loop {
-        let start = Instant::now();
-        let mut spins = 0u32;
-        loop {
-            if shared.shutdown.load(Ordering::Acquire) {
-                return;
-            }
-            if shared.generation.load(Ordering::Acquire) != seen {
-                break;
-            }
-            spins = spins.wrapping_add(1);
-            if !spins.is_multiple_of(64) {
-                std::hint::spin_loop();
-                continue;
-            }
-            let waited = start.elapsed();
-            if waited < SPIN_ONLY {
-                continue;
-            }
-            if waited < SPIN {
-                std::thread::yield_now();
-                continue;
-            }
+        if !spin_until(|| stop_waiting(seen), Some(SPIN)) {
             // Sleep until the next section (or shutdown). The count and
             // the check are under the lock the publisher takes after its
             // bump, so a bump is either seen here or followed by a wake.
             let mut sleepers = lock(&shared.sleepers);
             *sleepers += 1;
-            while shared.generation.load(Ordering::Acquire) == seen
-                && !shared.shutdown.load(Ordering::Acquire)
-            {
+            while !stop_waiting(seen) {
                 sleepers = shared
                     .wake
                     .wait(sleepers)
                     .unwrap_or_else(PoisonError::into_inner);
             }
             *sleepers -= 1;
+        }
+        if shared.shutdown.load(Ordering::Acquire) {
+            return;
         }
         seen += 1;
         // SAFETY: the publisher wrote the job before the Release bump this
@@ -239,6 +250,21 @@ mod tests {
                 hits[t].fetch_add(1, Ordering::Relaxed);
             });
             assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1));
+        }
+    }
+
+    #[test]
+    fn for_each_item_runs_every_item_exactly_once() {
+        for threads in [1, 3] {
+            let pool = WorkerPool::new(threads).unwrap();
+            for items in [0, 1, 2, 7, 1000] {
+                let hits: Vec<AtomicUsize> = (0..items).map(|_| AtomicUsize::new(0)).collect();
+                pool.for_each_item(items, &|thread, i| {
+                    assert!(thread < threads);
+                    hits[i].fetch_add(1, Ordering::Relaxed);
+                });
+                assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1));
+            }
         }
     }
 

@@ -5,7 +5,7 @@ use std::ops::Range;
 
 use backplane_abi::{DType, TensorDesc};
 use half::{bf16, f16, slice::HalfFloatSliceExt};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 use crate::error::CpuError;
@@ -401,23 +401,19 @@ where
     let by_work = (work / (PAR_MIN_WORK / 4)).max(2);
     let chunks = (ctx.n_threads * 4).min(n).min(by_work);
     let size = n.div_ceil(chunks);
-    let n_chunks = n.div_ceil(size);
-    let next = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
     let failed: Mutex<Option<CpuError>> = Mutex::new(None);
-    ctx.pool.broadcast(&|_| {
-        loop {
-            let c = next.fetch_add(1, Ordering::Relaxed);
-            if c >= n_chunks {
-                break;
-            }
-            if let Err(e) = f(c * size..((c + 1) * size).min(n)) {
-                // Later chunks are skipped; the first error is kept.
-                next.store(n_chunks, Ordering::Relaxed);
-                failed
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .get_or_insert(e);
-            }
+    ctx.pool.for_each_item(n.div_ceil(size), &|_, c| {
+        // Chunks after an error are skipped; the first error is kept.
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
+        if let Err(e) = f(c * size..((c + 1) * size).min(n)) {
+            stop.store(true, Ordering::Relaxed);
+            failed
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get_or_insert(e);
         }
     });
     match failed.into_inner().unwrap_or_else(PoisonError::into_inner) {

@@ -1,7 +1,7 @@
 //! Converting the activations (`src1`) to the weights' vec-dot type, once
 //! per node, into the backend's scratch buffer.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use backplane_abi::{DType, TensorDesc};
 use backplane_quant::{bf16, f16};
@@ -130,19 +130,10 @@ pub unsafe fn activations(
             failed.store(true, Ordering::Relaxed);
         }
     };
-    if ctx.n_threads == 1 || n_rows < 4 {
+    if n_rows < 4 {
         (0..n_rows).for_each(|r| convert(0, r));
     } else {
-        let next = AtomicUsize::new(0);
-        ctx.pool.broadcast(&|thread| {
-            loop {
-                let r = next.fetch_add(1, Ordering::Relaxed);
-                if r >= n_rows {
-                    break;
-                }
-                convert(thread, r);
-            }
-        });
+        ctx.pool.for_each_item(n_rows, &convert);
     }
     if failed.load(Ordering::Relaxed) {
         return Err(ctx.malformed(format!("converting src1 rows to {vt} failed")));

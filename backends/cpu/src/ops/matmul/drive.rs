@@ -7,8 +7,6 @@
 //! panel stay in L2 while every `mr x nr` tile of the block is computed;
 //! later panels add to the outputs of the first.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use backplane_abi::{DType, TensorDesc};
 
 use super::convert::Rows;
@@ -79,20 +77,7 @@ fn blocking(
 /// Runs `f(thread, item)` for every item in `0..items`, spread over the
 /// pool (`thread < ctx.n_threads` names the worker running it).
 pub(super) fn parallel_for(ctx: &NodeCtx<'_>, items: usize, f: impl Fn(usize, usize) + Sync) {
-    if ctx.n_threads == 1 || items == 1 {
-        (0..items).for_each(|i| f(0, i));
-        return;
-    }
-    let next = AtomicUsize::new(0);
-    ctx.pool.broadcast(&|thread| {
-        loop {
-            let i = next.fetch_add(1, Ordering::Relaxed);
-            if i >= items {
-                break;
-            }
-            f(thread, i);
-        }
-    });
+    ctx.pool.for_each_item(items, &f);
 }
 
 /// Computes one block: `mrows` weight rows starting at `a` (rows `lda`
