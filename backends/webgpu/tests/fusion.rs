@@ -3,9 +3,10 @@
 //! (`fuse=off`), on the first WebGPU adapter (lavapipe on machines without
 //! a GPU; the test says so and passes without one).
 
-use backplane_abi::plugin::{Buffer, Device, Reg};
+mod common;
+
+use backplane_abi::plugin::{Buffer, Device};
 use backplane_abi::{DType, GluOp, Op, TensorDesc};
-use backplane_webgpu::device::WebGpuReg;
 
 /// Row length: ten 32-value runs.
 const NE0: i64 = 320;
@@ -143,12 +144,7 @@ fn reference(x: &[f32], b: &[f32], w: &[f32]) -> Vec<f32> {
 
 #[test]
 fn fused_add_rms_norm_mul_matches_the_separate_kernels_bit_for_bit() {
-    let reg = WebGpuReg::new();
-    let Some(dev) = reg.devices().into_iter().next() else {
-        eprintln!(
-            "no WebGPU device here: {}",
-            reg.no_device_reason().unwrap_or_default()
-        );
+    let Some((_reg, dev)) = common::first_device() else {
         return;
     };
     let buf = dev.buffer_type().alloc_buffer(10 * SLOT).expect("alloc");
@@ -204,12 +200,7 @@ fn glu_graph(buffer: u64, wt: DType) -> Vec<TensorDesc> {
 
 #[test]
 fn glu_with_the_quantized_copy_matches_the_separate_kernels_bit_for_bit() {
-    let reg = WebGpuReg::new();
-    let Some(dev) = reg.devices().into_iter().next() else {
-        eprintln!(
-            "no WebGPU device here: {}",
-            reg.no_device_reason().unwrap_or_default()
-        );
+    let Some((_reg, dev)) = common::first_device() else {
         return;
     };
     let buf = dev.buffer_type().alloc_buffer(10 * SLOT).expect("alloc");
@@ -264,12 +255,7 @@ fn glu_with_the_quantized_copy_matches_the_separate_kernels_bit_for_bit() {
 
 #[test]
 fn k_and_v_cache_stores_in_one_dispatch_match_the_separate_kernels() {
-    let reg = WebGpuReg::new();
-    let Some(dev) = reg.devices().into_iter().next() else {
-        eprintln!(
-            "no WebGPU device here: {}",
-            reg.no_device_reason().unwrap_or_default()
-        );
+    let Some((_reg, dev)) = common::first_device() else {
         return;
     };
     let buf = dev.buffer_type().alloc_buffer(6 * SLOT).expect("alloc");

@@ -2,9 +2,10 @@
 //! shrinking sizes at unaligned offsets return exactly the bytes written,
 //! and a read over the kept buffer's limit goes through one of its own.
 
-use backplane_abi::plugin::{Buffer, Reg};
+mod common;
+
+use backplane_abi::plugin::Buffer;
 use backplane_abi::{DType, TensorDesc};
-use backplane_webgpu::device::WebGpuReg;
 
 fn pattern(n: usize, seed: usize) -> Vec<u8> {
     (0..n).map(|i| ((i * 31 + seed * 7) % 251) as u8).collect()
@@ -26,12 +27,7 @@ fn round_trip(buf: &dyn Buffer, offset: u64, n: usize, seed: usize) {
 
 #[test]
 fn reads_of_any_size_reuse_the_staging_buffer_and_return_the_bytes_written() {
-    let reg = WebGpuReg::new();
-    let Some(dev) = reg.devices().into_iter().next() else {
-        eprintln!(
-            "no WebGPU device here: {}",
-            reg.no_device_reason().unwrap_or_default()
-        );
+    let Some((_reg, dev)) = common::first_device() else {
         return;
     };
     let big = (65 << 20) + 4096;
