@@ -37,22 +37,9 @@ const QUANTS: [DType; 11] = [
     DType::Q8_K,
 ];
 
-/// Every type test-backend-ops' `all_types` has that backplane has too.
-pub(super) const ALL_TYPES: [DType; 13] = [
-    DType::F32,
-    DType::F16,
-    DType::BF16,
-    DType::Q4_0,
-    DType::Q4_1,
-    DType::Q5_0,
-    DType::Q5_1,
-    DType::Q8_0,
-    DType::Q2_K,
-    DType::Q3_K,
-    DType::Q4_K,
-    DType::Q5_K,
-    DType::Q6_K,
-];
+/// Every type test-backend-ops' `all_types` has that backplane has too:
+/// the same set as the mat-mul weight types.
+pub(super) const ALL_TYPES: [DType; 13] = DType::WEIGHT_TYPES;
 
 /// `perm` as `a,b,c,d`.
 pub(super) fn pdims(perm: [usize; 4]) -> String {
