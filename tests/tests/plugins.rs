@@ -296,6 +296,24 @@ fn same_backend_twice_picks_first_in_search_order_and_warns() {
 }
 
 #[test]
+fn the_same_file_in_two_directories_is_a_copy_not_a_rival() {
+    // Cargo leaves a cdylib beside the binaries as well as the copy
+    // installed for plugins: the second is refused as a copy, quietly.
+    let a = scratch_dir("copy-a");
+    let b = scratch_dir("copy-b");
+    install(&fixture("twin-one"), &a, "twin");
+    install(&fixture("twin-one"), &b, "twin");
+    let reg = load_only([&a, &b]);
+    let twins: Vec<_> = reg.backends().iter().filter(|x| x.name == "twin").collect();
+    assert_eq!(twins.len(), 1);
+    assert_eq!(reg.refused().len(), 1);
+    let refused = &reg.refused()[0];
+    assert!(refused.path.starts_with(&b), "{refused:?}");
+    assert!(refused.reason.starts_with("copy of "), "{refused:?}");
+    assert!(refused.reason.contains("same bytes"), "{refused:?}");
+}
+
+#[test]
 fn cpu_variants_are_scored_by_this_machine() {
     // Every variant xtask built is judged; at least the baseline loads, and
     // a variant this CPU lacks is refused with score 0, never run.

@@ -301,7 +301,16 @@ impl Registry {
             let mut chosen: Option<&Candidate> = None;
             for c in group.iter().copied() {
                 if let Some(w) = chosen {
-                    let reason = if c.score == w.score {
+                    let reason = if c.score == w.score && same_contents(&c.path, &w.path) {
+                        // Cargo leaves each cdylib beside the binaries as well
+                        // as the copy installed for plugins: not worth a warning.
+                        let msg = format!(
+                            "copy of {} (same bytes; the one earlier in the search path is loaded)",
+                            w.path.display()
+                        );
+                        tracing::debug!(path = %c.path.display(), "{msg}");
+                        msg
+                    } else if c.score == w.score {
                         let msg = format!(
                             "duplicate of backend '{}' at {} (same score {}; the one earlier in the search path wins)",
                             name,
@@ -583,4 +592,15 @@ impl LoadedBackend {
             _reg: reg,
         })
     }
+}
+
+/// Whether two plugin files hold the same bytes (same length and content
+/// hash); unreadable files count as different.
+fn same_contents(a: &Path, b: &Path) -> bool {
+    let hash = |p: &Path| -> Option<(u64, u64)> {
+        let f = std::fs::File::open(p).ok()?;
+        let len = f.metadata().ok()?.len();
+        Some((len, cache::content_hash(std::io::BufReader::new(f)).ok()?))
+    };
+    matches!((hash(a), hash(b)), (Some(x), Some(y)) if x == y)
 }
