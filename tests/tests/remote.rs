@@ -20,6 +20,9 @@ use backplane::sched::{SchedOptions, Scheduler};
 use backplane::{Graph, HostTensors};
 use backplane_tests::{cpu_plugin, generated_model, install, nmse, scratch_dir, target_dir};
 
+#[path = "remote/faults.rs"]
+mod faults;
+
 const TOKEN: &str = "loopback-test-token";
 
 /// The built `backplane` binary.
@@ -109,6 +112,22 @@ impl Serve {
         Serve::start_configured(plugin, &[], None)
     }
 
+    /// A server of the CPU plugin listening on `address` (a restart on
+    /// the port of a killed one); tried for up to 10 s while the port is
+    /// still held.
+    fn start_at(address: &str) -> Serve {
+        let t0 = Instant::now();
+        loop {
+            match Serve::try_start_on(address, &cpu_plugin(), &[], None) {
+                Ok(s) => return s,
+                Err(status) if t0.elapsed() > Duration::from_secs(10) => {
+                    panic!("backplane serve on {address} did not start ({status})")
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(200)),
+            }
+        }
+    }
+
     /// A server of `plugin` with extra environment variables, its stderr
     /// into `stderr` when given. A server that exits before printing its
     /// address (seen once under a full workspace test run, exit status
@@ -136,6 +155,15 @@ impl Serve {
         env: &[(&str, &std::ffi::OsStr)],
         stderr: Option<&Path>,
     ) -> Result<Serve, String> {
+        Serve::try_start_on("127.0.0.1:0", plugin, env, stderr)
+    }
+
+    fn try_start_on(
+        listen: &str,
+        plugin: &Path,
+        env: &[(&str, &std::ffi::OsStr)],
+        stderr: Option<&Path>,
+    ) -> Result<Serve, String> {
         let mut cmd = Command::new(backplane_bin());
         cmd.envs(env.iter().copied());
         if let Some(p) = stderr {
@@ -144,14 +172,7 @@ impl Serve {
             cmd.stderr(Stdio::inherit());
         }
         let mut child = cmd
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--insecure",
-                "--token",
-                TOKEN,
-            ])
+            .args(["serve", "--listen", listen, "--insecure", "--token", TOKEN])
             .arg("--plugin")
             .arg(plugin)
             .env_remove("BACKPLANE_REMOTE")

@@ -139,6 +139,16 @@ impl Device for RemoteDevice {
         if node >= graph.len() {
             return Verdict::unsupported(format!("node {node} of a {}-tensor graph", graph.len()));
         }
+        // A server that was lost (killed, restarted) is asked again first,
+        // no more often than the client's backoff allows: the scheduler
+        // asks a device again after a failed call and before each run
+        // while it is out of service, and this answer is what takes it out
+        // or brings it back.
+        if self.client.session().is_none()
+            && let Err(e) = self.client.hello()
+        {
+            return Verdict::unsupported(e.to_string());
+        }
         let sig = op_signature(graph, node);
         let key = encode_graph(&sig);
         if let Some(v) = lock(&self.verdicts).get(&key) {
@@ -308,6 +318,38 @@ impl Buffer for RemoteBufferObj {
     }
 }
 
+/// The buffers of `graph` that belong to another session than `current`
+/// (lost with a restarted or unreachable server), each as `buffer B (N
+/// tensors from tensor I, session S)`; at most eight and a count.
+fn lost_buffers(graph: &[TensorDesc], current: u64) -> Vec<String> {
+    let map = lock(ids());
+    // (plugin buffer id, session, tensors, first tensor), in graph order.
+    let mut lost: Vec<(u64, u64, usize, usize)> = Vec::new();
+    for (i, d) in graph.iter().enumerate() {
+        let Some((_, rb)) = map.get(&d.buffer) else {
+            continue;
+        };
+        if rb.session == current {
+            continue;
+        }
+        match lost.iter_mut().find(|l| l.0 == d.buffer) {
+            Some(l) => l.2 += 1,
+            None => lost.push((d.buffer, rb.session, 1, i)),
+        }
+    }
+    let mut out: Vec<String> = lost
+        .iter()
+        .take(8)
+        .map(|&(b, s, n, first)| {
+            format!("buffer {b} ({n} tensors from tensor {first}, session {s})")
+        })
+        .collect();
+    if lost.len() > out.len() {
+        out.push(format!("{} more buffers", lost.len() - out.len()));
+    }
+    out
+}
+
 /// A stream on a remote device: each graph is one Compute call.
 pub struct RemoteStream {
     name: String,
@@ -349,6 +391,15 @@ impl Backend for RemoteStream {
             }
         }
         drop(map);
+        let current = self.client.hello().map_err(plugin_error)?.0;
+        let lost = lost_buffers(graph, current);
+        if !lost.is_empty() {
+            return Err(PluginError::other(format!(
+                "remote server {}: {} lost with the server's session (restarted or unreachable); place and upload them again",
+                self.client.target(),
+                lost.join(", ")
+            )));
+        }
         self.client
             .compute(self.device, &wire, session)
             .map_err(plugin_error)

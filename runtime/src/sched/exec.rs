@@ -20,6 +20,8 @@ use crate::graph::{Graph, TensorId};
 use crate::host::HostTensors;
 use crate::registry::{Buffer, Device, Event, Stream};
 
+mod loss;
+
 /// Counters of the scheduler's work since it was made.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RunStats {
@@ -67,6 +69,9 @@ pub struct Scheduler {
     compute: Vec<Option<Buffer>>,
     weights: WeightBlocks,
     watchdogs: Vec<Watchdog>,
+    /// Per device: out of service after a failed call, until it accepts
+    /// the refused node again (`loss`).
+    lost: Vec<Option<loss::Lost>>,
     stats: RunStats,
 }
 
@@ -113,6 +118,7 @@ impl Scheduler {
             compute: (0..n).map(|_| None).collect(),
             weights: WeightBlocks::default(),
             watchdogs: (0..n).map(|_| Watchdog::new()).collect(),
+            lost: (0..n).map(|_| None).collect(),
             stats: RunStats::default(),
         })
     }
@@ -379,11 +385,8 @@ impl Scheduler {
         d
     }
 
-    /// Runs `graph`: uploads its leaves that are not placed weights from
-    /// `host`, computes split by split with copies between backends, waits
-    /// for every backend, and reads its outputs (tensors flagged OUTPUT, or
-    /// the last node when none is) back into `host`.
-    pub fn compute(
+    /// [`Scheduler::compute`] without the handling of lost devices.
+    fn compute_once(
         &mut self,
         graph: &Graph,
         host: &mut HostTensors,
@@ -421,14 +424,8 @@ impl Scheduler {
         Ok(plan)
     }
 
-    /// Runs `graph` with host data for `inputs` only: every other leaf the
-    /// graph reads must be placed ([`Scheduler::place_weights`]: weights,
-    /// caches). Then reads each of `outputs` (tensors flagged OUTPUT, or
-    /// placed ones) into its slice, which must be exactly its size. Nothing
-    /// of the graph is held in host memory, so a model's weights are never
-    /// copied to the host; per run the scheduler allocates only small
-    /// bookkeeping (a flag per tensor, each split's descriptors).
-    pub fn run(
+    /// [`Scheduler::run`] without the handling of lost devices.
+    fn run_once(
         &mut self,
         graph: &Graph,
         inputs: &[(TensorId, &[u8])],
@@ -565,7 +562,7 @@ impl Scheduler {
         buf.get_tensor(&self.bound(d, loc), 0, out).map_err(|e| {
             plugin_err(
                 self.name(plan.assignment.memory_backend(t.index())),
-                format!("get_tensor of output '{}'", graph.name(t)),
+                loss::output_call(graph, plan, t),
                 e,
             )
         })

@@ -183,6 +183,16 @@ impl Planner {
         Ok(())
     }
 
+    /// Puts backend `backend` back in service after [`Planner::mark_failed`]
+    /// (a lost device that answers again). Cached plans are dropped.
+    pub fn return_to_service(&mut self, backend: BackendId) {
+        if let Some(f) = self.failed.get_mut(backend)
+            && f.take().is_some()
+        {
+            self.cache.clear();
+        }
+    }
+
     /// Why backend `backend` is out of service, if it is.
     pub fn failure(&self, backend: BackendId) -> Option<&str> {
         self.failed.get(backend).and_then(|f| f.as_deref())
