@@ -351,3 +351,22 @@ pub fn generated_model(file_name: &str, write: impl FnOnce(&Path)) -> PathBuf {
     made.insert(file_name.to_string(), path.clone());
     path
 }
+
+/// The hostile fixture's cases: the features of `tests/fixtures/hostile`
+/// (one misbehaviour each; `cargo xtask plugins --fixtures` builds every
+/// one as `libbackplane_hostile-<case>.so`).
+pub fn hostile_cases() -> Vec<String> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/hostile/Cargo.toml");
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    let cases: Vec<String> = text
+        .lines()
+        .skip_while(|l| l.trim() != "[features]")
+        .skip(1)
+        .take_while(|l| !l.trim_start().starts_with('['))
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .filter_map(|l| l.split_once('=').map(|(name, _)| name.trim().to_string()))
+        .collect();
+    assert!(!cases.is_empty(), "no [features] in {}", path.display());
+    cases
+}

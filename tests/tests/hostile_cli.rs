@@ -12,32 +12,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use backplane_testmodel::{Arch, FileType, ModelSpec, write_model};
-use backplane_tests::{fixture, generated_model, install, scratch_dir};
-
-/// Every build of the hostile fixture (`tests/fixtures/hostile`, built by
-/// `cargo xtask plugins --fixtures` as `libbackplane_hostile-<case>.so`).
-const CATALOGUE: &[&str] = &[
-    "hang-score",
-    "hang-init",
-    "hang-devices",
-    "exit-at-load",
-    "abort-in-init",
-    "crash-in-devices",
-    "panic-in-devices",
-    "panic-in-buffer-type",
-    "panic-in-drop",
-    "device-type-200",
-    "device-type-newer",
-    "memory-free-over-total",
-    "score-max",
-    "alignment-huge",
-    "alloc-size-max",
-    "alloc-size-small",
-    "buffer-id-zero",
-    "buffer-short",
-    "long-description",
-    "squat-cpu",
-];
+use backplane_tests::{fixture, generated_model, hostile_cases, install, scratch_dir};
 
 /// Cases whose device looks sound at listing time (they misbehave only
 /// when buffers are allocated or freed), so they are listed, not refused.
@@ -105,7 +80,7 @@ fn run_backplane(scratch: &Path, args: &[&str]) -> Output {
 
 /// Creates `dir` and installs the hostile fixture of each of `cases` in it
 /// (as `hostile-<case>`): the installed files.
-fn install_hostile(dir: &Path, cases: &[&str]) -> Vec<PathBuf> {
+fn install_hostile(dir: &Path, cases: &[String]) -> Vec<PathBuf> {
     std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
     cases
         .iter()
@@ -190,13 +165,13 @@ fn devices_json_survives_each_hostile_plugin_alone_with_a_one_line_reason() {
     backplane_exe();
     // Each case alone in its directory (one backend name, so no case hides
     // behind another as a duplicate); all run at once.
-    let handles: Vec<_> = CATALOGUE
-        .iter()
-        .map(|&case| {
+    let handles: Vec<_> = hostile_cases()
+        .into_iter()
+        .map(|case| {
             std::thread::spawn(move || {
                 let scratch = scratch_dir(&format!("hostile-cli-{case}"));
                 let dir = scratch.join("plugins");
-                let [file] = &install_hostile(&dir, &[case])[..] else {
+                let [file] = &install_hostile(&dir, std::slice::from_ref(&case))[..] else {
                     unreachable!("one case installs one file")
                 };
                 let file = file.clone();
@@ -211,12 +186,12 @@ fn devices_json_survives_each_hostile_plugin_alone_with_a_one_line_reason() {
         assert!(has_cpu_device(&json), "{case}: no CPU device: {json}");
         let verdict = verdict_of(&json, &file)
             .unwrap_or_else(|| panic!("{case}: {} is not in the output: {json}", file.display()));
-        match (&verdict, LISTED_AT_LOAD.contains(&case)) {
-            (Verdict::Refused(reason), false) => assert_one_line(case, reason),
+        match (&verdict, LISTED_AT_LOAD.contains(&case.as_str())) {
+            (Verdict::Refused(reason), false) => assert_one_line(&case, reason),
             (Verdict::DevicesRefused(reasons), false) => {
                 assert!(!reasons.is_empty(), "{case}: no device and no reason");
                 for r in reasons {
-                    assert_one_line(case, r);
+                    assert_one_line(&case, r);
                     assert!(r.contains("device 0 refused"), "{case}: {r}");
                 }
             }
@@ -238,7 +213,7 @@ fn devices_json_survives_each_hostile_plugin_alone_with_a_one_line_reason() {
 fn devices_json_and_explain_survive_the_whole_catalogue_in_one_directory() {
     let scratch = scratch_dir("hostile-cli-all");
     let dir = scratch.join("plugins");
-    let files = install_hostile(&dir, CATALOGUE);
+    let files = install_hostile(&dir, &hostile_cases());
     backplane_exe();
     let started = Instant::now();
     let json = devices_json(&scratch, &dir);
@@ -320,7 +295,7 @@ fn logits(
 fn a_model_run_beside_the_whole_catalogue_gives_the_same_logits() {
     let scratch = scratch_dir("hostile-cli-run");
     let dir = scratch.join("plugins");
-    install_hostile(&dir, CATALOGUE);
+    install_hostile(&dir, &hostile_cases());
     let model = tiny_model();
     let (plain, want) = logits(&scratch, &model, "cpu", None, "plain");
     assert!(
@@ -350,7 +325,7 @@ fn a_model_run_on_each_listed_hostile_device_ends_cleanly() {
     let model = tiny_model();
     for case in LISTED_AT_LOAD {
         let dir = scratch.join(case);
-        install_hostile(&dir, &[case]);
+        install_hostile(&dir, &[case.to_string()]);
         let (out, written) = logits(&scratch, &model, "hostile", Some(&dir), case);
         let stderr = String::from_utf8_lossy(&out.stderr);
         // Either it ran (whatever the device did was caught or routed

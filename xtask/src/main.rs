@@ -69,10 +69,10 @@ enum Task {
 }
 
 /// One cdylib build: package, features, and the file name to install it as.
-struct Build {
+struct Build<'a> {
     package: &'static str,
     lib: &'static str,
-    features: &'static str,
+    features: &'a str,
     file: String,
 }
 
@@ -106,6 +106,26 @@ fn cargo_output(lib: &str) -> String {
     )
 }
 
+/// The hostile fixture's cases: the features of `tests/fixtures/hostile`
+/// (its Cargo.toml is the one list; the CLI tests read it too).
+fn hostile_fixture_cases() -> Result<Vec<String>, String> {
+    let path = workspace_root().join("tests/fixtures/hostile/Cargo.toml");
+    let text =
+        std::fs::read_to_string(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+    let cases: Vec<String> = text
+        .lines()
+        .skip_while(|l| l.trim() != "[features]")
+        .skip(1)
+        .take_while(|l| !l.trim_start().starts_with('['))
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .filter_map(|l| l.split_once('=').map(|(name, _)| name.trim().to_string()))
+        .collect();
+    if cases.is_empty() {
+        return Err(format!("no [features] in {}", path.display()));
+    }
+    Ok(cases)
+}
+
 fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
@@ -120,7 +140,7 @@ fn target_dir() -> PathBuf {
 
 /// Builds one cdylib and installs it under `dest` (write + rename, so a
 /// running process that has the old file mapped is not disturbed).
-fn build(b: &Build, dest: &Path) -> Result<(), String> {
+fn build(b: &Build<'_>, dest: &Path) -> Result<(), String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(workspace_root())
@@ -227,29 +247,8 @@ fn plugins(fixtures: bool) -> Result<(), String> {
         };
         build(&b, &fdir)?;
         // The hostile-plugin catalogue: one misbehaviour per build.
-        let hostile = [
-            "hang-score",
-            "hang-init",
-            "hang-devices",
-            "exit-at-load",
-            "abort-in-init",
-            "crash-in-devices",
-            "panic-in-devices",
-            "panic-in-buffer-type",
-            "panic-in-drop",
-            "device-type-200",
-            "device-type-newer",
-            "memory-free-over-total",
-            "score-max",
-            "alignment-huge",
-            "alloc-size-max",
-            "alloc-size-small",
-            "buffer-id-zero",
-            "buffer-short",
-            "long-description",
-            "squat-cpu",
-        ];
-        for f in hostile {
+        let hostile = hostile_fixture_cases()?;
+        for f in &hostile {
             let b = Build {
                 package: "backplane-fixture-hostile",
                 lib: "backplane_fixture_hostile",
