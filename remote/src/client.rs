@@ -130,6 +130,10 @@ impl RemoteError {
     pub fn is_bad_input(&self) -> bool {
         Code::from_i32(self.code) == Code::InvalidArgument
     }
+    /// True when the server does not know the call (an older server).
+    pub fn is_unimplemented(&self) -> bool {
+        Code::from_i32(self.code) == Code::Unimplemented
+    }
 }
 
 type Grpc = RemoteClient<InterceptedService<Channel, ClientHeaders>>;
@@ -683,6 +687,43 @@ impl Client {
                     .await?
                     .into_inner();
                 Ok(if v.supported { Ok(()) } else { Err(v.reason) })
+            },
+        )
+    }
+
+    /// The server device's verdicts on several nodes of `graph` in one
+    /// round trip, in the order of `nodes`. A server without the call
+    /// answers `UNIMPLEMENTED` ([`RemoteError::is_unimplemented`]).
+    pub fn supports_ops(
+        &self,
+        device: u32,
+        graph: &[TensorDesc],
+        nodes: &[u32],
+    ) -> Result<Vec<Result<(), String>>, RemoteError> {
+        let packed = encode_graph(graph);
+        self.with(
+            &format!("supports_op of {} nodes on device {device}", nodes.len()),
+            async |c| {
+                let r = c
+                    .grpc
+                    .supports_ops(pb::SupportsOpsRequest {
+                        device,
+                        graph: packed,
+                        nodes: nodes.to_vec(),
+                    })
+                    .await?
+                    .into_inner();
+                if r.verdicts.len() != nodes.len() {
+                    return Err(tonic::Status::data_loss(format!(
+                        "{} verdicts for {} nodes",
+                        r.verdicts.len(),
+                        nodes.len()
+                    )));
+                }
+                Ok(r.verdicts
+                    .into_iter()
+                    .map(|v| if v.supported { Ok(()) } else { Err(v.reason) })
+                    .collect())
             },
         )
     }

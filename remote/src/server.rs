@@ -406,11 +406,51 @@ impl pb::remote_server::Remote for RemoteService {
                     graph.len()
                 )));
             }
+            tracing::debug!(device = r.device, nodes = 1, "supports_op");
             let v = dev.supports_op(&graph, node);
             Ok(Response::new(pb::VerdictReply {
                 supported: v.is_supported(),
                 reason: v.reason().unwrap_or_default().to_string(),
             }))
+        })
+        .await
+    }
+
+    async fn supports_ops(&self, req: Request<pb::SupportsOpsRequest>) -> Reply<pb::VerdictsReply> {
+        let st = self.state.clone();
+        let r = req.into_inner();
+        blocking(move || {
+            let dev = st.device(r.device)?;
+            let mut graph = decode_graph(&r.graph).map_err(bad)?;
+            graph.iter_mut().for_each(|d| d.buffer = 0);
+            limits::check_graph(&mut graph, &st.limits, |_| None).map_err(bad)?;
+            if r.nodes.len() > graph.len() {
+                return Err(bad(format!(
+                    "{} nodes asked about in a {}-tensor graph",
+                    r.nodes.len(),
+                    graph.len()
+                )));
+            }
+            if let Some(k) = r.nodes.iter().position(|&n| n as usize >= graph.len()) {
+                return Err(bad(format!(
+                    "question {k}: node {} of a {}-tensor graph",
+                    r.nodes[k],
+                    graph.len()
+                )));
+            }
+            tracing::debug!(device = r.device, nodes = r.nodes.len(), "supports_op");
+            let verdicts = r
+                .nodes
+                .iter()
+                .map(|&n| {
+                    let v = dev.supports_op(&graph, n as usize);
+                    pb::VerdictReply {
+                        supported: v.is_supported(),
+                        reason: v.reason().unwrap_or_default().to_string(),
+                    }
+                })
+                .collect();
+            Ok(Response::new(pb::VerdictsReply { verdicts }))
         })
         .await
     }

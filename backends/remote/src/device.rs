@@ -3,14 +3,14 @@
 //! translated to the server's handles.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use backplane_abi::TensorDesc;
 use backplane_abi::plugin::{
     Backend, Buffer, BufferType, Device, DeviceCaps, DeviceType, Memory, PluginError, Verdict,
     caps_bits,
 };
+use backplane_abi::{Op, TensorDesc};
 use backplane_remote::codec::encode_graph;
 use backplane_remote::pb::DeviceInfo;
 use backplane_remote::{Client, RemoteBuffer, RemoteError};
@@ -37,6 +37,7 @@ fn tonic_code_resource_exhausted() -> i32 {
 /// The devices of one server (asks it now).
 pub fn server_devices(k: usize, server: Server) -> Result<Vec<Arc<dyn Device>>, String> {
     let (_, hello) = server.client.hello().map_err(|e| e.to_string())?;
+    let batch_tensors = (hello.max_graph_nodes as usize).min(BATCH_TENSORS);
     Ok(hello
         .devices
         .into_iter()
@@ -47,6 +48,8 @@ pub fn server_devices(k: usize, server: Server) -> Result<Vec<Arc<dyn Device>>, 
                 isolated: server.isolated.clone(),
                 info,
                 verdicts: Mutex::new(HashMap::new()),
+                batch_tensors,
+                single_questions: AtomicBool::new(false),
             }) as Arc<dyn Device>
         })
         .collect())
@@ -56,6 +59,13 @@ fn short(s: &str) -> String {
     s.chars().take(64).collect()
 }
 
+/// Most tensors in one batched `SupportsOps` question (852 KiB of
+/// records), less when the server allows fewer per graph.
+const BATCH_TENSORS: usize = 4096;
+
+/// Most op signatures whose verdicts a device keeps.
+const MAX_VERDICTS: usize = 4096;
+
 /// One device of a server.
 pub struct RemoteDevice {
     name: String,
@@ -63,6 +73,11 @@ pub struct RemoteDevice {
     isolated: Option<Arc<Isolated>>,
     info: DeviceInfo,
     verdicts: Mutex<HashMap<Vec<u8>, Verdict>>,
+    /// Most tensors one batched question carries.
+    batch_tensors: usize,
+    /// Set when the server does not know `SupportsOps` (older server):
+    /// one question per signature.
+    single_questions: AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -95,6 +110,59 @@ pub fn op_signature(graph: &[TensorDesc], node: usize) -> Vec<TensorDesc> {
     n.view_offset = 0;
     out.push(n);
     out
+}
+
+impl RemoteDevice {
+    /// Asks the server in one call about `graph[node]` and the later
+    /// compute nodes whose signatures have no verdict yet (as many as fit
+    /// [`RemoteDevice::batch_tensors`]), and keeps the verdicts.
+    fn ask_ahead(&self, graph: &[TensorDesc], node: usize) -> Result<(), RemoteError> {
+        let mut batch: Vec<TensorDesc> = Vec::new();
+        let mut asked: Vec<u32> = Vec::new();
+        let mut keys: Vec<Vec<u8>> = Vec::new();
+        {
+            let cache = lock(&self.verdicts);
+            if cache.len() >= MAX_VERDICTS {
+                return Ok(());
+            }
+            for j in node..graph.len() {
+                if graph[j].op().is_ok_and(|o| o == Op::None) {
+                    continue;
+                }
+                let sig = op_signature(graph, j);
+                let key = encode_graph(&sig);
+                if cache.contains_key(&key) || keys.contains(&key) {
+                    continue;
+                }
+                if batch.len() + sig.len() > self.batch_tensors
+                    || keys.len() + cache.len() >= MAX_VERDICTS
+                {
+                    break;
+                }
+                let base = batch.len() as i32;
+                batch.extend(sig.into_iter().map(|mut d| {
+                    d.src
+                        .iter_mut()
+                        .filter(|s| **s >= 0)
+                        .for_each(|s| *s += base);
+                    d
+                }));
+                asked.push((batch.len() - 1) as u32);
+                keys.push(key);
+            }
+        }
+        if asked.is_empty() {
+            return Ok(());
+        }
+        let verdicts = self.client.supports_ops(self.info.index, &batch, &asked)?;
+        let mut cache = lock(&self.verdicts);
+        for (key, v) in keys.into_iter().zip(verdicts) {
+            if cache.len() < MAX_VERDICTS {
+                cache.insert(key, Verdict::from(v));
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Device for RemoteDevice {
@@ -154,6 +222,22 @@ impl Device for RemoteDevice {
         if let Some(v) = lock(&self.verdicts).get(&key) {
             return v.clone();
         }
+        // One round trip for this node and every later one not asked yet
+        // (the scheduler asks about the nodes of a graph one by one); a
+        // batch the server refuses as a whole leaves the single question.
+        if !self.single_questions.load(Ordering::Relaxed) {
+            match self.ask_ahead(graph, node) {
+                Ok(()) => {
+                    if let Some(v) = lock(&self.verdicts).get(&key) {
+                        return v.clone();
+                    }
+                }
+                Err(e) if e.is_unimplemented() => {
+                    self.single_questions.store(true, Ordering::Relaxed)
+                }
+                Err(_) => {}
+            }
+        }
         match self
             .client
             .supports_op(self.info.index, &sig, sig.len() - 1)
@@ -161,7 +245,7 @@ impl Device for RemoteDevice {
             Ok(r) => {
                 let v = Verdict::from(r);
                 let mut cache = lock(&self.verdicts);
-                if cache.len() < 4096 {
+                if cache.len() < MAX_VERDICTS {
                     cache.insert(key, v.clone());
                 }
                 v
