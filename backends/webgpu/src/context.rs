@@ -45,6 +45,8 @@ pub struct Ctx {
     /// The staging buffer reads go through, kept between reads (see
     /// [`crate::buffer::read_buffer`]); its lock also orders the reads.
     pub readback: Mutex<Option<wgpu::Buffer>>,
+    /// The native Vulkan kernels' features and pipelines ([`crate::native`]).
+    pub native: crate::native::NativeState,
 }
 
 impl Ctx {
@@ -82,8 +84,8 @@ impl Ctx {
             memory_hints: wgpu::MemoryHints::Performance,
             trace: wgpu::Trace::Off,
         };
-        let (device, queue) = pollster::block_on(adapter.request_device(&desc))
-            .map_err(|e| format!("opening {}: {e}", facts.adapter))?;
+        // On Vulkan, with the native kernels' extras where offered.
+        let (device, queue, native) = crate::native::open_device(adapter, &desc)?;
         device.on_uncaptured_error(Arc::new(|e| {
             eprintln!("backplane-webgpu: uncaptured wgpu error: {e}");
         }));
@@ -102,6 +104,7 @@ impl Ctx {
             next_id: AtomicU64::new(1),
             param_pool: Arc::default(),
             readback: Mutex::default(),
+            native: crate::native::NativeState::new(native),
         })
     }
 

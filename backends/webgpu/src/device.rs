@@ -145,6 +145,9 @@ pub struct WebGpuDevice {
     facts: Facts,
     /// Device-wide options, read when the plugin loaded.
     settings: DeviceSettings,
+    /// What the adapter offers the native Vulkan kernels (the opened
+    /// device's own record replaces it in the description).
+    native: crate::native::NativeFeatures,
     ctx: OnceLock<Result<Arc<Ctx>, String>>,
 }
 
@@ -156,11 +159,13 @@ impl WebGpuDevice {
         }
         let mut facts = read_facts(&adapter, features);
         facts.tuning = settings.tuning.clone();
+        let native = crate::native::offered(&adapter, features);
         WebGpuDevice {
             name,
             adapter,
             facts,
             settings,
+            native,
             ctx: OnceLock::new(),
         }
     }
@@ -213,6 +218,10 @@ impl Device for WebGpuDevice {
         if let Some(n) = f.compute_units {
             extras.push(format!("{n} multiprocessors"));
         }
+        extras.push(match self.ctx.get() {
+            Some(Ok(ctx)) => crate::native::mul_mat::description(&ctx.native.features),
+            _ => crate::native::mul_mat::description(&self.native),
+        });
         format!(
             "{} ({}, {}; max binding {}, workgroup storage {}; {})",
             f.adapter,

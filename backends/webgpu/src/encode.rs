@@ -290,33 +290,68 @@ impl<'a> Encoder<'a> {
         groups: [u32; 3],
     ) -> Result<(), String> {
         let t0 = Instant::now();
+        self.check_dispatch(&key.label(), bindings, params, groups)?;
+        let pipeline = self
+            .ctx
+            .pipelines
+            .get(&self.ctx.device, key, checks, bindings.len())?;
+        self.record(pipeline, bindings, params, groups, t0)
+    }
+
+    /// Records one kernel of an already built `pipeline` (the native
+    /// kernels' pipelines, [`crate::native`]): `groups` workgroups, with
+    /// the bindings and parameters of [`Encoder::dispatch`].
+    pub fn dispatch_pipeline(
+        &mut self,
+        pipeline: Arc<Pipeline>,
+        bindings: &[Binding],
+        params: &Params,
+        groups: [u32; 3],
+    ) -> Result<(), String> {
+        let t0 = Instant::now();
+        self.check_dispatch(&pipeline.label, bindings, params, groups)?;
+        self.record(pipeline, bindings, params, groups, t0)
+    }
+
+    /// Refuses a dispatch over the device's limits, naming the kernel.
+    fn check_dispatch(
+        &self,
+        label: &str,
+        bindings: &[Binding],
+        params: &Params,
+        groups: [u32; 3],
+    ) -> Result<(), String> {
         let max = self.ctx.facts.max_groups_per_dim;
         if groups.iter().any(|&g| g > max) {
             return Err(format!(
-                "{}: dispatch {groups:?} over max {max} workgroups per dimension",
-                key.label()
+                "{label}: dispatch {groups:?} over max {max} workgroups per dimension"
             ));
         }
         if bindings.len() > self.ctx.facts.max_storage_buffers as usize {
             return Err(format!(
-                "{}: {} storage bindings > device max {}",
-                key.label(),
+                "{label}: {} storage bindings > device max {}",
                 bindings.len(),
                 self.ctx.facts.max_storage_buffers
             ));
         }
         let words = params.words();
         if words.len() * 4 > PARAM_SLOT_BYTES as usize {
-            return Err(format!(
-                "{}: {} parameter words > 64",
-                key.label(),
-                words.len()
-            ));
+            return Err(format!("{label}: {} parameter words > 64", words.len()));
         }
-        let pipeline = self
-            .ctx
-            .pipelines
-            .get(&self.ctx.device, key, checks, bindings.len())?;
+        Ok(())
+    }
+
+    /// Records `pipeline` with its bind group and parameter slot, and
+    /// submits the batch when it is full.
+    fn record(
+        &mut self,
+        pipeline: Arc<Pipeline>,
+        bindings: &[Binding],
+        params: &Params,
+        groups: [u32; 3],
+        t0: Instant,
+    ) -> Result<(), String> {
+        let words = params.words();
         if groups.contains(&0) {
             return Ok(());
         }

@@ -18,6 +18,7 @@ pub mod encode;
 pub mod facts;
 pub mod kept;
 pub mod memory;
+pub mod native;
 mod ops;
 pub mod options;
 pub mod pipelines;

@@ -144,6 +144,13 @@ pub const WEBGPU_OPTIONS: &[OptionSpec] = &[
         env: "BACKPLANE_WEBGPU_FLASH_ATTN_PACK",
     },
     OptionSpec {
+        name: "native",
+        kind: OptionKind::Word(crate::native::NativeMode::WORDS),
+        default: "auto",
+        meaning: "native Vulkan MUL_MAT kernels (SPIR-V from GLSL, docs/webgpu.md): auto, on wherever one can run, or off (the WGSL kernels only)",
+        env: "BACKPLANE_WEBGPU_NATIVE",
+    },
+    OptionSpec {
         name: "fuse",
         kind: OptionKind::Bool,
         default: "on",
@@ -304,6 +311,8 @@ pub struct Tuning {
     pub first_submit: usize,
     /// `fuse`: encode chains of nodes as one kernel (`ops::fusion`).
     pub fuse: bool,
+    /// `native`: whether MUL_MAT may use the native Vulkan kernels.
+    pub native: crate::native::NativeMode,
 }
 
 impl Default for Tuning {
@@ -345,6 +354,7 @@ impl Tuning {
             // In 1..=32 by the schema, which has a default.
             first_submit: o.integer("first_submit").map_or(1, |n| n as usize),
             fuse: o.bool("fuse"),
+            native: crate::native::NativeMode::from_word(o.text("native").as_deref()),
         }
     }
 }

@@ -167,6 +167,16 @@ impl PipelineCache {
 }
 
 impl PipelineCache {
+    /// The bind group layout of every pipeline with `n_storage` storage
+    /// bindings (the native kernels' pipelines share it, so cached bind
+    /// groups fit them too).
+    pub fn shared_layout(&self, device: &wgpu::Device, n_storage: usize) -> wgpu::BindGroupLayout {
+        lock(&self.layouts)
+            .entry(n_storage)
+            .or_insert_with(|| layout(device, n_storage))
+            .clone()
+    }
+
     /// Nanoseconds spent compiling pipelines so far.
     pub fn compile_ns(&self) -> u64 {
         self.compile_ns.load(std::sync::atomic::Ordering::Relaxed)

@@ -13,7 +13,7 @@ mod binary;
 mod conv;
 pub(crate) mod fusion;
 mod layout;
-mod matmul;
+pub(crate) mod matmul;
 mod norm;
 mod reduce;
 mod rope;

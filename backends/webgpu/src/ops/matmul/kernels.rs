@@ -402,6 +402,9 @@ pub(super) fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
     if d.nelements() == 0 {
         return Ok(());
     }
+    if crate::native::mul_mat::try_encode(e, node)? {
+        return Ok(());
+    }
     let w = Weights::new(e, ia)?;
     let out = Dst::new(e, node)?;
     let dense = out.strides[0] == 1;

@@ -1,0 +1,227 @@
+//! With the `native-vulkan` feature: compiles the GLSL kernels of `glsl/`
+//! to SPIR-V with shaderc (glslang built from source), validates each
+//! module with SPIRV-Tools for its Vulkan target, and writes
+//! `$OUT_DIR/native_kernels.rs`, the table `src/native/kernels.rs`
+//! includes (each kernel's SPIR-V embedded with `include_bytes!`, or the
+//! reason it was left out). Without the feature it does nothing and the
+//! backend has the WGSL kernels only.
+
+fn main() {
+    println!("cargo::rerun-if-changed=build.rs");
+    #[cfg(feature = "native-vulkan")]
+    native::build();
+}
+
+#[cfg(feature = "native-vulkan")]
+mod native {
+    use std::fmt::Write as _;
+    use std::path::{Path, PathBuf};
+
+    /// Every kernel targets Vulkan 1.2 (SPIR-V 1.5): wgpu-hal's instance
+    /// may stop at 1.2, and SPIR-V 1.5 carries cooperative matrices as an
+    /// extension.
+    const VULKAN_1_2: u32 = shaderc::EnvVersion::Vulkan1_2 as u32;
+
+    /// SPIRV-Tools' `spv_target_env` for Vulkan 1.2.
+    const SPV_ENV_VULKAN_1_2: u32 = 23;
+
+    /// One compiled variant: a name the backend looks up, its source file
+    /// and macro definitions.
+    struct Variant {
+        name: String,
+        file: &'static str,
+        defines: Vec<(&'static str, String)>,
+    }
+
+    /// Weight types of the native mat-vec, with their macro.
+    const MATVEC_TYPES: &[(&str, &str)] = &[("q4_0", "A_Q4_0"), ("q8_0", "A_Q8_0")];
+
+    /// Weight types of the cooperative-matrix GEMM, with their macro.
+    const COOPMAT_TYPES: &[(&str, &str)] =
+        &[("f16", "A_F16"), ("q4_0", "A_Q4_0"), ("q8_0", "A_Q8_0")];
+
+    /// Cooperative-matrix shapes (M x N x K of one matrix multiply-add)
+    /// a GEMM variant is built for; the backend picks one the device lists.
+    const COOPMAT_SHAPES: &[(u32, u32, u32)] = &[(16, 16, 16), (16, 8, 16), (16, 16, 8)];
+
+    fn variants() -> Vec<Variant> {
+        let mut out = Vec::new();
+        for &(ty, flag) in MATVEC_TYPES {
+            for cols in 1..=8u32 {
+                out.push(Variant {
+                    name: format!("mul_mat_vec_{ty}_n{cols}"),
+                    file: "mul_mat_vec.comp",
+                    defines: vec![
+                        (flag, String::new()),
+                        ("NCOLS", cols.to_string()),
+                        ("NROWS", "2".into()),
+                        ("WG_SIZE", "128".into()),
+                    ],
+                });
+            }
+        }
+        for &(ty, flag) in COOPMAT_TYPES {
+            for &(m, n, k) in COOPMAT_SHAPES {
+                out.push(Variant {
+                    name: format!("mul_mat_coopmat_{ty}_{m}x{n}x{k}"),
+                    file: "mul_mat_coopmat.comp",
+                    defines: vec![
+                        (flag, String::new()),
+                        ("TM", m.to_string()),
+                        ("TN", n.to_string()),
+                        ("TK", k.to_string()),
+                    ],
+                });
+            }
+        }
+        out
+    }
+
+    /// Whether a compile error says the compiler does not know a GLSL
+    /// extension (the kernel is then left out, with the message as the
+    /// reason, instead of failing the build).
+    fn unknown_extension(message: &str) -> bool {
+        message.contains("extension not supported")
+    }
+
+    pub fn build() {
+        let dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"))
+            .join("glsl");
+        let out = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR"));
+        println!("cargo::rerun-if-changed={}", dir.display());
+        let compiler = shaderc::Compiler::new().expect("shaderc: no compiler");
+        let mut table = String::new();
+        for v in variants() {
+            let path = dir.join(v.file);
+            println!("cargo::rerun-if-changed={}", path.display());
+            let source = std::fs::read_to_string(&path)
+                .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+            let entry = match compile(&compiler, &v, &source) {
+                Ok(words) => {
+                    if let Err(e) = validate(&words) {
+                        panic!("{}: SPIR-V from {} fails validation: {e}", v.name, v.file);
+                    }
+                    let file = out.join(format!("{}.spv", v.name));
+                    write(&file, &words);
+                    format!(
+                        "Ok(include_bytes!(concat!(env!(\"OUT_DIR\"), \"/{}.spv\")))",
+                        v.name
+                    )
+                }
+                Err(e) if unknown_extension(&e) => {
+                    println!("cargo::warning={}: left out: {e}", v.name);
+                    format!(
+                        "Err({:?})",
+                        format!("the GLSL compiler lacks an extension: {e}")
+                    )
+                }
+                Err(e) => panic!("{}: compiling {}: {e}", v.name, v.file),
+            };
+            writeln!(
+                table,
+                "    BuiltKernel {{ name: {:?}, spirv: {entry} }},",
+                v.name
+            )
+            .expect("writing to a String");
+        }
+        let text = format!(
+            "/// Every native kernel this build compiled, or why it left one out.\n\
+             pub static KERNELS: &[BuiltKernel] = &[\n{table}];\n"
+        );
+        std::fs::write(out.join("native_kernels.rs"), text).expect("writing native_kernels.rs");
+    }
+
+    fn compile(
+        compiler: &shaderc::Compiler,
+        v: &Variant,
+        source: &str,
+    ) -> Result<Vec<u32>, String> {
+        let mut options =
+            shaderc::CompileOptions::new().map_err(|e| format!("shaderc options: {e}"))?;
+        options.set_target_env(shaderc::TargetEnv::Vulkan, VULKAN_1_2);
+        options.set_target_spirv(shaderc::SpirvVersion::V1_5);
+        options.set_optimization_level(shaderc::OptimizationLevel::Performance);
+        for (name, value) in &v.defines {
+            let value = (!value.is_empty()).then_some(value.as_str());
+            options.add_macro_definition(name, value);
+        }
+        compiler
+            .compile_into_spirv(
+                source,
+                shaderc::ShaderKind::Compute,
+                v.file,
+                "main",
+                Some(&options),
+            )
+            .map(|a| a.as_binary().to_vec())
+            .map_err(|e| e.to_string())
+    }
+
+    fn write(path: &Path, words: &[u32]) {
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        std::fs::write(path, bytes).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+    }
+
+    /// SPIRV-Tools' C API, linked into the build script with shaderc's
+    /// static library.
+    mod spirv_tools {
+        use std::ffi::{c_char, c_void};
+
+        #[repr(C)]
+        pub struct Position {
+            pub line: usize,
+            pub column: usize,
+            pub index: usize,
+        }
+
+        #[repr(C)]
+        pub struct Diagnostic {
+            pub position: Position,
+            pub error: *const c_char,
+            pub is_text_source: bool,
+        }
+
+        unsafe extern "C" {
+            pub fn spvContextCreate(env: u32) -> *mut c_void;
+            pub fn spvContextDestroy(context: *mut c_void);
+            pub fn spvValidateBinary(
+                context: *const c_void,
+                words: *const u32,
+                num_words: usize,
+                diagnostic: *mut *mut Diagnostic,
+            ) -> i32;
+            pub fn spvDiagnosticDestroy(diagnostic: *mut Diagnostic);
+        }
+    }
+
+    /// Runs SPIRV-Tools' validator on `words` for Vulkan 1.2.
+    fn validate(words: &[u32]) -> Result<(), String> {
+        use spirv_tools::*;
+        // SAFETY: the context and diagnostic are created and destroyed
+        // here; `words` outlives the call.
+        unsafe {
+            let context = spvContextCreate(SPV_ENV_VULKAN_1_2);
+            if context.is_null() {
+                return Err("SPIRV-Tools: no context".into());
+            }
+            let mut diagnostic: *mut Diagnostic = std::ptr::null_mut();
+            let result = spvValidateBinary(context, words.as_ptr(), words.len(), &mut diagnostic);
+            let message = if diagnostic.is_null() || (*diagnostic).error.is_null() {
+                String::new()
+            } else {
+                std::ffi::CStr::from_ptr((*diagnostic).error)
+                    .to_string_lossy()
+                    .into_owned()
+            };
+            if !diagnostic.is_null() {
+                spvDiagnosticDestroy(diagnostic);
+            }
+            spvContextDestroy(context);
+            if result == 0 {
+                Ok(())
+            } else {
+                Err(format!("error {result}: {message}"))
+            }
+        }
+    }
+}

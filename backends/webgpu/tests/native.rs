@@ -1,0 +1,256 @@
+//! The native Vulkan mat-vec (`native=on`) against the WGSL path
+//! (`native=off`) and a host reference, on the first WebGPU adapter
+//! (lavapipe on machines without a GPU). Skips, saying why, when the
+//! plugin was built without the `native-vulkan` feature, there is no
+//! adapter, or the adapter lacks what the kernel needs.
+
+mod common;
+
+use backplane_abi::plugin::{Buffer, Device};
+use backplane_abi::{DType, Op, TensorDesc};
+use backplane_webgpu::native::kernels;
+
+/// Bytes between the tensors in the test buffer.
+const SLOT: u64 = 1 << 20;
+
+/// The device when the native mat-vec can run on it, else `None` with
+/// the reason printed.
+fn native_device() -> Option<(
+    backplane_webgpu::device::WebGpuReg,
+    std::sync::Arc<dyn Device>,
+)> {
+    if !kernels::built() {
+        eprintln!("skipped: {}", kernels::NOT_BUILT);
+        return None;
+    }
+    let (reg, dev) = common::first_device()?;
+    let description = dev.description();
+    if !description.contains("native mat-vec q4_0/q8_0") {
+        eprintln!("skipped: {description}");
+        return None;
+    }
+    Some((reg, dev))
+}
+
+/// Blocks of `t` (q4_0 or q8_0) for `n` weights: scales and quants of a
+/// fixed pattern with both signs.
+fn weights(t: DType, n: usize) -> Vec<u8> {
+    let blocks = n / 32;
+    let mut out = Vec::new();
+    for blk in 0..blocks {
+        let scale = 0.01 + (blk % 7) as f32 * 0.003;
+        out.extend(half::f16::from_f32(scale).to_bits().to_le_bytes());
+        match t {
+            DType::Q4_0 => out.extend((0..16).map(|i| ((blk * 7 + i * 13) % 256) as u8)),
+            _ => out.extend((0..32).map(|i| ((blk * 11 + i * 29) % 256) as u8)),
+        }
+    }
+    out
+}
+
+/// The weights as f32, ggml's dequantization.
+fn dequantize(t: DType, bytes: &[u8]) -> Vec<f32> {
+    let block = if t == DType::Q4_0 { 18 } else { 34 };
+    let mut out = Vec::new();
+    for b in bytes.chunks_exact(block) {
+        let d = half::f16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f32();
+        if t == DType::Q4_0 {
+            let q = &b[2..18];
+            out.extend(q.iter().map(|&x| d * (f32::from(x & 15) - 8.0)));
+            out.extend(q.iter().map(|&x| d * (f32::from(x >> 4) - 8.0)));
+        } else {
+            out.extend(b[2..34].iter().map(|&x| d * f32::from(x as i8)));
+        }
+    }
+    out
+}
+
+fn node(t: DType, ne: [i64; 4], offset: u64, buffer: u64) -> TensorDesc {
+    let mut d = TensorDesc::new(t, ne);
+    d.buffer = buffer;
+    d.offset = offset;
+    d
+}
+
+fn floats(b: &[u8]) -> Vec<f32> {
+    b.chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes")))
+        .collect()
+}
+
+/// One MUL_MAT case: weights [k, m, a2, a3] of type `t`, activations
+/// [k, n, b2, b3] (transposed in memory when `transposed`).
+struct Case {
+    t: DType,
+    k: i64,
+    m: i64,
+    n: i64,
+    a_batch: [i64; 2],
+    b_batch: [i64; 2],
+    transposed: bool,
+}
+
+impl Case {
+    fn graph(&self, buffer: u64) -> Vec<TensorDesc> {
+        let a = node(
+            self.t,
+            [self.k, self.m, self.a_batch[0], self.a_batch[1]],
+            0,
+            buffer,
+        );
+        let mut b = node(
+            DType::F32,
+            [self.k, self.n, self.b_batch[0], self.b_batch[1]],
+            SLOT + 16,
+            buffer,
+        );
+        if self.transposed {
+            // Stored [n, k]: element (k, n) at n + k * n_cols.
+            b.nb[0] = 4 * self.n as u64;
+            b.nb[1] = 4;
+        }
+        let mut d = node(
+            DType::F32,
+            [self.m, self.n, self.b_batch[0], self.b_batch[1]],
+            2 * SLOT,
+            buffer,
+        );
+        d.op = Op::MulMat.code();
+        d.src[0] = 0;
+        d.src[1] = 1;
+        vec![a, b, d]
+    }
+
+    /// Activations in memory order, and the reference result.
+    fn data(&self, a: &[f32]) -> (Vec<f32>, Vec<f32>) {
+        let (k, m, n) = (self.k as usize, self.m as usize, self.n as usize);
+        let batches = (self.b_batch[0] * self.b_batch[1]) as usize;
+        let x: Vec<f32> = (0..k * n * batches)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0)
+            .collect();
+        let at = |kk: usize, nn: usize, batch: usize| {
+            let base = batch * k * n;
+            if self.transposed {
+                x[base + nn + kk * n]
+            } else {
+                x[base + kk + nn * k]
+            }
+        };
+        let (r2, r3) = (
+            (self.b_batch[0] / self.a_batch[0]) as usize,
+            (self.b_batch[1] / self.a_batch[1]) as usize,
+        );
+        let mut out = Vec::with_capacity(m * n * batches);
+        for i3 in 0..self.b_batch[1] as usize {
+            for i2 in 0..self.b_batch[0] as usize {
+                let batch = i2 + i3 * self.b_batch[0] as usize;
+                let wbatch = i2 / r2 + (i3 / r3) * self.a_batch[0] as usize;
+                for nn in 0..n {
+                    for mm in 0..m {
+                        let row = &a[(wbatch * m + mm) * k..][..k];
+                        let s: f64 = (0..k)
+                            .map(|kk| f64::from(row[kk]) * f64::from(at(kk, nn, batch)))
+                            .sum();
+                        out.push(s as f32);
+                    }
+                }
+            }
+        }
+        (x, out)
+    }
+}
+
+fn run(dev: &dyn Device, buf: &dyn Buffer, case: &Case, params: &str) -> (Vec<f32>, Vec<f32>) {
+    let g = case.graph(buf.id());
+    let w = weights(case.t, g[0].nelements() as usize);
+    let (x, want) = case.data(&dequantize(case.t, &w));
+    buf.clear(0x7f).expect("clear");
+    buf.set_tensor(&g[0], 0, &w).expect("set weights");
+    let xb: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+    // The activations' bytes in memory order, from the view's first byte.
+    let mut flat = g[1];
+    flat.ne = [x.len() as i64, 1, 1, 1];
+    flat.nb = [
+        4,
+        4 * x.len() as u64,
+        4 * x.len() as u64,
+        4 * x.len() as u64,
+    ];
+    buf.set_tensor(&flat, 0, &xb).expect("set activations");
+    dev.init_backend(params)
+        .expect("stream")
+        .graph_compute(&g)
+        .expect("graph_compute");
+    let mut out = vec![0u8; g[2].nbytes() as usize];
+    buf.get_tensor(&g[2], 0, &mut out).expect("get");
+    (floats(&out), want)
+}
+
+/// Normalized mean squared error of `got` against `want`.
+fn nmse(got: &[f32], want: &[f32]) -> f64 {
+    let err: f64 = got
+        .iter()
+        .zip(want)
+        .map(|(g, w)| (f64::from(*g) - f64::from(*w)).powi(2))
+        .sum();
+    let norm: f64 = want.iter().map(|w| f64::from(*w).powi(2)).sum();
+    err / norm.max(1e-30)
+}
+
+#[test]
+fn native_mat_vec_matches_the_wgsl_path_and_the_reference() {
+    let Some((_reg, dev)) = native_device() else {
+        return;
+    };
+    let buf = dev.buffer_type().alloc_buffer(3 * SLOT).expect("alloc");
+    let mut cases = Vec::new();
+    for t in [DType::Q4_0, DType::Q8_0] {
+        for n in [1, 2, 3, 8] {
+            cases.push(Case {
+                t,
+                k: 256,
+                m: 67,
+                n,
+                a_batch: [1, 1],
+                b_batch: [1, 1],
+                transposed: false,
+            });
+        }
+        // Broadcast over dims 2 and 3, and activations transposed in memory.
+        cases.push(Case {
+            t,
+            k: 96,
+            m: 33,
+            n: 5,
+            a_batch: [2, 1],
+            b_batch: [4, 3],
+            transposed: true,
+        });
+    }
+    for case in &cases {
+        let label = format!(
+            "{} k={} m={} n={} batches {:?}/{:?} transposed={}",
+            case.t.name(),
+            case.k,
+            case.m,
+            case.n,
+            case.a_batch,
+            case.b_batch,
+            case.transposed
+        );
+        let (native, want) = run(dev.as_ref(), buf.as_ref(), case, "native=on");
+        let (wgsl, _) = run(dev.as_ref(), buf.as_ref(), case, "native=off");
+        // The native kernel multiplies f32 activations by the dequantized
+        // weights: close to the f64 reference. The WGSL kernel quantizes
+        // the activations to 8 bits first (ggml's q8_1), so it differs.
+        let native_err = nmse(&native, &want);
+        let wgsl_err = nmse(&wgsl, &want);
+        assert!(native_err < 1e-10, "{label}: native NMSE {native_err}");
+        assert!(wgsl_err < 5e-4, "{label}: WGSL NMSE {wgsl_err}");
+        assert!(
+            nmse(&native, &wgsl) < 5e-4,
+            "{label}: native and WGSL differ beyond MUL_MAT's bound"
+        );
+        assert_ne!(native, wgsl, "{label}: native=on ran the WGSL kernel");
+    }
+}
