@@ -127,15 +127,8 @@ pub fn run(args: Args) -> Result<(), String> {
     let server = if args.models.is_empty() {
         backplane_remote::start(registry, opts)?
     } else {
-        let (store, sum) = backplane_remote::store::ModelStore::index(&args.models)?;
-        eprintln!(
-            "backplane serve: model store: {} tensors ({} bytes) of {} GGUF files",
-            sum.tensors, sum.bytes, sum.files
-        );
-        for skipped in &sum.skipped {
-            eprintln!("backplane serve: model store: skipped {skipped}");
-        }
-        backplane_remote::start_with_store(registry, opts, Some((store, sum)))?
+        let store = backplane_remote::index_models(&args.models)?;
+        backplane_remote::start_with_store(registry, opts, store)?
     };
     let tls_note = server
         .fingerprint

@@ -24,7 +24,7 @@ pub mod pb {
 
 pub use client::{Client, ClientOptions, RemoteBuffer, RemoteError, Target};
 pub use limits::Limits;
-pub use listen::{Listen, RunningServer, ServeOptions, Tls, start, start_with_store};
+pub use listen::{Listen, RunningServer, ServeOptions, Tls, index_models, start, start_with_store};
 
 /// An error and its sources, joined with ": ".
 pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {

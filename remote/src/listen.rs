@@ -95,8 +95,7 @@ impl Drop for RunningServer {
 
 /// Starts serving `registry`'s devices as `opts` say; returns once the
 /// socket is bound. When `BACKPLANE_SERVE_MODELS` names directories, their
-/// GGUF files are indexed first ([`ModelStore`]) and a line says what was
-/// found.
+/// GGUF files are indexed first ([`index_models`]).
 pub fn start(registry: Registry, opts: ServeOptions) -> Result<RunningServer, String> {
     let dirs: Vec<PathBuf> = std::env::var_os(MODELS_ENV)
         .map(|v| {
@@ -105,23 +104,28 @@ pub fn start(registry: Registry, opts: ServeOptions) -> Result<RunningServer, St
                 .collect()
         })
         .unwrap_or_default();
-    let store = if dirs.is_empty() {
-        None
-    } else {
-        let (store, summary) = ModelStore::index(&dirs)?;
-        eprintln!(
-            "backplane serve: model store: {} tensors ({} bytes) of {} GGUF files indexed in {:.1} s",
-            summary.tensors,
-            summary.bytes,
-            summary.files,
-            store.indexing_time().as_secs_f64()
-        );
-        for s in &summary.skipped {
-            eprintln!("backplane serve: model store: skipped {s}");
-        }
-        Some((store, summary))
-    };
-    start_with_store(registry, opts, store)
+    start_with_store(registry, opts, index_models(&dirs)?)
+}
+
+/// Indexes the GGUF files of `dirs` (directories or files) into a
+/// [`ModelStore`] and prints a line saying what was found (and one per
+/// file skipped); `None` when `dirs` is empty.
+pub fn index_models(dirs: &[PathBuf]) -> Result<Option<(ModelStore, StoreSummary)>, String> {
+    if dirs.is_empty() {
+        return Ok(None);
+    }
+    let (store, summary) = ModelStore::index(dirs)?;
+    eprintln!(
+        "backplane serve: model store: {} tensors ({} bytes) of {} GGUF files indexed in {:.1} s",
+        summary.tensors,
+        summary.bytes,
+        summary.files,
+        store.indexing_time().as_secs_f64()
+    );
+    for s in &summary.skipped {
+        eprintln!("backplane serve: model store: skipped {s}");
+    }
+    Ok(Some((store, summary)))
 }
 
 /// [`start`] with a model store already indexed (or none).
