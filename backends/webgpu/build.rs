@@ -48,16 +48,23 @@ mod native {
         let mut out = Vec::new();
         for &(ty, flag) in MATVEC_TYPES {
             for cols in 1..=8u32 {
-                out.push(Variant {
-                    name: format!("mul_mat_vec_{ty}_n{cols}"),
-                    file: "mul_mat_vec.comp",
-                    defines: vec![
+                // `_x4`: activations read as vec4 rows.
+                for x4 in [false, true] {
+                    let mut defines = vec![
                         (flag, String::new()),
                         ("NCOLS", cols.to_string()),
                         ("NROWS", "2".into()),
                         ("WG_SIZE", "128".into()),
-                    ],
-                });
+                    ];
+                    if x4 {
+                        defines.push(("X_VEC4", String::new()));
+                    }
+                    out.push(Variant {
+                        name: format!("mul_mat_vec_{ty}_n{cols}{}", if x4 { "_x4" } else { "" }),
+                        file: "mul_mat_vec.comp",
+                        defines,
+                    });
+                }
             }
         }
         for &(ty, flag) in COOPMAT_TYPES {

@@ -29,6 +29,9 @@ layout(binding = 0, std430) readonly buffer AHalf { float16_t a_half[]; };
 layout(binding = 0, std430) readonly buffer AU16 { uint16_t a_u16[]; };
 layout(binding = 0, std430) readonly buffer AI8 { int8_t a_i8[]; };
 layout(binding = 1, std430) readonly buffer B { float b[]; };
+#if defined(X_VEC4)
+layout(binding = 1, std430) readonly buffer B4 { vec4 b4[]; };
+#endif
 layout(binding = 2, std430) writeonly buffer D { float d[]; };
 
 // Field order is the order of the words the host writes (all u32).
@@ -113,6 +116,57 @@ void main() {
             acc[r][c] = 0.0;
         }
     }
+#if defined(X_VEC4)
+    // Activation rows dense and 16-byte aligned: each invocation takes
+    // whole blocks, their activations as 8 vec4 loads per column and
+    // their quants as 16-bit words (fewest loads: lavapipe gathers every
+    // load of every invocation).
+    for (uint blk = tid; blk < blocks; blk += WG_SIZE) {
+        vec4 x[NCOLS][8];
+        [[unroll]] for (uint c = 0; c < NCOLS; c++) {
+            const uint x0 = ((b_base + c * p.b_nb1) >> 2) + blk * 8;
+            [[unroll]] for (uint v = 0; v < 8; v++) {
+                x[c][v] = b4[x0 + v];
+            }
+        }
+        [[unroll]] for (uint r = 0; r < NROWS; r++) {
+            const uint row = min(group * NROWS + r, p.M - 1);
+            const uint at = a_base + row * p.a_nb1 + blk * BLOCK_BYTES;
+            const float scale = float(a_half[at >> 1]);
+            float s[NCOLS];
+            [[unroll]] for (uint c = 0; c < NCOLS; c++) {
+                s[c] = 0.0;
+            }
+#if defined(A_Q4_0)
+            // Word i: weights 2i, 2i + 1 (low nibbles), 2i + 16, 2i + 17.
+            [[unroll]] for (uint i = 0; i < 8; i++) {
+                const uint q = uint(a_u16[(at >> 1) + 1 + i]);
+                const vec2 lo = vec2(float(q & 0xFu), float((q >> 8) & 0xFu)) - 8.0;
+                const vec2 hi = vec2(float((q >> 4) & 0xFu), float(q >> 12)) - 8.0;
+                [[unroll]] for (uint c = 0; c < NCOLS; c++) {
+                    const vec4 xl = x[c][i >> 1];
+                    const vec4 xh = x[c][4 + (i >> 1)];
+                    s[c] += (i & 1) == 0 ? dot(lo, xl.xy) + dot(hi, xh.xy)
+                                         : dot(lo, xl.zw) + dot(hi, xh.zw);
+                }
+            }
+#else
+            // Word i: weights 2i and 2i + 1, signed bytes.
+            [[unroll]] for (uint i = 0; i < 16; i++) {
+                const int q = int(uint(a_u16[(at >> 1) + 1 + i]));
+                const vec2 w = vec2(float((q << 24) >> 24), float((q << 16) >> 24));
+                [[unroll]] for (uint c = 0; c < NCOLS; c++) {
+                    const vec4 xv = x[c][i >> 1];
+                    s[c] += (i & 1) == 0 ? dot(w, xv.xy) : dot(w, xv.zw);
+                }
+            }
+#endif
+            [[unroll]] for (uint c = 0; c < NCOLS; c++) {
+                acc[r][c] += scale * s[c];
+            }
+        }
+    }
+#else
     const uint lane = tid % LANES;
     for (uint blk = tid / LANES; blk < blocks; blk += BLOCKS_PER_STEP) {
         vec4 x[NCOLS];
@@ -133,6 +187,7 @@ void main() {
             }
         }
     }
+#endif
     [[unroll]] for (uint r = 0; r < NROWS; r++) {
         [[unroll]] for (uint c = 0; c < NCOLS; c++) {
             const float s = subgroupAdd(acc[r][c]);

@@ -25,7 +25,7 @@ fn native_device() -> Option<(
     }
     let (reg, dev) = common::first_device()?;
     let description = dev.description();
-    if !description.contains("native mat-vec q4_0/q8_0") {
+    if !description.contains("native=on: mat-vec q4_0/q8_0") {
         eprintln!("skipped: {description}");
         return None;
     }

@@ -20,8 +20,9 @@ pub mod pipelines;
 /// The `native` option: whether MUL_MAT may use the native kernels.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum NativeMode {
-    /// The backend decides (native where a kernel is built, the device has
-    /// what it needs and it is measured faster than the WGSL path).
+    /// The backend decides: native where a kernel is built, the device
+    /// has what it needs and the kernel measured faster than the WGSL
+    /// path (none yet: see [`mul_mat::MATVEC_NOT_FASTER`]).
     #[default]
     Auto,
     /// Native wherever a kernel can run (measuring, tests).

@@ -10,7 +10,11 @@
 //! - `mul_mat_coopmat` (`glsl/mul_mat_coopmat.comp`): at least
 //!   [`COOPMAT_MIN_N`] columns, f16 / q4_0 / q8_0 weights staged as halves
 //!   in workgroup memory, `VK_KHR_cooperative_matrix` products of a shape
-//!   the device lists. Not measured yet: used only with `native=on`.
+//!   the device lists.
+//!
+//! Neither is measured faster than the WGSL kernels on any device yet, so
+//! `native=auto` (the default) leaves every MUL_MAT to WGSL and
+//! `native=on` runs them wherever they can run.
 
 use backplane_abi::{DType, Op};
 
@@ -48,6 +52,16 @@ pub const COOPMAT_WG: u32 = 128;
 /// invocations are 4 subgroups, each a 32 x 32 quarter of the tile.
 pub const COOPMAT_SUBGROUP: u32 = 32;
 
+/// Why `native=auto` leaves the mat-vec to WGSL: on lavapipe it measured
+/// slower than the WGSL integer mat-vec (docs/webgpu.md, "Native Vulkan
+/// kernels"), and no GPU has measured it yet.
+pub const MATVEC_NOT_FASTER: &str =
+    "native mat-vec not measured faster than the WGSL one on any device yet: only with native=on";
+
+/// Why `native=auto` leaves wide products to WGSL.
+pub const COOPMAT_NOT_MEASURED: &str =
+    "native cooperative-matrix GEMM not measured yet: only with native=on";
+
 /// A native MUL_MAT kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NativeKernel {
@@ -57,6 +71,9 @@ pub enum NativeKernel {
         weights: DType,
         /// Columns (1..=8).
         cols: u32,
+        /// Activations read as vec4 rows, whole blocks per invocation
+        /// (rows dense, offsets and strides multiples of 16 bytes).
+        x_vec4: bool,
     },
     /// `mul_mat_coopmat` with matrices of `shape`.
     CoopMat {
@@ -71,9 +88,15 @@ impl NativeKernel {
     /// The name of its SPIR-V variant (`build.rs` names them alike).
     pub fn name(&self) -> String {
         match *self {
-            NativeKernel::MatVec { weights, cols } => {
-                format!("mul_mat_vec_{}_n{cols}", weights.name())
-            }
+            NativeKernel::MatVec {
+                weights,
+                cols,
+                x_vec4,
+            } => format!(
+                "mul_mat_vec_{}_n{cols}{}",
+                weights.name(),
+                if x_vec4 { "_x4" } else { "" }
+            ),
             NativeKernel::CoopMat { weights, shape } => format!(
                 "mul_mat_coopmat_{}_{}x{}x{}",
                 weights.name(),
@@ -152,8 +175,8 @@ pub fn coopmat_device(f: &NativeFeatures, t: DType) -> Result<CoopShape, String>
 }
 
 /// The native MUL_MAT kernels the device can run, in a few words for its
-/// description (`native mat-vec q4_0/q8_0, GEMM f16/q4_0/q8_0 16x16x16`),
-/// or why it has none (the first reason).
+/// description (`native=on: mat-vec q4_0/q8_0, GEMM f16/q4_0/q8_0
+/// 16x16x16`), or why it has none (the first reason).
 pub fn description(f: &NativeFeatures) -> String {
     if let Some(why) = &f.unavailable {
         return format!("no native kernels: {why}");
@@ -180,19 +203,36 @@ pub fn description(f: &NativeFeatures) -> String {
         let why = matvec_device(f, DType::Q4_0).err().unwrap_or_default();
         return format!("no native kernels: {why}");
     }
-    format!("native {}", parts.join(", "))
+    format!("native=on: {}", parts.join(", "))
 }
 
-/// The native kernel for a MUL_MAT of weights `ta`, activations `tb` and
-/// shape `s` (weights stored split: `split`), or why none.
+/// How the activations of a MUL_MAT lie, as [`choose`] needs it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Operands {
+    /// Weight type.
+    pub ta: DType,
+    /// Activation type.
+    pub tb: DType,
+    /// Weights stored split ([`crate::split`]).
+    pub split: bool,
+    /// Activation rows dense with offset and strides multiples of 16
+    /// bytes (read as vec4s).
+    pub x_vec4: bool,
+}
+
+/// The native kernel for a MUL_MAT of `o` and shape `s`, or why none.
 pub fn choose(
     f: &NativeFeatures,
     mode: NativeMode,
-    ta: DType,
-    tb: DType,
+    o: Operands,
     s: &Shape,
-    split: bool,
 ) -> Result<NativeKernel, String> {
+    let Operands {
+        ta,
+        tb,
+        split,
+        x_vec4,
+    } = o;
     if mode == NativeMode::Off {
         return Err("native=off".into());
     }
@@ -216,8 +256,12 @@ pub fn choose(
         let k = NativeKernel::MatVec {
             weights: ta,
             cols: s.n as u32,
+            x_vec4,
         };
         kernels::available(&k.name())?;
+        if mode == NativeMode::Auto {
+            return Err(MATVEC_NOT_FASTER.into());
+        }
         return Ok(k);
     }
     if s.n >= COOPMAT_MIN_N {
@@ -229,9 +273,7 @@ pub fn choose(
         }
         let shape = coopmat_device(f, ta)?;
         if mode == NativeMode::Auto {
-            return Err(
-                "native cooperative-matrix GEMM not measured yet: only with native=on".into(),
-            );
+            return Err(COOPMAT_NOT_MEASURED.into());
         }
         return Ok(NativeKernel::CoopMat { weights: ta, shape });
     }
@@ -247,15 +289,17 @@ pub fn choice(e: &Encoder, node: usize) -> Result<NativeKernel, String> {
     }
     let (ia, ib) = (src_index(g, node, 0)?, src_index(g, node, 1)?);
     let s = Shape::of(&g[ia], &g[ib])?;
-    let split = e.ctx().is_split(g[ia].buffer);
-    choose(
-        &e.ctx().native.features,
-        e.facts().tuning.native,
-        dtype(&g[ia])?,
-        dtype(&g[ib])?,
-        &s,
-        split,
-    )
+    let b = &g[ib];
+    let rem = b.offset % e.facts().offset_alignment.max(1);
+    let o = Operands {
+        ta: dtype(&g[ia])?,
+        tb: dtype(b)?,
+        split: e.ctx().is_split(g[ia].buffer),
+        x_vec4: b.nb[0] == 4
+            && rem.is_multiple_of(16)
+            && b.nb[1..].iter().all(|n| n.is_multiple_of(16)),
+    };
+    choose(&e.ctx().native.features, e.facts().tuning.native, o, &s)
 }
 
 /// Encodes MUL_MAT `node` with a native kernel when it gets one (true),
@@ -453,12 +497,12 @@ mod tests {
 
     #[test]
     fn the_description_names_the_kernels_the_device_can_run() {
-        assert_eq!(description(&lavapipe()), "native mat-vec q4_0/q8_0");
+        assert_eq!(description(&lavapipe()), "native=on: mat-vec q4_0/q8_0");
         let no8 = NativeFeatures {
             storage8: false,
             ..lavapipe()
         };
-        assert_eq!(description(&no8), "native mat-vec q4_0");
+        assert_eq!(description(&no8), "native=on: mat-vec q4_0");
         let nothing = NativeFeatures {
             subgroup_arithmetic: false,
             ..lavapipe()
@@ -470,7 +514,7 @@ mod tests {
         if kernels::built() {
             assert_eq!(
                 description(&h200()),
-                "native mat-vec q4_0/q8_0, GEMM f16/q4_0/q8_0 16x8x16"
+                "native=on: mat-vec q4_0/q8_0, GEMM f16/q4_0/q8_0 16x8x16"
             );
         }
     }
@@ -479,13 +523,24 @@ mod tests {
     fn the_choice_follows_mode_types_and_columns() {
         let f = lavapipe();
         let one = shape(4096, 1, 4096);
-        let pick = |f: &NativeFeatures, mode, ta, tb, s: &Shape| choose(f, mode, ta, tb, s, false);
+        let ops = |ta, tb| Operands {
+            ta,
+            tb,
+            split: false,
+            x_vec4: false,
+        };
+        let pick = |f: &NativeFeatures, mode, ta, tb, s: &Shape| choose(f, mode, ops(ta, tb), s);
         if kernels::built() {
             assert_eq!(
                 pick(&f, NativeMode::Auto, DType::Q4_0, DType::F32, &one),
+                Err(MATVEC_NOT_FASTER.to_string())
+            );
+            assert_eq!(
+                pick(&f, NativeMode::On, DType::Q4_0, DType::F32, &one),
                 Ok(NativeKernel::MatVec {
                     weights: DType::Q4_0,
-                    cols: 1
+                    cols: 1,
+                    x_vec4: false,
                 })
             );
             assert_eq!(
@@ -498,6 +553,14 @@ mod tests {
                 )
                 .map(|k| k.name()),
                 Ok("mul_mat_vec_q8_0_n7".to_string())
+            );
+            let aligned = Operands {
+                x_vec4: true,
+                ..ops(DType::Q4_0, DType::F32)
+            };
+            assert_eq!(
+                choose(&f, NativeMode::On, aligned, &one).map(|k| k.name()),
+                Ok("mul_mat_vec_q4_0_n1_x4".to_string())
             );
         } else {
             assert_eq!(
@@ -528,9 +591,17 @@ mod tests {
             Err("no native kernel for 16 columns".into())
         );
         assert!(
-            choose(&f, NativeMode::On, DType::Q4_0, DType::F32, &one, true)
-                .unwrap_err()
-                .contains("stored split")
+            choose(
+                &f,
+                NativeMode::On,
+                Operands {
+                    split: true,
+                    ..ops(DType::Q4_0, DType::F32)
+                },
+                &one
+            )
+            .unwrap_err()
+            .contains("stored split")
         );
         // lavapipe has no cooperative matrices.
         assert_eq!(
@@ -546,6 +617,16 @@ mod tests {
     fn the_gemm_takes_a_listed_shape_this_build_has_and_waits_for_native_on() {
         let f = h200();
         let wide = shape(4096, 512, 14336);
+        let q4_0 = Operands {
+            ta: DType::Q4_0,
+            tb: DType::F32,
+            split: false,
+            x_vec4: true,
+        };
+        let f16 = Operands {
+            ta: DType::F16,
+            ..q4_0
+        };
         if !kernels::built() {
             assert!(
                 coopmat_device(&f, DType::F16)
@@ -560,13 +641,12 @@ mod tests {
             Ok(CoopShape { m: 16, n: 8, k: 16 })
         );
         assert_eq!(
-            choose(&f, NativeMode::On, DType::Q4_0, DType::F32, &wide, false).map(|k| k.name()),
+            choose(&f, NativeMode::On, q4_0, &wide).map(|k| k.name()),
             Ok("mul_mat_coopmat_q4_0_16x8x16".to_string())
         );
-        assert!(
-            choose(&f, NativeMode::Auto, DType::F16, DType::F32, &wide, false)
-                .unwrap_err()
-                .contains("not measured yet")
+        assert_eq!(
+            choose(&f, NativeMode::Auto, f16, &wide).unwrap_err(),
+            COOPMAT_NOT_MEASURED
         );
         let odd = NativeFeatures {
             coopmat_shapes: vec![CoopShape { m: 8, n: 8, k: 32 }],
