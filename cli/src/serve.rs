@@ -166,8 +166,11 @@ fn load_registry(args: &Args) -> Result<Registry, String> {
             builtin: Some(backplane::builtin_cpu()),
         }));
     }
-    // The registry searches directories: link the files into a private one.
+    // The registry searches directories: link the files into a private
+    // one, emptied first (a dead process of the same pid may have left
+    // links to other plugins there).
     let dir = std::env::temp_dir().join(format!("backplane-serve-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     for file in &args.plugins {
         let name = file

@@ -1,6 +1,7 @@
-//! Loopback figures for docs/remote.md: tensor upload and download bytes/s
-//! and the round-trip overhead of a tiny graph, against an in-process
-//! server over TCP (plain, TLS) and a Unix socket.
+//! Loopback figures for docs/remote.md: tensor upload and download bytes/s,
+//! the round-trip overhead of a tiny graph, and of supports_op questions
+//! (one, and a batch), against an in-process server over TCP (plain, TLS)
+//! and a Unix socket.
 //!
 //! `cargo run --release -p backplane-remote --example loopback_bench`
 
@@ -77,13 +78,55 @@ fn measure(label: &str, client: &Client) {
         client.compute(0, &g, Some(small.session)).expect("compute");
     }
     let per_step = t0.elapsed() / runs;
+    let (one, batch) = supports_op_round_trips(client);
     println!(
-        "| {label} | {:.0} MB/s | {:.0} MB/s | {:.0} µs | {:.0} µs |",
+        "| {label} | {:.0} MB/s | {:.0} MB/s | {:.0} µs | {:.0} µs | {:.0} µs | {:.0} µs |",
         up / 1e6,
         down / 1e6,
         per_graph.as_secs_f64() * 1e6,
-        per_step.as_secs_f64() * 1e6
+        per_step.as_secs_f64() * 1e6,
+        one.as_secs_f64() * 1e6,
+        batch.as_secs_f64() * 1e6
     );
+}
+
+/// Signatures asked in one `SupportsOps` call by the bench.
+const BATCH: usize = 64;
+
+/// The time of one `SupportsOp` question, and of one `SupportsOps` call
+/// carrying [`BATCH`] signatures (ADDs of different lengths).
+fn supports_op_round_trips(client: &Client) -> (Duration, Duration) {
+    let mut graph = Vec::new();
+    let mut nodes = Vec::new();
+    for k in 0..BATCH {
+        let base = graph.len() as i32;
+        let ne = [16 + k as i64, 1, 1, 1];
+        let mut add = TensorDesc::new(DType::F32, ne);
+        add.op = Op::Add.code();
+        add.src[0] = base;
+        add.src[1] = base + 1;
+        graph.extend([
+            TensorDesc::new(DType::F32, ne),
+            TensorDesc::new(DType::F32, ne),
+            add,
+        ]);
+        nodes.push(graph.len() as u32 - 1);
+    }
+    let runs = 500;
+    let t0 = Instant::now();
+    for _ in 0..runs {
+        let v = client.supports_op(0, &graph[..3], 2).expect("supports_op");
+        assert!(v.is_ok(), "{v:?}");
+    }
+    let one = t0.elapsed() / runs;
+    let t0 = Instant::now();
+    for _ in 0..runs {
+        let v = client
+            .supports_ops(0, &graph, &nodes)
+            .expect("supports_ops");
+        assert!(v.iter().all(Result::is_ok), "{v:?}");
+    }
+    (one, t0.elapsed() / runs)
 }
 
 fn main() {
@@ -93,8 +136,10 @@ fn main() {
         call_timeout: Duration::from_secs(120),
         ..ClientOptions::default()
     };
-    println!("| transport | upload | download | graph round trip | input upload + graph |");
-    println!("| --- | --- | --- | --- | --- |");
+    println!(
+        "| transport | upload | download | graph round trip | input upload + graph | supports_op, 1 signature | {BATCH} signatures in one call |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
     let plain = backplane_remote::start(
         registry(),
         ServeOptions {
