@@ -132,8 +132,9 @@ pub fn matvec_device(f: &NativeFeatures, t: DType) -> Result<(), String> {
 }
 
 /// The cooperative-matrix shape the native GEMM uses for weights `t` on
-/// this device (the first the device lists that this build has a kernel
-/// for), or the first thing missing.
+/// this device (of the shapes the device lists and this build has a
+/// kernel for, the largest M x N x K: fewest matrix operations per tile),
+/// or the first thing missing.
 pub fn coopmat_device(f: &NativeFeatures, t: DType) -> Result<CoopShape, String> {
     let what = format!("native {} cooperative-matrix GEMM", t.name());
     if let Some(why) = &f.unavailable {
@@ -158,8 +159,10 @@ pub fn coopmat_device(f: &NativeFeatures, t: DType) -> Result<CoopShape, String>
             "{what}: needs subgroups of exactly {COOPMAT_SUBGROUP} invocations (device: {lo}..{hi})"
         ));
     }
+    let mut shapes = f.coopmat_shapes.clone();
+    shapes.sort_by_key(|s| std::cmp::Reverse(u64::from(s.m) * u64::from(s.n) * u64::from(s.k)));
     let mut missing = Vec::new();
-    for &shape in &f.coopmat_shapes {
+    for shape in shapes {
         let k = NativeKernel::CoopMat { weights: t, shape };
         match kernels::available(&k.name()) {
             Ok(()) => return Ok(shape),
@@ -514,7 +517,7 @@ mod tests {
         if kernels::built() {
             assert_eq!(
                 description(&h200()),
-                "native=on: mat-vec q4_0/q8_0, GEMM f16/q4_0/q8_0 16x8x16"
+                "native=on: mat-vec q4_0/q8_0, GEMM f16/q4_0/q8_0 16x16x16"
             );
         }
     }
@@ -635,14 +638,26 @@ mod tests {
             );
             return;
         }
-        // The device's first listed shape with a kernel in this build.
+        // The largest listed shape with a kernel in this build.
         assert_eq!(
             coopmat_device(&f, DType::F16),
+            Ok(CoopShape {
+                m: 16,
+                n: 16,
+                k: 16
+            })
+        );
+        let small = NativeFeatures {
+            coopmat_shapes: vec![CoopShape { m: 16, n: 8, k: 16 }],
+            ..h200()
+        };
+        assert_eq!(
+            coopmat_device(&small, DType::F16),
             Ok(CoopShape { m: 16, n: 8, k: 16 })
         );
         assert_eq!(
             choose(&f, NativeMode::On, q4_0, &wide).map(|k| k.name()),
-            Ok("mul_mat_coopmat_q4_0_16x8x16".to_string())
+            Ok("mul_mat_coopmat_q4_0_16x16x16".to_string())
         );
         assert_eq!(
             choose(&f, NativeMode::Auto, f16, &wide).unwrap_err(),
