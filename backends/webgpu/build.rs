@@ -68,6 +68,11 @@ mod native {
             }
         }
         for &(ty, flag) in COOPMAT_TYPES {
+            out.push(Variant {
+                name: format!("mul_mat_coopmat_{ty}_emulated"),
+                file: "mul_mat_coopmat.comp",
+                defines: vec![(flag, String::new()), ("EMULATED", String::new())],
+            });
             for &(m, n, k) in COOPMAT_SHAPES {
                 out.push(Variant {
                     name: format!("mul_mat_coopmat_{ty}_{m}x{n}x{k}"),
@@ -96,6 +101,12 @@ mod native {
             .join("glsl");
         let out = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR"));
         println!("cargo::rerun-if-changed={}", dir.display());
+        // The validator must refuse a module without its memory model, or
+        // it is not checking anything.
+        assert!(
+            validate(&[0x0723_0203, 0x0001_0500, 0, 1, 0]).is_err(),
+            "SPIRV-Tools accepted an invalid module"
+        );
         let compiler = shaderc::Compiler::new().expect("shaderc: no compiler");
         let mut table = String::new();
         for v in variants() {

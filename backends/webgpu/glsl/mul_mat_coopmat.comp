@@ -10,13 +10,19 @@
 // TK x TN activation matrices read from workgroup memory. K advances
 // 32 at a time (one quantized block per weight row). The tile goes
 // through workgroup memory to dst, bounds-checked, with any dst strides.
+//
+// EMULATED: the same staging and write-out with the matrix products as
+// plain code (each invocation 32 outputs of the tile, f16 inputs, f32
+// sums), for devices without cooperative matrices (tests on lavapipe).
 
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_8bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_KHR_shader_subgroup_basic : require
+#if !defined(EMULATED)
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_cooperative_matrix : require
+#endif
 #extension GL_EXT_control_flow_attributes : require
 
 #define WG_SIZE 128
@@ -116,6 +122,15 @@ void main() {
     const uint a_base = p.a_off + (i12 / p.r2) * p.a_nb2 + (i13 / p.r3) * p.a_nb3;
     const uint b_base = p.b_off + i12 * p.b_nb2 + i13 * p.b_nb3;
     const uint tid = gl_LocalInvocationID.x;
+#if defined(EMULATED)
+    // Invocation t: row t % BM of the tile, columns em_n .. em_n + 31.
+    const uint em_m = tid % BM;
+    const uint em_n = (tid / BM) * 32;
+    float acc[32];
+    [[unroll]] for (uint j = 0; j < 32; j++) {
+        acc[j] = 0.0;
+    }
+#else
     const uint sg = gl_SubgroupID;
     const uint sg_m = (sg & 1) * 32;
     const uint sg_n = (sg >> 1) * 32;
@@ -125,6 +140,7 @@ void main() {
     [[unroll]] for (uint i = 0; i < CM * CN; i++) {
         acc[i] = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);
     }
+#endif
 
     // Each invocation stages 16 consecutive K values of one weight row and
     // of one activation column.
@@ -143,6 +159,14 @@ void main() {
             }
         }
         barrier();
+#if defined(EMULATED)
+        for (uint kk = 0; kk < BK; kk++) {
+            const float a = float(sh_a[em_m * SK + kk]);
+            [[unroll]] for (uint j = 0; j < 32; j++) {
+                acc[j] += a * float(sh_b[(em_n + j) * SK + kk]);
+            }
+        }
+#else
         [[unroll]] for (uint kk = 0; kk < BK; kk += TK) {
             coopmat<float16_t, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> ma[CM];
             coopmat<float16_t, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> mb[CN];
@@ -160,16 +184,23 @@ void main() {
                 }
             }
         }
+#endif
         barrier();
     }
 
     // sh_c[n * BM + m] = C[m][n].
+#if defined(EMULATED)
+    [[unroll]] for (uint j = 0; j < 32; j++) {
+        sh_c[(em_n + j) * BM + em_m] = acc[j];
+    }
+#else
     [[unroll]] for (uint i = 0; i < CM; i++) {
         [[unroll]] for (uint j = 0; j < CN; j++) {
             coopMatStore(acc[i * CN + j], sh_c, (sg_n + j * TN) * BM + sg_m + i * TM, BM,
                          gl_CooperativeMatrixLayoutColumnMajor);
         }
     }
+#endif
     barrier();
     const uint d_base = p.d_off + i12 * p.d_nb2 + i13 * p.d_nb3;
     for (uint idx = tid; idx < BM * BN; idx += WG_SIZE) {

@@ -147,7 +147,7 @@ pub const WEBGPU_OPTIONS: &[OptionSpec] = &[
         name: "native",
         kind: OptionKind::Word(crate::native::NativeMode::WORDS),
         default: "auto",
-        meaning: "native Vulkan MUL_MAT kernels (SPIR-V from GLSL, docs/webgpu.md): auto, on wherever one can run, or off (the WGSL kernels only)",
+        meaning: "native Vulkan MUL_MAT kernels (SPIR-V from GLSL, docs/webgpu.md): auto, on wherever one can run, off (the WGSL kernels only), or emulated (on, with the GEMM's cooperative-matrix calls as plain code, for tests)",
         env: "BACKPLANE_WEBGPU_NATIVE",
     },
     OptionSpec {

@@ -32,9 +32,17 @@ fn native_device() -> Option<(
     Some((reg, dev))
 }
 
-/// Blocks of `t` (q4_0 or q8_0) for `n` weights: scales and quants of a
-/// fixed pattern with both signs.
+/// Weights of type `t` (f16, q4_0 or q8_0), `n` of them: a fixed pattern
+/// with both signs (scales and quants for the block types).
 fn weights(t: DType, n: usize) -> Vec<u8> {
+    if t == DType::F16 {
+        return (0..n)
+            .flat_map(|i| {
+                let v = ((i * 53 % 97) as f32 - 48.0) / 64.0;
+                half::f16::from_f32(v).to_bits().to_le_bytes()
+            })
+            .collect();
+    }
     let blocks = n / 32;
     let mut out = Vec::new();
     for blk in 0..blocks {
@@ -50,6 +58,12 @@ fn weights(t: DType, n: usize) -> Vec<u8> {
 
 /// The weights as f32, ggml's dequantization.
 fn dequantize(t: DType, bytes: &[u8]) -> Vec<f32> {
+    if t == DType::F16 {
+        return bytes
+            .chunks_exact(2)
+            .map(|h| half::f16::from_bits(u16::from_le_bytes([h[0], h[1]])).to_f32())
+            .collect();
+    }
     let block = if t == DType::Q4_0 { 18 } else { 34 };
     let mut out = Vec::new();
     for b in bytes.chunks_exact(block) {
@@ -252,5 +266,58 @@ fn native_mat_vec_matches_the_wgsl_path_and_the_reference() {
             "{label}: native and WGSL differ beyond MUL_MAT's bound"
         );
         assert_ne!(native, wgsl, "{label}: native=on ran the WGSL kernel");
+    }
+}
+
+#[test]
+fn emulated_native_gemm_matches_the_reference_and_the_wgsl_path() {
+    let Some((_reg, dev)) = native_device() else {
+        return;
+    };
+    let buf = dev.buffer_type().alloc_buffer(3 * SLOT).expect("alloc");
+    let mut cases = Vec::new();
+    for t in [DType::F16, DType::Q4_0, DType::Q8_0] {
+        // Partial tiles in M and N, K over several 32-steps.
+        cases.push(Case {
+            t,
+            k: 96,
+            m: 67,
+            n: 70,
+            a_batch: [1, 1],
+            b_batch: [1, 1],
+            transposed: false,
+        });
+        cases.push(Case {
+            t,
+            k: 64,
+            m: 130,
+            n: 64,
+            a_batch: [2, 1],
+            b_batch: [4, 3],
+            transposed: true,
+        });
+    }
+    for case in &cases {
+        let label = format!(
+            "{} k={} m={} n={} batches {:?}/{:?} transposed={}",
+            case.t.name(),
+            case.k,
+            case.m,
+            case.n,
+            case.a_batch,
+            case.b_batch,
+            case.transposed
+        );
+        let (native, want) = run(dev.as_ref(), buf.as_ref(), case, "native=emulated");
+        let (wgsl, _) = run(dev.as_ref(), buf.as_ref(), case, "native=off");
+        // Both round the activations to f16 on the way in: MUL_MAT's bound.
+        let native_err = nmse(&native, &want);
+        assert!(native_err < 5e-4, "{label}: native NMSE {native_err}");
+        assert!(
+            nmse(&wgsl, &want) < 5e-4,
+            "{label}: WGSL NMSE {}",
+            nmse(&wgsl, &want)
+        );
+        assert_ne!(native, wgsl, "{label}: native=emulated ran the WGSL kernel");
     }
 }

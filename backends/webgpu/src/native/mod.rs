@@ -29,17 +29,22 @@ pub enum NativeMode {
     On,
     /// Never: the WGSL kernels only.
     Off,
+    /// As `on`, with the GEMM's cooperative-matrix calls as plain code
+    /// (its staging and stores checked on devices without cooperative
+    /// matrices, such as lavapipe).
+    Emulated,
 }
 
 impl NativeMode {
     /// The option's words, in schema order.
-    pub const WORDS: &'static [&'static str] = &["auto", "on", "off"];
+    pub const WORDS: &'static [&'static str] = &["auto", "on", "off", "emulated"];
 
     /// The mode a word of [`NativeMode::WORDS`] names (`auto` otherwise).
     pub fn from_word(word: Option<&str>) -> NativeMode {
         match word {
             Some("on") => NativeMode::On,
             Some("off") => NativeMode::Off,
+            Some("emulated") => NativeMode::Emulated,
             _ => NativeMode::Auto,
         }
     }
@@ -201,6 +206,10 @@ mod tests {
     fn the_mode_reads_its_words() {
         assert_eq!(NativeMode::from_word(Some("on")), NativeMode::On);
         assert_eq!(NativeMode::from_word(Some("off")), NativeMode::Off);
+        assert_eq!(
+            NativeMode::from_word(Some("emulated")),
+            NativeMode::Emulated
+        );
         assert_eq!(NativeMode::from_word(Some("auto")), NativeMode::Auto);
         assert_eq!(NativeMode::from_word(None), NativeMode::Auto);
     }

@@ -14,7 +14,9 @@
 //!
 //! Neither is measured faster than the WGSL kernels on any device yet, so
 //! `native=auto` (the default) leaves every MUL_MAT to WGSL and
-//! `native=on` runs them wherever they can run.
+//! `native=on` runs them wherever they can run; `native=emulated` runs the
+//! GEMM with plain code for the matrix calls (tests without cooperative
+//! matrices).
 
 use backplane_abi::{DType, Op};
 
@@ -79,8 +81,9 @@ pub enum NativeKernel {
     CoopMat {
         /// Weight type.
         weights: DType,
-        /// The cooperative-matrix shape.
-        shape: CoopShape,
+        /// The cooperative-matrix shape; `None`: the emulated variant
+        /// (plain code for the matrix calls, `native=emulated`).
+        shape: Option<CoopShape>,
     },
 }
 
@@ -97,13 +100,20 @@ impl NativeKernel {
                 weights.name(),
                 if x_vec4 { "_x4" } else { "" }
             ),
-            NativeKernel::CoopMat { weights, shape } => format!(
+            NativeKernel::CoopMat {
+                weights,
+                shape: Some(shape),
+            } => format!(
                 "mul_mat_coopmat_{}_{}x{}x{}",
                 weights.name(),
                 shape.m,
                 shape.n,
                 shape.k
             ),
+            NativeKernel::CoopMat {
+                weights,
+                shape: None,
+            } => format!("mul_mat_coopmat_{}_emulated", weights.name()),
         }
     }
 }
@@ -163,7 +173,10 @@ pub fn coopmat_device(f: &NativeFeatures, t: DType) -> Result<CoopShape, String>
     shapes.sort_by_key(|s| std::cmp::Reverse(u64::from(s.m) * u64::from(s.n) * u64::from(s.k)));
     let mut missing = Vec::new();
     for shape in shapes {
-        let k = NativeKernel::CoopMat { weights: t, shape };
+        let k = NativeKernel::CoopMat {
+            weights: t,
+            shape: Some(shape),
+        };
         match kernels::available(&k.name()) {
             Ok(()) => return Ok(shape),
             Err(why) => missing.push(why),
@@ -207,6 +220,24 @@ pub fn description(f: &NativeFeatures) -> String {
         return format!("no native kernels: {why}");
     }
     format!("native=on: {}", parts.join(", "))
+}
+
+/// Whether the device can run the emulated GEMM for weights `t` (f16
+/// arithmetic and 16-bit storage, 8-bit for q8_0), or what it lacks.
+pub fn emulated_device(f: &NativeFeatures, t: DType) -> Result<(), String> {
+    let what = format!("emulated native {} GEMM", t.name());
+    if let Some(why) = &f.unavailable {
+        return Err(format!("{what}: {why}"));
+    }
+    if !f.float16 || !f.storage16 {
+        return Err(format!(
+            "{what}: device lacks shaderFloat16 or storageBuffer16BitAccess"
+        ));
+    }
+    if t == DType::Q8_0 && !f.storage8 {
+        return Err(format!("{what}: device lacks storageBuffer8BitAccess"));
+    }
+    Ok(())
 }
 
 /// How the activations of a MUL_MAT lie, as [`choose`] needs it.
@@ -274,11 +305,23 @@ pub fn choose(
                 ta.name()
             ));
         }
+        if mode == NativeMode::Emulated {
+            emulated_device(f, ta)?;
+            let k = NativeKernel::CoopMat {
+                weights: ta,
+                shape: None,
+            };
+            kernels::available(&k.name())?;
+            return Ok(k);
+        }
         let shape = coopmat_device(f, ta)?;
         if mode == NativeMode::Auto {
             return Err(COOPMAT_NOT_MEASURED.into());
         }
-        return Ok(NativeKernel::CoopMat { weights: ta, shape });
+        return Ok(NativeKernel::CoopMat {
+            weights: ta,
+            shape: Some(shape),
+        });
     }
     Err(format!("no native kernel for {} columns", s.n))
 }
@@ -607,6 +650,19 @@ mod tests {
             .contains("stored split")
         );
         // lavapipe has no cooperative matrices.
+        if kernels::built() {
+            assert_eq!(
+                pick(
+                    &f,
+                    NativeMode::Emulated,
+                    DType::Q8_0,
+                    DType::F32,
+                    &shape(4096, 512, 4096)
+                )
+                .map(|k| k.name()),
+                Ok("mul_mat_coopmat_q8_0_emulated".to_string())
+            );
+        }
         assert_eq!(
             pick(&f, NativeMode::On, DType::F16, DType::F32, &shape(4096, 512, 4096)),
             Err(
