@@ -180,7 +180,9 @@ pub fn offered(adapter: &wgpu::Adapter, wanted: wgpu::Features) -> Result<Offere
         let f16_wanted = wanted.contains(wgpu::Features::SHADER_F16);
         let coop_wanted = wanted.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX);
         let coopmat = has_coop && coop.cooperative_matrix != 0 && coop_wanted;
-        let coopmat2 = has_coop2 && coop2.any();
+        // The NV extension builds on the KHR one, which wgpu enables only
+        // with its cooperative-matrix feature.
+        let coopmat2 = has_coop2 && coop2.any() && coopmat;
         Some(Offered {
             features: NativeFeatures {
                 unavailable: None,
