@@ -229,6 +229,32 @@ fn garbage_from_a_client_gets_errors_and_the_server_keeps_serving() {
             node: 5,
         });
         expect_err(c.grpc.supports_op(r).await, Code::InvalidArgument, "node 5");
+        let r = c.req(pb::SupportsOpsRequest {
+            device: 0,
+            graph: encode_graph(&[t, t]),
+            nodes: vec![0, 9],
+        });
+        expect_err(
+            c.grpc.supports_ops(r).await,
+            Code::InvalidArgument,
+            "question 1",
+        );
+        let r = c.req(pb::SupportsOpsRequest {
+            device: 0,
+            graph: encode_graph(&[t]),
+            nodes: vec![0; 2],
+        });
+        expect_err(
+            c.grpc.supports_ops(r).await,
+            Code::InvalidArgument,
+            "2 nodes asked",
+        );
+        let r = c.req(pb::SupportsOpsRequest {
+            device: 3,
+            graph: encode_graph(&[t]),
+            nodes: vec![0],
+        });
+        assert!(c.grpc.supports_ops(r).await.is_err(), "unknown device");
         // No session, unknown session.
         let mut r = tonic::Request::new(pb::AllocRequest {
             device: 0,
@@ -334,6 +360,12 @@ fn random_bytes_as_graphs_and_tensors_never_crash_the_server() {
                 node: 0,
             });
             let _ = c.grpc.supports_op(r).await;
+            let r = c.req(pb::SupportsOpsRequest {
+                device: 0,
+                graph: bytes.clone(),
+                nodes: (0..n as u32).collect(),
+            });
+            let _ = c.grpc.supports_ops(r).await;
             let r = c.req(pb::DownloadRequest {
                 handle: h,
                 tensor: bytes[..rec].to_vec(),
