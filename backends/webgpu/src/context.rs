@@ -86,6 +86,9 @@ impl Ctx {
         };
         // On Vulkan, with the native kernels' extras where offered.
         let (device, queue, native) = crate::native::open_device(adapter, &desc)?;
+        if settings.tuning.matmul_trace {
+            eprintln!("backplane-webgpu: {name}: {}", native.summary());
+        }
         device.on_uncaptured_error(Arc::new(|e| {
             eprintln!("backplane-webgpu: uncaptured wgpu error: {e}");
         }));
