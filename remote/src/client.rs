@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -181,6 +181,8 @@ pub struct Client {
     opts: ClientOptions,
     conn: Mutex<Option<Conn>>,
     backoff: Mutex<Backoff>,
+    /// True while a session is open (read without the connection lock).
+    connected: AtomicBool,
     sent_bytes: AtomicU64,
     stored_bytes: AtomicU64,
 }
@@ -235,6 +237,7 @@ impl Client {
                 failures: 0,
                 next_try: None,
             }),
+            connected: AtomicBool::new(false),
             sent_bytes: AtomicU64::new(0),
             stored_bytes: AtomicU64::new(0),
         }
@@ -406,6 +409,7 @@ impl Client {
                 match self.open().await {
                     Ok(c) => {
                         *guard = Some(c);
+                        self.connected.store(true, Ordering::Relaxed);
                         *lock(&self.backoff) = Backoff {
                             failures: 0,
                             next_try: None,
@@ -429,6 +433,7 @@ impl Client {
                     // own stale-buffer check) keeps the connection.
                     if e.is_unreachable() || Code::from_i32(e.code) == Code::FailedPrecondition {
                         *guard = None;
+                        self.connected.store(false, Ordering::Relaxed);
                         self.note_failure();
                     }
                     Err(e)
@@ -447,6 +452,12 @@ impl Client {
     /// The server's devices and limits (opens the session).
     pub fn hello(&self) -> Result<(u64, pb::OpenReply), RemoteError> {
         self.with("open", async |c| Ok((c.session, c.hello.clone())))
+    }
+
+    /// True while a session is open; unlike [`Client::session`] it does
+    /// not wait for a call in flight on another thread.
+    pub fn is_connected(&self) -> bool {
+        self.connected.load(Ordering::Relaxed)
     }
 
     /// The current session, if connected.
@@ -784,6 +795,7 @@ impl Client {
     /// Closes the session (its buffers are freed on the server).
     pub fn close(&self) {
         let mut guard = lock(&self.conn);
+        self.connected.store(false, Ordering::Relaxed);
         if let (Some(mut c), Some(Ok(rt))) = (guard.take(), self.runtime.get()) {
             let _ = rt.block_on(async {
                 tokio::time::timeout(Duration::from_secs(2), c.grpc.close(pb::Empty {})).await

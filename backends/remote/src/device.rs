@@ -212,7 +212,7 @@ impl Device for RemoteDevice {
         // asks a device again after a failed call and before each run
         // while it is out of service, and this answer is what takes it out
         // or brings it back.
-        if self.client.session().is_none()
+        if !self.client.is_connected()
             && let Err(e) = self.client.hello()
         {
             return Verdict::unsupported(e.to_string());
