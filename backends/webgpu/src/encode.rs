@@ -290,7 +290,8 @@ impl<'a> Encoder<'a> {
         groups: [u32; 3],
     ) -> Result<(), String> {
         let t0 = Instant::now();
-        self.check_dispatch(&key.label(), bindings, params, groups)?;
+        // The label is only formatted for an error (dispatch is hot).
+        self.check_dispatch(|| key.label(), bindings, params, groups)?;
         let pipeline = self
             .ctx
             .pipelines
@@ -309,14 +310,15 @@ impl<'a> Encoder<'a> {
         groups: [u32; 3],
     ) -> Result<(), String> {
         let t0 = Instant::now();
-        self.check_dispatch(&pipeline.label, bindings, params, groups)?;
+        self.check_dispatch(|| pipeline.label.clone(), bindings, params, groups)?;
         self.record(pipeline, bindings, params, groups, t0)
     }
 
-    /// Refuses a dispatch over the device's limits, naming the kernel.
+    /// Refuses a dispatch over the device's limits, naming the kernel
+    /// (`label`).
     fn check_dispatch(
         &self,
-        label: &str,
+        label: impl Fn() -> String,
         bindings: &[Binding],
         params: &Params,
         groups: [u32; 3],
@@ -324,19 +326,21 @@ impl<'a> Encoder<'a> {
         let max = self.ctx.facts.max_groups_per_dim;
         if groups.iter().any(|&g| g > max) {
             return Err(format!(
-                "{label}: dispatch {groups:?} over max {max} workgroups per dimension"
+                "{}: dispatch {groups:?} over max {max} workgroups per dimension",
+                label()
             ));
         }
         if bindings.len() > self.ctx.facts.max_storage_buffers as usize {
             return Err(format!(
-                "{label}: {} storage bindings > device max {}",
+                "{}: {} storage bindings > device max {}",
+                label(),
                 bindings.len(),
                 self.ctx.facts.max_storage_buffers
             ));
         }
         let words = params.words();
         if words.len() * 4 > PARAM_SLOT_BYTES as usize {
-            return Err(format!("{label}: {} parameter words > 64", words.len()));
+            return Err(format!("{}: {} parameter words > 64", label(), words.len()));
         }
         Ok(())
     }
