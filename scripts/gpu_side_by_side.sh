@@ -22,7 +22,10 @@ done_() { touch $S/$1.done; }
 for f in .gl/*.deb; do dpkg -x $f /; done; ldconfig
 export XDG_RUNTIME_DIR=/tmp/xdg; mkdir -p -m700 $XDG_RUNTIME_DIR
 export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
-[ -x /tmp/new/backplane ] || { mkdir -p /tmp/old /tmp/new && tar xJf .devbin/bins.tar.xz -C /tmp/old && tar xJf .devbin/bins2.tar.xz -C /tmp/new; }
+# NEW: the build to measure (default .devbin/bins2.tar.xz); make-model comes
+# from bins2 whatever NEW is.
+NEW=${NEW:-.devbin/bins2.tar.xz}
+[ -x /tmp/new/backplane ] || { mkdir -p /tmp/old /tmp/new /tmp/b2 && tar xJf .devbin/bins.tar.xz -C /tmp/old && tar xJf $NEW -C /tmp/new && tar xJf .devbin/bins2.tar.xz -C /tmp/b2; }
 nvidia-smi --query-gpu=name,memory.total,clocks.max.memory,driver_version --format=csv > $S/gpu.txt; keep gpu.txt
 nproc; nvcc --version | tail -1
 LB=/tmp/ll/b/bin/llama-bench
@@ -36,7 +39,7 @@ fi
 T="taskset -c 0-3"
 BACKPLANE_PLUGIN_PATH=/tmp/new /tmp/new/backplane devices 2>&1 | grep -A3 "backend webgpu" | head -8
 for t in q4_0 q8_0 q4_K_M f16; do
-  [ -s /tmp/m-$t.gguf ] || $T timeout 100 /tmp/new/xtask make-model --arch llama --preset 1b --type $t --vocab-dir models/vocab -o /tmp/m-$t.gguf 2>&1 | tail -1
+  [ -s /tmp/m-$t.gguf ] || $T timeout 100 /tmp/b2/xtask make-model --arch llama --preset 1b --type $t --vocab-dir models/vocab -o /tmp/m-$t.gguf 2>&1 | tail -1
 done
 date
 ours() { BACKPLANE_PLUGIN_PATH=/tmp/$1 $T timeout 90 /tmp/$1/backplane bench --model /tmp/m-$2.gguf -p 512 -n 128 -r 3 --device webgpu --gpu-layers 99 --json 2>&1 | tail -2 | sed "s/^/$1 /" >> $S/bench.txt; keep bench.txt; }
@@ -55,6 +58,7 @@ for t in q4_0 q8_0 q4_K_M f16; do
   ours new $t; done_ llama-$t
 done
 date
+if [ -n "$NATIVE" ] && step native; then bash scripts/gpu_native.sh /tmp/new; cp $OUT/native-*.txt $S/ 2>/dev/null; done_ native; fi
 if step perf; then
   for wl in "" --weight-layouts; do
     BACKPLANE_PLUGIN_PATH=/tmp/new $T timeout 60 /tmp/new/backplane-conformance perf --backend webgpu --op MUL_MAT --case 'type_a=(q4_0|q4_K),type_b=f32,m=4096,n=1,k=14336,' --repeats 1024 $wl 2>&1 | grep MUL_MAT >> $S/perf.txt
