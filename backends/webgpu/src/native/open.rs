@@ -207,8 +207,8 @@ pub fn offered(adapter: &wgpu::Adapter, wanted: wgpu::Features) -> Result<Offere
     .ok_or_else(|| "the Vulkan physical device could not be queried".to_string())
 }
 
-/// Opens `adapter` as `desc` asks, on Vulkan through wgpu-hal with the
-/// native kernels' extras (SPIR-V passthrough, 8-bit storage, NV
+/// Opens `adapter` as `desc` asks; in builds with native kernels, on
+/// Vulkan through wgpu-hal with their extras (SPIR-V passthrough, 8-bit storage, NV
 /// cooperative matrix 2 where offered). Where that is not possible or
 /// fails, opens the plain wgpu device and says why in the returned
 /// features (a failure of the hal path is also logged on stderr).
@@ -221,6 +221,11 @@ pub fn open_device(
             .map_err(|e| format!("opening {}: {e}", adapter.get_info().name))?;
         Ok((device, queue, NativeFeatures::unavailable(why)))
     };
+    // Without native kernels nothing needs the extras: the device is
+    // opened exactly as wgpu opens it.
+    if !super::kernels::built() {
+        return plain(super::kernels::NOT_BUILT.to_string());
+    }
     let offered = match offered(adapter, desc.required_features) {
         Ok(o) => o,
         Err(why) => return plain(why),
