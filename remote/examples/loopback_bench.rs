@@ -115,14 +115,16 @@ fn supports_op_round_trips(client: &Client) -> (Duration, Duration) {
     let runs = 500;
     let t0 = Instant::now();
     for _ in 0..runs {
-        let v = client.supports_op(0, &graph[..3], 2).expect("supports_op");
+        let v = client
+            .supports_op(0, "", &graph[..3], 2)
+            .expect("supports_op");
         assert!(v.is_ok(), "{v:?}");
     }
     let one = t0.elapsed() / runs;
     let t0 = Instant::now();
     for _ in 0..runs {
         let v = client
-            .supports_ops(0, &graph, &nodes)
+            .supports_ops(0, "", &graph, &nodes)
             .expect("supports_ops");
         assert!(v.iter().all(Result::is_ok), "{v:?}");
     }

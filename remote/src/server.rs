@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use backplane::registry::{Device, Registry};
+use backplane::registry::{BufferType, Device, Registry};
 use backplane_abi::plugin::caps_bits;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -99,6 +99,40 @@ impl State {
         })
     }
 
+    /// The buffer type a request names on device `index`: the device's
+    /// own when `name` is empty, else one of its extra buffer types.
+    fn buffer_type(&self, index: u32, name: &str) -> Result<BufferType, Status> {
+        let dev = self.device(index)?;
+        if name.is_empty() {
+            return Ok(dev.buffer_type());
+        }
+        if name.len() > MAX_BUFFER_TYPE_NAME {
+            return Err(bad(format!(
+                "buffer type name of {} bytes (at most {MAX_BUFFER_TYPE_NAME})",
+                name.len()
+            )));
+        }
+        let extra = dev.extra_buffer_types();
+        extra
+            .iter()
+            .find(|b| b.name() == name)
+            .cloned()
+            .ok_or_else(|| {
+                let known: Vec<String> = extra.iter().map(|b| b.name()).collect();
+                bad(format!(
+                    "device {index} ({}/{}) has no extra buffer type '{}' (it has: {})",
+                    dev.backend(),
+                    dev.name(),
+                    name.escape_debug(),
+                    if known.is_empty() {
+                        "none".to_string()
+                    } else {
+                        known.join(", ")
+                    }
+                ))
+            })
+    }
+
     fn session<T>(&self, req: &Request<T>) -> Result<Arc<Mutex<Session>>, Status> {
         let id = session_id(req)?;
         let mut all = lock(&self.sessions);
@@ -147,7 +181,51 @@ impl State {
             buffer_type: bt.name(),
             alignment: bt.alignment(),
             max_size: bt.max_size(),
+            extra_buffer_types: d
+                .extra_buffer_types()
+                .iter()
+                .map(|b| pb::ExtraBufferTypeInfo {
+                    name: b.name(),
+                    alignment: b.alignment(),
+                    max_size: b.max_size(),
+                })
+                .collect(),
         }
+    }
+}
+
+/// Longest buffer type name a request may carry (the registry cleans
+/// names to 64 characters of up to 4 bytes).
+const MAX_BUFFER_TYPE_NAME: usize = 256;
+
+/// The answer to one `supports_op` question: about the device when
+/// `extra` is `None`, else about the node reading its weights from a
+/// buffer of that extra type.
+fn verdict(
+    dev: &Device,
+    extra: Option<&BufferType>,
+    graph: &[backplane_abi::TensorDesc],
+    node: usize,
+) -> pb::VerdictReply {
+    match extra {
+        None => {
+            let v = dev.supports_op(graph, node);
+            pb::VerdictReply {
+                supported: v.is_supported(),
+                reason: v.reason().unwrap_or_default().to_string(),
+            }
+        }
+        Some(b) if b.supports_op(graph, node) => pb::VerdictReply {
+            supported: true,
+            reason: String::new(),
+        },
+        Some(b) => pb::VerdictReply {
+            supported: false,
+            reason: format!(
+                "buffer type {} does not run this op on its weights",
+                b.name()
+            ),
+        },
     }
 }
 
@@ -243,7 +321,7 @@ impl pb::remote_server::Remote for RemoteService {
         let r = req.into_inner();
         blocking(move || {
             ops::apply(&session, &st.limits, &r.before)?;
-            let dev = st.device(r.device)?;
+            let bt = st.buffer_type(r.device, &r.buffer_type)?;
             let mut s = lock(&session);
             let room = st.limits.max_session_bytes.saturating_sub(s.bytes());
             if r.size > room {
@@ -252,7 +330,6 @@ impl pb::remote_server::Remote for RemoteService {
                     r.size, r.device, st.limits.max_session_bytes, room
                 )));
             }
-            let bt = dev.buffer_type();
             if r.size > bt.max_size() {
                 return Err(Status::resource_exhausted(format!(
                     "allocation of {} bytes: buffer type {} allows at most {}",
@@ -263,7 +340,7 @@ impl pb::remote_server::Remote for RemoteService {
             }
             let buf = bt
                 .alloc_buffer(r.size)
-                .map_err(|e| plugin(&format!("alloc of {} bytes on device {}", r.size, r.device), e))?;
+                .map_err(|e| plugin(&format!("alloc of {} bytes in {} on device {}", r.size, bt.name(), r.device), e))?;
             let size = buf.size();
             let handle = s.insert(buf, r.device);
             Ok(Response::new(pb::AllocReply { handle, size }))
@@ -396,6 +473,11 @@ impl pb::remote_server::Remote for RemoteService {
         let r = req.into_inner();
         blocking(move || {
             let dev = st.device(r.device)?;
+            let extra = if r.buffer_type.is_empty() {
+                None
+            } else {
+                Some(st.buffer_type(r.device, &r.buffer_type)?)
+            };
             let mut graph = decode_graph(&r.graph).map_err(bad)?;
             graph.iter_mut().for_each(|d| d.buffer = 0);
             limits::check_graph(&mut graph, &st.limits, |_| None).map_err(bad)?;
@@ -406,12 +488,8 @@ impl pb::remote_server::Remote for RemoteService {
                     graph.len()
                 )));
             }
-            tracing::debug!(device = r.device, nodes = 1, "supports_op");
-            let v = dev.supports_op(&graph, node);
-            Ok(Response::new(pb::VerdictReply {
-                supported: v.is_supported(),
-                reason: v.reason().unwrap_or_default().to_string(),
-            }))
+            tracing::debug!(device = r.device, nodes = 1, buffer_type = %r.buffer_type, "supports_op");
+            Ok(Response::new(verdict(dev, extra.as_ref(), &graph, node)))
         })
         .await
     }
@@ -421,6 +499,11 @@ impl pb::remote_server::Remote for RemoteService {
         let r = req.into_inner();
         blocking(move || {
             let dev = st.device(r.device)?;
+            let extra = if r.buffer_type.is_empty() {
+                None
+            } else {
+                Some(st.buffer_type(r.device, &r.buffer_type)?)
+            };
             let mut graph = decode_graph(&r.graph).map_err(bad)?;
             graph.iter_mut().for_each(|d| d.buffer = 0);
             limits::check_graph(&mut graph, &st.limits, |_| None).map_err(bad)?;
@@ -438,17 +521,11 @@ impl pb::remote_server::Remote for RemoteService {
                     graph.len()
                 )));
             }
-            tracing::debug!(device = r.device, nodes = r.nodes.len(), "supports_op");
+            tracing::debug!(device = r.device, nodes = r.nodes.len(), buffer_type = %r.buffer_type, "supports_op");
             let verdicts = r
                 .nodes
                 .iter()
-                .map(|&n| {
-                    let v = dev.supports_op(&graph, n as usize);
-                    pb::VerdictReply {
-                        supported: v.is_supported(),
-                        reason: v.reason().unwrap_or_default().to_string(),
-                    }
-                })
+                .map(|&n| verdict(dev, extra.as_ref(), &graph, n as usize))
                 .collect();
             Ok(Response::new(pb::VerdictsReply { verdicts }))
         })

@@ -3,20 +3,20 @@
 //! translated to the server's handles.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
+use backplane_abi::TensorDesc;
 use backplane_abi::plugin::{
     Backend, Buffer, BufferType, Device, DeviceCaps, DeviceType, Memory, PluginError, Verdict,
     caps_bits,
 };
-use backplane_abi::{Op, TensorDesc};
-use backplane_remote::codec::encode_graph;
 use backplane_remote::pb::DeviceInfo;
 use backplane_remote::{Client, RemoteBuffer, RemoteError};
 
 use crate::config::Server;
 use crate::isolate::Isolated;
+use crate::verdicts::{Ahead, BATCH_TENSORS, Verdicts};
 
 /// The error of a failed remote call, of the kind its status says.
 pub fn plugin_error(e: RemoteError) -> PluginError {
@@ -42,14 +42,42 @@ pub fn server_devices(k: usize, server: Server) -> Result<Vec<Arc<dyn Device>>, 
         .devices
         .into_iter()
         .map(|info| {
+            let name = short(&format!("r{k}-{}-{}", info.backend, info.name));
+            let client = &server.client;
+            let extra = info
+                .extra_buffer_types
+                .iter()
+                .map(|e| {
+                    Arc::new(RemoteBufferType {
+                        name: short(&format!("remote-{name}:{}", e.name)),
+                        client: client.clone(),
+                        device: info.index,
+                        server_type: e.name.clone(),
+                        alignment: e.alignment.max(1).next_power_of_two(),
+                        max_size: e.max_size,
+                        weight_verdicts: Some(Verdicts::new(
+                            client.clone(),
+                            info.index,
+                            &e.name,
+                            Ahead::WeightReaders,
+                            batch_tensors,
+                        )),
+                    })
+                })
+                .collect();
             Arc::new(RemoteDevice {
-                name: short(&format!("r{k}-{}-{}", info.backend, info.name)),
-                client: server.client.clone(),
+                verdicts: Verdicts::new(
+                    client.clone(),
+                    info.index,
+                    "",
+                    Ahead::ComputeNodes,
+                    batch_tensors,
+                ),
+                name,
+                client: client.clone(),
                 isolated: server.isolated.clone(),
                 info,
-                verdicts: Mutex::new(HashMap::new()),
-                batch_tensors,
-                single_questions: AtomicBool::new(false),
+                extra,
             }) as Arc<dyn Device>
         })
         .collect())
@@ -59,109 +87,26 @@ fn short(s: &str) -> String {
     s.chars().take(64).collect()
 }
 
-/// Most tensors in one batched `SupportsOps` question (852 KiB of
-/// records), less when the server allows fewer per graph.
-const BATCH_TENSORS: usize = 4096;
-
-/// Most op signatures whose verdicts a device keeps.
-const MAX_VERDICTS: usize = 4096;
-
 /// One device of a server.
 pub struct RemoteDevice {
     name: String,
     client: Arc<Client>,
     isolated: Option<Arc<Isolated>>,
     info: DeviceInfo,
-    verdicts: Mutex<HashMap<Vec<u8>, Verdict>>,
-    /// Most tensors one batched question carries.
-    batch_tensors: usize,
-    /// Set when the server does not know `SupportsOps` (older server):
-    /// one question per signature.
-    single_questions: AtomicBool,
+    verdicts: Verdicts,
+    /// The device's extra buffer types (its server plugin's weight
+    /// layouts), most preferred first.
+    extra: Vec<Arc<RemoteBufferType>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// `graph[node]` with its sources alone: sources first, then the node,
-/// buffers and offsets cleared. Both what the server is asked and the key
-/// of the verdict cache (equal signatures get equal verdicts).
-pub fn op_signature(graph: &[TensorDesc], node: usize) -> Vec<TensorDesc> {
-    let clear = |d: &TensorDesc| TensorDesc {
-        buffer: 0,
-        offset: 0,
-        view_offset: 0,
-        src: [backplane_abi::tensor::NO_TENSOR; backplane_abi::tensor::MAX_SRC],
-        view_src: backplane_abi::tensor::NO_TENSOR,
-        ..*d
-    };
-    let mut out = Vec::new();
-    let mut n = graph[node];
-    for slot in n.src.iter_mut() {
-        if let Some(s) = usize::try_from(*slot).ok().filter(|&s| s < graph.len()) {
-            *slot = out.len() as i32;
-            out.push(clear(&graph[s]));
-        }
-    }
-    n.view_src = backplane_abi::tensor::NO_TENSOR;
-    n.buffer = 0;
-    n.offset = 0;
-    n.view_offset = 0;
-    out.push(n);
-    out
-}
-
 impl RemoteDevice {
-    /// Asks the server in one call about `graph[node]` and the later
-    /// compute nodes whose signatures have no verdict yet (as many as fit
-    /// [`RemoteDevice::batch_tensors`]), and keeps the verdicts.
-    fn ask_ahead(&self, graph: &[TensorDesc], node: usize) -> Result<(), RemoteError> {
-        let mut batch: Vec<TensorDesc> = Vec::new();
-        let mut asked: Vec<u32> = Vec::new();
-        let mut keys: Vec<Vec<u8>> = Vec::new();
-        {
-            let cache = lock(&self.verdicts);
-            if cache.len() >= MAX_VERDICTS {
-                return Ok(());
-            }
-            for j in node..graph.len() {
-                if graph[j].op().is_ok_and(|o| o == Op::None) {
-                    continue;
-                }
-                let sig = op_signature(graph, j);
-                let key = encode_graph(&sig);
-                if cache.contains_key(&key) || keys.contains(&key) {
-                    continue;
-                }
-                if batch.len() + sig.len() > self.batch_tensors
-                    || keys.len() + cache.len() >= MAX_VERDICTS
-                {
-                    break;
-                }
-                let base = batch.len() as i32;
-                batch.extend(sig.into_iter().map(|mut d| {
-                    d.src
-                        .iter_mut()
-                        .filter(|s| **s >= 0)
-                        .for_each(|s| *s += base);
-                    d
-                }));
-                asked.push((batch.len() - 1) as u32);
-                keys.push(key);
-            }
-        }
-        if asked.is_empty() {
-            return Ok(());
-        }
-        let verdicts = self.client.supports_ops(self.info.index, &batch, &asked)?;
-        let mut cache = lock(&self.verdicts);
-        for (key, v) in keys.into_iter().zip(verdicts) {
-            if cache.len() < MAX_VERDICTS {
-                cache.insert(key, Verdict::from(v));
-            }
-        }
-        Ok(())
+    /// The name of the device's own buffer type.
+    fn buffer_type_name(&self) -> String {
+        short(&format!("remote-{}", self.name))
     }
 }
 
@@ -217,51 +162,30 @@ impl Device for RemoteDevice {
         {
             return Verdict::unsupported(e.to_string());
         }
-        let sig = op_signature(graph, node);
-        let key = encode_graph(&sig);
-        if let Some(v) = lock(&self.verdicts).get(&key) {
-            return v.clone();
-        }
-        // One round trip for this node and every later one not asked yet
-        // (the scheduler asks about the nodes of a graph one by one); a
-        // batch the server refuses as a whole leaves the single question.
-        if !self.single_questions.load(Ordering::Relaxed) {
-            match self.ask_ahead(graph, node) {
-                Ok(()) => {
-                    if let Some(v) = lock(&self.verdicts).get(&key) {
-                        return v.clone();
-                    }
-                }
-                Err(e) if e.is_unimplemented() => {
-                    self.single_questions.store(true, Ordering::Relaxed)
-                }
-                Err(_) => {}
-            }
-        }
-        match self
-            .client
-            .supports_op(self.info.index, &sig, sig.len() - 1)
-        {
-            Ok(r) => {
-                let v = Verdict::from(r);
-                let mut cache = lock(&self.verdicts);
-                if cache.len() < MAX_VERDICTS {
-                    cache.insert(key, v.clone());
-                }
-                v
-            }
-            Err(e) => Verdict::unsupported(e.to_string()),
-        }
+        self.verdicts.verdict(graph, node)
+    }
+
+    fn supports_buft(&self, name: &str, _is_host: bool) -> bool {
+        name == self.buffer_type_name() || self.extra.iter().any(|b| b.name == name)
     }
 
     fn buffer_type(&self) -> Arc<dyn BufferType> {
         Arc::new(RemoteBufferType {
-            name: short(&format!("remote-{}", self.name)),
+            name: self.buffer_type_name(),
             client: self.client.clone(),
             device: self.info.index,
+            server_type: String::new(),
             alignment: self.info.alignment.max(1).next_power_of_two(),
             max_size: self.info.max_size,
+            weight_verdicts: None,
         })
+    }
+
+    fn extra_buffer_types(&self) -> Vec<Arc<dyn BufferType>> {
+        self.extra
+            .iter()
+            .map(|b| b.clone() as Arc<dyn BufferType>)
+            .collect()
     }
 
     fn init_backend(&self, params: &str) -> Result<Box<dyn Backend>, PluginError> {
@@ -274,13 +198,19 @@ impl Device for RemoteDevice {
     }
 }
 
-/// The memory of one remote device.
+/// The memory of one remote device: its own buffer type, or one of its
+/// extra buffer types (a layout of the server plugin's own, whose uploads
+/// and downloads the server plugin converts from and to ggml's layout).
 pub struct RemoteBufferType {
     name: String,
     client: Arc<Client>,
     device: u32,
+    /// "" for the device's own; else the server's name of the extra type.
+    server_type: String,
     alignment: u64,
     max_size: u64,
+    /// For an extra type: which ops run with their weights in it.
+    weight_verdicts: Option<Verdicts>,
 }
 
 impl BufferType for RemoteBufferType {
@@ -291,7 +221,7 @@ impl BufferType for RemoteBufferType {
     fn alloc_buffer(&self, size_bytes: u64) -> Result<Box<dyn Buffer>, PluginError> {
         let rb = self
             .client
-            .alloc(self.device, size_bytes)
+            .alloc_in(self.device, &self.server_type, size_bytes)
             .map_err(plugin_error)?;
         let id = next_id();
         ids()
@@ -311,6 +241,14 @@ impl BufferType for RemoteBufferType {
 
     fn max_size(&self) -> u64 {
         self.max_size
+    }
+
+    fn supports_op(&self, graph: &[TensorDesc], node: usize) -> bool {
+        node < graph.len()
+            && self
+                .weight_verdicts
+                .as_ref()
+                .is_some_and(|v| v.verdict(graph, node).is_supported())
     }
 }
 

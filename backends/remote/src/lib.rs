@@ -21,6 +21,7 @@
 pub mod config;
 pub mod device;
 pub mod isolate;
+pub mod verdicts;
 
 use std::sync::Arc;
 
