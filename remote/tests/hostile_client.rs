@@ -227,12 +227,14 @@ fn garbage_from_a_client_gets_errors_and_the_server_keeps_serving() {
             device: 0,
             graph: encode_graph(&[t]),
             node: 5,
+            buffer_type: String::new(),
         });
         expect_err(c.grpc.supports_op(r).await, Code::InvalidArgument, "node 5");
         let r = c.req(pb::SupportsOpsRequest {
             device: 0,
             graph: encode_graph(&[t, t]),
             nodes: vec![0, 9],
+            buffer_type: String::new(),
         });
         expect_err(
             c.grpc.supports_ops(r).await,
@@ -243,6 +245,7 @@ fn garbage_from_a_client_gets_errors_and_the_server_keeps_serving() {
             device: 0,
             graph: encode_graph(&[t]),
             nodes: vec![0; 2],
+            buffer_type: String::new(),
         });
         expect_err(
             c.grpc.supports_ops(r).await,
@@ -253,6 +256,7 @@ fn garbage_from_a_client_gets_errors_and_the_server_keeps_serving() {
             device: 3,
             graph: encode_graph(&[t]),
             nodes: vec![0],
+            buffer_type: String::new(),
         });
         assert!(c.grpc.supports_ops(r).await.is_err(), "unknown device");
         // No session, unknown session.
@@ -358,12 +362,14 @@ fn random_bytes_as_graphs_and_tensors_never_crash_the_server() {
                 device: 0,
                 graph: bytes.clone(),
                 node: 0,
+                buffer_type: String::new(),
             });
             let _ = c.grpc.supports_op(r).await;
             let r = c.req(pb::SupportsOpsRequest {
                 device: 0,
                 graph: bytes.clone(),
                 nodes: (0..n as u32).collect(),
+                buffer_type: String::new(),
             });
             let _ = c.grpc.supports_ops(r).await;
             let r = c.req(pb::DownloadRequest {

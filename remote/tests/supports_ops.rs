@@ -67,10 +67,10 @@ fn batched_verdicts_equal_the_verdicts_of_single_questions() {
     let qs = questions();
     let single: Vec<_> = qs
         .iter()
-        .map(|q| client.supports_op(0, q, q.len() - 1).unwrap())
+        .map(|q| client.supports_op(0, "", q, q.len() - 1).unwrap())
         .collect();
     let (graph, nodes) = batched(&qs);
-    let batch = client.supports_ops(0, &graph, &nodes).unwrap();
+    let batch = client.supports_ops(0, "", &graph, &nodes).unwrap();
     assert_eq!(batch, single);
     assert!(batch[0].is_ok() && batch[1].is_ok(), "{batch:?}");
     assert!(
@@ -85,9 +85,9 @@ fn a_batch_naming_a_node_outside_its_graph_is_refused_and_the_client_goes_on() {
     let client = client(&server);
     let (graph, mut nodes) = batched(&questions());
     nodes.insert(1, graph.len() as u32);
-    let err = client.supports_ops(0, &graph, &nodes).unwrap_err();
+    let err = client.supports_ops(0, "", &graph, &nodes).unwrap_err();
     assert!(err.is_bad_input(), "{err}");
     assert!(err.to_string().contains("question 1"), "{err}");
     nodes.remove(1);
-    assert_eq!(client.supports_ops(0, &graph, &nodes).unwrap().len(), 4);
+    assert_eq!(client.supports_ops(0, "", &graph, &nodes).unwrap().len(), 4);
 }
