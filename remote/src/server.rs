@@ -342,6 +342,7 @@ impl pb::remote_server::Remote for RemoteService {
                 .alloc_buffer(r.size)
                 .map_err(|e| plugin(&format!("alloc of {} bytes in {} on device {}", r.size, bt.name(), r.device), e))?;
             let size = buf.size();
+            tracing::debug!(device = r.device, size, buffer_type = %bt.name(), "alloc");
             let handle = s.insert(buf, r.device);
             Ok(Response::new(pb::AllocReply { handle, size }))
         })

@@ -24,6 +24,8 @@ use backplane_tests::{cpu_plugin, generated_model, install, nmse, scratch_dir, t
 mod faults;
 #[path = "remote/questions.rs"]
 mod questions;
+#[path = "remote/layouts.rs"]
+mod layouts;
 
 const TOKEN: &str = "loopback-test-token";
 
