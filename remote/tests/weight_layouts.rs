@@ -247,7 +247,7 @@ fn unknown_buffer_types_wrong_devices_and_sizes_are_refused_and_the_server_goes_
             ..TensorDesc::new(DType::Q4_0, [32, 3, 1, 1])
         };
         let err = client
-            .upload(&buf, &odd, 0, &vec![0u8; 54])
+            .upload(&buf, &odd, 0, &[0u8; 54])
             .and_then(|()| client.flush());
         assert!(
             err.is_err(),

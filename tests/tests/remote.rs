@@ -22,10 +22,10 @@ use backplane_tests::{cpu_plugin, generated_model, install, nmse, scratch_dir, t
 
 #[path = "remote/faults.rs"]
 mod faults;
-#[path = "remote/questions.rs"]
-mod questions;
 #[path = "remote/layouts.rs"]
 mod layouts;
+#[path = "remote/questions.rs"]
+mod questions;
 
 const TOKEN: &str = "loopback-test-token";
 

@@ -7,7 +7,9 @@ use backplane_llm::{LoadOptions, Logits, Model};
 use backplane_testmodel::{Arch, FileType, ModelSpec, write_model};
 use backplane_tests::scratch_dir;
 
-use super::{Serve, best_cpu_plugin, env_lock, load, remote_devices, remote_plugin_dir, set_remote_env};
+use super::{
+    Serve, best_cpu_plugin, env_lock, load, remote_devices, remote_plugin_dir, set_remote_env,
+};
 
 /// The layouts of the first remote device, by the plugin's names.
 fn remote_layouts() -> Vec<String> {
@@ -64,7 +66,10 @@ fn tiny_q4_0_model_with_repacked_weights_on_the_server_gives_the_local_logits() 
         .to_vec();
     let mut s = split.session(64).unwrap();
     let got = s.eval(&tokens, Logits::All).unwrap().to_vec();
-    assert_eq!(got, want, "logits with repacked weights on the server differ");
+    assert_eq!(
+        got, want,
+        "logits with repacked weights on the server differ"
+    );
     let mut l = local.session(64).unwrap();
     l.eval(&tokens, Logits::Last).unwrap();
     for t in [5u32, 9] {
@@ -77,7 +82,22 @@ fn tiny_q4_0_model_with_repacked_weights_on_the_server_gives_the_local_logits() 
         .lines()
         .filter(|l| l.contains("alloc") && l.contains("buffer_type=cpu_repack"))
         .count();
-    assert!(repacked >= 1, "no weights allocated in cpu_repack on the server:\n{text}");
+    assert!(
+        repacked >= 1,
+        "no weights allocated in cpu_repack on the server:\n{text}"
+    );
+    // The questions about ops reading the layout went in one batch.
+    let layout_questions = text
+        .lines()
+        .filter(|l| l.contains("supports_op") && l.contains("buffer_type=cpu_repack"))
+        .count();
+    assert!(
+        (1..=2).contains(&layout_questions),
+        "{layout_questions} calls asking about cpu_repack:\n{text}"
+    );
     let filled = text.matches("filled from the model store").count();
-    assert!(filled >= 4, "only {filled} tensors came from the server's copy:\n{text}");
+    assert!(
+        filled >= 4,
+        "only {filled} tensors came from the server's copy:\n{text}"
+    );
 }
