@@ -362,14 +362,24 @@ fn random_bytes_as_graphs_and_tensors_never_crash_the_server() {
                 device: 0,
                 graph: bytes.clone(),
                 node: 0,
-                buffer_type: String::new(),
+                buffer_type: if round % 2 == 1 {
+                    "cpu_repack".into()
+                } else {
+                    String::new()
+                },
             });
             let _ = c.grpc.supports_op(r).await;
             let r = c.req(pb::SupportsOpsRequest {
                 device: 0,
                 graph: bytes.clone(),
                 nodes: (0..n as u32).collect(),
-                buffer_type: String::new(),
+                // The CPU's weight layout on random graphs, or a random name.
+                buffer_type: match round % 3 {
+                    0 => String::new(),
+                    1 => "cpu_repack".into(),
+                    _ => String::from_utf8_lossy(&bytes[..(next() % 300) as usize % bytes.len()])
+                        .into_owned(),
+                },
             });
             let _ = c.grpc.supports_ops(r).await;
             let r = c.req(pb::DownloadRequest {
