@@ -29,6 +29,8 @@ pub struct Ctx {
     pub pipelines: PipelineCache,
     /// Bind groups reused across dispatches.
     pub bind_groups: BindGroupCache,
+    /// The streams' recorded graphs ([`crate::replay`]).
+    pub recordings: crate::replay::Recordings,
     /// Per-pipeline timings (the `profile` option at `kernels`).
     pub profiler: Option<Profiler>,
     /// Host time per graph (the `profile` option at `graph`).
@@ -97,6 +99,7 @@ impl Ctx {
             name: name.to_string(),
             pipelines: PipelineCache::default(),
             bind_groups: BindGroupCache::new(settings.bind_cache),
+            recordings: crate::replay::Recordings::default(),
             graph_timing: settings.profile == "graph",
             facts,
             device,
@@ -138,6 +141,7 @@ impl Ctx {
         self.buffers.remove(id);
         lock(&self.split_buffers).remove(&id);
         self.bind_groups.clear();
+        self.recordings.clear();
     }
 
     /// The wgpu buffer `tensor` (index `index` of a graph, if any) lies

@@ -17,6 +17,7 @@ use crate::facts::Facts;
 use crate::kept::{ByteRange, CopyOrigin, Kept};
 use crate::pipelines::{Checks, Pipeline};
 use crate::profile::GraphTimes;
+use crate::replay::{Recording, Step};
 use crate::{KERNELS_PER_SUBMIT, PARAM_SLOT_BYTES};
 
 /// Per-stream memory reused across graphs.
@@ -103,6 +104,9 @@ pub struct Encoder<'a> {
     /// Host time spent in dispatch, pass recording and submission, when
     /// `BACKPLANE_WEBGPU_PROFILE=graph` asks for it.
     times: Option<GraphTimes>,
+    /// The kernels recorded so far, when [`Encoder::start_log`] asked for
+    /// them (to replay the graph, [`crate::replay`]).
+    log: Option<Vec<Step>>,
 }
 
 impl<'a> Encoder<'a> {
@@ -129,7 +133,45 @@ impl<'a> Encoder<'a> {
             kernels: 0,
             kept: Kept::default(),
             times: ctx.graph_timing.then(GraphTimes::default),
+            log: None,
         }
+    }
+
+    /// Keeps every kernel recorded from now on, for [`Encoder::take_log`].
+    pub fn start_log(&mut self) {
+        self.log = Some(Vec::new());
+    }
+
+    /// The kernels kept since [`Encoder::start_log`], in order.
+    pub fn take_log(&mut self) -> Option<Vec<Step>> {
+        self.log.take()
+    }
+
+    /// Records the kernels of `recording` again, as its graph's encoding
+    /// recorded them (same order, so the same submissions), with its
+    /// parameter words in this encoder's parameter slots.
+    pub fn replay(&mut self, recording: &Recording) {
+        let ctx = self.ctx;
+        for step in &recording.steps {
+            let t0 = Instant::now();
+            self.push_kernel(
+                Arc::clone(&step.pipeline),
+                &step.params,
+                step.groups,
+                t0,
+                |params| {
+                    step.bind_group(params, || {
+                        ctx.bind_groups.get(
+                            &ctx.device,
+                            &step.pipeline.layout,
+                            &step.bindings,
+                            params,
+                        )
+                    })
+                },
+            );
+        }
+        self.error_flag_used = recording.error_flag_used;
     }
 
     /// The device context.
@@ -257,6 +299,11 @@ impl<'a> Encoder<'a> {
         })
     }
 
+    /// The stream's scratch buffer now (none before a graph needed one).
+    pub fn scratch_buffer(&self) -> Option<Arc<wgpu::Buffer>> {
+        self.state.scratch.clone()
+    }
+
     /// The stream's error-flag word: kernels that detect bad input (an
     /// out-of-range SET_ROWS index) store `node + 1` in word 0 and the bad
     /// value in word 1; `graph_compute` reads it back and fails the graph.
@@ -359,16 +406,36 @@ impl<'a> Encoder<'a> {
         if groups.contains(&0) {
             return Ok(());
         }
+        if let Some(log) = &mut self.log {
+            log.push(Step::new(Arc::clone(&pipeline), bindings, words, groups));
+        }
+        let ctx = self.ctx;
+        let layout = &pipeline.layout;
+        let bind_group =
+            |params: &wgpu::Buffer| ctx.bind_groups.get(&ctx.device, layout, bindings, params);
+        self.push_kernel(Arc::clone(&pipeline), words, groups, t0, bind_group);
+        Ok(())
+    }
+
+    /// Writes `words` into the next parameter slot and records the kernel
+    /// with the bind group `bind_group` gives for the batch's parameter
+    /// buffer; submits the batch when it is full.
+    fn push_kernel(
+        &mut self,
+        pipeline: Arc<Pipeline>,
+        words: &[u32],
+        groups: [u32; 3],
+        t0: Instant,
+        bind_group: impl FnOnce(&wgpu::Buffer) -> wgpu::BindGroup,
+    ) {
         let slot = self.batch.len();
         let at = slot * PARAM_SLOT_BYTES as usize;
         self.params[at..at + words.len() * 4].copy_from_slice(bytemuck::cast_slice(words));
+        let ctx = self.ctx;
         let param_buf = self
             .param_buf
-            .get_or_insert_with(|| self.ctx.take_param_buffer());
-        let bind_group =
-            self.ctx
-                .bind_groups
-                .get(&self.ctx.device, &pipeline.layout, bindings, param_buf);
+            .get_or_insert_with(|| ctx.take_param_buffer());
+        let bind_group = bind_group(param_buf);
         self.kernels += 1;
         self.batch.push(Recorded {
             pipeline,
@@ -384,7 +451,6 @@ impl<'a> Encoder<'a> {
             self.submit_at = (self.submit_at * 2).min(KERNELS_PER_SUBMIT);
             self.flush();
         }
-        Ok(())
     }
 
     /// Records a kernel over `total` workgroups in one dimension, split over

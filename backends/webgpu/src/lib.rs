@@ -23,6 +23,7 @@ mod ops;
 pub mod options;
 pub mod pipelines;
 pub mod profile;
+pub mod replay;
 pub mod split;
 pub mod stream;
 #[cfg(any(target_os = "linux", target_os = "windows", target_os = "android"))]

@@ -8,7 +8,9 @@
 //!
 //! `BACKPLANE_WEBGPU_PROFILE=graph` changes nothing in how graphs run and
 //! prints, per process, the CPU time spent encoding and submitting graphs
-//! and the time then spent waiting for the GPU, per kernel.
+//! and the time then spent waiting for the GPU, per kernel; graphs
+//! replayed from a recording ([`crate::replay`]) are reported apart from
+//! those planned afresh.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, Once};
@@ -107,31 +109,44 @@ impl GraphTimes {
     }
 }
 
-/// Totals of `BACKPLANE_WEBGPU_PROFILE=graph`: graphs, kernels, times.
-static GRAPH_TOTALS: Mutex<(u64, u64, GraphTimes)> = Mutex::new((0, 0, GraphTimes::ZERO));
+/// Totals of `BACKPLANE_WEBGPU_PROFILE=graph`: graphs, kernels, times;
+/// of graphs planned afresh, then of replayed ones.
+static GRAPH_TOTALS: Mutex<[(u64, u64, GraphTimes); 2]> =
+    Mutex::new([(0, 0, GraphTimes::ZERO), (0, 0, GraphTimes::ZERO)]);
 
-/// Adds one graph of `kernels` kernels that took `t`.
-pub fn record_graph(kernels: u64, t: GraphTimes) {
+/// Adds one graph of `kernels` kernels that took `t`; `replayed` when its
+/// kernels came from a recording.
+pub fn record_graph(kernels: u64, t: GraphTimes, replayed: bool) {
     static HOOK: Once = Once::new();
     HOOK.call_once(|| {
         // SAFETY: registering a plain extern "C" function with the C runtime.
         unsafe { atexit(report_graphs) };
     });
-    let mut totals = lock(&GRAPH_TOTALS);
+    let mut all = lock(&GRAPH_TOTALS);
+    let totals = &mut all[usize::from(replayed)];
     totals.0 += 1;
     totals.1 += kernels;
     totals.2.add(&t);
 }
 
 extern "C" fn report_graphs() {
-    let (graphs, kernels, mut t) = *lock(&GRAPH_TOTALS);
+    let totals = *lock(&GRAPH_TOTALS);
+    for (what, (graphs, kernels, t)) in ["planned", "replayed"].into_iter().zip(totals) {
+        if graphs > 0 {
+            report(what, graphs, kernels, t);
+        }
+    }
+}
+
+/// Prints the totals of the `graphs` graphs of one kind (`what`).
+fn report(what: &str, graphs: u64, kernels: u64, mut t: GraphTimes) {
     // Compiling a kernel on its first use is a one-time cost.
     t.encode = t.encode.saturating_sub(t.compile);
     t.dispatch = t.dispatch.saturating_sub(t.compile);
     let per = |ns: u64| ns as f64 / 1e3 / kernels.max(1) as f64;
     let planning = t.encode.saturating_sub(t.dispatch + t.passes + t.submit);
     eprintln!(
-        "backplane-webgpu graph timing: {graphs} graphs, {kernels} kernels, {:.1} ms compiling kernels on first use (left out below); per kernel {:.2} us encoding and submitting ({:.2} planning the ops, {:.2} in dispatch, {:.2} recording passes, {:.2} submitting), {:.2} us waiting for the GPU",
+        "backplane-webgpu graph timing: {graphs} graphs {what}, {kernels} kernels, {:.1} ms compiling kernels on first use (left out below); per kernel {:.2} us encoding and submitting ({:.2} planning the ops, {:.2} in dispatch, {:.2} recording passes, {:.2} submitting), {:.2} us waiting for the GPU",
         t.compile as f64 / 1e6,
         per(t.encode),
         per(planning),
@@ -143,7 +158,7 @@ extern "C" fn report_graphs() {
     // A decode step is one graph: these are the per-token figures.
     let per_graph = |ns: u64| ns as f64 / 1e3 / graphs.max(1) as f64;
     eprintln!(
-        "backplane-webgpu graph timing: per graph {:.1} kernels, {:.1} us encoding and submitting, {:.1} us waiting for the GPU",
+        "backplane-webgpu graph timing: per graph {what} {:.1} kernels, {:.1} us encoding and submitting, {:.1} us waiting for the GPU",
         kernels as f64 / graphs.max(1) as f64,
         per_graph(t.encode),
         per_graph(t.wait)
