@@ -165,6 +165,13 @@ pub const WEBGPU_OPTIONS: &[OptionSpec] = &[
         env: "BACKPLANE_WEBGPU_FIRST_SUBMIT",
     },
     OptionSpec {
+        name: "replay",
+        kind: OptionKind::Bool,
+        default: "on",
+        meaning: "replay the kernels recorded for a graph identical to a recent one instead of planning its ops again (docs/webgpu.md, Execution)",
+        env: "BACKPLANE_WEBGPU_REPLAY",
+    },
+    OptionSpec {
         name: "profile",
         kind: OptionKind::Word(&["off", "kernels", "graph"]),
         default: "off",
@@ -311,6 +318,8 @@ pub struct Tuning {
     pub first_submit: usize,
     /// `fuse`: encode chains of nodes as one kernel (`ops::fusion`).
     pub fuse: bool,
+    /// `replay`: replay a recorded graph ([`crate::replay`]).
+    pub replay: bool,
     /// `native`: whether MUL_MAT may use the native Vulkan kernels.
     pub native: crate::native::NativeMode,
 }
@@ -354,6 +363,7 @@ impl Tuning {
             // In 1..=32 by the schema, which has a default.
             first_submit: o.integer("first_submit").map_or(1, |n| n as usize),
             fuse: o.bool("fuse"),
+            replay: o.bool("replay"),
             native: crate::native::NativeMode::from_word(o.text("native").as_deref()),
         }
     }
