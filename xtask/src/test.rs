@@ -12,6 +12,8 @@ use crate::{conformance, plugins, set_env, setup, workspace_root};
 const TEST_ENV: &[(&str, &str)] = &[
     ("BACKPLANE_HEXAGON_EMULATE", "1"),
     ("BACKPLANE_DEVICE_TIMEOUT", "900"),
+    // Off by default (slower prefill); on here so the layout stays tested.
+    ("BACKPLANE_WEBGPU_SPLIT_WEIGHTS", "on"),
 ];
 
 /// `BACKPLANE_PLUGIN_PATH` with the test-only plugins (the emulated

@@ -258,7 +258,9 @@ impl Device for WebGpuDevice {
     fn supports_buft(&self, name: &str, is_host: bool) -> bool {
         let _ = is_host;
         let plain = format!("webgpu-{}", self.name);
-        name == plain || name == format!("{plain}{}", crate::split::SPLIT_SUFFIX)
+        name == plain
+            || (self.settings.split_weights
+                && name == format!("{plain}{}", crate::split::SPLIT_SUFFIX))
     }
 
     fn buffer_type(&self) -> Arc<dyn BufferType> {
@@ -270,6 +272,11 @@ impl Device for WebGpuDevice {
     }
 
     fn extra_buffer_types(&self) -> Vec<Arc<dyn BufferType>> {
+        // Off unless asked for: measured slower than ggml's layout for
+        // prefill and no faster for decode (`split_weights`).
+        if !self.settings.split_weights {
+            return Vec::new();
+        }
         vec![Arc::new(WebGpuBufferType::split(
             format!("webgpu-{}{}", self.name, crate::split::SPLIT_SUFFIX),
             self.ctx(),
