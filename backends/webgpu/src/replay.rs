@@ -250,3 +250,77 @@ impl Recordings {
         lock(&self.map).0.get(&stream).map_or(0, Vec::len)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use backplane_abi::DType;
+
+    fn graph(k: i64) -> Vec<TensorDesc> {
+        vec![TensorDesc::new(DType::F32, [k, 2, 1, 1]); 3]
+    }
+
+    fn recording(k: i64) -> Recording {
+        Recording::new(&graph(k), None, Vec::new(), false)
+    }
+
+    #[test]
+    fn a_stream_keeps_its_four_most_recently_used_graphs() {
+        let r = Recordings::default();
+        let g = r.generation();
+        for k in 1..=4 {
+            r.keep(7, g, recording(k));
+        }
+        // Using graph 1 makes graph 2 the least recently used.
+        assert!(r.find(7, &graph(1), None).is_some());
+        r.keep(7, g, recording(5));
+        assert_eq!(r.count(7), RECORDINGS_PER_STREAM);
+        assert!(r.find(7, &graph(2), None).is_none());
+        for k in [1, 3, 4, 5] {
+            assert!(r.find(7, &graph(k), None).is_some(), "graph {k}");
+        }
+        // Other streams and other graphs find nothing.
+        assert!(r.find(8, &graph(1), None).is_none());
+        let mut changed = graph(1);
+        changed[2].offset = 64;
+        assert!(r.find(7, &changed, None).is_none());
+        r.forget_stream(7);
+        assert_eq!(r.count(7), 0);
+    }
+
+    #[test]
+    fn a_recording_begun_before_a_free_is_not_kept() {
+        let r = Recordings::default();
+        let before = r.generation();
+        r.keep(1, before, recording(1));
+        r.clear();
+        assert_eq!(r.count(1), 0);
+        r.keep(1, before, recording(2));
+        assert_eq!(r.count(1), 0);
+        r.keep(1, r.generation(), recording(2));
+        assert!(r.find(1, &graph(2), None).is_some());
+    }
+
+    #[test]
+    fn every_field_of_a_descriptor_changes_the_hash() {
+        let base = graph(4);
+        let h = graph_hash(&base);
+        let edits: [fn(&mut TensorDesc); 9] = [
+            |t| t.dtype = DType::F16.code(),
+            |t| t.ne[3] = 2,
+            |t| t.nb[2] += 4,
+            |t| t.op_params[5] = 1,
+            |t| t.src[1] = 0,
+            |t| t.view_src = 0,
+            |t| t.view_offset = 8,
+            |t| t.buffer = 9,
+            |t| t.offset = 256,
+        ];
+        for (i, edit) in edits.iter().enumerate() {
+            let mut g = base.clone();
+            edit(&mut g[1]);
+            assert_ne!(graph_hash(&g), h, "edit {i}");
+        }
+        assert_ne!(graph_hash(&base[..2]), h);
+    }
+}
