@@ -5,6 +5,8 @@
 
 mod common;
 
+use common::{leaf, node};
+
 use backplane_abi::plugin::{Buffer, Device};
 use backplane_abi::{DType, GluOp, Op, TensorDesc};
 
@@ -15,22 +17,6 @@ const EPS: f32 = 1e-5;
 /// Rows of the q4_0 weight the product is multiplied by.
 const M: i64 = 16;
 const SLOT: u64 = 8192;
-
-fn leaf(ne: [i64; 4], offset: u64, buffer: u64) -> TensorDesc {
-    let mut d = TensorDesc::new(DType::F32, ne);
-    d.buffer = buffer;
-    d.offset = offset;
-    d
-}
-
-fn node(op: Op, ne: [i64; 4], offset: u64, buffer: u64, srcs: &[usize]) -> TensorDesc {
-    let mut d = leaf(ne, offset, buffer);
-    d.op = op.code();
-    for (k, &s) in srcs.iter().enumerate() {
-        d.src[k] = s as i32;
-    }
-    d
-}
 
 /// x [ne0, ROWS], b (one row, broadcast), w (one row), a weight [ne0, M]
 /// of type `wt`; s = x + b; n = rms_norm(s); d = n * w; two MUL_MATs of the

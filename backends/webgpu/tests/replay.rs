@@ -6,6 +6,8 @@
 
 mod common;
 
+use common::{leaf, node};
+
 use std::sync::Mutex;
 
 use backplane_abi::plugin::{Backend, Buffer, Device};
@@ -22,22 +24,6 @@ const M: i64 = 16;
 /// Byte offsets of a graph's tensors, each slot `slot` bytes.
 fn at(slot: u64, k: u64) -> u64 {
     k * slot
-}
-
-fn leaf(ne: [i64; 4], offset: u64, buffer: u64) -> TensorDesc {
-    let mut d = TensorDesc::new(DType::F32, ne);
-    d.buffer = buffer;
-    d.offset = offset;
-    d
-}
-
-fn node(op: Op, ne: [i64; 4], offset: u64, buffer: u64, srcs: &[usize]) -> TensorDesc {
-    let mut d = leaf(ne, offset, buffer);
-    d.op = op.code();
-    for (k, &s) in srcs.iter().enumerate() {
-        d.src[k] = s as i32;
-    }
-    d
 }
 
 /// Bytes per tensor slot of a graph of `ne0` x `rows`: the activations,
