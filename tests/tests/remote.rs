@@ -521,7 +521,6 @@ fn isolated_hostile_plugin_that_crashes_leaves_an_error_and_the_host_computing()
 
 #[test]
 fn tiny_model_split_across_the_cpu_and_a_server_gives_the_local_logits() {
-    use backplane_llm::{LoadOptions, Logits, Model};
     use backplane_testmodel::{Arch, FileType, ModelSpec, write_model};
     let _env = env_lock();
     let server = Serve::start_best_cpu();
@@ -530,38 +529,53 @@ fn tiny_model_split_across_the_cpu_and_a_server_gives_the_local_logits() {
     let path = generated_model(&spec.file_name(), |p| {
         write_model(&spec, p).expect("writing the tiny model");
     });
+    let split = split_model_matches_local(&path, 128, &(1..24).collect::<Vec<_>>(), &[5, 9, 13]);
+    eprintln!("placement {:?}", split.placement());
+}
+
+/// Loads the model at `path` on the local CPU and with its last two layers
+/// on the remote device (repacked weights where a side offers them), and
+/// checks that a prefill of `prompt` (every position's logits) and then
+/// decoding `decode` a token at a time give bitwise the local logits.
+/// Returns the split model.
+fn split_model_matches_local(
+    path: &Path,
+    n_ctx: usize,
+    prompt: &[u32],
+    decode: &[u32],
+) -> backplane_llm::Model {
+    use backplane_llm::{LoadOptions, Logits, Model};
     let options = |device: &str, gpu_layers| LoadOptions {
         device: device.into(),
         gpu_layers,
-        n_ctx: 128,
+        n_ctx,
         plugin_dirs: vec![remote_plugin_dir()],
         repack: true,
         ..LoadOptions::default()
     };
-    let local = Model::load(&path, &options("cpu", None)).unwrap();
-    let split = Model::load(&path, &options("remote", Some(2))).unwrap();
-    let tokens: Vec<u32> = (1..24).collect();
+    let local = Model::load(path, &options("cpu", None)).unwrap();
+    let split = Model::load(path, &options("remote", Some(2))).unwrap();
     let want = local
-        .session(128)
+        .session(n_ctx)
         .unwrap()
-        .eval(&tokens, Logits::All)
+        .eval(prompt, Logits::All)
         .unwrap()
         .to_vec();
-    let mut s = split.session(128).unwrap();
-    let got = s.eval(&tokens, Logits::All).unwrap().to_vec();
+    let mut s = split.session(n_ctx).unwrap();
+    let got = s.eval(prompt, Logits::All).unwrap().to_vec();
     assert_eq!(
         got, want,
-        "logits of the split model differ from the local run"
+        "prefill logits of the split model differ from the local run"
     );
-    // And a few decode steps.
-    let mut l = local.session(128).unwrap();
-    l.eval(&tokens, Logits::Last).unwrap();
-    for t in [5u32, 9, 13] {
+    let mut l = local.session(n_ctx).unwrap();
+    l.eval(prompt, Logits::Last).unwrap();
+    for &t in decode {
         let a = l.eval(&[t], Logits::Last).unwrap().to_vec();
         let b = s.eval(&[t], Logits::Last).unwrap().to_vec();
         assert_eq!(a, b, "decode logits after token {t}");
     }
-    eprintln!("placement {:?}", split.placement());
+    drop(s);
+    split
 }
 
 /// The newest built conformance runner (release or debug).

@@ -3,12 +3,12 @@
 //! the server's weights there, and the logits equal the local run (the
 //! same repacked kernels on both sides).
 
-use backplane_llm::{LoadOptions, Logits, Model};
 use backplane_testmodel::{Arch, FileType, ModelSpec, write_model};
 use backplane_tests::scratch_dir;
 
 use super::{
     Serve, best_cpu_plugin, env_lock, load, remote_devices, remote_plugin_dir, set_remote_env,
+    split_model_matches_local,
 };
 
 /// The layouts of the first remote device, by the plugin's names.
@@ -47,36 +47,7 @@ fn tiny_q4_0_model_with_repacked_weights_on_the_server_gives_the_local_logits() 
         return;
     }
     assert_eq!(layouts, ["remote-r0-cpu-cpu:cpu_repack"]);
-    let options = |device: &str, gpu_layers| LoadOptions {
-        device: device.into(),
-        gpu_layers,
-        n_ctx: 64,
-        plugin_dirs: vec![remote_plugin_dir()],
-        repack: true,
-        ..LoadOptions::default()
-    };
-    let local = Model::load(&path, &options("cpu", None)).unwrap();
-    let split = Model::load(&path, &options("remote", Some(2))).unwrap();
-    let tokens: Vec<u32> = (1..12).collect();
-    let want = local
-        .session(64)
-        .unwrap()
-        .eval(&tokens, Logits::All)
-        .unwrap()
-        .to_vec();
-    let mut s = split.session(64).unwrap();
-    let got = s.eval(&tokens, Logits::All).unwrap().to_vec();
-    assert_eq!(
-        got, want,
-        "logits with repacked weights on the server differ"
-    );
-    let mut l = local.session(64).unwrap();
-    l.eval(&tokens, Logits::Last).unwrap();
-    for t in [5u32, 9] {
-        let a = l.eval(&[t], Logits::Last).unwrap().to_vec();
-        let b = s.eval(&[t], Logits::Last).unwrap().to_vec();
-        assert_eq!(a, b, "decode logits after token {t}");
-    }
+    split_model_matches_local(&path, 64, &(1..12).collect::<Vec<_>>(), &[5, 9]);
     let text = std::fs::read_to_string(&log).unwrap();
     let repacked = text
         .lines()
