@@ -219,8 +219,8 @@ impl Device for WebGpuDevice {
             extras.push(format!("{n} multiprocessors"));
         }
         extras.push(match self.ctx.get() {
-            Some(Ok(ctx)) => crate::native::mul_mat::description(&ctx.native.features),
-            _ => crate::native::mul_mat::description(&self.native),
+            Some(Ok(ctx)) => crate::ops::matmul::native::description(&ctx.native.features),
+            _ => crate::ops::matmul::native::description(&self.native),
         });
         format!(
             "{} ({}, {}; max binding {}, workgroup storage {}; {})",

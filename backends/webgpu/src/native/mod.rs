@@ -12,7 +12,6 @@
 //! which native kernel a MUL_MAT gets, or says why none.
 
 pub mod kernels;
-pub mod mul_mat;
 #[cfg(any(target_os = "linux", target_os = "windows", target_os = "android"))]
 pub mod open;
 pub mod pipelines;
@@ -22,7 +21,7 @@ pub mod pipelines;
 pub enum NativeMode {
     /// The backend decides: native where a kernel is built, the device
     /// has what it needs and the kernel measured faster than the WGSL
-    /// path (none yet: see [`mul_mat::MATVEC_NOT_FASTER`]).
+    /// path (none yet: see [`crate::ops::matmul::native::MATVEC_NOT_FASTER`]).
     #[default]
     Auto,
     /// Native wherever a kernel can run (measuring, tests).

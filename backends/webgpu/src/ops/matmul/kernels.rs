@@ -402,7 +402,7 @@ pub(super) fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
     if d.nelements() == 0 {
         return Ok(());
     }
-    if crate::native::mul_mat::try_encode(e, node)? {
+    if crate::ops::matmul::native::try_encode(e, node)? {
         return Ok(());
     }
     let w = Weights::new(e, ia)?;

@@ -28,6 +28,7 @@
 //! path and weight layout of every MUL_MAT.
 
 mod kernels;
+pub mod native;
 pub(crate) use kernels::{Q8Copy, quantizes_src1};
 pub(crate) mod plan;
 #[cfg(test)]

@@ -88,5 +88,5 @@ pub(crate) fn quantizes_src1(e: &Encoder, node: usize) -> bool {
     let path = plan::choose_path(facts, t, &s, out.strides[0] == 1, facts.tuning.matmul_path);
     matches!(path, Path::MatVec { .. })
         && plan::matvec_int8(&facts.tuning, t)
-        && crate::native::mul_mat::choice(e, node).is_err()
+        && crate::ops::matmul::native::choice(e, node).is_err()
 }

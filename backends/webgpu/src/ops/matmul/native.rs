@@ -20,8 +20,8 @@
 
 use backplane_abi::{DType, Op};
 
-use super::{CoopShape, NativeFeatures, NativeMode, kernels};
 use crate::encode::{Encoder, Params, split_groups};
+use crate::native::{CoopShape, NativeFeatures, NativeMode, kernels};
 use crate::ops::matmul::plan::Shape;
 use crate::ops::{dtype, nb_elems, src_index};
 
