@@ -31,7 +31,9 @@ fn graph(buffer: u64, wt: DType, mul_over_norm: bool) -> Vec<TensorDesc> {
     let d_at = if mul_over_norm { 5 * SLOT } else { 6 * SLOT };
     let mut wq = TensorDesc::new(wt, [ne0, M, 1, 1]);
     wq.buffer = buffer;
-    wq.offset = 3 * SLOT;
+    // After every other slot: an f32 weight (20 KB) is larger than a slot,
+    // and overlapping the sum, the norm or the products would race.
+    wq.offset = 10 * SLOT;
     vec![
         leaf(ne, 0, buffer),
         leaf([ne0, 1, 1, 1], SLOT, buffer),
@@ -133,7 +135,7 @@ fn fused_add_rms_norm_mul_matches_the_separate_kernels_bit_for_bit() {
     let Some((_reg, dev)) = common::first_device() else {
         return;
     };
-    let buf = dev.buffer_type().alloc_buffer(10 * SLOT).expect("alloc");
+    let buf = dev.buffer_type().alloc_buffer(13 * SLOT).expect("alloc");
     // q4_0: the fused kernel also quantizes the product for the integer
     // mat-vecs; f32: the MUL_MATs read the float product.
     for wt in [DType::Q4_0, DType::F32] {
@@ -173,7 +175,9 @@ fn glu_graph(buffer: u64, wt: DType) -> Vec<TensorDesc> {
     act.op_params[0] = GluOp::Swiglu.code() as i32;
     let mut wq = TensorDesc::new(wt, [NE0, M, 1, 1]);
     wq.buffer = buffer;
-    wq.offset = 2 * SLOT;
+    // After every other slot: an f32 weight (20 KB) is larger than a slot,
+    // and overlapping act or the products would race.
+    wq.offset = 6 * SLOT;
     vec![
         leaf(ne, 0, buffer),
         leaf(ne, SLOT, buffer),
