@@ -99,6 +99,27 @@ impl State {
         })
     }
 
+    /// What a `supports_op` question is about: device `index`, the extra
+    /// buffer type `buffer_type` names (none when empty), and the graph,
+    /// decoded and checked with its buffers cleared.
+    fn question(
+        &self,
+        index: u32,
+        buffer_type: &str,
+        graph: &[u8],
+    ) -> Result<(&Device, Option<BufferType>, Vec<backplane_abi::TensorDesc>), Status> {
+        let dev = self.device(index)?;
+        let extra = if buffer_type.is_empty() {
+            None
+        } else {
+            Some(self.buffer_type(index, buffer_type)?)
+        };
+        let mut graph = decode_graph(graph).map_err(bad)?;
+        graph.iter_mut().for_each(|d| d.buffer = 0);
+        limits::check_graph(&mut graph, &self.limits, |_| None).map_err(bad)?;
+        Ok((dev, extra, graph))
+    }
+
     /// The buffer type a request names on device `index`: the device's
     /// own when `name` is empty, else one of its extra buffer types.
     fn buffer_type(&self, index: u32, name: &str) -> Result<BufferType, Status> {
@@ -473,15 +494,7 @@ impl pb::remote_server::Remote for RemoteService {
         let st = self.state.clone();
         let r = req.into_inner();
         blocking(move || {
-            let dev = st.device(r.device)?;
-            let extra = if r.buffer_type.is_empty() {
-                None
-            } else {
-                Some(st.buffer_type(r.device, &r.buffer_type)?)
-            };
-            let mut graph = decode_graph(&r.graph).map_err(bad)?;
-            graph.iter_mut().for_each(|d| d.buffer = 0);
-            limits::check_graph(&mut graph, &st.limits, |_| None).map_err(bad)?;
+            let (dev, extra, graph) = st.question(r.device, &r.buffer_type, &r.graph)?;
             let node = r.node as usize;
             if node >= graph.len() {
                 return Err(bad(format!(
@@ -499,15 +512,7 @@ impl pb::remote_server::Remote for RemoteService {
         let st = self.state.clone();
         let r = req.into_inner();
         blocking(move || {
-            let dev = st.device(r.device)?;
-            let extra = if r.buffer_type.is_empty() {
-                None
-            } else {
-                Some(st.buffer_type(r.device, &r.buffer_type)?)
-            };
-            let mut graph = decode_graph(&r.graph).map_err(bad)?;
-            graph.iter_mut().for_each(|d| d.buffer = 0);
-            limits::check_graph(&mut graph, &st.limits, |_| None).map_err(bad)?;
+            let (dev, extra, graph) = st.question(r.device, &r.buffer_type, &r.graph)?;
             if r.nodes.len() > graph.len() {
                 return Err(bad(format!(
                     "{} nodes asked about in a {}-tensor graph",

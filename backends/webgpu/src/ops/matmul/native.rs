@@ -415,16 +415,7 @@ fn encode_matvec(e: &mut Encoder, node: usize, kernel: NativeKernel) -> Result<(
     let [x, y, _] = split_groups(row_groups, max)
         .ok_or_else(|| format!("native mat-vec: {row_groups} row groups are too many"))?;
     let z = word(s.batches(), "batches")?;
-    let bindings = [e.binding(ia)?, e.binding(ib)?, e.binding(node)?];
-    let ctx = e.ctx();
-    let pipeline = ctx.native.pipelines.get(
-        &ctx.device,
-        &ctx.pipelines,
-        &kernel.name(),
-        (MATVEC_WG, 1, 1),
-        bindings.len(),
-    )?;
-    e.dispatch_pipeline(pipeline, &bindings, &p, [x, y, z])
+    dispatch(e, node, [ia, ib], &kernel, MATVEC_WG, &p, [x, y, z])
 }
 
 fn encode_coopmat(e: &mut Encoder, node: usize, kernel: NativeKernel) -> Result<(), String> {
@@ -440,16 +431,30 @@ fn encode_coopmat(e: &mut Encoder, node: usize, kernel: NativeKernel) -> Result<
         word(tiles_n, "column tiles")?,
         z,
     ];
+    dispatch(e, node, [ia, ib], &kernel, COOPMAT_WG, &p, groups)
+}
+
+/// Dispatches native `kernel` (workgroups of `wg`) on weights, activations
+/// and dst (`srcs`, then `node`) with parameters `p`.
+fn dispatch(
+    e: &mut Encoder,
+    node: usize,
+    [ia, ib]: [usize; 2],
+    kernel: &NativeKernel,
+    wg: u32,
+    p: &Params,
+    groups: [u32; 3],
+) -> Result<(), String> {
     let bindings = [e.binding(ia)?, e.binding(ib)?, e.binding(node)?];
     let ctx = e.ctx();
     let pipeline = ctx.native.pipelines.get(
         &ctx.device,
         &ctx.pipelines,
         &kernel.name(),
-        (COOPMAT_WG, 1, 1),
+        (wg, 1, 1),
         bindings.len(),
     )?;
-    e.dispatch_pipeline(pipeline, &bindings, &p, groups)
+    e.dispatch_pipeline(pipeline, &bindings, p, groups)
 }
 
 #[cfg(test)]
