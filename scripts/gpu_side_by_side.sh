@@ -24,8 +24,10 @@ export XDG_RUNTIME_DIR=/tmp/xdg; mkdir -p -m700 $XDG_RUNTIME_DIR
 export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
 # NEW: the build to measure (default .devbin/bins2.tar.xz); make-model comes
 # from bins2 whatever NEW is.
+# OLD: the baseline build (default .devbin/bins.tar.xz).
 NEW=${NEW:-.devbin/bins2.tar.xz}
-[ -x /tmp/new/backplane ] || { mkdir -p /tmp/old /tmp/new /tmp/b2 && tar xJf .devbin/bins.tar.xz -C /tmp/old && tar xJf $NEW -C /tmp/new && tar xJf .devbin/bins2.tar.xz -C /tmp/b2; }
+OLD=${OLD:-.devbin/bins.tar.xz}
+[ -x /tmp/new/backplane ] || { mkdir -p /tmp/old /tmp/new /tmp/b2 && tar xJf $OLD -C /tmp/old && tar xJf $NEW -C /tmp/new && tar xJf .devbin/bins2.tar.xz -C /tmp/b2; }
 nvidia-smi --query-gpu=name,memory.total,clocks.max.memory,driver_version --format=csv > $S/gpu.txt; keep gpu.txt
 nproc; nvcc --version | tail -1
 LB=/tmp/ll/b/bin/llama-bench
@@ -45,8 +47,9 @@ date
 ours() { BACKPLANE_PLUGIN_PATH=/tmp/$1 $T timeout 90 /tmp/$1/backplane bench --model /tmp/m-$2.gguf -p 512 -n 128 -r 3 --device webgpu --gpu-layers 99 --json 2>&1 | tail -2 | sed "s/^/$1 /" >> $S/bench.txt; keep bench.txt; }
 for t in q4_0 q8_0 q4_K_M f16; do step ours1-$t && { ours new $t; done_ ours1-$t; }; done
 if step profile; then
-  for v in new old; do
-    BACKPLANE_PLUGIN_PATH=/tmp/$v BACKPLANE_WEBGPU_PROFILE=graph $T timeout 60 /tmp/$v/backplane bench --model /tmp/m-q4_0.gguf -p 0 -n 32 -r 1 --device webgpu --gpu-layers 99 2>&1 | tail -6 | sed "s/^/$v /" >> $S/profile.txt
+  for v in new new-replay-off old; do
+    d=${v%%-*}; r=on; [ $v = new-replay-off ] && r=off
+    BACKPLANE_WEBGPU_REPLAY=$r BACKPLANE_PLUGIN_PATH=/tmp/$d BACKPLANE_WEBGPU_PROFILE=graph $T timeout 60 /tmp/$d/backplane bench --model /tmp/m-q4_0.gguf -p 0 -n 32 -r 1 --device webgpu --gpu-layers 99 2>&1 | tail -6 | sed "s/^/$v /" >> $S/profile.txt
   done; keep profile.txt; done_ profile
 fi
 date
@@ -60,8 +63,9 @@ done
 date
 if [ -n "$NATIVE" ] && step native; then bash scripts/gpu_native.sh /tmp/new; cp $OUT/native-*.txt $S/ 2>/dev/null; done_ native; fi
 if step perf; then
-  for wl in "" --weight-layouts; do
-    BACKPLANE_PLUGIN_PATH=/tmp/new $T timeout 60 /tmp/new/backplane-conformance perf --backend webgpu --op MUL_MAT --case 'type_a=(q4_0|q4_K),type_b=f32,m=4096,n=1,k=14336,' --repeats 1024 $wl 2>&1 | grep MUL_MAT >> $S/perf.txt
+  for sp in off on; do
+    echo "split_weights=$sp" >> $S/perf.txt
+    BACKPLANE_WEBGPU_SPLIT_WEIGHTS=$sp BACKPLANE_PLUGIN_PATH=/tmp/new $T timeout 60 /tmp/new/backplane-conformance perf --backend webgpu --op MUL_MAT --case 'type_a=(q4_0|q4_K),type_b=f32,m=4096,n=(1|512),k=14336,' --repeats 1024 --weight-layouts 2>&1 | grep MUL_MAT >> $S/perf.txt
   done; keep perf.txt; done_ perf
 fi
 # The baseline build last: its figures are also in docs/models.md.
