@@ -3,12 +3,12 @@
 //! `graph_compute` returns when the GPU is done and the error flag has been
 //! read back.
 
+use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex};
 
 use backplane_abi::plugin::{Backend, PluginError};
 use backplane_abi::{Op, TensorDesc};
 
-use crate::buffer::read_buffer;
 use crate::context::Ctx;
 use crate::encode::{Encoder, StreamState};
 use crate::facts::Facts;
@@ -25,6 +25,9 @@ pub struct WebGpuStream {
     /// The device's facts with this stream's tuning.
     facts: Facts,
     state: Mutex<StreamState>,
+    /// Where the error flag is copied at the end of a graph that bound it,
+    /// in the graph's own wait (no second round trip to read it).
+    flag_staging: wgpu::Buffer,
 }
 
 impl WebGpuStream {
@@ -39,9 +42,16 @@ impl WebGpuStream {
                 | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         }));
+        let flag_staging = ctx.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("backplane error flag readback"),
+            size: 16,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
         WebGpuStream {
             name,
             id: next_stream_id(),
+            flag_staging,
             ctx,
             facts,
             state: Mutex::new(StreamState {
@@ -99,8 +109,11 @@ impl WebGpuStream {
         let kernels = enc.kernels();
         let times = enc.times();
         drop(enc);
+        let flag_read = used_flag.then(|| self.copy_error_flag(&flag));
         let t1 = std::time::Instant::now();
-        self.ctx.wait_idle().map_err(PluginError::other)?;
+        let waited = self.ctx.wait_idle();
+        let flag_words = flag_read.map(|mapped| self.read_error_flag(mapped));
+        waited.map_err(PluginError::other)?;
         if self.ctx.graph_timing {
             let ns = |d: std::time::Duration| d.as_nanos() as u64;
             let t = profile::GraphTimes {
@@ -112,9 +125,8 @@ impl WebGpuStream {
             profile::record_graph(kernels, t, recording.is_some());
         }
         result?;
-        if used_flag {
-            let mut words = [0u8; 8];
-            read_buffer(&self.ctx, &flag, 0, &mut words).map_err(PluginError::other)?;
+        if let Some(words) = flag_words {
+            let words = words.map_err(PluginError::other)?;
             let node = u32::from_le_bytes(words[0..4].try_into().expect("4 bytes"));
             let value = i32::from_le_bytes(words[4..8].try_into().expect("4 bytes"));
             if node != 0 {
@@ -130,6 +142,53 @@ impl WebGpuStream {
             }
         }
         Ok(())
+    }
+
+    /// Copies the error flag into `flag_staging` after the graph's kernels
+    /// and asks for it mapped; the graph's wait completes both.
+    fn copy_error_flag(&self, flag: &wgpu::Buffer) -> Receiver<Result<(), wgpu::BufferAsyncError>> {
+        let mut enc = self.ctx.device.create_command_encoder(&Default::default());
+        enc.copy_buffer_to_buffer(flag, 0, &self.flag_staging, 0, 8);
+        self.ctx.queue.submit([enc.finish()]);
+        let (tx, rx) = std::sync::mpsc::channel();
+        self.flag_staging
+            .slice(..8)
+            .map_async(wgpu::MapMode::Read, move |r| {
+                let _ = tx.send(r);
+            });
+        rx
+    }
+
+    /// The error flag's two words, once `copy_error_flag`'s mapping is done.
+    fn read_error_flag(
+        &self,
+        mapped: Receiver<Result<(), wgpu::BufferAsyncError>>,
+    ) -> Result<[u8; 8], String> {
+        // The mapping completes in the wait after the graph; poll once more
+        // in case it was reported after that wait returned.
+        let status = match mapped.try_recv() {
+            Ok(r) => r,
+            Err(_) => match self.ctx.wait_idle().map(|()| mapped.recv()) {
+                Ok(Ok(r)) => r,
+                Ok(Err(_)) | Err(_) => {
+                    // Still pending: cancel it, so the next graph can map.
+                    self.flag_staging.unmap();
+                    return Err("the error flag's readback never completed".into());
+                }
+            },
+        };
+        status.map_err(|e| format!("mapping the error flag: {e}"))?;
+        let mut words = [0u8; 8];
+        {
+            let view = self
+                .flag_staging
+                .slice(..8)
+                .get_mapped_range()
+                .map_err(|e| format!("reading the error flag: {e}"))?;
+            words.copy_from_slice(&view[..8]);
+        }
+        self.flag_staging.unmap();
+        Ok(words)
     }
 
     /// Plans and records every node of `graph` (fusing where it can).

@@ -302,4 +302,25 @@ fn k_and_v_cache_stores_in_one_dispatch_match_the_separate_kernels() {
     let (bad, _) = run_stores("", [5, 8]);
     let e = bad.expect_err("index 8 of 8 rows").to_string();
     assert!(e.contains("index 8 is out of range"), "{e}");
+    // One stream reads the flag of every graph, planned or replayed, good
+    // or bad, and a failure does not stick to the next graph.
+    let stream = dev.init_backend("").expect("stream");
+    let runs = [
+        ([5, 2], None),
+        ([5, 8], Some(8)),
+        ([5, 2], None),
+        ([5, 2], None),
+    ];
+    for (rows, bad) in runs.into_iter().chain([([9, 2], Some(9)), ([1, 2], None)]) {
+        let idx: Vec<u8> = rows.iter().flat_map(|r: &i64| r.to_le_bytes()).collect();
+        buf.set_tensor(&g[2], 0, &idx).expect("set");
+        let done = stream.graph_compute(&g);
+        match bad {
+            None => assert!(done.is_ok(), "rows {rows:?}: {done:?}"),
+            Some(i) => {
+                let e = done.expect_err("an index past 8 rows").to_string();
+                assert!(e.contains(&format!("index {i} is out of range")), "{e}");
+            }
+        }
+    }
 }
