@@ -49,6 +49,8 @@ pub struct Ctx {
     pub readback: Mutex<Option<wgpu::Buffer>>,
     /// The native Vulkan kernels' features and pipelines ([`crate::native`]).
     pub native: crate::native::NativeState,
+    /// Native replay's shared state ([`crate::native_replay`]).
+    pub native_replay: crate::native_replay::DeviceReplay,
 }
 
 impl Ctx {
@@ -111,6 +113,7 @@ impl Ctx {
             param_pool: Arc::default(),
             readback: Mutex::default(),
             native: crate::native::NativeState::new(native),
+            native_replay: Default::default(),
         })
     }
 

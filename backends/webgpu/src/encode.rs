@@ -343,7 +343,7 @@ impl<'a> Encoder<'a> {
             .ctx
             .pipelines
             .get(&self.ctx.device, key, checks, bindings.len())?;
-        self.record(pipeline, bindings, params, groups, t0)
+        self.record(pipeline, Some(key), bindings, params, groups, t0)
     }
 
     /// Records one kernel of an already built `pipeline` (the native
@@ -358,7 +358,7 @@ impl<'a> Encoder<'a> {
     ) -> Result<(), String> {
         let t0 = Instant::now();
         self.check_dispatch(|| pipeline.label.clone(), bindings, params, groups)?;
-        self.record(pipeline, bindings, params, groups, t0)
+        self.record(pipeline, None, bindings, params, groups, t0)
     }
 
     /// Refuses a dispatch over the device's limits, naming the kernel
@@ -392,11 +392,12 @@ impl<'a> Encoder<'a> {
         Ok(())
     }
 
-    /// Records `pipeline` with its bind group and parameter slot, and
-    /// submits the batch when it is full.
+    /// Records `pipeline` (built from `key`, if any) with its bind group
+    /// and parameter slot, and submits the batch when it is full.
     fn record(
         &mut self,
         pipeline: Arc<Pipeline>,
+        key: Option<&PipelineKey>,
         bindings: &[Binding],
         params: &Params,
         groups: [u32; 3],
@@ -407,7 +408,13 @@ impl<'a> Encoder<'a> {
             return Ok(());
         }
         if let Some(log) = &mut self.log {
-            log.push(Step::new(Arc::clone(&pipeline), bindings, words, groups));
+            log.push(Step::new(
+                Arc::clone(&pipeline),
+                key.cloned(),
+                bindings,
+                words,
+                groups,
+            ));
         }
         let ctx = self.ctx;
         let layout = &pipeline.layout;

@@ -19,6 +19,7 @@ pub mod facts;
 pub mod kept;
 pub mod memory;
 pub mod native;
+pub mod native_replay;
 mod ops;
 pub mod options;
 pub mod pipelines;

@@ -172,6 +172,13 @@ pub const WEBGPU_OPTIONS: &[OptionSpec] = &[
         env: "BACKPLANE_WEBGPU_REPLAY",
     },
     OptionSpec {
+        name: "native_replay",
+        kind: OptionKind::Word(crate::native_replay::NativeReplayMode::WORDS),
+        default: "off",
+        meaning: "submit a replayed graph as one Vulkan command buffer recorded once (docs/webgpu.md, Native replay): on (wherever the device is Vulkan), off, or auto (on for Vulkan GPUs once measured faster; off for now)",
+        env: "BACKPLANE_WEBGPU_NATIVE_REPLAY",
+    },
+    OptionSpec {
         name: "profile",
         kind: OptionKind::Word(&["off", "kernels", "graph"]),
         default: "off",
@@ -327,6 +334,8 @@ pub struct Tuning {
     pub fuse: bool,
     /// `replay`: replay a recorded graph ([`crate::replay`]).
     pub replay: bool,
+    /// `native_replay`: submit replays as one native command buffer.
+    pub native_replay: crate::native_replay::NativeReplayMode,
     /// `native`: whether MUL_MAT may use the native Vulkan kernels.
     pub native: crate::native::NativeMode,
 }
@@ -371,6 +380,9 @@ impl Tuning {
             first_submit: o.integer("first_submit").map_or(1, |n| n as usize),
             fuse: o.bool("fuse"),
             replay: o.bool("replay"),
+            native_replay: crate::native_replay::NativeReplayMode::from_word(
+                o.text("native_replay").as_deref(),
+            ),
             native: crate::native::NativeMode::from_word(o.text("native").as_deref()),
         }
     }

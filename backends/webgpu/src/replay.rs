@@ -24,6 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use backplane_abi::TensorDesc;
+use backplane_shaders::PipelineKey;
 
 use crate::bind_cache::Binding;
 use crate::lock;
@@ -40,6 +41,9 @@ const BIND_GROUPS_PER_KERNEL: usize = 8;
 pub struct Step {
     /// The pipeline.
     pub pipeline: Arc<Pipeline>,
+    /// The key it was built from (none for the native kernels' pipelines,
+    /// which have no WGSL): what native replay builds its twin from.
+    pub key: Option<PipelineKey>,
     /// Its storage bindings, in order.
     pub bindings: Vec<Binding>,
     /// Its parameter words.
@@ -51,15 +55,18 @@ pub struct Step {
 }
 
 impl Step {
-    /// A kernel of `pipeline` over `bindings` with `params` and `groups`.
+    /// A kernel of `pipeline` (built from `key`, if any) over `bindings`
+    /// with `params` and `groups`.
     pub fn new(
         pipeline: Arc<Pipeline>,
+        key: Option<PipelineKey>,
         bindings: &[Binding],
         params: &[u32],
         groups: [u32; 3],
     ) -> Step {
         Step {
             pipeline,
+            key,
             bindings: bindings.to_vec(),
             params: params.to_vec(),
             groups,
@@ -100,6 +107,8 @@ pub struct Recording {
     pub steps: Vec<Step>,
     /// Whether a kernel binds the error flag (read back after the graph).
     pub error_flag_used: bool,
+    /// Its native command buffer, once built ([`crate::native_replay`]).
+    pub native: crate::native_replay::NativeSlot,
 }
 
 impl Recording {
@@ -117,6 +126,7 @@ impl Recording {
             scratch,
             steps,
             error_flag_used,
+            native: Default::default(),
         }
     }
 

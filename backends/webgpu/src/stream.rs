@@ -76,6 +76,35 @@ impl WebGpuStream {
                     .find(self.id, graph, state.scratch.as_ref())
             })
             .flatten();
+        // A replay submitted as one native command buffer needs no encoder
+        // ([`crate::native_replay`]); per-kernel profiles need wgpu passes.
+        let native_wanted = self.facts.tuning.native_replay.wanted(self.facts.is_cpu)
+            && self.ctx.profiler.is_none();
+        let native = recording
+            .as_ref()
+            .filter(|_| native_wanted)
+            .and_then(|r| crate::native_replay::try_submit(&self.ctx, r, &flag));
+        if let (Some(built_ns), Some(r)) = (native, &recording) {
+            crate::replay::count_replay();
+            let flag_read = r.error_flag_used.then(|| self.copy_error_flag(&flag));
+            let t1 = std::time::Instant::now();
+            let waited = self.ctx.wait_idle();
+            let flag_words = flag_read.map(|mapped| self.read_error_flag(mapped));
+            waited.map_err(PluginError::other)?;
+            if self.ctx.graph_timing {
+                let ns = |d: std::time::Duration| d.as_nanos() as u64;
+                let t = profile::GraphTimes {
+                    encode: ns(t1 - t0),
+                    wait: ns(t1.elapsed()),
+                    // Building the native twin is a one-time cost, as
+                    // compiling is.
+                    compile: built_ns,
+                    ..Default::default()
+                };
+                profile::record_graph(r.steps.len() as u64, t, true);
+            }
+            return self.flag_verdict(graph, flag_words);
+        }
         let mut enc = Encoder::new(&self.ctx, &self.facts, graph, &mut state);
         let result = match &recording {
             Some(r) => {
@@ -125,6 +154,16 @@ impl WebGpuStream {
             profile::record_graph(kernels, t, recording.is_some());
         }
         result?;
+        self.flag_verdict(graph, flag_words)
+    }
+
+    /// Fails the graph if the error flag's words (read back when a kernel
+    /// bound it) name a node.
+    fn flag_verdict(
+        &self,
+        graph: &[TensorDesc],
+        flag_words: Option<Result<[u8; 8], String>>,
+    ) -> Result<(), PluginError> {
         if let Some(words) = flag_words {
             let words = words.map_err(PluginError::other)?;
             let node = u32::from_le_bytes(words[0..4].try_into().expect("4 bytes"));

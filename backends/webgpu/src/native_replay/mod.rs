@@ -1,0 +1,183 @@
+//! Native replay: a replayed graph ([`crate::replay`]) submitted as one
+//! Vulkan command buffer recorded once, instead of recording its kernels
+//! through wgpu again every time (wgpu's per-dispatch recording cost is
+//! most of a decode step's host time; Vulkan can execute a command buffer
+//! many times, which is what CUDA graphs do).
+//!
+//! The first replay of a recording builds its native twin: a pipeline per
+//! kernel from the same WGSL (naga to SPIR-V, [`pipelines`]), a descriptor
+//! set per kernel, its parameter words in a buffer of its own, and a
+//! secondary command buffer dispatching them ([`commands`]). Every replay
+//! then clears the error flag and submits one wgpu command buffer that
+//! executes it. Anything that fails (not Vulkan, a native kernel without
+//! WGSL, a naga or Vulkan error) leaves the graph to the wgpu replay, with
+//! the reason printed once.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use crate::context::Ctx;
+use crate::lock;
+use crate::replay::Recording;
+
+#[cfg(any(target_os = "linux", target_os = "windows", target_os = "android"))]
+pub mod commands;
+#[cfg(any(target_os = "linux", target_os = "windows", target_os = "android"))]
+pub mod pipelines;
+
+/// The `native_replay` option.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum NativeReplayMode {
+    /// [`AUTO_ON_GPUS`] decides for Vulkan GPUs; off on CPU devices.
+    Auto,
+    /// On wherever the device is Vulkan.
+    On,
+    /// Never: replays record through wgpu.
+    #[default]
+    Off,
+}
+
+/// Whether `auto` turns native replay on for a Vulkan GPU (not a CPU
+/// device such as lavapipe). Off until measured faster on a GPU.
+pub const AUTO_ON_GPUS: bool = false;
+
+impl NativeReplayMode {
+    /// The option's words, in schema order.
+    pub const WORDS: &'static [&'static str] = &["auto", "on", "off"];
+
+    /// The mode a word of [`NativeReplayMode::WORDS`] names (`off`
+    /// otherwise).
+    pub fn from_word(word: Option<&str>) -> NativeReplayMode {
+        match word {
+            Some("auto") => NativeReplayMode::Auto,
+            Some("on") => NativeReplayMode::On,
+            _ => NativeReplayMode::Off,
+        }
+    }
+
+    /// Whether a stream in this mode replays natively on a device that is
+    /// a CPU (`is_cpu`) or not.
+    pub fn wanted(self, is_cpu: bool) -> bool {
+        match self {
+            NativeReplayMode::On => true,
+            NativeReplayMode::Off => false,
+            NativeReplayMode::Auto => AUTO_ON_GPUS && !is_cpu,
+        }
+    }
+}
+
+/// Graphs submitted natively in this process (for tests and measurements).
+static NATIVE_REPLAYED: AtomicU64 = AtomicU64::new(0);
+
+/// How many graphs the streams of this process have replayed natively.
+pub fn native_replayed_graphs() -> u64 {
+    NATIVE_REPLAYED.load(Ordering::Relaxed)
+}
+
+#[cfg(any(target_os = "linux", target_os = "windows", target_os = "android"))]
+type Commands = commands::NativeCommands;
+#[cfg(any(target_os = "linux", target_os = "windows", target_os = "android"))]
+type Shared = commands::Shared;
+
+/// Stand-ins where there is no Vulkan build.
+#[cfg(not(any(target_os = "linux", target_os = "windows", target_os = "android")))]
+type Commands = ();
+#[cfg(not(any(target_os = "linux", target_os = "windows", target_os = "android")))]
+type Shared = ();
+
+/// A recording's native twin, built on its first native replay (or the
+/// reason it has none).
+#[derive(Default)]
+pub struct NativeSlot(OnceLock<Result<Commands, String>>);
+
+/// Per device: the shared native state (made on first use), and the
+/// fallback reasons already printed.
+#[derive(Default)]
+pub struct DeviceReplay {
+    shared: OnceLock<Result<Arc<Shared>, String>>,
+    reported: Mutex<HashSet<String>>,
+}
+
+impl DeviceReplay {
+    /// Prints `reason` for falling back, once per device and reason.
+    fn report(&self, device: &str, reason: &str) {
+        if lock(&self.reported).insert(reason.to_string()) {
+            eprintln!(
+                "backplane-webgpu: {device}: native replay off for this graph, replaying through \
+                 wgpu: {reason}"
+            );
+        }
+    }
+}
+
+/// Submits `recording`'s kernels natively, clearing the error flag first
+/// as a wgpu replay would, and returns the nanoseconds spent building its
+/// native twin (zero once built); `None` (the reason printed once) when
+/// the graph must be replayed through wgpu instead. Nothing runs then.
+pub fn try_submit(ctx: &Ctx, recording: &Recording, error_flag: &wgpu::Buffer) -> Option<u64> {
+    match submit(ctx, recording, error_flag) {
+        Ok(built_ns) => {
+            NATIVE_REPLAYED.fetch_add(1, Ordering::Relaxed);
+            Some(built_ns)
+        }
+        Err(reason) => {
+            ctx.native_replay.report(&ctx.name, &reason);
+            None
+        }
+    }
+}
+
+#[cfg(any(target_os = "linux", target_os = "windows", target_os = "android"))]
+fn submit(ctx: &Ctx, recording: &Recording, error_flag: &wgpu::Buffer) -> Result<u64, String> {
+    let t0 = std::time::Instant::now();
+    let mut built = false;
+    let shared = ctx
+        .native_replay
+        .shared
+        .get_or_init(|| Shared::new(&ctx.device).map(Arc::new))
+        .as_ref()
+        .map_err(Clone::clone)?;
+    let commands = recording
+        .native
+        .0
+        .get_or_init(|| {
+            built = true;
+            Commands::record(shared, &ctx.queue, &recording.steps)
+        })
+        .as_ref()
+        .map_err(Clone::clone)?;
+    let built_ns = if built {
+        t0.elapsed().as_nanos() as u64
+    } else {
+        0
+    };
+    // The flag clear a wgpu replay does in its first batch; written in the
+    // same submission, before the kernels.
+    ctx.queue.write_buffer(error_flag, 0, &[0u8; 16]);
+    commands.submit(&ctx.device, &ctx.queue)?;
+    Ok(built_ns)
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "windows", target_os = "android")))]
+fn submit(_: &Ctx, _: &Recording, _: &wgpu::Buffer) -> Result<u64, String> {
+    Err("this build has no Vulkan".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_follows_the_gpu_switch_and_is_off_on_cpu_devices() {
+        assert!(NativeReplayMode::On.wanted(true));
+        assert!(!NativeReplayMode::Off.wanted(false));
+        assert!(!NativeReplayMode::Auto.wanted(true));
+        assert_eq!(NativeReplayMode::Auto.wanted(false), AUTO_ON_GPUS);
+        for w in NativeReplayMode::WORDS {
+            let m = NativeReplayMode::from_word(Some(w));
+            assert_eq!(format!("{m:?}").to_lowercase(), *w);
+        }
+        assert_eq!(NativeReplayMode::from_word(None), NativeReplayMode::Off);
+    }
+}
