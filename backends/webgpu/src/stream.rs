@@ -80,10 +80,12 @@ impl WebGpuStream {
         // ([`crate::native_replay`]); per-kernel profiles need wgpu passes.
         let native_wanted = self.facts.tuning.native_replay.wanted(self.facts.is_cpu)
             && self.ctx.profiler.is_none();
+        let submit_start = std::time::Instant::now();
         let native = recording
             .as_ref()
             .filter(|_| native_wanted)
             .and_then(|r| crate::native_replay::try_submit(&self.ctx, r, &flag));
+        let submit_ns = submit_start.elapsed().as_nanos() as u64;
         if let (Some(built_ns), Some(r)) = (native, &recording) {
             crate::replay::count_replay();
             let flag_read = r.error_flag_used.then(|| self.copy_error_flag(&flag));
@@ -97,8 +99,11 @@ impl WebGpuStream {
                     encode: ns(t1 - t0),
                     wait: ns(t1.elapsed()),
                     // Building the native twin is a one-time cost, as
-                    // compiling is.
+                    // compiling is (it counts in dispatch, as compiling
+                    // does); the rest is submitting.
                     compile: built_ns,
+                    dispatch: built_ns,
+                    submit: submit_ns.saturating_sub(built_ns),
                     ..Default::default()
                 };
                 profile::record_graph(r.steps.len() as u64, t, true);
