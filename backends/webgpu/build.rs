@@ -6,8 +6,15 @@
 //! reason it was left out). Without the feature it does nothing and the
 //! backend has the WGSL kernels only.
 
+/// The kernel configurations, shared with the backend.
+#[cfg(feature = "native-vulkan")]
+#[allow(dead_code)]
+#[path = "src/native/configs.rs"]
+mod configs;
+
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");
+    println!("cargo::rerun-if-changed=src/native/configs.rs");
     #[cfg(feature = "native-vulkan")]
     native::build();
 }
@@ -33,6 +40,8 @@ mod native {
         defines: Vec<(&'static str, String)>,
     }
 
+    use crate::configs::{COOPMAT_SHAPES, GEMM_CONFIGS, MATVEC_CONFIGS, MATVEC_MAX_COLS};
+
     /// Weight types of the native mat-vec, with their macro.
     const MATVEC_TYPES: &[(&str, &str)] = &[("q4_0", "A_Q4_0"), ("q8_0", "A_Q8_0")];
 
@@ -40,50 +49,64 @@ mod native {
     const COOPMAT_TYPES: &[(&str, &str)] =
         &[("f16", "A_F16"), ("q4_0", "A_Q4_0"), ("q8_0", "A_Q8_0")];
 
-    /// Cooperative-matrix shapes (M x N x K of one matrix multiply-add)
-    /// a GEMM variant is built for; the backend picks one the device lists.
-    const COOPMAT_SHAPES: &[(u32, u32, u32)] = &[(16, 16, 16), (16, 8, 16), (16, 16, 8)];
-
     fn variants() -> Vec<Variant> {
         let mut out = Vec::new();
         for &(ty, flag) in MATVEC_TYPES {
-            for cols in 1..=8u32 {
-                // `_x4`: activations read as vec4 rows.
-                for x4 in [false, true] {
-                    let mut defines = vec![
-                        (flag, String::new()),
-                        ("NCOLS", cols.to_string()),
-                        ("NROWS", "2".into()),
-                        ("WG_SIZE", "128".into()),
-                    ];
-                    if x4 {
-                        defines.push(("X_VEC4", String::new()));
-                    }
+            for c in MATVEC_CONFIGS {
+                for cols in 1..=MATVEC_MAX_COLS {
                     out.push(Variant {
-                        name: format!("mul_mat_vec_{ty}_n{cols}{}", if x4 { "_x4" } else { "" }),
+                        name: format!("mul_mat_vec_{ty}_n{cols}_{}", c.name),
                         file: "mul_mat_vec.comp",
-                        defines,
+                        defines: vec![
+                            (flag, String::new()),
+                            ("NCOLS", cols.to_string()),
+                            ("NROWS", c.rows.to_string()),
+                            ("WG_SIZE", c.workgroup_size.to_string()),
+                        ],
                     });
                 }
             }
         }
         for &(ty, flag) in COOPMAT_TYPES {
-            out.push(Variant {
-                name: format!("mul_mat_coopmat_{ty}_emulated"),
-                file: "mul_mat_coopmat.comp",
-                defines: vec![(flag, String::new()), ("EMULATED", String::new())],
-            });
-            for &(m, n, k) in COOPMAT_SHAPES {
+            for (i, c) in GEMM_CONFIGS.iter().enumerate() {
+                let mut tile = vec![
+                    (flag, String::new()),
+                    ("BM", c.bm.to_string()),
+                    ("BN", c.bn.to_string()),
+                    ("BK", c.bk.to_string()),
+                    ("WM", c.wm.to_string()),
+                    ("WN", c.wn.to_string()),
+                ];
+                if c.double_buffer {
+                    tile.push(("DOUBLE_BUFFER", String::new()));
+                }
+                let mut emulated = tile.clone();
+                emulated.push(("EMULATED", String::new()));
                 out.push(Variant {
-                    name: format!("mul_mat_coopmat_{ty}_{m}x{n}x{k}"),
+                    name: format!("mul_mat_coopmat_{ty}_{}_emulated", c.name),
                     file: "mul_mat_coopmat.comp",
-                    defines: vec![
-                        (flag, String::new()),
+                    defines: emulated,
+                });
+                // Every shape for the default configuration, 16x16x16 for
+                // the others.
+                let shapes = if i == 0 {
+                    COOPMAT_SHAPES
+                } else {
+                    &COOPMAT_SHAPES[..1]
+                };
+                for &(m, n, k) in shapes {
+                    let mut defines = tile.clone();
+                    defines.extend([
                         ("TM", m.to_string()),
                         ("TN", n.to_string()),
                         ("TK", k.to_string()),
-                    ],
-                });
+                    ]);
+                    out.push(Variant {
+                        name: format!("mul_mat_coopmat_{ty}_{}_{m}x{n}x{k}", c.name),
+                        file: "mul_mat_coopmat.comp",
+                        defines,
+                    });
+                }
             }
         }
         out

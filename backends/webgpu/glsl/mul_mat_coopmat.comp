@@ -4,42 +4,71 @@
 // A_Q8_0; quantized blocks dequantized to f16 while staged), f32 dst,
 // ggml semantics as in mul_mat_vec.comp.
 //
-// A workgroup of 128 invocations (4 subgroups of 32) computes a 64 x 64
-// output tile: each subgroup a 32 x 32 quarter as (32 / TM) x (32 / TN)
-// accumulators of TM x TN, multiplying TM x TK weight matrices by
-// TK x TN activation matrices read from workgroup memory. K advances
-// 32 at a time (one quantized block per weight row). The tile goes
-// through workgroup memory to dst, bounds-checked, with any dst strides.
+// Tile configuration (build.rs, src/native/configs.rs): a workgroup
+// computes a BM x BN output tile with (BM / WM) x (BN / WN) subgroups of
+// 32, each a WM x WN share as (WM / TM) x (WN / TN) accumulators of
+// TM x TN, fed by TM x TK weight and TK x TN activation matrices read
+// from workgroup memory. K advances BK at a time.
 //
-// EMULATED: the same staging and write-out with the matrix products as
-// plain code (each invocation 32 outputs of the tile, f16 inputs, f32
-// sums), for devices without cooperative matrices (tests on lavapipe).
+// Staging: the weight tile is cut into parts of 8 consecutive K values of
+// one row, the activation tile into runs of 4 of one column; invocation t
+// takes parts t, t + WG_SIZE, ..., so neighbouring invocations read
+// neighbouring bytes (f16 weights and f32 activations as 16-byte loads
+// where the host says rows are aligned). The next step's raw data is
+// loaded into registers before the current step multiplies, and
+// dequantized (q4_0: nibbles turned into halves by their bits, no integer
+// conversion) and stored after it. Tiles are K-contiguous rows padded by
+// 8 halves (no bank conflicts for 8-row matrix loads). DOUBLE_BUFFER:
+// two stages, one barrier per step; otherwise one stage, two barriers.
+//
+// Rows past M and columns past N repeat the last one (never stored); K
+// values past K are zeros. Accumulators go straight to dst with
+// coopMatStore when they lie inside it and dst rows are 16-byte aligned
+// (FLAG_D_DIRECT), else through a per-subgroup TM x TN staging area with
+// bounds checks and any dst strides.
+//
+// EMULATED: the same staging with the matrix products as plain code
+// (each invocation BM * BN / WG_SIZE outputs of one tile row, f16 inputs,
+// f32 sums), for devices without cooperative matrices (tests on lavapipe).
 
 #extension GL_EXT_shader_16bit_storage : require
-#extension GL_EXT_shader_8bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
-#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_EXT_control_flow_attributes : require
 #if !defined(EMULATED)
+#extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_cooperative_matrix : require
 #endif
-#extension GL_EXT_control_flow_attributes : require
 
-#define WG_SIZE 128
-#define BM 64
-#define BN 64
-#define BK 32
-// Row stride of the staged tiles in halves (padded against bank conflicts).
-#define SK (BK + 8)
-#define CM (32 / TM)
-#define CN (32 / TN)
+#define NSG ((BM / WM) * (BN / WN))
+#define WG_SIZE (NSG * 32)
+// Row stride of the staged tiles in f16vec4s: BK halves plus 8.
+#define SA (BK / 4 + 2)
+// Parts of 8 weights per tile row, runs of 4 activations per tile column.
+#define A_PARTS (BK / 8)
+#define B_RUNS (BK / 4)
+#define A_LOADS (BM * A_PARTS / WG_SIZE)
+#define B_LOADS (BN * B_RUNS / WG_SIZE)
+#if (BM * A_PARTS) % WG_SIZE != 0 || (BN * B_RUNS) % WG_SIZE != 0
+#error "the tiles must split evenly over the workgroup"
+#endif
+#if defined(DOUBLE_BUFFER)
+#define STAGES 2
+#else
+#define STAGES 1
+#endif
+
+// Flags (host: ops/matmul/native.rs).
+#define FLAG_A_VEC4 1u
+#define FLAG_B_VEC4 2u
+#define FLAG_D_DIRECT 4u
 
 layout(local_size_x = WG_SIZE, local_size_y = 1, local_size_z = 1) in;
 
-layout(binding = 0, std430) readonly buffer AHalf { float16_t a_half[]; };
 layout(binding = 0, std430) readonly buffer AU16 { uint16_t a_u16[]; };
-layout(binding = 0, std430) readonly buffer AI8 { int8_t a_i8[]; };
+layout(binding = 0, std430) readonly buffer AV4 { uvec4 a_v4[]; };
 layout(binding = 1, std430) readonly buffer B { float b[]; };
+layout(binding = 1, std430) readonly buffer B4 { vec4 b4[]; };
 layout(binding = 2, std430) writeonly buffer D { float d[]; };
 
 layout(binding = 3, std140) uniform Params {
@@ -64,53 +93,117 @@ layout(binding = 3, std140) uniform Params {
     uint d_nb2;
     uint d_nb3;
     uint N;
+    uint flags;
 } p;
 
-shared float16_t sh_a[BM * SK];
-shared float16_t sh_b[BN * SK];
-shared float sh_c[BM * BN];
+shared f16vec4 sh_a[STAGES * BM * SA];
+shared f16vec4 sh_b[STAGES * BN * SA];
+#if !defined(EMULATED)
+shared float sh_out[NSG * TM * TN];
+#endif
 
 #if defined(A_Q4_0)
-const uint BLOCK_BYTES = 18;
+const uint BLOCK_HALVES = 9;
 #elif defined(A_Q8_0)
-const uint BLOCK_BYTES = 34;
+const uint BLOCK_HALVES = 17;
 #elif !defined(A_F16)
 #error "define A_F16, A_Q4_0 or A_Q8_0"
 #endif
 
-// Stages 16 weights of row `row` (weights K index k0 + 16 * half) at
-// `dst` in sh_a; rows past M are zeros.
-void stage_weights(uint a_base, uint row, uint k0, uint half_, uint dst) {
-    if (row >= p.M) {
-        [[unroll]] for (uint j = 0; j < 16; j++) {
-            sh_a[dst + j] = float16_t(0.0);
-        }
-        return;
-    }
+// Raw data of weight part `i` of the tile at K step k0: 8 halves (f16),
+// or the block's scale bits (x) and the part's quant bytes (q4_0: 4 in y;
+// q8_0: 8 in y, z). `full`: the whole step lies inside K.
+uvec4 fetch_a(uint a_base, uint tile_m, uint k0, uint i, bool full) {
+    const uint row = min(tile_m + i / A_PARTS, p.M - 1);
+    const uint part = i % A_PARTS;
     const uint at = a_base + row * p.a_nb1;
 #if defined(A_F16)
-    const uint first = k0 + 16 * half_;
-    [[unroll]] for (uint j = 0; j < 16; j++) {
-        const uint k = first + j;
-        sh_a[dst + j] = k < p.K ? a_half[(at >> 1) + k] : float16_t(0.0);
+    const uint k = k0 + 8 * part;
+    if (full && (p.flags & FLAG_A_VEC4) != 0) {
+        return a_v4[(at >> 4) + (k >> 3)];
     }
+    uvec4 r = uvec4(0);
+    [[unroll]] for (uint j = 0; j < 8; j++) {
+        const uint h = k + j < p.K ? uint(a_u16[(at >> 1) + k + j]) : 0u;
+        r[j >> 1] |= h << (16 * (j & 1));
+    }
+    return r;
 #else
-    const uint blk = at + (k0 / 32) * BLOCK_BYTES;
-    const float scale = float(a_half[blk >> 1]);
+    // Part i of a row: quarter i % 4 of block i / 4 of the step.
+    const uint blk = (k0 >> 5) + (part >> 2);
+    if (32 * blk >= p.K) {
+        return uvec4(0);
+    }
+    const uint at16 = (at >> 1) + blk * BLOCK_HALVES;
+    const uint j = part & 3;
+    uvec4 r = uvec4(uint(a_u16[at16]), 0, 0, 0);
 #if defined(A_Q4_0)
-    // Byte j holds weight j (low nibble) and weight j + 16 (high nibble).
-    const uint shift = 4 * half_;
-    [[unroll]] for (uint i = 0; i < 8; i++) {
-        const uint q = uint(a_u16[(blk >> 1) + 1 + i]);
-        sh_a[dst + 2 * i] = float16_t(scale * (float((q >> shift) & 0xFu) - 8.0));
-        sh_a[dst + 2 * i + 1] = float16_t(scale * (float((q >> (8 + shift)) & 0xFu) - 8.0));
-    }
+    r.y = uint(a_u16[at16 + 1 + 2 * j]) | (uint(a_u16[at16 + 2 + 2 * j]) << 16);
 #else
-    [[unroll]] for (uint j = 0; j < 16; j++) {
-        sh_a[dst + j] = float16_t(scale * float(int(a_i8[blk + 2 + 16 * half_ + j])));
+    r.y = uint(a_u16[at16 + 1 + 4 * j]) | (uint(a_u16[at16 + 2 + 4 * j]) << 16);
+    r.z = uint(a_u16[at16 + 3 + 4 * j]) | (uint(a_u16[at16 + 4 + 4 * j]) << 16);
+#endif
+    return r;
+#endif
+}
+
+#if defined(A_Q4_0)
+// Bytes 0 and 1 (`lo`) or 2 and 3 of `q` (each below 16) as halves
+// 1024 + q: their bits are 0x6400 | q.
+f16vec2 nibble_halves(uint q, bool high) {
+    const uint w = high ? (q >> 16) : q;
+    return unpackFloat2x16((w & 0xFFu) | ((w & 0xFF00u) << 8) | 0x64006400u);
+}
+#endif
+
+// Stores weight part `i` (raw `r`) into stage `stage` as halves.
+void stash_a(uint stage, uint i, uvec4 r) {
+    const uint base = stage * BM * SA + (i / A_PARTS) * SA;
+    const uint part = i % A_PARTS;
+#if defined(A_F16)
+    sh_a[base + 2 * part] = f16vec4(unpackFloat2x16(r.x), unpackFloat2x16(r.y));
+    sh_a[base + 2 * part + 1] = f16vec4(unpackFloat2x16(r.z), unpackFloat2x16(r.w));
+#else
+    const float16_t scale = unpackFloat2x16(r.x).x;
+    const uint col = 8 * (part >> 2);
+    const uint j = part & 3;
+#if defined(A_Q4_0)
+    // Quant byte t of a block holds weight t (low nibble) and t + 16
+    // (high nibble); quarter j has bytes 4j .. 4j + 3.
+    const uint lo = r.y & 0x0F0F0F0Fu;
+    const uint hi = (r.y >> 4) & 0x0F0F0F0Fu;
+    const float16_t bias = float16_t(1032.0);
+    sh_a[base + col + j] = (f16vec4(nibble_halves(lo, false), nibble_halves(lo, true)) - bias) * scale;
+    sh_a[base + col + 4 + j] = (f16vec4(nibble_halves(hi, false), nibble_halves(hi, true)) - bias) * scale;
+#else
+    // Quarter j: signed weights 8j .. 8j + 7.
+    const ivec4 q0 = ivec4(bitfieldExtract(int(r.y), 0, 8), bitfieldExtract(int(r.y), 8, 8),
+                           bitfieldExtract(int(r.y), 16, 8), bitfieldExtract(int(r.y), 24, 8));
+    const ivec4 q1 = ivec4(bitfieldExtract(int(r.z), 0, 8), bitfieldExtract(int(r.z), 8, 8),
+                           bitfieldExtract(int(r.z), 16, 8), bitfieldExtract(int(r.z), 24, 8));
+    sh_a[base + col + 2 * j] = f16vec4(q0) * scale;
+    sh_a[base + col + 2 * j + 1] = f16vec4(q1) * scale;
+#endif
+#endif
+}
+
+// Activation run `i` of the tile at K step k0 (column clamped to N).
+vec4 fetch_b(uint b_base, uint tile_n, uint k0, uint i, bool full) {
+    const uint col = min(tile_n + i / B_RUNS, p.N - 1);
+    const uint k = k0 + 4 * (i % B_RUNS);
+    const uint at = b_base + col * p.b_nb1;
+    if (full && (p.flags & FLAG_B_VEC4) != 0) {
+        return b4[(at + k) >> 2];
     }
-#endif
-#endif
+    vec4 r;
+    [[unroll]] for (uint j = 0; j < 4; j++) {
+        r[j] = k + j < p.K ? b[at + (k + j) * p.b_nb0] : 0.0;
+    }
+    return r;
+}
+
+void stash_b(uint stage, uint i, vec4 x) {
+    sh_b[stage * BN * SA + (i / B_RUNS) * SA + i % B_RUNS] = f16vec4(x);
 }
 
 void main() {
@@ -123,47 +216,81 @@ void main() {
     const uint b_base = p.b_off + i12 * p.b_nb2 + i13 * p.b_nb3;
     const uint tid = gl_LocalInvocationID.x;
 #if defined(EMULATED)
-    // Invocation t: row t % BM of the tile, columns em_n .. em_n + 31.
+#define EM_N (BM * BN / WG_SIZE)
+#if WG_SIZE % BM != 0
+#error "EMULATED needs WG_SIZE to be a multiple of BM"
+#endif
+    // Invocation t: tile row t % BM, columns em_n .. em_n + EM_N - 1.
     const uint em_m = tid % BM;
-    const uint em_n = (tid / BM) * 32;
-    float acc[32];
-    [[unroll]] for (uint j = 0; j < 32; j++) {
+    const uint em_n = (tid / BM) * EM_N;
+    float acc[EM_N];
+    [[unroll]] for (uint j = 0; j < EM_N; j++) {
         acc[j] = 0.0;
     }
 #else
+#define CM (WM / TM)
+#define CN (WN / TN)
     const uint sg = gl_SubgroupID;
-    const uint sg_m = (sg & 1) * 32;
-    const uint sg_n = (sg >> 1) * 32;
-
-    // acc[i * CN + j]: rows sg_m + i * TM, columns sg_n + j * TN.
+    const uint wm = (sg % (BM / WM)) * WM;
+    const uint wn = (sg / (BM / WM)) * WN;
+    // acc[i * CN + j]: rows wm + i * TM, columns wn + j * TN.
     coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> acc[CM * CN];
     [[unroll]] for (uint i = 0; i < CM * CN; i++) {
         acc[i] = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);
     }
 #endif
 
-    // Each invocation stages 16 consecutive K values of one weight row and
-    // of one activation column.
-    const uint stage_row = tid >> 1;
-    const uint half_ = tid & 1;
+    uvec4 ra[A_LOADS];
+    vec4 rb[B_LOADS];
+    {
+        const bool full = BK <= p.K;
+        [[unroll]] for (uint l = 0; l < A_LOADS; l++) {
+            ra[l] = fetch_a(a_base, tile_m, 0, tid + l * WG_SIZE, full);
+        }
+        [[unroll]] for (uint l = 0; l < B_LOADS; l++) {
+            rb[l] = fetch_b(b_base, tile_n, 0, tid + l * WG_SIZE, full);
+        }
+    }
+#if defined(DOUBLE_BUFFER)
+    [[unroll]] for (uint l = 0; l < A_LOADS; l++) {
+        stash_a(0, tid + l * WG_SIZE, ra[l]);
+    }
+    [[unroll]] for (uint l = 0; l < B_LOADS; l++) {
+        stash_b(0, tid + l * WG_SIZE, rb[l]);
+    }
+    barrier();
+    uint stage = 0;
+#else
+    const uint stage = 0;
+#endif
     for (uint k0 = 0; k0 < p.K; k0 += BK) {
-        stage_weights(a_base, tile_m + stage_row, k0, half_, stage_row * SK + 16 * half_);
-        {
-            const uint n = tile_n + stage_row;
-            const uint first = k0 + 16 * half_;
-            const uint x0 = b_base + n * p.b_nb1;
-            [[unroll]] for (uint j = 0; j < 16; j++) {
-                const uint k = first + j;
-                const float x = (n < p.N && k < p.K) ? b[x0 + k * p.b_nb0] : 0.0;
-                sh_b[stage_row * SK + 16 * half_ + j] = float16_t(x);
-            }
+        const uint k1 = k0 + BK;
+        const bool more = k1 < p.K;
+#if !defined(DOUBLE_BUFFER)
+        [[unroll]] for (uint l = 0; l < A_LOADS; l++) {
+            stash_a(0, tid + l * WG_SIZE, ra[l]);
+        }
+        [[unroll]] for (uint l = 0; l < B_LOADS; l++) {
+            stash_b(0, tid + l * WG_SIZE, rb[l]);
         }
         barrier();
+#endif
+        if (more) {
+            const bool full = k1 + BK <= p.K;
+            [[unroll]] for (uint l = 0; l < A_LOADS; l++) {
+                ra[l] = fetch_a(a_base, tile_m, k1, tid + l * WG_SIZE, full);
+            }
+            [[unroll]] for (uint l = 0; l < B_LOADS; l++) {
+                rb[l] = fetch_b(b_base, tile_n, k1, tid + l * WG_SIZE, full);
+            }
+        }
+        const uint sa = stage * BM * SA;
+        const uint sb = stage * BN * SA;
 #if defined(EMULATED)
-        for (uint kk = 0; kk < BK; kk++) {
-            const float a = float(sh_a[em_m * SK + kk]);
-            [[unroll]] for (uint j = 0; j < 32; j++) {
-                acc[j] += a * float(sh_b[(em_n + j) * SK + kk]);
+        [[unroll]] for (uint kk = 0; kk < BK / 4; kk++) {
+            const vec4 a = vec4(sh_a[sa + em_m * SA + kk]);
+            [[unroll]] for (uint j = 0; j < EM_N; j++) {
+                acc[j] += dot(a, vec4(sh_b[sb + (em_n + j) * SA + kk]));
             }
         }
 #else
@@ -171,11 +298,11 @@ void main() {
             coopmat<float16_t, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> ma[CM];
             coopmat<float16_t, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> mb[CN];
             [[unroll]] for (uint i = 0; i < CM; i++) {
-                coopMatLoad(ma[i], sh_a, (sg_m + i * TM) * SK + kk, SK,
+                coopMatLoad(ma[i], sh_a, sa + (wm + i * TM) * SA + kk / 4, SA,
                             gl_CooperativeMatrixLayoutRowMajor);
             }
             [[unroll]] for (uint j = 0; j < CN; j++) {
-                coopMatLoad(mb[j], sh_b, (sg_n + j * TN) * SK + kk, SK,
+                coopMatLoad(mb[j], sh_b, sb + (wn + j * TN) * SA + kk / 4, SA,
                             gl_CooperativeMatrixLayoutColumnMajor);
             }
             [[unroll]] for (uint i = 0; i < CM; i++) {
@@ -185,29 +312,59 @@ void main() {
             }
         }
 #endif
+#if defined(DOUBLE_BUFFER)
+        if (more) {
+            [[unroll]] for (uint l = 0; l < A_LOADS; l++) {
+                stash_a(stage ^ 1, tid + l * WG_SIZE, ra[l]);
+            }
+            [[unroll]] for (uint l = 0; l < B_LOADS; l++) {
+                stash_b(stage ^ 1, tid + l * WG_SIZE, rb[l]);
+            }
+        }
+        stage ^= 1;
+#endif
         barrier();
     }
 
-    // sh_c[n * BM + m] = C[m][n].
+    const uint d_base = p.d_off + i12 * p.d_nb2 + i13 * p.d_nb3;
 #if defined(EMULATED)
-    [[unroll]] for (uint j = 0; j < 32; j++) {
-        sh_c[(em_n + j) * BM + em_m] = acc[j];
+    const uint m = tile_m + em_m;
+    [[unroll]] for (uint j = 0; j < EM_N; j++) {
+        const uint n = tile_n + em_n + j;
+        if (m < p.M && n < p.N) {
+            d[d_base + m * p.d_nb0 + n * p.d_nb1] = acc[j];
+        }
     }
 #else
+    const bool direct = (p.flags & FLAG_D_DIRECT) != 0;
+    const uint lane = gl_SubgroupInvocationID;
+    const uint staged = sg * TM * TN;
     [[unroll]] for (uint i = 0; i < CM; i++) {
         [[unroll]] for (uint j = 0; j < CN; j++) {
-            coopMatStore(acc[i * CN + j], sh_c, (sg_n + j * TN) * BM + sg_m + i * TM, BM,
-                         gl_CooperativeMatrixLayoutColumnMajor);
+            const uint m0 = tile_m + wm + i * TM;
+            const uint n0 = tile_n + wn + j * TN;
+            if (m0 >= p.M || n0 >= p.N) {
+                continue;
+            }
+            if (direct && m0 + TM <= p.M && n0 + TN <= p.N) {
+                coopMatStore(acc[i * CN + j], d, d_base + m0 + n0 * p.d_nb1, p.d_nb1,
+                             gl_CooperativeMatrixLayoutColumnMajor);
+                continue;
+            }
+            // sh_out[staged + c * TM + r] = element (r, c).
+            coopMatStore(acc[i * CN + j], sh_out, staged, TM, gl_CooperativeMatrixLayoutColumnMajor);
+            controlBarrier(gl_ScopeSubgroup, gl_ScopeSubgroup, gl_StorageSemanticsShared,
+                           gl_SemanticsAcquireRelease);
+            for (uint e = lane; e < TM * TN; e += 32) {
+                const uint m = m0 + e % TM;
+                const uint n = n0 + e / TM;
+                if (m < p.M && n < p.N) {
+                    d[d_base + m * p.d_nb0 + n * p.d_nb1] = sh_out[staged + e];
+                }
+            }
+            controlBarrier(gl_ScopeSubgroup, gl_ScopeSubgroup, gl_StorageSemanticsShared,
+                           gl_SemanticsAcquireRelease);
         }
     }
 #endif
-    barrier();
-    const uint d_base = p.d_off + i12 * p.d_nb2 + i13 * p.d_nb3;
-    for (uint idx = tid; idx < BM * BN; idx += WG_SIZE) {
-        const uint m = tile_m + idx % BM;
-        const uint n = tile_n + idx / BM;
-        if (m < p.M && n < p.N) {
-            d[d_base + m * p.d_nb0 + n * p.d_nb1] = sh_c[idx];
-        }
-    }
 }

@@ -1,37 +1,40 @@
 #version 450
-// MUL_MAT with 1..8 columns (NCOLS) of f32 activations and q4_0 or q8_0
+// MUL_MAT with 1..8 columns (NCOLS) of activations and q4_0 or q8_0
 // weights (A_Q4_0 / A_Q8_0), f32 dst, ggml semantics: dst[m, n, i2, i3] =
 // sum_k a[k, m, i2 / r2, i3 / r3] * b[k, n, i2, i3].
 //
-// What WGSL cannot say: the blocks (18 or 34 bytes, only 2-byte aligned)
-// are read as 16-bit and 8-bit storage values through aliased views of one
-// binding, the f16 scale as a float16_t load.
+// The activations arrive quantized as ggml's q8_1 by the WGSL kernel
+// mul_mat_quantize (the backend runs it first, or reuses a copy an
+// earlier node left): run r of a row is three uvec4 at 3 r (8 words of
+// signed bytes, then the float bits of d and of s = d * sum(q), 0, 0),
+// rows x_nb1 uvec4s apart. Products are 4 x 8-bit integer dot products
+// (GL_EXT_integer_dot_product, signed), as ggml's MMVQ kernels compute them:
+// sum(w * x) = d_w * (d_x * sum(q_w * q_x) + m * s_x), m = -8 for q4_0.
 //
-// A workgroup computes NROWS rows x NCOLS columns. Eight neighbouring
-// invocations share a block, each taking 4 of its 32 weights (one 16-bit
-// word of q4_0 quants, 4 bytes of q8_0 quants), so neighbours read
-// neighbouring words of the weights and of the activations; a block is
-// dequantized once per row and used for every column. subgroupAdd, then a
-// sum over the subgroups in workgroup memory.
+// A workgroup of WG_SIZE invocations computes NROWS rows x NCOLS columns;
+// invocation t takes blocks t, t + WG_SIZE, ... of its rows, so a
+// subgroup reads consecutive blocks (18 or 34 bytes, 2-byte aligned). A
+// block is read as the two (q4_0) or three (q8_0) 16-byte words that
+// hold it, its bytes picked out with shifts (16-byte loads against the
+// 5 or 9 word loads of a 4-byte window); a block whose window would pass
+// the end of the binding is read as 16-bit words. Each block is read
+// once and used for every column. subgroupAdd, then a sum over the
+// subgroups in workgroup memory.
 //
 // Bindings follow the backend's convention: tensors 0..2 as storage
 // buffers, the parameters a uniform at binding 3 (dynamic offset).
 
 #extension GL_EXT_shader_16bit_storage : require
-#extension GL_EXT_shader_8bit_storage : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_EXT_control_flow_attributes : require
+#extension GL_EXT_integer_dot_product : require
 
 layout(local_size_x = WG_SIZE, local_size_y = 1, local_size_z = 1) in;
 
-layout(binding = 0, std430) readonly buffer AHalf { float16_t a_half[]; };
 layout(binding = 0, std430) readonly buffer AU16 { uint16_t a_u16[]; };
-layout(binding = 0, std430) readonly buffer AI8 { int8_t a_i8[]; };
-layout(binding = 1, std430) readonly buffer B { float b[]; };
-#if defined(X_VEC4)
-layout(binding = 1, std430) readonly buffer B4 { vec4 b4[]; };
-#endif
+layout(binding = 0, std430) readonly buffer AV4 { uvec4 a_v4[]; };
+layout(binding = 1, std430) readonly buffer X { uvec4 x[]; };
 layout(binding = 2, std430) writeonly buffer D { float d[]; };
 
 // Field order is the order of the words the host writes (all u32).
@@ -46,11 +49,10 @@ layout(binding = 3, std140) uniform Params {
     uint a_nb1;   // bytes
     uint a_nb2;
     uint a_nb3;
-    uint b_off;   // elements
-    uint b_nb0;
-    uint b_nb1;
-    uint b_nb2;
-    uint b_nb3;
+    uint x_off;   // uvec4s of the quantized copy
+    uint x_nb1;
+    uint x_nb2;
+    uint x_nb3;
     uint d_off;   // elements
     uint d_nb0;
     uint d_nb1;
@@ -60,41 +62,66 @@ layout(binding = 3, std140) uniform Params {
 
 #if defined(A_Q4_0)
 const uint BLOCK_BYTES = 18;
+// 32-bit words of a block from its first byte: scale + 16 quant bytes.
+const uint BLOCK_WORDS = 5;
+// 16-byte words that hold any 2-byte aligned block.
+const uint WINDOW = 2;
 #elif defined(A_Q8_0)
 const uint BLOCK_BYTES = 34;
+const uint BLOCK_WORDS = 9;
+const uint WINDOW = 3;
 #else
 #error "define A_Q4_0 or A_Q8_0"
 #endif
 
-shared float partial[NROWS * NCOLS][WG_SIZE];
+// Subgroups of at least 8 invocations (the host checks).
+const uint MAX_SUBGROUPS = WG_SIZE / 8;
+shared float partial[NROWS * NCOLS][MAX_SUBGROUPS];
 
-// Invocations per block, and the blocks a workgroup takes per step.
-const uint LANES = 8;
-const uint BLOCKS_PER_STEP = WG_SIZE / LANES;
-
-// Position within its block of weight i (0..3) of lane `lane`.
-uint weight_index(uint lane, uint i) {
-#if defined(A_Q4_0)
-    // Quant byte j holds weight j (low nibble) and j + 16 (high nibble);
-    // lane l reads bytes 2l and 2l + 1.
-    return 2 * lane + (i & 1) + 16 * (i >> 1);
-#else
-    return 4 * lane + i;
-#endif
+// The block at byte `at` (even) as 32-bit words from its first byte (the
+// last word of a q4_0 block holds 2 bytes of the next one, unused).
+void load_block(uint at, out uint w[BLOCK_WORDS]) {
+    const uint first = at >> 4;
+    if (first + WINDOW <= a_v4.length()) {
+        uint v[4 * WINDOW + 1];
+        [[unroll]] for (uint i = 0; i < WINDOW; i++) {
+            const uvec4 q = a_v4[first + i];
+            v[4 * i] = q.x;
+            v[4 * i + 1] = q.y;
+            v[4 * i + 2] = q.z;
+            v[4 * i + 3] = q.w;
+        }
+        v[4 * WINDOW] = 0;
+        // Move the window down to the block's word: by 2 words, then 1.
+        const uint word = (at >> 2) & 3;
+        if ((word & 2) != 0) {
+            [[unroll]] for (uint i = 0; i + 2 < 4 * WINDOW + 1; i++) {
+                v[i] = v[i + 2];
+            }
+        }
+        if ((word & 1) != 0) {
+            [[unroll]] for (uint i = 0; i + 1 < 4 * WINDOW + 1; i++) {
+                v[i] = v[i + 1];
+            }
+        }
+        const bool odd = (at & 2) != 0;
+        [[unroll]] for (uint i = 0; i < BLOCK_WORDS; i++) {
+            w[i] = odd ? (v[i] >> 16) | (v[i + 1] << 16) : v[i];
+        }
+    } else {
+        const uint h = at >> 1;
+        [[unroll]] for (uint i = 0; i < BLOCK_WORDS; i++) {
+            const uint lo = uint(a_u16[h + 2 * i]);
+            const uint hi = 2 * i + 1 < BLOCK_BYTES / 2 ? uint(a_u16[h + 2 * i + 1]) : 0u;
+            w[i] = lo | (hi << 16);
+        }
+    }
 }
 
-// The 4 weights of lane `lane` of the block at byte `at` (even), without
-// the block's scale.
-vec4 quants(uint at, uint lane) {
-#if defined(A_Q4_0)
-    const uint q = uint(a_u16[(at >> 1) + 1 + lane]);
-    return vec4(float(q & 0xFu), float((q >> 8) & 0xFu), float((q >> 4) & 0xFu),
-                float(q >> 12)) - 8.0;
-#else
-    const uint first = at + 2 + 4 * lane;
-    return vec4(float(int(a_i8[first])), float(int(a_i8[first + 1])),
-                float(int(a_i8[first + 2])), float(int(a_i8[first + 3])));
-#endif
+// Quant word i (bytes 4i .. 4i + 3 of the quants) of a block's words:
+// they start 2 bytes in.
+uint quant_word(uint w[BLOCK_WORDS], uint i) {
+    return (w[i] >> 16) | (w[i + 1] << 16);
 }
 
 void main() {
@@ -106,88 +133,59 @@ void main() {
     const uint i12 = batch % p.ne12;
     const uint i13 = batch / p.ne12;
     const uint a_base = p.a_off + (i12 / p.r2) * p.a_nb2 + (i13 / p.r3) * p.a_nb3;
-    const uint b_base = p.b_off + i12 * p.b_nb2 + i13 * p.b_nb3;
+    const uint x_base = p.x_off + i12 * p.x_nb2 + i13 * p.x_nb3;
     const uint blocks = p.K / 32;
     const uint tid = gl_LocalInvocationID.x;
 
+    // Rows past M repeat the last one and are never stored.
+    uint rows[NROWS];
+    [[unroll]] for (uint r = 0; r < NROWS; r++) {
+        rows[r] = a_base + min(group * NROWS + r, p.M - 1) * p.a_nb1;
+    }
     float acc[NROWS][NCOLS];
     [[unroll]] for (uint r = 0; r < NROWS; r++) {
         [[unroll]] for (uint c = 0; c < NCOLS; c++) {
             acc[r][c] = 0.0;
         }
     }
-#if defined(X_VEC4)
-    // Activation rows dense and 16-byte aligned: each invocation takes
-    // whole blocks, their activations as 8 vec4 loads per column and
-    // their quants as 16-bit words (fewest loads: lavapipe gathers every
-    // load of every invocation).
     for (uint blk = tid; blk < blocks; blk += WG_SIZE) {
-        vec4 x[NCOLS][8];
+        uvec4 xq[NCOLS][3];
         [[unroll]] for (uint c = 0; c < NCOLS; c++) {
-            const uint x0 = ((b_base + c * p.b_nb1) >> 2) + blk * 8;
-            [[unroll]] for (uint v = 0; v < 8; v++) {
-                x[c][v] = b4[x0 + v];
-            }
+            const uint at = x_base + c * p.x_nb1 + 3 * blk;
+            xq[c][0] = x[at];
+            xq[c][1] = x[at + 1];
+            xq[c][2] = x[at + 2];
         }
         [[unroll]] for (uint r = 0; r < NROWS; r++) {
-            const uint row = min(group * NROWS + r, p.M - 1);
-            const uint at = a_base + row * p.a_nb1 + blk * BLOCK_BYTES;
-            const float scale = float(a_half[at >> 1]);
-            float s[NCOLS];
-            [[unroll]] for (uint c = 0; c < NCOLS; c++) {
-                s[c] = 0.0;
-            }
+            uint w[BLOCK_WORDS];
+            load_block(rows[r] + blk * BLOCK_BYTES, w);
+            const float scale = unpackHalf2x16(w[0]).x;
+            uint q[8];
 #if defined(A_Q4_0)
-            // Word i: weights 2i, 2i + 1 (low nibbles), 2i + 16, 2i + 17.
-            [[unroll]] for (uint i = 0; i < 8; i++) {
-                const uint q = uint(a_u16[(at >> 1) + 1 + i]);
-                const vec2 lo = vec2(float(q & 0xFu), float((q >> 8) & 0xFu)) - 8.0;
-                const vec2 hi = vec2(float((q >> 4) & 0xFu), float(q >> 12)) - 8.0;
-                [[unroll]] for (uint c = 0; c < NCOLS; c++) {
-                    const vec4 xl = x[c][i >> 1];
-                    const vec4 xh = x[c][4 + (i >> 1)];
-                    s[c] += (i & 1) == 0 ? dot(lo, xl.xy) + dot(hi, xh.xy)
-                                         : dot(lo, xl.zw) + dot(hi, xh.zw);
-                }
-            }
-#else
-            // Word i: weights 2i and 2i + 1, signed bytes.
-            [[unroll]] for (uint i = 0; i < 16; i++) {
-                const int q = int(uint(a_u16[(at >> 1) + 1 + i]));
-                const vec2 w = vec2(float((q << 24) >> 24), float((q << 16) >> 24));
-                [[unroll]] for (uint c = 0; c < NCOLS; c++) {
-                    const vec4 xv = x[c][i >> 1];
-                    s[c] += (i & 1) == 0 ? dot(w, xv.xy) : dot(w, xv.zw);
-                }
-            }
-#endif
-            [[unroll]] for (uint c = 0; c < NCOLS; c++) {
-                acc[r][c] += scale * s[c];
-            }
-        }
-    }
-#else
-    const uint lane = tid % LANES;
-    for (uint blk = tid / LANES; blk < blocks; blk += BLOCKS_PER_STEP) {
-        vec4 x[NCOLS];
-        [[unroll]] for (uint c = 0; c < NCOLS; c++) {
-            const uint x0 = b_base + c * p.b_nb1 + blk * 32 * p.b_nb0;
+            // Quant byte t holds weight t (low nibble) and t + 16 (high).
             [[unroll]] for (uint i = 0; i < 4; i++) {
-                x[c][i] = b[x0 + weight_index(lane, i) * p.b_nb0];
+                const uint qw = quant_word(w, i);
+                q[i] = qw & 0x0F0F0F0Fu;
+                q[i + 4] = (qw >> 4) & 0x0F0F0F0Fu;
             }
-        }
-        [[unroll]] for (uint r = 0; r < NROWS; r++) {
-            // Rows past M repeat the last one and are never stored.
-            const uint row = min(group * NROWS + r, p.M - 1);
-            const uint at = a_base + row * p.a_nb1 + blk * BLOCK_BYTES;
-            const float scale = float(a_half[at >> 1]);
-            const vec4 w = quants(at, lane);
+            const float m = -8.0;
+#else
+            [[unroll]] for (uint i = 0; i < 8; i++) {
+                q[i] = quant_word(w, i);
+            }
+            const float m = 0.0;
+#endif
             [[unroll]] for (uint c = 0; c < NCOLS; c++) {
-                acc[r][c] += scale * dot(w, x[c]);
+                int dot4 = 0;
+                [[unroll]] for (uint i = 0; i < 4; i++) {
+                    dot4 += dotPacked4x8EXT(int(q[i]), int(xq[c][0][i]));
+                    dot4 += dotPacked4x8EXT(int(q[i + 4]), int(xq[c][1][i]));
+                }
+                const vec2 ds = uintBitsToFloat(xq[c][2].xy);
+                acc[r][c] += scale * (ds.x * float(dot4) + m * ds.y);
             }
         }
     }
-#endif
     [[unroll]] for (uint r = 0; r < NROWS; r++) {
         [[unroll]] for (uint c = 0; c < NCOLS; c++) {
             const float s = subgroupAdd(acc[r][c]);

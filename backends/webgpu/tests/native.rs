@@ -1,5 +1,6 @@
-//! The native Vulkan mat-vec (`native=on`) against the WGSL path
-//! (`native=off`) and a host reference, on the first WebGPU adapter
+//! The native Vulkan mat-vec (`native=on`) and the emulated native GEMM
+//! (`native=emulated`) against the WGSL path (`native=off`) and host
+//! references, on the first WebGPU adapter
 //! (lavapipe on machines without a GPU). Skips, saying why, when the
 //! plugin was built without the `native-vulkan` feature, there is no
 //! adapter, or the adapter lacks what the kernel needs.
@@ -8,7 +9,7 @@ mod common;
 
 use backplane_abi::plugin::{Buffer, Device};
 use backplane_abi::{DType, Op, TensorDesc};
-use backplane_webgpu::native::kernels;
+use backplane_webgpu::native::{kernels, pipelines};
 
 /// Bytes between the tensors in the test buffer.
 const SLOT: u64 = 1 << 20;
@@ -135,8 +136,11 @@ impl Case {
         vec![a, b, d]
     }
 
-    /// Activations in memory order, and the reference result.
-    fn data(&self, a: &[f32]) -> (Vec<f32>, Vec<f32>) {
+    /// Activations in memory order, the reference result (f64 sums of
+    /// the f32 activations) and the result with the activations quantized
+    /// as ggml's q8_1 (runs of 32 along K: d = max|x| / 127, q = x / d
+    /// rounded to even), which the integer mat-vecs compute.
+    fn data(&self, a: &[f32]) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
         let (k, m, n) = (self.k as usize, self.m as usize, self.n as usize);
         let batches = (self.b_batch[0] * self.b_batch[1]) as usize;
         let x: Vec<f32> = (0..k * n * batches)
@@ -155,29 +159,58 @@ impl Case {
             (self.b_batch[1] / self.a_batch[1]) as usize,
         );
         let mut out = Vec::with_capacity(m * n * batches);
+        let mut out_q8 = Vec::with_capacity(m * n * batches);
         for i3 in 0..self.b_batch[1] as usize {
             for i2 in 0..self.b_batch[0] as usize {
                 let batch = i2 + i3 * self.b_batch[0] as usize;
                 let wbatch = i2 / r2 + (i3 / r3) * self.a_batch[0] as usize;
                 for nn in 0..n {
+                    let col: Vec<f32> = (0..k).map(|kk| at(kk, nn, batch)).collect();
+                    let col_q8 = q8_1(&col);
                     for mm in 0..m {
                         let row = &a[(wbatch * m + mm) * k..][..k];
-                        let s: f64 = (0..k)
-                            .map(|kk| f64::from(row[kk]) * f64::from(at(kk, nn, batch)))
-                            .sum();
-                        out.push(s as f32);
+                        let dot = |xs: &[f32]| -> f64 {
+                            row.iter()
+                                .zip(xs)
+                                .map(|(w, x)| f64::from(*w) * f64::from(*x))
+                                .sum()
+                        };
+                        out.push(dot(&col) as f32);
+                        out_q8.push(dot(&col_q8) as f32);
                     }
                 }
             }
         }
-        (x, out)
+        (x, out, out_q8)
     }
 }
 
-fn run(dev: &dyn Device, buf: &dyn Buffer, case: &Case, params: &str) -> (Vec<f32>, Vec<f32>) {
+/// `x` (a multiple of 32 long) quantized as ggml's q8_1 and back: each
+/// run of 32 becomes d * q with d = max|x| / 127 and q = x * (1 / d)
+/// rounded to even, in f32 as the WGSL quantizing kernel computes it.
+fn q8_1(x: &[f32]) -> Vec<f32> {
+    x.chunks(32)
+        .flat_map(|run| {
+            let d = run.iter().fold(0.0f32, |a, v| a.max(v.abs())) / 127.0;
+            let id = if d > 0.0 { 1.0 / d } else { 0.0 };
+            run.iter()
+                .map(move |v| d * (v * id).round_ties_even())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// dst of `case` run with stream parameters `params`, the f64 reference
+/// and the q8_1 reference (see [`Case::data`]).
+fn run(
+    dev: &dyn Device,
+    buf: &dyn Buffer,
+    case: &Case,
+    params: &str,
+) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
     let g = case.graph(buf.id());
     let w = weights(case.t, g[0].nelements() as usize);
-    let (x, want) = case.data(&dequantize(case.t, &w));
+    let (x, want, want_q8) = case.data(&dequantize(case.t, &w));
     buf.clear(0x7f).expect("clear");
     buf.set_tensor(&g[0], 0, &w).expect("set weights");
     let xb: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
@@ -197,7 +230,7 @@ fn run(dev: &dyn Device, buf: &dyn Buffer, case: &Case, params: &str) -> (Vec<f3
         .expect("graph_compute");
     let mut out = vec![0u8; g[2].nbytes() as usize];
     buf.get_tensor(&g[2], 0, &mut out).expect("get");
-    (floats(&out), want)
+    (floats(&out), want, want_q8)
 }
 
 /// Normalized mean squared error of `got` against `want`.
@@ -252,20 +285,31 @@ fn native_mat_vec_matches_the_wgsl_path_and_the_reference() {
             case.b_batch,
             case.transposed
         );
-        let (native, want) = run(dev.as_ref(), buf.as_ref(), case, "native=on");
-        let (wgsl, _) = run(dev.as_ref(), buf.as_ref(), case, "native=off");
-        // The native kernel multiplies f32 activations by the dequantized
-        // weights: close to the f64 reference. The WGSL kernel quantizes
-        // the activations to 8 bits first (ggml's q8_1), so it differs.
-        let native_err = nmse(&native, &want);
-        let wgsl_err = nmse(&wgsl, &want);
-        assert!(native_err < 1e-10, "{label}: native NMSE {native_err}");
-        assert!(wgsl_err < 5e-4, "{label}: WGSL NMSE {wgsl_err}");
+        let (native, want, want_q8) = run(dev.as_ref(), buf.as_ref(), case, "native=on");
+        let (wgsl, _, _) = run(dev.as_ref(), buf.as_ref(), case, "native=off");
+        // Both kernels quantize the activations to 8 bits first (ggml's
+        // q8_1) and multiply integers: up to the order of the f32 sums,
+        // the q8_1 reference, and within MUL_MAT's bound of the f32 one.
+        let kernel = format!("mul_mat_vec_{}_n{}_r2w128", case.t.name(), case.n);
         assert!(
-            nmse(&native, &wgsl) < 5e-4,
-            "{label}: native and WGSL differ beyond MUL_MAT's bound"
+            pipelines::built_in_process(&kernel),
+            "{label}: native=on did not run {kernel}"
         );
-        assert_ne!(native, wgsl, "{label}: native=on ran the WGSL kernel");
+        let native_err = nmse(&native, &want_q8);
+        assert!(
+            native_err < 1e-10,
+            "{label}: native NMSE {native_err} against q8_1"
+        );
+        assert!(
+            nmse(&native, &want) < 5e-4,
+            "{label}: native NMSE {} against f32",
+            nmse(&native, &want)
+        );
+        let wgsl_err = nmse(&wgsl, &want_q8);
+        assert!(
+            wgsl_err < 1e-10,
+            "{label}: WGSL NMSE {wgsl_err} against q8_1"
+        );
     }
 }
 
@@ -297,6 +341,17 @@ fn emulated_native_gemm_matches_the_reference_and_the_wgsl_path() {
             transposed: true,
         });
     }
+    // f16 rows of 70 halves: K ends inside a step, and rows are not
+    // 16-byte aligned (the weights are read half by half).
+    cases.push(Case {
+        t: DType::F16,
+        k: 70,
+        m: 129,
+        n: 65,
+        a_batch: [1, 1],
+        b_batch: [1, 1],
+        transposed: false,
+    });
     for case in &cases {
         let label = format!(
             "{} k={} m={} n={} batches {:?}/{:?} transposed={}",
@@ -308,16 +363,23 @@ fn emulated_native_gemm_matches_the_reference_and_the_wgsl_path() {
             case.b_batch,
             case.transposed
         );
-        let (native, want) = run(dev.as_ref(), buf.as_ref(), case, "native=emulated");
-        let (wgsl, _) = run(dev.as_ref(), buf.as_ref(), case, "native=off");
-        // Both round the activations to f16 on the way in: MUL_MAT's bound.
+        let (native, want, _) = run(dev.as_ref(), buf.as_ref(), case, "native=emulated");
+        let kernel = format!("mul_mat_coopmat_{}_128x128k32_emulated", case.t.name());
+        assert!(
+            pipelines::built_in_process(&kernel),
+            "{label}: native=emulated did not run {kernel}"
+        );
+        let (wgsl, _, _) = run(dev.as_ref(), buf.as_ref(), case, "native=off");
+        // Both round the activations (and the native kernel the
+        // dequantized weights) to f16 on the way in: relative errors of
+        // 2^-11 per value, far inside MUL_MAT's bound of 5e-4; a weight or
+        // activation staged in the wrong place would give NMSE near 1.
         let native_err = nmse(&native, &want);
-        assert!(native_err < 5e-4, "{label}: native NMSE {native_err}");
+        assert!(native_err < 1e-5, "{label}: native NMSE {native_err}");
         assert!(
             nmse(&wgsl, &want) < 5e-4,
             "{label}: WGSL NMSE {}",
             nmse(&wgsl, &want)
         );
-        assert_ne!(native, wgsl, "{label}: native=emulated ran the WGSL kernel");
     }
 }

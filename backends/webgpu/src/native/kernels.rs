@@ -2,7 +2,7 @@
 //! GLSL in `glsl/` (with the `native-vulkan` feature) and writes the table
 //! [`KERNELS`], each entry its module or the reason it was left out.
 
-/// One variant `build.rs` compiled, by name (`mul_mat_vec_q4_0_n1`).
+/// One variant `build.rs` compiled, by name (`mul_mat_vec_q4_0_n1_r2w128`).
 #[derive(Clone, Copy, Debug)]
 pub struct BuiltKernel {
     /// The variant's name.
@@ -74,7 +74,7 @@ mod tests {
     #[test]
     fn every_built_kernel_is_a_spirv_module_or_says_why_not() {
         if !built() {
-            assert_eq!(spirv("mul_mat_vec_q4_0_n1").unwrap_err(), NOT_BUILT);
+            assert_eq!(spirv("mul_mat_vec_q4_0_n1_r2w128").unwrap_err(), NOT_BUILT);
             eprintln!("skipped: {NOT_BUILT}");
             return;
         }
@@ -87,10 +87,19 @@ mod tests {
                 Err(why) => assert!(!why.is_empty(), "{}", k.name),
             }
         }
-        // The mat-vec kernels need nothing the bundled glslang lacks.
+        // The mat-vec and KHR GEMM kernels need nothing the bundled
+        // glslang lacks.
         for ty in ["q4_0", "q8_0"] {
-            for n in 1..=8 {
-                available(&format!("mul_mat_vec_{ty}_n{n}")).unwrap();
+            for c in super::super::configs::MATVEC_CONFIGS {
+                for n in 1..=8 {
+                    available(&format!("mul_mat_vec_{ty}_n{n}_{}", c.name)).unwrap();
+                }
+            }
+        }
+        for ty in ["f16", "q4_0", "q8_0"] {
+            for c in super::super::configs::GEMM_CONFIGS {
+                available(&format!("mul_mat_coopmat_{ty}_{}_16x16x16", c.name)).unwrap();
+                available(&format!("mul_mat_coopmat_{ty}_{}_emulated", c.name)).unwrap();
             }
         }
         assert!(

@@ -11,6 +11,7 @@
 //! [`NativeFeatures`] records what was enabled; [`mul_mat`] decides from it
 //! which native kernel a MUL_MAT gets, or says why none.
 
+pub mod configs;
 pub mod kernels;
 #[cfg(any(target_os = "linux", target_os = "windows", target_os = "android"))]
 pub mod open;

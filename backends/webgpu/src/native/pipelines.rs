@@ -4,11 +4,21 @@
 //! parameters a uniform at `n` with a dynamic offset: passthrough modules
 //! are not reflected, so wgpu needs the layout given), cached per device.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 use crate::lock;
 use crate::pipelines::{Checks, Pipeline, PipelineCache};
+
+/// Names of the native kernels whose pipelines any device of this process
+/// built (they are built on first dispatch).
+static BUILT_IN_PROCESS: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+
+/// Whether any device of this process built (so dispatched) native kernel
+/// `name`: tests' proof that a product ran natively.
+pub fn built_in_process(name: &str) -> bool {
+    lock(&BUILT_IN_PROCESS).contains(name)
+}
 
 /// Compiled native pipelines of one device, by kernel name.
 #[derive(Default)]
@@ -76,6 +86,7 @@ impl NativePipelines {
             checks: Checks::Trusted,
         });
         lock(&self.map).insert(name.to_string(), Arc::clone(&p));
+        lock(&BUILT_IN_PROCESS).insert(name.to_string());
         Ok(p)
     }
 }

@@ -342,6 +342,18 @@ impl Activations {
     }
 }
 
+/// src1 (graph index `index`, K a multiple of 32) quantized as the
+/// integer mat-vec reads it (or the copy an earlier node left), for the
+/// native integer mat-vec: its binding, offset and strides of dims 1..3
+/// in vec4s.
+pub(super) fn quantized_src1(
+    e: &mut Encoder,
+    index: usize,
+) -> Result<(Binding, u32, [u32; 3]), String> {
+    let x = Activations::quantized(e, index)?;
+    Ok((x.binding, x.off, x.strides))
+}
+
 /// What made a converted copy of src1 (graph index `index`) with `key`
 /// and `params`: later nodes reuse the copy when theirs is the same.
 fn copy_origin(e: &Encoder, index: usize, key: &PipelineKey, params: &Params) -> CopyOrigin {

@@ -86,7 +86,9 @@ pub(crate) fn quantizes_src1(e: &Encoder, node: usize) -> bool {
     };
     let facts = e.facts();
     let path = plan::choose_path(facts, t, &s, out.strides[0] == 1, facts.tuning.matmul_path);
-    matches!(path, Path::MatVec { .. })
-        && plan::matvec_int8(&facts.tuning, t)
-        && crate::ops::matmul::native::choice(e, node).is_err()
+    match crate::ops::matmul::native::choice(e, node) {
+        // The native mat-vec reads the same copy.
+        Ok(kernel) => kernel.reads_quantized_src1(),
+        Err(_) => matches!(path, Path::MatVec { .. }) && plan::matvec_int8(&facts.tuning, t),
+    }
 }

@@ -1,0 +1,145 @@
+//! The compiled configurations of the native MUL_MAT kernels, shared by
+//! `build.rs` (which compiles one SPIR-V variant per configuration, weight
+//! type and column count or matrix shape) and the backend (which names
+//! and dispatches them). Plain data only: `build.rs` includes this file.
+
+/// One tile configuration of the cooperative-matrix GEMM
+/// (`glsl/mul_mat_coopmat.comp`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GemmConfig {
+    /// Name in the kernel names (`mul_mat_coopmat_f16_128x128k32_16x16x16`)
+    /// and in `BACKPLANE_WEBGPU_NATIVE_GEMM`.
+    pub name: &'static str,
+    /// Output rows (weight rows) of a workgroup's tile.
+    pub bm: u32,
+    /// Output columns (activation rows) of a workgroup's tile.
+    pub bn: u32,
+    /// K values staged per step.
+    pub bk: u32,
+    /// Rows of one subgroup's share of the tile.
+    pub wm: u32,
+    /// Columns of one subgroup's share of the tile.
+    pub wn: u32,
+    /// Two workgroup-memory stages (one barrier per K step) instead of
+    /// one (two barriers).
+    pub double_buffer: bool,
+}
+
+impl GemmConfig {
+    /// Subgroups of 32 invocations in a workgroup.
+    pub const fn subgroups(&self) -> u32 {
+        (self.bm / self.wm) * (self.bn / self.wn)
+    }
+
+    /// Invocations of a workgroup.
+    pub const fn workgroup_size(&self) -> u32 {
+        32 * self.subgroups()
+    }
+}
+
+/// Every GEMM configuration built; the first is the default.
+pub const GEMM_CONFIGS: &[GemmConfig] = &[
+    GemmConfig {
+        name: "128x128k32",
+        bm: 128,
+        bn: 128,
+        bk: 32,
+        wm: 64,
+        wn: 32,
+        double_buffer: false,
+    },
+    GemmConfig {
+        name: "128x128k32db",
+        bm: 128,
+        bn: 128,
+        bk: 32,
+        wm: 64,
+        wn: 32,
+        double_buffer: true,
+    },
+    GemmConfig {
+        name: "128x128k64",
+        bm: 128,
+        bn: 128,
+        bk: 64,
+        wm: 64,
+        wn: 32,
+        double_buffer: false,
+    },
+    GemmConfig {
+        name: "128x128k32w16",
+        bm: 128,
+        bn: 128,
+        bk: 32,
+        wm: 32,
+        wn: 32,
+        double_buffer: false,
+    },
+    GemmConfig {
+        name: "128x256k32",
+        bm: 128,
+        bn: 256,
+        bk: 32,
+        wm: 64,
+        wn: 64,
+        double_buffer: false,
+    },
+    GemmConfig {
+        name: "256x128k32",
+        bm: 256,
+        bn: 128,
+        bk: 32,
+        wm: 64,
+        wn: 64,
+        double_buffer: false,
+    },
+];
+
+/// One configuration of the integer mat-vec (`glsl/mul_mat_vec.comp`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MatVecConfig {
+    /// Name in the kernel names (`mul_mat_vec_q4_0_n1_r2w128`) and in
+    /// `BACKPLANE_WEBGPU_NATIVE_MATVEC`.
+    pub name: &'static str,
+    /// Rows of dst per workgroup.
+    pub rows: u32,
+    /// Invocations of a workgroup.
+    pub workgroup_size: u32,
+}
+
+/// Every mat-vec configuration built; the first is the default.
+pub const MATVEC_CONFIGS: &[MatVecConfig] = &[
+    MatVecConfig {
+        name: "r2w128",
+        rows: 2,
+        workgroup_size: 128,
+    },
+    MatVecConfig {
+        name: "r1w128",
+        rows: 1,
+        workgroup_size: 128,
+    },
+    MatVecConfig {
+        name: "r4w128",
+        rows: 4,
+        workgroup_size: 128,
+    },
+    MatVecConfig {
+        name: "r2w64",
+        rows: 2,
+        workgroup_size: 64,
+    },
+    MatVecConfig {
+        name: "r4w64",
+        rows: 4,
+        workgroup_size: 64,
+    },
+];
+
+/// Most activation columns of the mat-vec (one variant per count).
+pub const MATVEC_MAX_COLS: u32 = 8;
+
+/// Cooperative-matrix shapes (M x N x K of one multiply-add) the default
+/// GEMM configuration is built for; the other configurations only for the
+/// first (16x16x16).
+pub const COOPMAT_SHAPES: &[(u32, u32, u32)] = &[(16, 16, 16), (16, 8, 16), (16, 16, 8)];
