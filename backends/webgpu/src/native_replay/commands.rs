@@ -22,8 +22,7 @@ use std::sync::{Arc, Mutex};
 
 use ash::vk;
 
-use super::pipelines::PipelineTwins;
-use super::pipelines::SpirvTarget;
+use super::pipelines::{PipelineTwins, SpirvTarget, TwinSource};
 use crate::PARAM_SLOT_BYTES;
 use crate::lock;
 use crate::replay::Step;
@@ -116,21 +115,15 @@ impl NativeCommands {
         let dev = &shared.raw;
         let mut pipelines = Vec::with_capacity(steps.len());
         for step in steps {
-            let key = step.key.as_ref().ok_or_else(|| {
-                format!(
-                    "kernel {} has no WGSL source (a native Vulkan kernel)",
-                    step.pipeline.label
-                )
-            })?;
+            let source = match &step.key {
+                Some(key) => TwinSource::Wgsl(key, step.pipeline.checks),
+                None => TwinSource::Native(native_kernel_name(&step.pipeline.label)?),
+            };
             let n = step.bindings.len();
-            let p = shared.twins.pipeline(
-                dev,
-                &shared.target,
-                shared.varying_subgroups,
-                key,
-                step.pipeline.checks,
-                n,
-            )?;
+            let p =
+                shared
+                    .twins
+                    .pipeline(dev, &shared.target, shared.varying_subgroups, source, n)?;
             pipelines.push((p, shared.twins.layout(dev, n)?));
         }
         let params = shared.device.create_buffer(&wgpu::BufferDescriptor {
@@ -224,6 +217,15 @@ impl Drop for NativeCommands {
         // done; the sets and the command buffer go with their pools.
         unsafe { destroy_objects(&self.shared.raw, &self.objects) };
     }
+}
+
+/// The native kernel a pipeline without a WGSL key was built from: its
+/// label is `native.<kernel name>` ([`crate::native::pipelines`]). A label
+/// of another form keeps the graph on the wgpu replay.
+fn native_kernel_name(label: &str) -> Result<&str, String> {
+    label
+        .strip_prefix("native.")
+        .ok_or_else(|| format!("kernel {label} has no WGSL key and is not a native kernel"))
 }
 
 /// Destroys `objects` unless taken (the error paths of recording).

@@ -9,9 +9,10 @@
 //! set per kernel, its parameter words in a buffer of its own, and a
 //! secondary command buffer dispatching them ([`commands`]). Every replay
 //! then clears the error flag and submits one wgpu command buffer that
-//! executes it. Anything that fails (not Vulkan, a native kernel without
-//! WGSL, a naga or Vulkan error) leaves the graph to the wgpu replay, with
-//! the reason printed once.
+//! executes it (a native GLSL kernel's twin is its embedded SPIR-V).
+//! Anything that fails (not Vulkan, a kernel of unknown origin, a naga or
+//! Vulkan error) leaves the graph to the wgpu replay, with the reason
+//! printed once.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -147,12 +147,53 @@ pub struct Layout {
     pub pipeline: vk::PipelineLayout,
 }
 
-/// Twins per (key, checks, storage bindings), and layouts per storage
+/// What a twin is built from.
+#[derive(Clone, Copy, Debug)]
+pub enum TwinSource<'a> {
+    /// A WGSL kernel: its key and the checks its wgpu pipeline has.
+    Wgsl(&'a PipelineKey, Checks),
+    /// A native kernel's embedded SPIR-V, by name ([`crate::native`]).
+    Native(&'a str),
+}
+
+/// A twin's cache key: its source, owned, and its storage bindings.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum TwinId {
+    Wgsl(PipelineKey, Checks, usize),
+    Native(String, usize),
+}
+
+impl TwinSource<'_> {
+    fn id(&self, n_storage: usize) -> TwinId {
+        match *self {
+            TwinSource::Wgsl(key, checks) => TwinId::Wgsl(key.clone(), checks, n_storage),
+            TwinSource::Native(name) => TwinId::Native(name.to_string(), n_storage),
+        }
+    }
+
+    /// The module's SPIR-V, its entry point and a label for errors.
+    fn spirv(&self, target: &SpirvTarget) -> Result<(Vec<u32>, &'static str, String), String> {
+        match *self {
+            TwinSource::Wgsl(key, checks) => {
+                let (words, entry) = spirv(key, checks, target)?;
+                Ok((words, entry, key.label()))
+            }
+            // Native kernels are GLSL: their entry point is `main`.
+            TwinSource::Native(name) => Ok((
+                crate::native::kernels::spirv(name)?,
+                "main",
+                format!("native kernel {name}"),
+            )),
+        }
+    }
+}
+
+/// Twins per source and storage bindings, and layouts per storage
 /// bindings; destroyed by [`PipelineTwins::destroy`].
 #[derive(Default)]
 pub struct PipelineTwins {
     layouts: Mutex<HashMap<usize, Layout>>,
-    pipelines: Mutex<HashMap<(PipelineKey, Checks, usize), vk::Pipeline>>,
+    pipelines: Mutex<HashMap<TwinId, vk::Pipeline>>,
 }
 
 impl PipelineTwins {
@@ -200,28 +241,27 @@ impl PipelineTwins {
         Ok(l)
     }
 
-    /// The twin of `key`'s pipeline built with `checks` and `n_storage`
-    /// storage bindings, compiled on first use; `varying_subgroups` as
-    /// wgpu sets it (the device has subgroups).
+    /// The twin of `source`'s pipeline with `n_storage` storage bindings,
+    /// compiled on first use; `varying_subgroups` as wgpu sets it (the
+    /// device has subgroups).
     pub fn pipeline(
         &self,
         device: &ash::Device,
         target: &SpirvTarget,
         varying_subgroups: bool,
-        key: &PipelineKey,
-        checks: Checks,
+        source: TwinSource,
         n_storage: usize,
     ) -> Result<vk::Pipeline, String> {
-        let id = (key.clone(), checks, n_storage);
+        let id = source.id(n_storage);
         if let Some(p) = lock(&self.pipelines).get(&id) {
             return Ok(*p);
         }
         let layout = self.layout(device, n_storage)?;
-        let (words, entry) = spirv(key, checks, target)?;
-        let label = key.label();
+        let (words, entry, label) = source.spirv(target)?;
         let entry = CString::new(entry).map_err(|e| format!("{label}: entry point: {e}"))?;
         let info = vk::ShaderModuleCreateInfo::default().code(&words);
-        // SAFETY: valid device; `words` is naga's validated SPIR-V.
+        // SAFETY: valid device; `words` is naga's validated SPIR-V, or a
+        // native kernel's, validated when the build made it.
         let module = unsafe { device.create_shader_module(&info, None) }
             .map_err(|e| format!("{label}: shader module: {e}"))?;
         let mut flags = vk::PipelineShaderStageCreateFlags::empty();
@@ -287,6 +327,25 @@ mod tests {
         assert_eq!(at(2).lang_version, (1, 5));
         assert_eq!(at(3).lang_version, (1, 6));
         assert_eq!(at(4).lang_version, (1, 6));
+    }
+
+    #[test]
+    fn a_kernel_translates_to_spirv_of_the_device_version_with_its_checks() {
+        let key = PipelineKey::new("unary", "scale")
+            .ty("SRC0", "f32")
+            .ty("DST", "f32")
+            .wg(256);
+        let target = SpirvTarget::new(vk::API_VERSION_1_2, false);
+        let (checked, entry) = spirv(&key, Checks::On, &target).expect("checked");
+        let (trusted, _) = spirv(&key, Checks::Trusted, &target).expect("trusted");
+        assert_eq!(checked[0], 0x0723_0203, "SPIR-V magic");
+        assert_eq!(checked[1], 0x0001_0500, "SPIR-V 1.5 for Vulkan 1.2");
+        assert!(!entry.is_empty());
+        // Bounds and loop checks are code: the trusted module differs.
+        assert_ne!(checked, trusted);
+        let unknown = PipelineKey::new("no_such_shader", "");
+        let err = spirv(&unknown, Checks::On, &target).expect_err("no shader");
+        assert!(err.contains("no_such_shader"), "{err}");
     }
 
     #[test]
