@@ -4,21 +4,72 @@
 # scripts/gpu_side_by_side.sh). $1: a folder holding backplane,
 # backplane-conformance and libbackplane_webgpu.so built with
 # `--features native-vulkan`. Results in $OUT: native-devices.txt,
-# native-conformance.txt, native-perf.txt.
+# native-conformance.txt, native-perf.txt (about 3-4 minutes in all).
+#
+# 1. Conformance of the whole MUL_MAT catalogue with native=on and the
+#    default configurations, then of the wide products (n >= 64) under
+#    every other GEMM configuration (BACKPLANE_WEBGPU_NATIVE_GEMM) and of
+#    the mat-vec cases under every other mat-vec configuration
+#    (BACKPLANE_WEBGPU_NATIVE_MATVEC): each line says which kernels ran.
+# 2. Speed at m=4096 k=14336: WGSL (native=off) first and last, between
+#    them native=on for each GEMM configuration (f16/q4_0/q8_0 n=512; the
+#    cm2 ones f16 only) and each mat-vec configuration (q4_0/q8_0 n=1).
 set -x
 N=$1
 export BACKPLANE_PLUGIN_PATH=$N
 export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp/xdg}; mkdir -p -m700 $XDG_RUNTIME_DIR
 export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
+GEMMS="128x128k32 128x128k32db 128x128k64 128x128k32w16 128x256k32 256x128k32"
+CM2S="cm2_128x128k32 cm2_128x256k32 cm2_128x256k64"
+MATVECS="r2w128 r1w128 r4w128 r2w64 r4w64"
+WIDE='n=(6[4-9]|[7-9][0-9]|[1-9][0-9][0-9]+),'
+C=$N/backplane-conformance
 $N/backplane devices 2>&1 | grep -A1 "backend webgpu" | tee $OUT/native-devices.txt
-# Every MUL_MAT case with the native kernels forced on (the GEMM runs only with on).
-BACKPLANE_WEBGPU_NATIVE=on BACKPLANE_WEBGPU_MATMUL_TRACE=1 timeout 240 $N/backplane-conformance test --backend webgpu --op MUL_MAT \
-  > /tmp/conf.txt 2>&1; tail -4 /tmp/conf.txt | tee $OUT/native-conformance.txt
-grep -o "native mul_mat_[a-z0-9_]*" /tmp/conf.txt | sort | uniq -c | tee -a $OUT/native-conformance.txt
-grep -m5 "FAIL\|failed" /tmp/conf.txt | tee -a $OUT/native-conformance.txt
-# Speed: native on and off alternating, two rounds.
-for r in 1 2; do for mode in on off; do
-  echo "== round $r native=$mode" | tee -a $OUT/native-perf.txt
-  BACKPLANE_WEBGPU_NATIVE=$mode timeout 60 $N/backplane-conformance perf --backend webgpu --op MUL_MAT \
-    --case 'type_a=(q4_0|q8_0|f16),type_b=f32,m=4096,n=(1|512),' 2>&1 | grep "MUL_MAT(" | tee -a $OUT/native-perf.txt
-done; done
+BACKPLANE_WEBGPU_MATMUL_TRACE=1 $N/backplane devices 2>&1 | grep -m1 "native Vulkan" | tee -a $OUT/native-devices.txt
+
+# $1: label; the rest: the command. Prints the summary, which native kernels
+# ran (how many cases each) and the first failures.
+conf() {
+  local label=$1; shift
+  BACKPLANE_WEBGPU_MATMUL_TRACE=1 timeout 200 "$@" > /tmp/conf.txt 2>&1
+  echo "== $label: $(tail -1 /tmp/conf.txt)" | tee -a $OUT/native-conformance.txt
+  grep -o "native mul_mat_[a-z0-9_]*" /tmp/conf.txt | sort | uniq -c | tee -a $OUT/native-conformance.txt
+  grep -m5 "FAIL\|failed to build\|error" /tmp/conf.txt | tee -a $OUT/native-conformance.txt
+}
+conf "native=on, default configurations, whole catalogue" \
+  env BACKPLANE_WEBGPU_NATIVE=on $C test --backend webgpu --op MUL_MAT
+for g in $GEMMS $CM2S; do
+  [ $g = 128x128k32 ] && continue
+  conf "GEMM $g, n >= 64" env BACKPLANE_WEBGPU_NATIVE=on BACKPLANE_WEBGPU_NATIVE_GEMM=$g \
+    $C test --backend webgpu --op MUL_MAT --case "$WIDE"
+done
+for v in $MATVECS; do
+  [ $v = r2w128 ] && continue
+  conf "mat-vec $v, q4_0/q8_0" env BACKPLANE_WEBGPU_NATIVE=on BACKPLANE_WEBGPU_NATIVE_MATVEC=$v \
+    $C test --backend webgpu --op MUL_MAT --case 'type_a=q[48]_0,'
+done
+
+# $1: label; $2: case regex; the rest: environment words.
+perf() {
+  local label=$1 cases=$2; shift 2
+  echo "== $label" | tee -a $OUT/native-perf.txt
+  env "$@" BACKPLANE_WEBGPU_MATMUL_TRACE=1 timeout 60 $C perf --backend webgpu --op MUL_MAT \
+    --min-time-ms 500 --case "$cases" > /tmp/perf.txt 2>&1
+  grep -o "MUL_MAT node [0-9]*: native mul_mat_[a-z0-9_]*\|WGSL path: [^:]*" /tmp/perf.txt | sort -u | head -4 | tee -a $OUT/native-perf.txt
+  grep "MUL_MAT(" /tmp/perf.txt | tee -a $OUT/native-perf.txt
+}
+ALL='type_a=(q4_0|q8_0|f16),type_b=f32,m=4096,n=(1|512),'
+WIDE512='type_a=(q4_0|q8_0|f16),type_b=f32,m=4096,n=512,'
+ONE='type_a=(q4_0|q8_0),type_b=f32,m=4096,n=1,'
+perf "WGSL (native=off)" "$ALL" BACKPLANE_WEBGPU_NATIVE=off
+for g in $GEMMS; do
+  perf "native GEMM $g" "$WIDE512" BACKPLANE_WEBGPU_NATIVE=on BACKPLANE_WEBGPU_NATIVE_GEMM=$g
+done
+for g in $CM2S; do
+  perf "native GEMM $g (f16 only)" 'type_a=f16,type_b=f32,m=4096,n=512,' \
+    BACKPLANE_WEBGPU_NATIVE=on BACKPLANE_WEBGPU_NATIVE_GEMM=$g
+done
+for v in $MATVECS; do
+  perf "native mat-vec $v" "$ONE" BACKPLANE_WEBGPU_NATIVE=on BACKPLANE_WEBGPU_NATIVE_MATVEC=$v
+done
+perf "WGSL (native=off) again" "$ALL" BACKPLANE_WEBGPU_NATIVE=off

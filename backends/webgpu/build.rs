@@ -32,15 +32,27 @@ mod native {
     /// SPIRV-Tools' `spv_target_env` for Vulkan 1.2.
     const SPV_ENV_VULKAN_1_2: u32 = 23;
 
+    /// Vulkan 1.3 (SPIR-V 1.6), for kernels whose extension glslang
+    /// accepts only there (`GL_NV_cooperative_matrix2`): they run only on
+    /// devices with that extension, all of them Vulkan 1.3 drivers.
+    const VULKAN_1_3: u32 = shaderc::EnvVersion::Vulkan1_3 as u32;
+
+    /// SPIRV-Tools' `spv_target_env` for Vulkan 1.3.
+    const SPV_ENV_VULKAN_1_3: u32 = 25;
+
     /// One compiled variant: a name the backend looks up, its source file
     /// and macro definitions.
     struct Variant {
         name: String,
         file: &'static str,
         defines: Vec<(&'static str, String)>,
+        /// Compiled for Vulkan 1.3 (SPIR-V 1.6) instead of 1.2.
+        vulkan_1_3: bool,
     }
 
-    use crate::configs::{COOPMAT_SHAPES, GEMM_CONFIGS, MATVEC_CONFIGS, MATVEC_MAX_COLS};
+    use crate::configs::{
+        CM2_CONFIGS, COOPMAT_SHAPES, GEMM_CONFIGS, MATVEC_CONFIGS, MATVEC_MAX_COLS,
+    };
 
     /// Weight types of the native mat-vec, with their macro.
     const MATVEC_TYPES: &[(&str, &str)] = &[("q4_0", "A_Q4_0"), ("q8_0", "A_Q8_0")];
@@ -63,6 +75,7 @@ mod native {
                             ("NROWS", c.rows.to_string()),
                             ("WG_SIZE", c.workgroup_size.to_string()),
                         ],
+                        vulkan_1_3: false,
                     });
                 }
             }
@@ -86,6 +99,7 @@ mod native {
                     name: format!("mul_mat_coopmat_{ty}_{}_emulated", c.name),
                     file: "mul_mat_coopmat.comp",
                     defines: emulated,
+                    vulkan_1_3: false,
                 });
                 // Every shape for the default configuration, 16x16x16 for
                 // the others.
@@ -105,9 +119,23 @@ mod native {
                         name: format!("mul_mat_coopmat_{ty}_{}_{m}x{n}x{k}", c.name),
                         file: "mul_mat_coopmat.comp",
                         defines,
+                        vulkan_1_3: false,
                     });
                 }
             }
+        }
+        for c in CM2_CONFIGS {
+            out.push(Variant {
+                name: format!("mul_mat_{}_f16", c.name),
+                file: "mul_mat_cm2.comp",
+                defines: vec![
+                    ("BM", c.bm.to_string()),
+                    ("BN", c.bn.to_string()),
+                    ("BK", c.bk.to_string()),
+                    ("WG_SIZE", c.workgroup_size.to_string()),
+                ],
+                vulkan_1_3: true,
+            });
         }
         out
     }
@@ -127,7 +155,7 @@ mod native {
         // The validator must refuse a module without its memory model, or
         // it is not checking anything.
         assert!(
-            validate(&[0x0723_0203, 0x0001_0500, 0, 1, 0]).is_err(),
+            validate(&[0x0723_0203, 0x0001_0500, 0, 1, 0], SPV_ENV_VULKAN_1_2).is_err(),
             "SPIRV-Tools accepted an invalid module"
         );
         let compiler = shaderc::Compiler::new().expect("shaderc: no compiler");
@@ -139,7 +167,12 @@ mod native {
                 .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
             let entry = match compile(&compiler, &v, &source) {
                 Ok(words) => {
-                    if let Err(e) = validate(&words) {
+                    let env = if v.vulkan_1_3 {
+                        SPV_ENV_VULKAN_1_3
+                    } else {
+                        SPV_ENV_VULKAN_1_2
+                    };
+                    if let Err(e) = validate(&words, env) {
                         panic!("{}: SPIR-V from {} fails validation: {e}", v.name, v.file);
                     }
                     let file = out.join(format!("{}.spv", v.name));
@@ -179,8 +212,13 @@ mod native {
     ) -> Result<Vec<u32>, String> {
         let mut options =
             shaderc::CompileOptions::new().map_err(|e| format!("shaderc options: {e}"))?;
-        options.set_target_env(shaderc::TargetEnv::Vulkan, VULKAN_1_2);
-        options.set_target_spirv(shaderc::SpirvVersion::V1_5);
+        if v.vulkan_1_3 {
+            options.set_target_env(shaderc::TargetEnv::Vulkan, VULKAN_1_3);
+            options.set_target_spirv(shaderc::SpirvVersion::V1_6);
+        } else {
+            options.set_target_env(shaderc::TargetEnv::Vulkan, VULKAN_1_2);
+            options.set_target_spirv(shaderc::SpirvVersion::V1_5);
+        }
         options.set_optimization_level(shaderc::OptimizationLevel::Performance);
         for (name, value) in &v.defines {
             let value = (!value.is_empty()).then_some(value.as_str());
@@ -235,13 +273,13 @@ mod native {
         }
     }
 
-    /// Runs SPIRV-Tools' validator on `words` for Vulkan 1.2.
-    fn validate(words: &[u32]) -> Result<(), String> {
+    /// Runs SPIRV-Tools' validator on `words` for target `env`.
+    fn validate(words: &[u32], env: u32) -> Result<(), String> {
         use spirv_tools::*;
         // SAFETY: the context and diagnostic are created and destroyed
         // here; `words` outlives the call.
         unsafe {
-            let context = spvContextCreate(SPV_ENV_VULKAN_1_2);
+            let context = spvContextCreate(env);
             if context.is_null() {
                 return Err("SPIRV-Tools: no context".into());
             }

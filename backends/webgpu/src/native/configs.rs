@@ -95,6 +95,49 @@ pub const GEMM_CONFIGS: &[GemmConfig] = &[
     },
 ];
 
+/// One configuration of the `VK_NV_cooperative_matrix2` GEMM
+/// (`glsl/mul_mat_cm2.comp`, f16 weights): a workgroup-scope BM x BN
+/// accumulator, BK per step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cm2Config {
+    /// Name in the kernel names (`mul_mat_cm2_128x128k32_f16`) and in
+    /// `BACKPLANE_WEBGPU_NATIVE_GEMM`.
+    pub name: &'static str,
+    /// Output rows of a workgroup's tile.
+    pub bm: u32,
+    /// Output columns of a workgroup's tile.
+    pub bn: u32,
+    /// K values per step.
+    pub bk: u32,
+    /// Invocations of a workgroup.
+    pub workgroup_size: u32,
+}
+
+/// Every cm2 GEMM configuration built (chosen by name only).
+pub const CM2_CONFIGS: &[Cm2Config] = &[
+    Cm2Config {
+        name: "cm2_128x128k32",
+        bm: 128,
+        bn: 128,
+        bk: 32,
+        workgroup_size: 256,
+    },
+    Cm2Config {
+        name: "cm2_128x256k32",
+        bm: 128,
+        bn: 256,
+        bk: 32,
+        workgroup_size: 256,
+    },
+    Cm2Config {
+        name: "cm2_128x256k64",
+        bm: 128,
+        bn: 256,
+        bk: 64,
+        workgroup_size: 256,
+    },
+];
+
 /// One configuration of the integer mat-vec (`glsl/mul_mat_vec.comp`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MatVecConfig {

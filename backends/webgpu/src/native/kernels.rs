@@ -102,6 +102,9 @@ mod tests {
                 available(&format!("mul_mat_coopmat_{ty}_{}_emulated", c.name)).unwrap();
             }
         }
+        for c in super::super::configs::CM2_CONFIGS {
+            available(&format!("mul_mat_{}_f16", c.name)).unwrap();
+        }
         assert!(
             available("mul_mat_vec_q4_1_n1")
                 .unwrap_err()

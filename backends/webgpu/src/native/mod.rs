@@ -94,6 +94,9 @@ pub struct NativeFeatures {
     pub coopmat_shapes: Vec<CoopShape>,
     /// `VK_NV_cooperative_matrix2` enabled.
     pub coopmat2: bool,
+    /// The extension with the features the cm2 GEMM needs: workgroup
+    /// scope, flexible dimensions, tensor addressing and conversions.
+    pub coopmat2_gemm: bool,
 }
 
 impl NativeFeatures {

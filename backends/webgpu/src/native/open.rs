@@ -57,6 +57,19 @@ impl Default for CoopMat2FeaturesNv {
 }
 
 impl CoopMat2FeaturesNv {
+    /// Whether the device has what the cm2 GEMM uses: workgroup-scope
+    /// matrices of flexible sizes, tensor addressing and conversions.
+    fn gemm(&self) -> bool {
+        [
+            self.workgroup_scope,
+            self.flexible_dimensions,
+            self.tensor_addressing,
+            self.conversions,
+        ]
+        .iter()
+        .all(|&b| b != 0)
+    }
+
     /// Whether the device reported any of the extension's features.
     fn any(&self) -> bool {
         [
@@ -199,6 +212,7 @@ pub fn offered(adapter: &wgpu::Adapter, wanted: wgpu::Features) -> Result<Offere
                 coopmat,
                 coopmat_shapes: if coopmat { coopmat_shapes } else { Vec::new() },
                 coopmat2,
+                coopmat2_gemm: coopmat2 && coop2.gemm(),
             },
             ext_8bit_storage: ext.has(ash::khr::_8bit_storage::NAME),
             coopmat2: coopmat2.then_some(coop2),

@@ -12,6 +12,10 @@
 //!   [`COOPMAT_MIN_N`] columns of f32 activations, f16 / q4_0 / q8_0
 //!   weights staged as halves in workgroup memory, `VK_KHR_cooperative_matrix`
 //!   products of a shape the device lists.
+//! - `mul_mat_cm2` (`glsl/mul_mat_cm2.comp`): the same products for f16
+//!   weights with `VK_NV_cooperative_matrix2` (workgroup-scope matrices
+//!   loaded by tensor addressing), only when [`GEMM_CONFIG_ENV`] names one
+//!   of [`CM2_CONFIGS`].
 //!
 //! Both come in several configurations ([`GEMM_CONFIGS`],
 //! [`MATVEC_CONFIGS`]); the first of each runs unless
@@ -25,7 +29,9 @@
 use backplane_abi::{DType, Op};
 
 use crate::encode::{Encoder, Params, split_groups};
-use crate::native::configs::{GEMM_CONFIGS, GemmConfig, MATVEC_CONFIGS, MatVecConfig};
+use crate::native::configs::{
+    CM2_CONFIGS, Cm2Config, GEMM_CONFIGS, GemmConfig, MATVEC_CONFIGS, MatVecConfig,
+};
 use crate::native::{CoopShape, NativeFeatures, NativeMode, kernels};
 use crate::ops::matmul::plan::Shape;
 use crate::ops::{dtype, nb_elems, src_index};
@@ -99,6 +105,11 @@ pub enum NativeKernel {
         /// (plain code for the matrix calls, `native=emulated`).
         shape: Option<CoopShape>,
     },
+    /// `mul_mat_cm2` (f16 weights).
+    Cm2 {
+        /// Tiles.
+        config: &'static Cm2Config,
+    },
 }
 
 impl NativeKernel {
@@ -131,6 +142,7 @@ impl NativeKernel {
                 weights.name(),
                 config.name
             ),
+            NativeKernel::Cm2 { config } => format!("mul_mat_{}_f16", config.name),
         }
     }
 
@@ -165,7 +177,38 @@ fn config_named<T>(
 
 /// The GEMM configuration `wanted` names (the default when `None`).
 pub fn gemm_config(wanted: Option<&str>) -> Result<&'static GemmConfig, String> {
-    config_named(GEMM_CONFIGS, |c| c.name, wanted, GEMM_CONFIG_ENV)
+    config_named(GEMM_CONFIGS, |c| c.name, wanted, GEMM_CONFIG_ENV).map_err(|why| {
+        let cm2: Vec<&str> = CM2_CONFIGS.iter().map(|c| c.name).collect();
+        format!("{why}; cm2: {}", cm2.join(", "))
+    })
+}
+
+/// The cm2 GEMM configuration `wanted` names, if it names one.
+pub fn cm2_config(wanted: Option<&str>) -> Option<&'static Cm2Config> {
+    CM2_CONFIGS.iter().find(|c| Some(c.name) == wanted)
+}
+
+/// Whether the device can run the cm2 GEMM, or what it lacks.
+pub fn cm2_device(f: &NativeFeatures) -> Result<(), String> {
+    let what = "native f16 cm2 GEMM";
+    if let Some(why) = &f.unavailable {
+        return Err(format!("{what}: {why}"));
+    }
+    if !f.coopmat2 {
+        return Err(format!("{what}: device lacks VK_NV_cooperative_matrix2"));
+    }
+    if !f.coopmat2_gemm {
+        return Err(format!(
+            "{what}: VK_NV_cooperative_matrix2 without workgroup scope, flexible dimensions, \
+             tensor addressing or conversions"
+        ));
+    }
+    if !f.float16 || !f.storage16 {
+        return Err(format!(
+            "{what}: device lacks shaderFloat16 or storageBuffer16BitAccess"
+        ));
+    }
+    Ok(())
 }
 
 /// The mat-vec configuration `wanted` names (the default when `None`).
@@ -383,6 +426,25 @@ pub fn choose(
                 ta.name()
             ));
         }
+        if let Some(config) = cm2_config(configs.gemm.as_deref()) {
+            if ta != DType::F16 {
+                return Err(format!(
+                    "{GEMM_CONFIG_ENV}={}: the cm2 GEMM takes f16 weights, not {}",
+                    config.name,
+                    ta.name()
+                ));
+            }
+            if mode == NativeMode::Emulated {
+                return Err("the cm2 GEMM has no emulated variant".into());
+            }
+            cm2_device(f)?;
+            let k = NativeKernel::Cm2 { config };
+            kernels::available(&k.name())?;
+            if mode == NativeMode::Auto {
+                return Err(COOPMAT_NOT_MEASURED.into());
+            }
+            return Ok(k);
+        }
         let config = gemm_config(configs.gemm.as_deref())?;
         if mode == NativeMode::Emulated {
             emulated_device(f, ta)?;
@@ -450,7 +512,14 @@ pub fn try_encode(e: &mut Encoder, node: usize) -> Result<bool, String> {
     }
     match kernel {
         NativeKernel::MatVec { config, .. } => encode_matvec(e, node, kernel, config)?,
-        NativeKernel::CoopMat { config, .. } => encode_coopmat(e, node, kernel, config)?,
+        NativeKernel::CoopMat { config, .. } => {
+            let tile = (config.bm, config.bn, config.workgroup_size());
+            encode_gemm(e, node, kernel, tile)?
+        }
+        NativeKernel::Cm2 { config } => {
+            let tile = (config.bm, config.bn, config.workgroup_size);
+            encode_gemm(e, node, kernel, tile)?
+        }
     }
     Ok(true)
 }
@@ -515,17 +584,19 @@ fn encode_matvec(
     dispatch(e, &kernel, config.workgroup_size, bindings, &p, [gx, gy, z])
 }
 
-fn encode_coopmat(
+/// Encodes a GEMM kernel (`mul_mat_coopmat` or `mul_mat_cm2`, the same
+/// parameters) with output tiles of `bm` x `bn` and workgroups of `wg`.
+fn encode_gemm(
     e: &mut Encoder,
     node: usize,
     kernel: NativeKernel,
-    config: &GemmConfig,
+    (bm, bn, wg): (u32, u32, u32),
 ) -> Result<(), String> {
     let g = e.graph;
     let (ia, ib) = (src_index(g, node, 0)?, src_index(g, node, 1)?);
     let s = Shape::of(&g[ia], &g[ib])?;
-    let tiles_m = s.m.div_ceil(u64::from(config.bm));
-    let tiles_n = s.n.div_ceil(u64::from(config.bn));
+    let tiles_m = s.m.div_ceil(u64::from(bm));
+    let tiles_n = s.n.div_ceil(u64::from(bn));
     let (a, b) = (&g[ia], &g[ib]);
     let (ba, bb) = (e.binding(ia)?, e.binding(ib)?);
     let b_nb = nb_elems(b, 4).map_err(|x| format!("src1: {x}"))?;
@@ -537,8 +608,9 @@ fn encode_coopmat(
     if all16(ba.rem_bytes, &a.nb[1..]) {
         flags |= FLAG_A_VEC4;
     }
-    let vec4 =
-        |off: u32, nb: [u32; 4]| nb[0] == 1 && off % 4 == 0 && nb[1..].iter().all(|n| n % 4 == 0);
+    let vec4 = |off: u32, nb: [u32; 4]| {
+        nb[0] == 1 && off.is_multiple_of(4) && nb[1..].iter().all(|n| n.is_multiple_of(4))
+    };
     if vec4(b_off, b_nb) {
         flags |= FLAG_B_VEC4;
     }
@@ -559,7 +631,7 @@ fn encode_coopmat(
         z,
     ];
     let bindings = [ba, bb, e.binding(node)?];
-    dispatch(e, &kernel, config.workgroup_size(), bindings, &p, groups)
+    dispatch(e, &kernel, wg, bindings, &p, groups)
 }
 
 /// Dispatches native `kernel` (workgroups of `wg`) on weights, activations

@@ -45,6 +45,7 @@ fn h200() -> NativeFeatures {
             },
         ],
         coopmat2: true,
+        coopmat2_gemm: true,
         ..lavapipe()
     }
 }
@@ -360,4 +361,55 @@ fn the_gemm_takes_a_listed_shape_this_build_has_and_waits_for_native_on() {
             .unwrap_err()
             .contains("needs subgroups of exactly 32 invocations (device: 32..256)")
     );
+}
+
+#[test]
+fn the_cm2_gemm_runs_f16_weights_when_named_and_the_device_has_its_features() {
+    let wide = shape(4096, 512, 14336);
+    let cm2 = Configs {
+        gemm: Some("cm2_128x256k32".into()),
+        ..Configs::default()
+    };
+    let f16 = ops(DType::F16, DType::F32);
+    if kernels::built() {
+        assert_eq!(
+            choose(&h200(), NativeMode::On, f16, &wide, &cm2).map(|k| k.name()),
+            Ok("mul_mat_cm2_128x256k32_f16".to_string())
+        );
+        assert_eq!(
+            choose(&h200(), NativeMode::Auto, f16, &wide, &cm2).unwrap_err(),
+            COOPMAT_NOT_MEASURED
+        );
+    }
+    assert_eq!(
+        choose(
+            &h200(),
+            NativeMode::On,
+            ops(DType::Q4_0, DType::F32),
+            &wide,
+            &cm2
+        )
+        .unwrap_err(),
+        "BACKPLANE_WEBGPU_NATIVE_GEMM=cm2_128x256k32: the cm2 GEMM takes f16 weights, not q4_0"
+    );
+    let no_tensors = NativeFeatures {
+        coopmat2_gemm: false,
+        ..h200()
+    };
+    assert!(
+        choose(&no_tensors, NativeMode::On, f16, &wide, &cm2)
+            .unwrap_err()
+            .contains("without workgroup scope, flexible dimensions, tensor addressing")
+    );
+    assert_eq!(
+        choose(&lavapipe(), NativeMode::On, f16, &wide, &cm2).unwrap_err(),
+        "native f16 cm2 GEMM: device lacks VK_NV_cooperative_matrix2"
+    );
+    assert_eq!(
+        choose(&lavapipe(), NativeMode::Emulated, f16, &wide, &cm2).unwrap_err(),
+        "the cm2 GEMM has no emulated variant"
+    );
+    // A name of neither table lists both.
+    let err = gemm_config(Some("cm3")).unwrap_err();
+    assert!(err.contains("cm2: cm2_128x128k32"), "{err}");
 }

@@ -1,0 +1,96 @@
+#version 450
+// MUL_MAT GEMM with VK_NV_cooperative_matrix2: f16 weights, f32
+// activations (converted to f16 matrices after loading), f32 dst, ggml
+// semantics as in mul_mat_vec.comp; the Params block is
+// mul_mat_coopmat.comp's.
+//
+// A workgroup of WG_SIZE invocations computes one BM x BN tile as one
+// workgroup-scope accumulator. Per step of BK, the BM x BK weight block
+// and the BK x BN activation block are loaded straight from the storage
+// buffers by tensor addressing (coopMatLoadTensorNV: the driver stages
+// them), so there is no staging code here. Tensor layouts carry every
+// stride (weights: rows a_nb1 bytes apart; activations and dst: any
+// element strides, read and written through a transposing view) and
+// clamp to the tensors' sizes: loads past M, N or K give zeros and stores
+// past M or N are dropped, so partial tiles need no code either.
+
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_NV_cooperative_matrix2 : require
+#extension GL_EXT_control_flow_attributes : require
+
+layout(local_size_x = WG_SIZE, local_size_y = 1, local_size_z = 1) in;
+
+layout(binding = 0, std430) readonly buffer A { float16_t a[]; };
+layout(binding = 1, std430) readonly buffer B { float b[]; };
+layout(binding = 2, std430) writeonly buffer D { float d[]; };
+
+layout(binding = 3, std140) uniform Params {
+    uint K;
+    uint M;
+    uint ne12;
+    uint r2;
+    uint r3;
+    uint row_tiles;
+    uint a_off;   // bytes
+    uint a_nb1;   // bytes
+    uint a_nb2;
+    uint a_nb3;
+    uint b_off;   // elements
+    uint b_nb0;
+    uint b_nb1;
+    uint b_nb2;
+    uint b_nb3;
+    uint d_off;   // elements
+    uint d_nb0;
+    uint d_nb1;
+    uint d_nb2;
+    uint d_nb3;
+    uint N;
+    uint flags;
+} p;
+
+void main() {
+    const uint tile_m = gl_WorkGroupID.x * BM;
+    const uint tile_n = gl_WorkGroupID.y * BN;
+    const uint batch = gl_WorkGroupID.z;
+    const uint i12 = batch % p.ne12;
+    const uint i13 = batch / p.ne12;
+    // In elements of each binding (weight offsets and strides are even).
+    const uint a_base = (p.a_off + (i12 / p.r2) * p.a_nb2 + (i13 / p.r3) * p.a_nb3) >> 1;
+    const uint b_base = p.b_off + i12 * p.b_nb2 + i13 * p.b_nb3;
+    const uint d_base = p.d_off + i12 * p.d_nb2 + i13 * p.d_nb3;
+
+    // Weights (m, k); activations and dst indexed (n, k) and (n, m), read
+    // and written transposed.
+    tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> la =
+        createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
+    la = setTensorLayoutDimensionNV(la, p.M, p.K);
+    la = setTensorLayoutStrideNV(la, p.a_nb1 >> 1, 1);
+    tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> lb =
+        createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
+    lb = setTensorLayoutDimensionNV(lb, p.N, p.K);
+    lb = setTensorLayoutStrideNV(lb, p.b_nb1, p.b_nb0);
+    tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> ld =
+        createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
+    ld = setTensorLayoutDimensionNV(ld, p.N, p.M);
+    ld = setTensorLayoutStrideNV(ld, p.d_nb1, p.d_nb0);
+    tensorViewNV<2, false, 1, 0> transposed = createTensorViewNV(2, false, 1, 0);
+
+    coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> acc =
+        coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(0.0);
+    for (uint k0 = 0; k0 < p.K; k0 += BK) {
+        coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> ma;
+        coopmat<float, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> mb32;
+        coopMatLoadTensorNV(ma, a, a_base, sliceTensorLayoutNV(la, tile_m, BM, k0, BK));
+        coopMatLoadTensorNV(mb32, b, b_base, sliceTensorLayoutNV(lb, tile_n, BN, k0, BK),
+                            transposed);
+        coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> mb =
+            coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB>(mb32);
+        acc = coopMatMulAdd(ma, mb, acc);
+    }
+    coopMatStoreTensorNV(acc, d, d_base, sliceTensorLayoutNV(ld, tile_n, BN, tile_m, BM),
+                         transposed);
+}
