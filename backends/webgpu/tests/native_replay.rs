@@ -128,12 +128,27 @@ fn natively(
     g: &[TensorDesc],
     seed: i64,
 ) -> bool {
+    natively_against(dev, native, "native_replay=off", buf, g, seed)
+}
+
+/// [`natively`], against a stream made with `off_params`.
+fn natively_against(
+    dev: &dyn Device,
+    native: &dyn Backend,
+    off_params: &str,
+    buf: &dyn Buffer,
+    g: &[TensorDesc],
+    seed: i64,
+) -> bool {
     let before = native_replayed_graphs();
     let got = compute(native, buf, g, seed);
     let was = native_replayed_graphs() > before;
-    let off_stream = dev.init_backend("native_replay=off").expect("stream");
+    let off_stream = dev.init_backend(off_params).expect("stream");
     let want = compute(&*off_stream, buf, g, seed);
-    assert!(got == want, "seed {seed}: results differ from native_replay=off");
+    assert!(
+        got == want,
+        "seed {seed}: results differ from native_replay=off"
+    );
     was
 }
 
@@ -199,7 +214,10 @@ fn a_bad_token_id_fails_a_native_replay_as_it_fails_wgpu() {
         .expect_err("an out-of-range id computed");
     assert!(native_replayed_graphs() > before, "not replayed natively");
     let msg = err.to_string();
-    assert!(msg.contains("node 4") && msg.contains("out of range"), "{msg}");
+    assert!(
+        msg.contains("node 4") && msg.contains("out of range"),
+        "{msg}"
+    );
     // The flag is cleared again for the next graph.
     assert!(natively(&*dev, &*stream, &*buf, &g, 4));
 }
@@ -242,4 +260,33 @@ fn native_replays_stop_after_the_scratch_grows_or_a_buffer_is_freed() {
     let g = graph(buf.id(), small.0, small.1);
     assert!(!natively(&*dev, &*stream, &*buf, &g, 8));
     assert!(natively(&*dev, &*stream, &*buf, &g, 9));
+}
+
+#[test]
+fn native_mat_vec_kernels_replay_natively_from_their_own_spirv() {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let Some((_reg, dev)) = common::first_device() else {
+        return;
+    };
+    // One row: the decode shape the native mat-vec serves (in builds with
+    // the native-vulkan feature, on devices it runs on; the WGSL kernel
+    // otherwise, which this then checks again).
+    let (ne0, rows) = (256, 1);
+    let buf = dev
+        .buffer_type()
+        .alloc_buffer(graph_bytes(ne0, rows))
+        .expect("alloc");
+    let g = graph(buf.id(), ne0, rows);
+    let stream = dev
+        .init_backend("native_replay=on; native=on")
+        .expect("stream");
+    let off = "native_replay=off; native=on";
+    assert!(!natively_against(&*dev, &*stream, off, &*buf, &g, 0));
+    assert!(!natively_against(&*dev, &*stream, off, &*buf, &g, 1));
+    for seed in 2..5 {
+        assert!(
+            natively_against(&*dev, &*stream, off, &*buf, &g, seed),
+            "run {seed}"
+        );
+    }
 }
