@@ -66,15 +66,19 @@ mod native {
         for &(ty, flag) in MATVEC_TYPES {
             for c in MATVEC_CONFIGS {
                 for cols in 1..=MATVEC_MAX_COLS {
+                    let mut defines = vec![
+                        (flag, String::new()),
+                        ("NCOLS", cols.to_string()),
+                        ("NROWS", c.rows.to_string()),
+                        ("WG_SIZE", c.workgroup_size.to_string()),
+                    ];
+                    if c.word_loads {
+                        defines.push(("WORD_LOADS", String::new()));
+                    }
                     out.push(Variant {
                         name: format!("mul_mat_vec_{ty}_n{cols}_{}", c.name),
                         file: "mul_mat_vec.comp",
-                        defines: vec![
-                            (flag, String::new()),
-                            ("NCOLS", cols.to_string()),
-                            ("NROWS", c.rows.to_string()),
-                            ("WG_SIZE", c.workgroup_size.to_string()),
-                        ],
+                        defines,
                         vulkan_1_3: false,
                     });
                 }

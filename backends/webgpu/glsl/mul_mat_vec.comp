@@ -17,7 +17,9 @@
 // block is read as the two (q4_0) or three (q8_0) 16-byte words that
 // hold it, its bytes picked out with shifts (16-byte loads against the
 // 5 or 9 word loads of a 4-byte window); a block whose window would pass
-// the end of the binding is read as 16-bit words. Each block is read
+// the end of the binding is read as 16-bit words. WORD_LOADS: the block
+// is read as the 5 or 9 aligned 4-byte words that hold it instead,
+// one funnel shift per word (more loads, less shifting). Each block is read
 // once and used for every column. subgroupAdd, then a sum over the
 // subgroups in workgroup memory.
 //
@@ -34,6 +36,7 @@ layout(local_size_x = WG_SIZE, local_size_y = 1, local_size_z = 1) in;
 
 layout(binding = 0, std430) readonly buffer AU16 { uint16_t a_u16[]; };
 layout(binding = 0, std430) readonly buffer AV4 { uvec4 a_v4[]; };
+layout(binding = 0, std430) readonly buffer AU32 { uint a_u32[]; };
 layout(binding = 1, std430) readonly buffer X { uvec4 x[]; };
 layout(binding = 2, std430) writeonly buffer D { float d[]; };
 
@@ -81,6 +84,21 @@ shared float partial[NROWS * NCOLS][MAX_SUBGROUPS];
 // The block at byte `at` (even) as 32-bit words from its first byte (the
 // last word of a q4_0 block holds 2 bytes of the next one, unused).
 void load_block(uint at, out uint w[BLOCK_WORDS]) {
+#if defined(WORD_LOADS)
+    // A block starting 2 bytes into a word ends 2 bytes into its last
+    // word; the bytes after it (the upper half of the last result word)
+    // are never used, so no word past the block is read.
+    const uint word = at >> 2;
+    const bool odd = (at & 2) != 0;
+    uint v[BLOCK_WORDS + 1];
+    [[unroll]] for (uint i = 0; i < BLOCK_WORDS; i++) {
+        v[i] = a_u32[word + i];
+    }
+    v[BLOCK_WORDS] = 0;
+    [[unroll]] for (uint i = 0; i < BLOCK_WORDS; i++) {
+        w[i] = odd ? (v[i] >> 16) | (v[i + 1] << 16) : v[i];
+    }
+#else
     const uint first = at >> 4;
     if (first + WINDOW <= a_v4.length()) {
         uint v[4 * WINDOW + 1];
@@ -116,6 +134,7 @@ void load_block(uint at, out uint w[BLOCK_WORDS]) {
             w[i] = lo | (hi << 16);
         }
     }
+#endif
 }
 
 // Quant word i (bytes 4i .. 4i + 3 of the quants) of a block's words:

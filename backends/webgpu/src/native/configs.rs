@@ -148,6 +148,10 @@ pub struct MatVecConfig {
     pub rows: u32,
     /// Invocations of a workgroup.
     pub workgroup_size: u32,
+    /// Blocks read as the 4-byte words that hold them (5 or 9 loads,
+    /// as the WGSL kernel reads them) instead of the 16-byte words (2 or
+    /// 3 loads, more shifting).
+    pub word_loads: bool,
 }
 
 /// Every mat-vec configuration built; the first is the default.
@@ -156,26 +160,43 @@ pub const MATVEC_CONFIGS: &[MatVecConfig] = &[
         name: "r2w128",
         rows: 2,
         workgroup_size: 128,
+        word_loads: false,
     },
     MatVecConfig {
         name: "r1w128",
         rows: 1,
         workgroup_size: 128,
+        word_loads: false,
     },
     MatVecConfig {
         name: "r4w128",
         rows: 4,
         workgroup_size: 128,
+        word_loads: false,
     },
     MatVecConfig {
         name: "r2w64",
         rows: 2,
         workgroup_size: 64,
+        word_loads: false,
     },
     MatVecConfig {
         name: "r4w64",
         rows: 4,
         workgroup_size: 64,
+        word_loads: false,
+    },
+    MatVecConfig {
+        name: "r2w128u32",
+        rows: 2,
+        workgroup_size: 128,
+        word_loads: true,
+    },
+    MatVecConfig {
+        name: "r1w128u32",
+        rows: 1,
+        workgroup_size: 128,
+        word_loads: true,
     },
 ];
 
