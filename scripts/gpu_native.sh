@@ -41,12 +41,12 @@ conf "native=on, default configurations, whole catalogue" \
 for g in $GEMMS $CM2S; do
   [ $g = 128x128k32 ] && continue
   conf "GEMM $g, n >= 64" env BACKPLANE_WEBGPU_NATIVE=on BACKPLANE_WEBGPU_NATIVE_GEMM=$g \
-    $C test --backend webgpu --op MUL_MAT --case "$WIDE"
+    $C test --backend webgpu --op MUL_MAT --tier sampled --case "$WIDE"
 done
 for v in $MATVECS; do
   [ $v = r2w128 ] && continue
   conf "mat-vec $v, q4_0/q8_0" env BACKPLANE_WEBGPU_NATIVE=on BACKPLANE_WEBGPU_NATIVE_MATVEC=$v \
-    $C test --backend webgpu --op MUL_MAT --case 'type_a=q[48]_0,'
+    $C test --backend webgpu --op MUL_MAT --tier sampled --case 'type_a=q[48]_0,'
 done
 
 # $1: label; $2: case regex; the rest: environment words.
@@ -55,7 +55,7 @@ perf() {
   echo "== $label" | tee -a $OUT/native-perf.txt
   env "$@" BACKPLANE_WEBGPU_MATMUL_TRACE=1 timeout 60 $C perf --backend webgpu --op MUL_MAT \
     --min-time-ms 500 --case "$cases" > /tmp/perf.txt 2>&1
-  grep -o "MUL_MAT node [0-9]*: native mul_mat_[a-z0-9_]*\|WGSL path: [^:]*" /tmp/perf.txt | sort -u | head -4 | tee -a $OUT/native-perf.txt
+  grep -o "MUL_MAT node [0-9]*: native mul_mat_[a-z0-9_]*\|WGSL path: [^:]*\|K split [0-9]* ways of [0-9]*" /tmp/perf.txt | sort -u | head -6 | tee -a $OUT/native-perf.txt
   grep "MUL_MAT(" /tmp/perf.txt | tee -a $OUT/native-perf.txt
 }
 ALL='type_a=(q4_0|q8_0|f16),type_b=f32,m=4096,n=(1|512),'
@@ -64,6 +64,12 @@ ONE='type_a=(q4_0|q8_0),type_b=f32,m=4096,n=1,'
 perf "WGSL (native=off)" "$ALL" BACKPLANE_WEBGPU_NATIVE=off
 for g in $GEMMS; do
   perf "native GEMM $g" "$WIDE512" BACKPLANE_WEBGPU_NATIVE=on BACKPLANE_WEBGPU_NATIVE_GEMM=$g
+done
+# 128 x 128 tiles make 128 workgroups at n=512 (one per multiprocessor,
+# no split by default): K split in two gives two per multiprocessor.
+for g in 128x128k32 128x128k32db 128x128k64; do
+  perf "native GEMM $g, K split 2" "$WIDE512" BACKPLANE_WEBGPU_NATIVE=on BACKPLANE_WEBGPU_NATIVE_GEMM=$g \
+    BACKPLANE_WEBGPU_MATMUL=splitk=2
 done
 for g in $CM2S; do
   perf "native GEMM $g (f16 only)" 'type_a=f16,type_b=f32,m=4096,n=512,' \

@@ -50,18 +50,25 @@ layout(binding = 3, std140) uniform Params {
     uint d_nb3;
     uint N;
     uint flags;
+    uint batches;
+    uint k_chunk;
+    uint split_plane;   // elements of dst between splits
 } p;
 
 void main() {
     const uint tile_m = gl_WorkGroupID.x * BM;
     const uint tile_n = gl_WorkGroupID.y * BN;
-    const uint batch = gl_WorkGroupID.z;
+    // Split K as in mul_mat_coopmat.comp.
+    const uint split = gl_WorkGroupID.z / p.batches;
+    const uint batch = gl_WorkGroupID.z % p.batches;
+    const uint k_begin = split * p.k_chunk;
+    const uint k_end = min(p.K, k_begin + p.k_chunk);
     const uint i12 = batch % p.ne12;
     const uint i13 = batch / p.ne12;
     // In elements of each binding (weight offsets and strides are even).
     const uint a_base = (p.a_off + (i12 / p.r2) * p.a_nb2 + (i13 / p.r3) * p.a_nb3) >> 1;
     const uint b_base = p.b_off + i12 * p.b_nb2 + i13 * p.b_nb3;
-    const uint d_base = p.d_off + i12 * p.d_nb2 + i13 * p.d_nb3;
+    const uint d_base = p.d_off + split * p.split_plane + i12 * p.d_nb2 + i13 * p.d_nb3;
 
     // Weights (m, k); activations and dst indexed (n, k) and (n, m), read
     // and written transposed.
@@ -81,7 +88,7 @@ void main() {
 
     coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> acc =
         coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(0.0);
-    for (uint k0 = 0; k0 < p.K; k0 += BK) {
+    for (uint k0 = k_begin; k0 < k_end; k0 += BK) {
         coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> ma;
         coopmat<float, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> mb32;
         coopMatLoadTensorNV(ma, a, a_base, sliceTensorLayoutNV(la, tile_m, BM, k0, BK));

@@ -22,7 +22,11 @@
 // two stages, one barrier per step; otherwise one stage, two barriers.
 //
 // Rows past M and columns past N repeat the last one (never stored); K
-// values past K are zeros. Accumulators go straight to dst with
+// values past K are zeros. Split K (host: too few tiles to fill the GPU):
+// workgroup z = split * batches + batch takes K values k_chunk * split ..
+// (a multiple of BK, so only the last split's last step can pass K) and
+// stores its partial sums in its own plane (the host points dst at
+// scratch memory and adds the planes up afterwards). Accumulators go straight to dst with
 // coopMatStore when they lie inside it and dst rows are 16-byte aligned
 // (FLAG_D_DIRECT), else through a per-subgroup TM x TN staging area with
 // bounds checks and any dst strides.
@@ -94,6 +98,9 @@ layout(binding = 3, std140) uniform Params {
     uint d_nb3;
     uint N;
     uint flags;
+    uint batches;
+    uint k_chunk;
+    uint split_plane;   // elements of dst between splits
 } p;
 
 shared f16vec4 sh_a[STAGES * BM * SA];
@@ -209,7 +216,10 @@ void stash_b(uint stage, uint i, vec4 x) {
 void main() {
     const uint tile_m = gl_WorkGroupID.x * BM;
     const uint tile_n = gl_WorkGroupID.y * BN;
-    const uint batch = gl_WorkGroupID.z;
+    const uint split = gl_WorkGroupID.z / p.batches;
+    const uint batch = gl_WorkGroupID.z % p.batches;
+    const uint k_begin = split * p.k_chunk;
+    const uint k_end = min(p.K, k_begin + p.k_chunk);
     const uint i12 = batch % p.ne12;
     const uint i13 = batch / p.ne12;
     const uint a_base = p.a_off + (i12 / p.r2) * p.a_nb2 + (i13 / p.r3) * p.a_nb3;
@@ -243,12 +253,12 @@ void main() {
     uvec4 ra[A_LOADS];
     vec4 rb[B_LOADS];
     {
-        const bool full = BK <= p.K;
+        const bool full = k_begin + BK <= p.K;
         [[unroll]] for (uint l = 0; l < A_LOADS; l++) {
-            ra[l] = fetch_a(a_base, tile_m, 0, tid + l * WG_SIZE, full);
+            ra[l] = fetch_a(a_base, tile_m, k_begin, tid + l * WG_SIZE, full);
         }
         [[unroll]] for (uint l = 0; l < B_LOADS; l++) {
-            rb[l] = fetch_b(b_base, tile_n, 0, tid + l * WG_SIZE, full);
+            rb[l] = fetch_b(b_base, tile_n, k_begin, tid + l * WG_SIZE, full);
         }
     }
 #if defined(DOUBLE_BUFFER)
@@ -263,9 +273,9 @@ void main() {
 #else
     const uint stage = 0;
 #endif
-    for (uint k0 = 0; k0 < p.K; k0 += BK) {
+    for (uint k0 = k_begin; k0 < k_end; k0 += BK) {
         const uint k1 = k0 + BK;
-        const bool more = k1 < p.K;
+        const bool more = k1 < k_end;
 #if !defined(DOUBLE_BUFFER)
         [[unroll]] for (uint l = 0; l < A_LOADS; l++) {
             stash_a(0, tid + l * WG_SIZE, ra[l]);
@@ -326,7 +336,7 @@ void main() {
         barrier();
     }
 
-    const uint d_base = p.d_off + i12 * p.d_nb2 + i13 * p.d_nb3;
+    const uint d_base = p.d_off + split * p.split_plane + i12 * p.d_nb2 + i13 * p.d_nb3;
 #if defined(EMULATED)
     const uint m = tile_m + em_m;
     [[unroll]] for (uint j = 0; j < EM_N; j++) {

@@ -363,6 +363,16 @@ fn emulated_native_gemm_matches_the_reference_and_the_wgsl_path() {
             case.b_batch,
             case.transposed
         );
+        // K split over workgroups too (its partial sums added by the WGSL
+        // kernel), where K allows two steps of 64.
+        let (split, want, _) = run(
+            dev.as_ref(),
+            buf.as_ref(),
+            case,
+            "native=emulated;matmul_splitk=2",
+        );
+        let split_err = nmse(&split, &want);
+        assert!(split_err < 1e-5, "{label}: native split K NMSE {split_err}");
         let (native, want, _) = run(dev.as_ref(), buf.as_ref(), case, "native=emulated");
         let kernel = format!("mul_mat_coopmat_{}_128x128k32_emulated", case.t.name());
         assert!(

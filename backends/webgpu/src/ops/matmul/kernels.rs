@@ -700,21 +700,43 @@ fn coopmat(
     let Some(part) = part else {
         return Ok(());
     };
+    let dst_layout = (d.off, [d.strides[1], d.strides[2], d.strides[3]]);
+    sum_split_planes(
+        e,
+        [part.binding, d.binding.clone()],
+        [m_full, n_full, s.ne12, batches],
+        splits,
+        dst_layout,
+    )
+}
+
+/// Adds the `splits` planes of partial sums of a GEMM split along K
+/// (`bindings[0]`: dense planes of f32 over dims `[m, n, ne12, batches]`,
+/// m fastest) into dst (`bindings[1]`, dst rows dense, offset and strides
+/// of dims 1..3 in f32s) with `mul_mat_split_sum`.
+pub(super) fn sum_split_planes(
+    e: &mut Encoder,
+    bindings: [Binding; 2],
+    [m, n, ne12, batches]: [u64; 4],
+    splits: u64,
+    (d_off, d_strides): (u32, [u32; 3]),
+) -> Result<(), String> {
+    let plane = m * n * batches;
     let sum_key = PipelineKey::new("mul_mat_split_sum", "").wg(CONVERT_WG);
     let p = Params::new()
-        .u32(m_full as u32)
-        .u32(n_full as u32)
-        .u32(u32_of(s.ne12, "ne12")?)
+        .u32(u32_of(m, "M")?)
+        .u32(u32_of(n, "N")?)
+        .u32(u32_of(ne12, "ne12")?)
         .u32(u32_of(plane, "split plane")?)
-        .u32(splits as u32)
-        .u32(d.off)
-        .u32(d.strides[1])
-        .u32(d.strides[2])
-        .u32(d.strides[3]);
+        .u32(u32_of(splits, "splits")?)
+        .u32(d_off)
+        .u32(d_strides[0])
+        .u32(d_strides[1])
+        .u32(d_strides[2]);
     e.dispatch_linear(
         &sum_key,
         Checks::On,
-        &[part.binding, d.binding.clone()],
+        &bindings,
         &p,
         plane.div_ceil(u64::from(CONVERT_WG)),
     )

@@ -33,7 +33,7 @@ use crate::native::configs::{
     CM2_CONFIGS, Cm2Config, GEMM_CONFIGS, GemmConfig, MATVEC_CONFIGS, MatVecConfig,
 };
 use crate::native::{CoopShape, NativeFeatures, NativeMode, kernels};
-use crate::ops::matmul::plan::Shape;
+use crate::ops::matmul::plan::{self, Shape};
 use crate::ops::{dtype, nb_elems, src_index};
 
 /// Weight types of the native mat-vec.
@@ -586,6 +586,11 @@ fn encode_matvec(
 
 /// Encodes a GEMM kernel (`mul_mat_coopmat` or `mul_mat_cm2`, the same
 /// parameters) with output tiles of `bm` x `bn` and workgroups of `wg`.
+/// Too few tiles to fill the GPU split K as the WGSL GEMM splits it
+/// ([`plan::coopmat_split`], the `matmul_splitk` option): each split
+/// stores partial sums in its own dense plane of scratch memory, which
+/// `mul_mat_split_sum` then adds into dst (dst rows dense; otherwise no
+/// split).
 fn encode_gemm(
     e: &mut Encoder,
     node: usize,
@@ -601,7 +606,30 @@ fn encode_gemm(
     let (ba, bb) = (e.binding(ia)?, e.binding(ib)?);
     let b_nb = nb_elems(b, 4).map_err(|x| format!("src1: {x}"))?;
     let b_off = bb.elem_offset(4)?;
-    let (d_off, d_nb) = dst_layout(e, node)?;
+    let (mut d_off, mut d_nb) = dst_layout(e, node)?;
+    let batches = s.batches();
+    let plane = s.m * s.n * batches;
+    let (splits, k_chunk) = match plan::coopmat_split(
+        e.facts().tuning.matmul_splitk,
+        tiles_m * tiles_n * batches,
+        s.k,
+        plan::coopmat_groups_target(e.facts()),
+    ) {
+        (n, chunk) if n > 1 && d_nb[0] == 1 && e.facts().fits_binding(4 * plane * n) => (n, chunk),
+        _ => (1, s.k),
+    };
+    let dst = e.binding(node)?;
+    let mut out = dst.clone();
+    if splits > 1 {
+        out = e.scratch(4 * plane * splits)?;
+        d_off = 0;
+        d_nb = [
+            1,
+            word(s.m, "M")?,
+            word(s.m * s.n, "split plane row")?,
+            word(s.m * s.n * s.ne12, "split plane batch")?,
+        ];
+    }
     let all16 =
         |off: u64, nb: &[u64]| off.is_multiple_of(16) && nb.iter().all(|n| n.is_multiple_of(16));
     let mut flags = 0;
@@ -623,15 +651,30 @@ fn encode_gemm(
         .u32(d_off)
         .u32x4(d_nb)
         .u32(word(s.n, "N")?)
-        .u32(flags);
-    let z = word(s.batches(), "batches")?;
+        .u32(flags)
+        .u32(word(batches, "batches")?)
+        .u32(word(k_chunk, "K split")?)
+        .u32(word(if splits > 1 { plane } else { 0 }, "split plane")?);
     let groups = [
         word(tiles_m, "row tiles")?,
         word(tiles_n, "column tiles")?,
-        z,
+        word(batches * splits, "batches x K splits")?,
     ];
-    let bindings = [ba, bb, e.binding(node)?];
-    dispatch(e, &kernel, wg, bindings, &p, groups)
+    dispatch(e, &kernel, wg, [ba, bb, out.clone()], &p, groups)?;
+    if splits == 1 {
+        return Ok(());
+    }
+    if e.facts().tuning.matmul_trace {
+        eprintln!("backplane-webgpu: MUL_MAT node {node}: K split {splits} ways of {k_chunk}");
+    }
+    let (d_off, d_nb) = dst_layout(e, node)?;
+    super::kernels::sum_split_planes(
+        e,
+        [out, dst],
+        [s.m, s.n, s.ne12, batches],
+        splits,
+        (d_off, [d_nb[1], d_nb[2], d_nb[3]]),
+    )
 }
 
 /// Dispatches native `kernel` (workgroups of `wg`) on weights, activations
