@@ -97,6 +97,9 @@ mod native {
                 if c.double_buffer {
                     tile.push(("DOUBLE_BUFFER", String::new()));
                 }
+                if c.b_half {
+                    tile.push(("B_F16", String::new()));
+                }
                 let mut emulated = tile.clone();
                 emulated.push(("EMULATED", String::new()));
                 out.push(Variant {

@@ -31,6 +31,11 @@
 // (FLAG_D_DIRECT), else through a per-subgroup TM x TN staging area with
 // bounds checks and any dst strides.
 //
+// B_F16: the activations arrive as f16 rows converted by the host (the
+// WGSL kernel mul_mat_convert: rows of K rounded up to 4, zeros past K,
+// offset and strides in units of 4 halves), staged 4 halves (8 bytes) per
+// load: half the bytes of f32 activations in every tile.
+//
 // EMULATED: the same staging with the matrix products as plain code
 // (each invocation BM * BN / WG_SIZE outputs of one tile row, f16 inputs,
 // f32 sums), for devices without cooperative matrices (tests on lavapipe).
@@ -73,6 +78,7 @@ layout(binding = 0, std430) readonly buffer AU16 { uint16_t a_u16[]; };
 layout(binding = 0, std430) readonly buffer AV4 { uvec4 a_v4[]; };
 layout(binding = 1, std430) readonly buffer B { float b[]; };
 layout(binding = 1, std430) readonly buffer B4 { vec4 b4[]; };
+layout(binding = 1, std430) readonly buffer BH { uvec2 bh[]; };
 layout(binding = 2, std430) writeonly buffer D { float d[]; };
 
 layout(binding = 3, std140) uniform Params {
@@ -194,6 +200,22 @@ void stash_a(uint stage, uint i, uvec4 r) {
 #endif
 }
 
+#if defined(B_F16)
+#define B_RAW uvec2
+// Activation run `i` of the tile at K step k0 (column clamped to N): 4
+// halves; zeros past K (the copy's rows end at K rounded up to 4).
+uvec2 fetch_b(uint b_base, uint tile_n, uint k0, uint i, bool full) {
+    const uint col = min(tile_n + i / B_RUNS, p.N - 1);
+    const uint k = k0 + 4 * (i % B_RUNS);
+    return k < p.K ? bh[b_base + col * p.b_nb1 + (k >> 2)] : uvec2(0);
+}
+
+void stash_b(uint stage, uint i, uvec2 x) {
+    sh_b[stage * BN * SA + (i / B_RUNS) * SA + i % B_RUNS] =
+        f16vec4(unpackFloat2x16(x.x), unpackFloat2x16(x.y));
+}
+#else
+#define B_RAW vec4
 // Activation run `i` of the tile at K step k0 (column clamped to N).
 vec4 fetch_b(uint b_base, uint tile_n, uint k0, uint i, bool full) {
     const uint col = min(tile_n + i / B_RUNS, p.N - 1);
@@ -212,6 +234,7 @@ vec4 fetch_b(uint b_base, uint tile_n, uint k0, uint i, bool full) {
 void stash_b(uint stage, uint i, vec4 x) {
     sh_b[stage * BN * SA + (i / B_RUNS) * SA + i % B_RUNS] = f16vec4(x);
 }
+#endif
 
 void main() {
     const uint tile_m = gl_WorkGroupID.x * BM;
@@ -251,7 +274,7 @@ void main() {
 #endif
 
     uvec4 ra[A_LOADS];
-    vec4 rb[B_LOADS];
+    B_RAW rb[B_LOADS];
     {
         const bool full = k_begin + BK <= p.K;
         [[unroll]] for (uint l = 0; l < A_LOADS; l++) {

@@ -23,6 +23,10 @@ pub struct GemmConfig {
     /// Two workgroup-memory stages (one barrier per K step) instead of
     /// one (two barriers).
     pub double_buffer: bool,
+    /// Activations converted to f16 rows first (by the WGSL kernel
+    /// `mul_mat_convert`, as the WGSL GEMM does) and staged from those:
+    /// half the bytes in every tile that reads them.
+    pub b_half: bool,
 }
 
 impl GemmConfig {
@@ -47,6 +51,7 @@ pub const GEMM_CONFIGS: &[GemmConfig] = &[
         wm: 64,
         wn: 32,
         double_buffer: false,
+        b_half: false,
     },
     GemmConfig {
         name: "128x128k32db",
@@ -56,6 +61,7 @@ pub const GEMM_CONFIGS: &[GemmConfig] = &[
         wm: 64,
         wn: 32,
         double_buffer: true,
+        b_half: false,
     },
     GemmConfig {
         name: "128x128k64",
@@ -65,6 +71,7 @@ pub const GEMM_CONFIGS: &[GemmConfig] = &[
         wm: 64,
         wn: 32,
         double_buffer: false,
+        b_half: false,
     },
     GemmConfig {
         name: "128x128k32w16",
@@ -74,6 +81,7 @@ pub const GEMM_CONFIGS: &[GemmConfig] = &[
         wm: 32,
         wn: 32,
         double_buffer: false,
+        b_half: false,
     },
     GemmConfig {
         name: "128x256k32",
@@ -83,6 +91,7 @@ pub const GEMM_CONFIGS: &[GemmConfig] = &[
         wm: 64,
         wn: 64,
         double_buffer: false,
+        b_half: false,
     },
     GemmConfig {
         name: "256x128k32",
@@ -92,6 +101,27 @@ pub const GEMM_CONFIGS: &[GemmConfig] = &[
         wm: 64,
         wn: 64,
         double_buffer: false,
+        b_half: false,
+    },
+    GemmConfig {
+        name: "128x128k32h",
+        bm: 128,
+        bn: 128,
+        bk: 32,
+        wm: 64,
+        wn: 32,
+        double_buffer: false,
+        b_half: true,
+    },
+    GemmConfig {
+        name: "256x128k32h",
+        bm: 256,
+        bn: 128,
+        bk: 32,
+        wm: 64,
+        wn: 64,
+        double_buffer: false,
+        b_half: true,
     },
 ];
 

@@ -354,6 +354,14 @@ pub(super) fn quantized_src1(
     Ok((x.binding, x.off, x.strides))
 }
 
+/// src1 (graph index `index`) converted to f16 rows (K rounded up to 4,
+/// zeros past K; or the copy an earlier node left), for the native GEMM:
+/// its binding, offset and strides of dims 1..3 in units of 4 halves.
+pub(super) fn half_src1(e: &mut Encoder, index: usize) -> Result<(Binding, u32, [u32; 3]), String> {
+    let x = Activations::new(e, index, true)?;
+    Ok((x.binding, x.off, x.strides))
+}
+
 /// What made a converted copy of src1 (graph index `index`) with `key`
 /// and `params`: later nodes reuse the copy when theirs is the same.
 fn copy_origin(e: &Encoder, index: usize, key: &PipelineKey, params: &Params) -> CopyOrigin {

@@ -513,11 +513,11 @@ pub fn try_encode(e: &mut Encoder, node: usize) -> Result<bool, String> {
     match kernel {
         NativeKernel::MatVec { config, .. } => encode_matvec(e, node, kernel, config)?,
         NativeKernel::CoopMat { config, .. } => {
-            let tile = (config.bm, config.bn, config.workgroup_size());
+            let tile = (config.bm, config.bn, config.workgroup_size(), config.b_half);
             encode_gemm(e, node, kernel, tile)?
         }
         NativeKernel::Cm2 { config } => {
-            let tile = (config.bm, config.bn, config.workgroup_size);
+            let tile = (config.bm, config.bn, config.workgroup_size, false);
             encode_gemm(e, node, kernel, tile)?
         }
     }
@@ -585,7 +585,8 @@ fn encode_matvec(
 }
 
 /// Encodes a GEMM kernel (`mul_mat_coopmat` or `mul_mat_cm2`, the same
-/// parameters) with output tiles of `bm` x `bn` and workgroups of `wg`.
+/// parameters) with output tiles of `bm` x `bn` and workgroups of `wg`;
+/// `b_half`: the activations converted to f16 rows first (`B_F16`).
 /// Too few tiles to fill the GPU split K as the WGSL GEMM splits it
 /// ([`plan::coopmat_split`], the `matmul_splitk` option): each split
 /// stores partial sums in its own dense plane of scratch memory, which
@@ -595,7 +596,7 @@ fn encode_gemm(
     e: &mut Encoder,
     node: usize,
     kernel: NativeKernel,
-    (bm, bn, wg): (u32, u32, u32),
+    (bm, bn, wg, b_half): (u32, u32, u32, bool),
 ) -> Result<(), String> {
     let g = e.graph;
     let (ia, ib) = (src_index(g, node, 0)?, src_index(g, node, 1)?);
@@ -603,9 +604,17 @@ fn encode_gemm(
     let tiles_m = s.m.div_ceil(u64::from(bm));
     let tiles_n = s.n.div_ceil(u64::from(bn));
     let (a, b) = (&g[ia], &g[ib]);
-    let (ba, bb) = (e.binding(ia)?, e.binding(ib)?);
-    let b_nb = nb_elems(b, 4).map_err(|x| format!("src1: {x}"))?;
-    let b_off = bb.elem_offset(4)?;
+    let ba = e.binding(ia)?;
+    // The converted copy takes scratch memory first, so a copy kept for
+    // the next nodes sits at its start (as on the WGSL path).
+    let (bb, b_off, b_nb) = if b_half {
+        let (bb, off, [s1, s2, s3]) = super::kernels::half_src1(e, ib)?;
+        (bb, off, [1, s1, s2, s3])
+    } else {
+        let bb = e.binding(ib)?;
+        let off = bb.elem_offset(4)?;
+        (bb, off, nb_elems(b, 4).map_err(|x| format!("src1: {x}"))?)
+    };
     let (mut d_off, mut d_nb) = dst_layout(e, node)?;
     let batches = s.batches();
     let plane = s.m * s.n * batches;
