@@ -4,7 +4,7 @@
 # scripts/gpu_side_by_side.sh). $1: a folder holding backplane,
 # backplane-conformance and libbackplane_webgpu.so built with
 # `--features native-vulkan`. Results in $OUT: native-devices.txt,
-# native-conformance.txt, native-perf.txt (about 3-4 minutes in all).
+# native-conformance.txt, native-perf.txt (an estimated 4-6 minutes in all).
 #
 # 1. Conformance of the whole MUL_MAT catalogue with native=on and the
 #    default configurations, then of the wide products (n >= 64) under
@@ -54,7 +54,7 @@ perf() {
   local label=$1 cases=$2; shift 2
   echo "== $label" | tee -a $OUT/native-perf.txt
   env "$@" BACKPLANE_WEBGPU_MATMUL_TRACE=1 timeout 60 $C perf --backend webgpu --op MUL_MAT \
-    --min-time-ms 500 --case "$cases" > /tmp/perf.txt 2>&1
+    --min-time-ms 300 --case "$cases" > /tmp/perf.txt 2>&1
   grep -o "MUL_MAT node [0-9]*: native mul_mat_[a-z0-9_]*\|WGSL path: [^:]*\|K split [0-9]* ways of [0-9]*" /tmp/perf.txt | sort -u | head -6 | tee -a $OUT/native-perf.txt
   grep "MUL_MAT(" /tmp/perf.txt | tee -a $OUT/native-perf.txt
 }
