@@ -398,6 +398,12 @@ pub fn choose(
         if !MATVEC_TYPES.contains(&ta) {
             return Err(format!("no native mat-vec for {} weights", ta.name()));
         }
+        if !plan::ACTIVATION_TYPES.contains(&tb) {
+            return Err(format!(
+                "src1 is {} (the native mat-vec quantizes f32 or f16)",
+                tb.name()
+            ));
+        }
         if split {
             return Err("weights stored split (the native kernels read ggml's blocks)".into());
         }

@@ -222,6 +222,10 @@ fn the_choice_follows_mode_types_and_columns() {
         Err("no native mat-vec for q4_K weights".into())
     );
     assert_eq!(
+        pick(&f, NativeMode::On, DType::Q8_0, DType::BF16, &one),
+        Err("src1 is bf16 (the native mat-vec quantizes f32 or f16)".into())
+    );
+    assert_eq!(
         pick(
             &f,
             NativeMode::On,
