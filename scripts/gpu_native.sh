@@ -7,13 +7,15 @@
 # native-conformance.txt, native-perf.txt (an estimated 4-6 minutes in all).
 #
 # 1. Conformance of the whole MUL_MAT catalogue with native=on and the
-#    default configurations, then of the wide products (n >= 64) under
-#    every other GEMM configuration (BACKPLANE_WEBGPU_NATIVE_GEMM) and of
-#    the mat-vec cases under every other mat-vec configuration
-#    (BACKPLANE_WEBGPU_NATIVE_MATVEC): each line says which kernels ran.
+#    default configurations; each line says which kernels ran.
 # 2. Speed at m=4096 k=14336: WGSL (native=off) first and last, between
 #    them native=on for each GEMM configuration (f16/q4_0/q8_0 n=512; the
 #    cm2 ones f16 only) and each mat-vec configuration (q4_0/q8_0 n=1).
+# 3. Conformance (sampled tier) of the wide products (n >= 64) under
+#    every other GEMM configuration (BACKPLANE_WEBGPU_NATIVE_GEMM) and of
+#    the q4_0/q8_0 cases under every other mat-vec configuration
+#    (BACKPLANE_WEBGPU_NATIVE_MATVEC). Results are appended as they come,
+#    so a run cut short keeps what it finished.
 set -x
 N=$1
 export BACKPLANE_PLUGIN_PATH=$N
@@ -38,16 +40,6 @@ conf() {
 }
 conf "native=on, default configurations, whole catalogue" \
   env BACKPLANE_WEBGPU_NATIVE=on $C test --backend webgpu --op MUL_MAT
-for g in $GEMMS $CM2S; do
-  [ $g = 128x128k32 ] && continue
-  conf "GEMM $g, n >= 64" env BACKPLANE_WEBGPU_NATIVE=on BACKPLANE_WEBGPU_NATIVE_GEMM=$g \
-    $C test --backend webgpu --op MUL_MAT --tier sampled --case "$WIDE"
-done
-for v in $MATVECS; do
-  [ $v = r2w128 ] && continue
-  conf "mat-vec $v, q4_0/q8_0" env BACKPLANE_WEBGPU_NATIVE=on BACKPLANE_WEBGPU_NATIVE_MATVEC=$v \
-    $C test --backend webgpu --op MUL_MAT --tier sampled --case 'type_a=q[48]_0,'
-done
 
 # $1: label; $2: case regex; the rest: environment words.
 perf() {
@@ -79,3 +71,15 @@ for v in $MATVECS; do
   perf "native mat-vec $v" "$ONE" BACKPLANE_WEBGPU_NATIVE=on BACKPLANE_WEBGPU_NATIVE_MATVEC=$v
 done
 perf "WGSL (native=off) again" "$ALL" BACKPLANE_WEBGPU_NATIVE=off
+
+# Last (a time limit cuts these first): the other configurations' conformance.
+for g in $GEMMS $CM2S; do
+  [ $g = 128x128k32 ] && continue
+  conf "GEMM $g, n >= 64" env BACKPLANE_WEBGPU_NATIVE=on BACKPLANE_WEBGPU_NATIVE_GEMM=$g \
+    $C test --backend webgpu --op MUL_MAT --tier sampled --case "$WIDE"
+done
+for v in $MATVECS; do
+  [ $v = r2w128 ] && continue
+  conf "mat-vec $v, q4_0/q8_0" env BACKPLANE_WEBGPU_NATIVE=on BACKPLANE_WEBGPU_NATIVE_MATVEC=$v \
+    $C test --backend webgpu --op MUL_MAT --tier sampled --case 'type_a=q[48]_0,'
+done
