@@ -24,14 +24,22 @@ export XDG_RUNTIME_DIR=/tmp/xdg; mkdir -p -m700 $XDG_RUNTIME_DIR
 export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
 # NEW: the build to measure (default .devbin/bins2.tar.xz); make-model comes
 # from bins2 whatever NEW is.
-# OLD: the baseline build (default .devbin/bins.tar.xz).
+# OLD: the baseline build (default .devbin/bins.tar.xz; OLD=none: no baseline).
+# VARIANTS: environment settings (space-separated words like
+#   BACKPLANE_WEBGPU_NATIVE_REPLAY=on) each benchmarked with NEW beside
+#   llama.cpp, and profiled (default: NEW as it is).
+# EARLY=0 skips our first round (it runs while llama.cpp compiles);
+# PERF=0 skips the MUL_MAT layout timings; LLAMA=0 skips llama.cpp
+# (our VARIANTS then run alone); KPROFILE=1 keeps the per-kernel GPU times
+# of a q4_0 decode (kprofile.txt); NATIVE=1 runs
+# scripts/gpu_native.sh, while llama.cpp compiles.
 NEW=${NEW:-.devbin/bins2.tar.xz}
 OLD=${OLD:-.devbin/bins.tar.xz}
-[ -x /tmp/new/backplane ] || { mkdir -p /tmp/old /tmp/new /tmp/b2 && tar xJf $OLD -C /tmp/old && tar xJf $NEW -C /tmp/new && tar xJf .devbin/bins2.tar.xz -C /tmp/b2; }
+[ -x /tmp/new/backplane ] || { mkdir -p /tmp/old /tmp/new /tmp/b2 && { [ $OLD = none ] || tar xJf $OLD -C /tmp/old; } && tar xJf $NEW -C /tmp/new && tar xJf .devbin/bins2.tar.xz -C /tmp/b2; }
 nvidia-smi --query-gpu=name,memory.total,clocks.max.memory,driver_version --format=csv > $S/gpu.txt; keep gpu.txt
 nproc; nvcc --version | tail -1
 LB=/tmp/ll/b/bin/llama-bench
-if [ ! -x $LB ] && [ ! -e $S/llbuild.started ]; then
+if [ "${LLAMA:-1}" = 1 ] && [ ! -x $LB ] && [ ! -e $S/llbuild.started ]; then
   touch $S/llbuild.started
   ( mkdir -p /tmp/ll && tar xJf .llamacpp/llsrc.tar.xz -C /tmp/ll && cd /tmp/ll && \
     cmake -S src -B b -G Ninja -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_NATIVE=ON -DLLAMA_BUILD_APP=OFF \
@@ -44,30 +52,42 @@ for t in q4_0 q8_0 q4_K_M f16; do
   [ -s /tmp/m-$t.gguf ] || $T timeout 100 /tmp/b2/xtask make-model --arch llama --preset 1b --type $t --vocab-dir models/vocab -o /tmp/m-$t.gguf 2>&1 | tail -1
 done
 date
-ours() { BACKPLANE_PLUGIN_PATH=/tmp/$1 $T timeout 90 /tmp/$1/backplane bench --model /tmp/m-$2.gguf -p 512 -n 128 -r 3 --device webgpu --gpu-layers 99 --json 2>&1 | tail -2 | sed "s/^/$1 /" >> $S/bench.txt; keep bench.txt; }
-for t in q4_0 q8_0 q4_K_M f16; do step ours1-$t && { ours new $t; done_ ours1-$t; }; done
+VARIANTS=${VARIANTS:-NONE=1}
+# $1: build (old/new); $2: weight type; $3: an environment setting.
+ours() { env ${3:-NONE=1} BACKPLANE_PLUGIN_PATH=/tmp/$1 $T timeout 90 /tmp/$1/backplane bench --model /tmp/m-$2.gguf -p 512 -n 128 -r 3 --device webgpu --gpu-layers 99 --json 2>&1 | tail -2 | sed "s/^/$1 ${3:-} /" >> $S/bench.txt; keep bench.txt; }
+if [ "${EARLY:-1}" = 1 ]; then
+  for t in q4_0 q8_0 q4_K_M f16; do step ours1-$t && { ours new $t; done_ ours1-$t; }; done
+fi
+if [ -n "$NATIVE" ] && step native; then timeout 270 bash scripts/gpu_native.sh /tmp/new; cp $OUT/native-*.txt $S/ 2>/dev/null; done_ native; fi
 if step profile; then
-  for v in new new-replay-off old; do
-    d=${v%%-*}; r=on; [ $v = new-replay-off ] && r=off
-    BACKPLANE_WEBGPU_REPLAY=$r BACKPLANE_PLUGIN_PATH=/tmp/$d BACKPLANE_WEBGPU_PROFILE=graph $T timeout 60 /tmp/$d/backplane bench --model /tmp/m-q4_0.gguf -p 0 -n 32 -r 1 --device webgpu --gpu-layers 99 2>&1 | tail -6 | sed "s/^/$v /" >> $S/profile.txt
-  done; keep profile.txt; done_ profile
+  profile() { env $2 BACKPLANE_PLUGIN_PATH=/tmp/$1 BACKPLANE_WEBGPU_PROFILE=graph $T timeout 60 /tmp/$1/backplane bench --model /tmp/m-q4_0.gguf -p 0 -n 32 -r 1 --device webgpu --gpu-layers 99 2>&1 | tail -6 | sed "s/^/$1 $2 /" >> $S/profile.txt; }
+  if [ "$VARIANTS" = NONE=1 ]; then
+    profile new NONE=1; profile new BACKPLANE_WEBGPU_REPLAY=off
+  else
+    for e in $VARIANTS; do profile new $e; done
+  fi
+  [ $OLD = none ] || profile old NONE=1
+  keep profile.txt; done_ profile
 fi
 date
-while [ ! -x $LB ] && ! grep -q "build rc" $S/llbuild.txt 2>/dev/null; do sleep 5; done
+if [ -n "$KPROFILE" ] && step kprofile; then
+  BACKPLANE_PLUGIN_PATH=/tmp/new BACKPLANE_WEBGPU_PROFILE=kernels $T timeout 60 /tmp/new/backplane bench --model /tmp/m-q4_0.gguf -p 0 -n 32 -r 1 --device webgpu --gpu-layers 99 > $S/kprofile.txt 2>&1
+  keep kprofile.txt; done_ kprofile
+fi
+while [ "${LLAMA:-1}" = 1 ] && [ ! -x $LB ] && ! grep -q "build rc" $S/llbuild.txt 2>/dev/null; do sleep 5; done
 tail -2 $S/llbuild.txt; keep llbuild.txt; date
 for t in q4_0 q8_0 q4_K_M f16; do
   step llama-$t || continue
   [ -x $LB ] && $T timeout 90 $LB -m /tmp/m-$t.gguf -ngl 99 -p 512 -n 128 -r 3 -o jsonl 2>/dev/null >> $S/llama.txt; keep llama.txt
-  ours new $t; done_ llama-$t
+  for e in $VARIANTS; do ours new $t $e; done; done_ llama-$t
 done
 date
-if [ -n "$NATIVE" ] && step native; then bash scripts/gpu_native.sh /tmp/new; cp $OUT/native-*.txt $S/ 2>/dev/null; done_ native; fi
-if step perf; then
+if [ "${PERF:-1}" = 1 ] && step perf; then
   for sp in off on; do
     echo "split_weights=$sp" >> $S/perf.txt
     BACKPLANE_WEBGPU_SPLIT_WEIGHTS=$sp BACKPLANE_PLUGIN_PATH=/tmp/new $T timeout 60 /tmp/new/backplane-conformance perf --backend webgpu --op MUL_MAT --case 'type_a=(q4_0|q4_K),type_b=f32,m=4096,n=(1|512),k=14336,' --repeats 1024 --weight-layouts 2>&1 | grep MUL_MAT >> $S/perf.txt
   done; keep perf.txt; done_ perf
 fi
 # The baseline build last: its figures are also in docs/models.md.
-for t in q4_0 q8_0 q4_K_M f16; do step old-$t && { ours old $t; done_ old-$t; }; done
+[ $OLD = none ] || for t in q4_0 q8_0 q4_K_M f16; do step old-$t && { ours old $t; done_ old-$t; }; done
 date

@@ -75,9 +75,13 @@ pub fn bench(
     let mut pp_tok_s = 0.0;
     let mut pp_host_share = 0.0;
     if pp > 0 {
-        let (speed, share) = timed(&mut session, repetitions, &backend_time, |s| {
-            s.eval(&tokens[..pp], Logits::Last).map(|_| pp)
-        })?;
+        let (speed, share) = timed(
+            &mut session,
+            PREFILL_WARMUPS,
+            repetitions,
+            &backend_time,
+            |s| s.eval(&tokens[..pp], Logits::Last).map(|_| pp),
+        )?;
         pp_tok_s = speed;
         pp_host_share = share;
     }
@@ -86,7 +90,7 @@ pub fn bench(
     let mut tg_host_us = HostCost::default();
     if tg > 0 {
         let before = model.scheduler().stats().clone();
-        let (speed, share) = timed(&mut session, repetitions, &backend_time, |s| {
+        let (speed, share) = timed(&mut session, 1, repetitions, &backend_time, |s| {
             for &t in &tokens[..tg] {
                 s.eval(&[t], Logits::Last)?;
             }
@@ -116,16 +120,27 @@ pub fn bench(
     })
 }
 
-/// Runs `test` once to warm up, then `repetitions` times from an empty
-/// cache; returns the mean tokens per second and the host share.
+/// Untimed prefills before the timed ones. A backend reaches its steady
+/// state for a repeated graph on the third: the WebGPU backend records a
+/// graph the second time (the first allocates its scratch memory) and
+/// replays it from the third on, building the native twin of a replay
+/// then. A decode warm-up repeats its graph once per token, so one is
+/// enough there.
+const PREFILL_WARMUPS: usize = 3;
+
+/// Runs `test` `warmups` times to warm up, then `repetitions` times from
+/// an empty cache; returns the mean tokens per second and the host share.
 fn timed(
     session: &mut Session<'_>,
+    warmups: usize,
     repetitions: usize,
     backend_time: &dyn Fn() -> Duration,
     mut test: impl FnMut(&mut Session<'_>) -> Result<usize, LlmError>,
 ) -> Result<(f64, f64), LlmError> {
-    session.reset();
-    test(session)?;
+    for _ in 0..warmups {
+        session.reset();
+        test(session)?;
+    }
     let mut speeds = 0.0;
     let mut wall = Duration::ZERO;
     let mut backend = Duration::ZERO;
