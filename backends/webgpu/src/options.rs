@@ -174,8 +174,8 @@ pub const WEBGPU_OPTIONS: &[OptionSpec] = &[
     OptionSpec {
         name: "native_replay",
         kind: OptionKind::Word(crate::native_replay::NativeReplayMode::WORDS),
-        default: "off",
-        meaning: "submit a replayed graph as one Vulkan command buffer recorded once (docs/webgpu.md, Native replay): on (wherever the device is Vulkan), off, or auto (on for Vulkan GPUs once measured faster; off for now)",
+        default: "auto",
+        meaning: "submit a replayed graph as one Vulkan command buffer recorded once (docs/webgpu.md, Native replay): on (wherever the device is Vulkan), off, or auto (on for Vulkan GPUs, off on CPU devices such as lavapipe)",
         env: "BACKPLANE_WEBGPU_NATIVE_REPLAY",
     },
     OptionSpec {
