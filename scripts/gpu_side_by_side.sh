@@ -31,7 +31,9 @@ export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json __EG
 # EARLY=0 skips our first round (it runs while llama.cpp compiles);
 # PERF=0 skips the MUL_MAT layout timings; LLAMA=0 skips llama.cpp
 # (our VARIANTS then run alone); KPROFILE=1 keeps the per-kernel GPU times
-# of a q4_0 decode (kprofile.txt); NATIVE=1 runs
+# of a q4_0 decode (kprofile.txt); RUNCHECK=1 generates 48 tokens of
+# each file with native replay on and off and compares the text
+# (runcheck.txt); NATIVE=1 runs
 # scripts/gpu_native.sh, while llama.cpp compiles.
 NEW=${NEW:-.devbin/bins2.tar.xz}
 OLD=${OLD:-.devbin/bins.tar.xz}
@@ -73,6 +75,14 @@ date
 if [ -n "$KPROFILE" ] && step kprofile; then
   BACKPLANE_PLUGIN_PATH=/tmp/new BACKPLANE_WEBGPU_PROFILE=kernels $T timeout 60 /tmp/new/backplane bench --model /tmp/m-q4_0.gguf -p 0 -n 32 -r 1 --device webgpu --gpu-layers 99 > $S/kprofile.txt 2>&1
   keep kprofile.txt; done_ kprofile
+fi
+if [ -n "$RUNCHECK" ] && step runcheck; then
+  for t in q4_0 q8_0 q4_K_M f16; do
+    for m in on off; do
+      BACKPLANE_WEBGPU_NATIVE_REPLAY=$m BACKPLANE_PLUGIN_PATH=/tmp/new $T timeout 60 /tmp/new/backplane run --model /tmp/m-$t.gguf --device webgpu --gpu-layers 99 -n 48 --prompt "The history of the" --temp 0 2>/dev/null > /tmp/run-$t-$m.txt
+    done
+    cmp -s /tmp/run-$t-on.txt /tmp/run-$t-off.txt && echo "$t: same text on and off ($(wc -c < /tmp/run-$t-on.txt) bytes)" >> $S/runcheck.txt || { echo "$t: texts differ" >> $S/runcheck.txt; head -c 400 /tmp/run-$t-on.txt /tmp/run-$t-off.txt >> $S/runcheck.txt; }
+  done; keep runcheck.txt; done_ runcheck
 fi
 while [ "${LLAMA:-1}" = 1 ] && [ ! -x $LB ] && ! grep -q "build rc" $S/llbuild.txt 2>/dev/null; do sleep 5; done
 tail -2 $S/llbuild.txt; keep llbuild.txt; date
