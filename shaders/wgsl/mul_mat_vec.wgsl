@@ -14,7 +14,7 @@
 // else into scratch memory first), read as vec4; offsets and strides of x
 // in vec4s, of dst in elements, of the weights as mul_mat_common says.
 //
-// X_Q8 (legacy block weights and q4_K): x was quantized by
+// X_Q8 (legacy block weights, q4_K and q6_K): x was quantized by
 // mul_mat_quantize into runs of 32 signed bytes with a scale (three
 // vec4<u32> per run, strides in vec4s); a unit is then Q8_RUNS runs of 32
 // weights and the products are integer dot products (common/quant_dot),

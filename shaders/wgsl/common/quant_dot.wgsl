@@ -6,18 +6,31 @@
 // q_load8 gives its quants as signed bytes, four to a word (run r in
 // q[2r], q[2r + 1]), and per run d, m with weight = d * q + m; q_dot8 then
 // returns sum(weight * x) = sum over runs of d * dx * sum(q * qx) + m * s.
+// q6_K: a unit is one 32-weight run (quarter c of half h of a block); its
+// quants are q - 32 as signed bytes with a scale per 16 weights (d[0],
+// d[1] = block d * the run's two 8-bit scales) and no offset (m unused).
 
 #if defined(QUANT_Q4_K)
 const Q8_RUNS: u32 = 2u;
 const Q8_UNITS_PER_BLOCK: u32 = 4u;
+#elif defined(QUANT_Q6_K)
+const Q8_RUNS: u32 = 1u;
+const Q8_UNITS_PER_BLOCK: u32 = 8u;
 #else
 const Q8_RUNS: u32 = 1u;
 const Q8_UNITS_PER_BLOCK: u32 = 1u;
 #endif
 
+// Scales of a unit: one per run, q6_K one per 16 weights.
+#if defined(QUANT_Q6_K)
+const Q8_SCALES: u32 = 2u;
+#else
+const Q8_SCALES: u32 = Q8_RUNS;
+#endif
+
 struct QUnit8 {
     q: array<vec4<u32>, 2 * Q8_RUNS>,
-    d: array<f32, Q8_RUNS>,
+    d: array<f32, Q8_SCALES>,
     m: array<f32, Q8_RUNS>,
 }
 
@@ -52,11 +65,62 @@ fn q_win_word(a: array<u32, Q_WINDOW>, i: u32, odd: bool) -> u32 {
 }
 #endif
 
+#if defined(QUANT_Q6_K)
+// The 32 bytes at byte `at` (even) as 8 words: 9 aligned words from the
+// one holding `at`, shifted by 2 bytes when `at` is 2 mod 4 (q6_K blocks
+// are 210 bytes, so every other block is). The ninth word stays inside
+// the block for the ql and qh runs read here.
+fn q_bytes32(at: u32) -> array<u32, 8> {
+    var a: array<u32, 9>;
+    let first = at >> 2u;
+    for (var i = 0u; i < 9u; i++) {
+        a[i] = q_word(first + i);
+    }
+    let odd = (at & 2u) != 0u;
+    var out: array<u32, 8>;
+    for (var i = 0u; i < 8u; i++) {
+        out[i] = select(a[i], (a[i] >> 16u) | (a[i + 1u] << 16u), odd);
+    }
+    return out;
+}
+
+// Four 6-bit quants 0..63 (one per byte) minus 32, as signed bytes: the
+// high bit of each byte set first so no borrow crosses bytes.
+fn q6k_signed(q: u32) -> u32 {
+    return ((q | 0x80808080u) - 0x20202020u) ^ 0x80808080u;
+}
+#endif
+
 // Unit `u` of the row starting at byte `row`.
 fn q_load8(row: u32, u: u32) -> QUnit8 {
     var w: QUnit8;
     let block = row + (u / Q8_UNITS_PER_BLOCK) * QUANT_BLOCK_BYTES;
-#if defined(QUANT_Q4_K)
+#if defined(QUANT_Q6_K)
+    // Run c of half h: weight i takes the low (c < 2) or high nibble of
+    // ql byte 64h + 32 * (c & 1) + i, bits 2c, 2c + 1 of qh byte 32h + i,
+    // and scale byte 8h + 2c + i / 16 (see common/quant).
+    let j = u % Q8_UNITS_PER_BLOCK;
+    let h = j >> 2u;
+    let c = j & 3u;
+    let ql = q_bytes32(block + 64u * h + 32u * (c & 1u));
+    let qh = q_bytes32(block + 128u + 32u * h);
+    let nib_shift = select(0u, 4u, c >= 2u);
+    let high_shift = 2u * c;
+    var q: array<u32, 8>;
+    for (var i = 0u; i < 8u; i++) {
+        let nib = (ql[i] >> nib_shift) & 0x0F0F0F0Fu;
+        let high = ((qh[i] >> high_shift) & 0x03030303u) << 4u;
+        q[i] = q6k_signed(nib | high);
+    }
+    w.q[0] = vec4<u32>(q[0], q[1], q[2], q[3]);
+    w.q[1] = vec4<u32>(q[4], q[5], q[6], q[7]);
+    let sc_at = block + 192u + 8u * h + 2u * c;
+    let sc = q_word(sc_at >> 2u) >> ((sc_at & 2u) * 8u);
+    let d = qbuf_half(block + 208u);
+    w.d[0] = d * q_i8(sc & 0xFFu);
+    w.d[1] = d * q_i8((sc >> 8u) & 0xFFu);
+    w.m[0] = 0.0;
+#elif defined(QUANT_Q4_K)
     // Sub-blocks 2c (low nibbles) and 2c + 1 (high nibbles) share qs
     // bytes 32c..32c+31.
     let c = u % Q8_UNITS_PER_BLOCK;
@@ -145,6 +209,10 @@ fn q_idot16(a: vec4<u32>, b: vec4<u32>) -> i32 {
 // sum(weight * x) over the unit; x holds, per run, its two vec4 of quants
 // and (bits(dx), bits(s), 0, 0).
 fn q_dot8(w: QUnit8, x: array<vec4<u32>, 3 * Q8_RUNS>) -> f32 {
+#if defined(QUANT_Q6_K)
+    let dx = bitcast<f32>(x[2].x);
+    return dx * (w.d[0] * f32(q_idot16(w.q[0], x[0])) + w.d[1] * f32(q_idot16(w.q[1], x[1])));
+#else
     var sum = 0.0;
     for (var r = 0u; r < Q8_RUNS; r++) {
         let i = q_idot16(w.q[2u * r], x[3u * r]) + q_idot16(w.q[2u * r + 1u], x[3u * r + 1u]);
@@ -152,4 +220,5 @@ fn q_dot8(w: QUnit8, x: array<vec4<u32>, 3 * Q8_RUNS>) -> f32 {
         sum += w.d[r] * xds.x * f32(i) + w.m[r] * xds.y;
     }
     return sum;
+#endif
 }

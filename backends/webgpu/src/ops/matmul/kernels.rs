@@ -497,11 +497,18 @@ pub(super) fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
     }
 }
 
-/// The mat-vec pipeline key.
-fn matvec_key(e: &Encoder, w: &Weights, x: &Activations, cols: u32, id: bool) -> PipelineKey {
+/// The mat-vec pipeline key for rows of `k` weights.
+fn matvec_key(
+    e: &Encoder,
+    w: &Weights,
+    x: &Activations,
+    k: u64,
+    cols: u32,
+    id: bool,
+) -> PipelineKey {
     let facts = e.facts();
     let subgroups = plan::matvec_subgroups(facts);
-    let wg = plan::matvec_wg(facts, subgroups, w.ty);
+    let wg = plan::matvec_wg(facts, subgroups, w.ty, w.units(k, x));
     let mut key = w
         .key(PipelineKey::new("mul_mat_vec", ""))
         .wg(wg)
@@ -530,7 +537,7 @@ fn matvec(
     d: &Dst,
     cols: u32,
 ) -> Result<(), String> {
-    let key = matvec_key(e, w, x, cols, false);
+    let key = matvec_key(e, w, x, s.k, cols, false);
     let row_groups =
         s.m.div_ceil(u64::from(plan::matvec_rows(&e.facts().tuning)));
     let col_groups = s.n.div_ceil(u64::from(cols));
@@ -771,7 +778,7 @@ pub(super) fn encode_id(e: &mut Encoder, node: usize) -> Result<(), String> {
     let bi = e.binding(ii)?;
     let nb_ids = nb_elems(ids, 4)?;
     let flag = e.error_flag();
-    let key = matvec_key(e, &w, &x, 1, true);
+    let key = matvec_key(e, &w, &x, k, 1, true);
     let row_groups = m.div_ceil(u64::from(plan::matvec_rows(&e.facts().tuning)));
     let total = row_groups * n_used * n_tok;
     let p = Params::new()

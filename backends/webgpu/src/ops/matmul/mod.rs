@@ -4,8 +4,8 @@
 //!
 //! Three kernels, chosen by [`plan::choose_path`] from the facts and shape:
 //! - `mul_mat_vec` for N <= 8: rows split into units read once for up to
-//!   8 columns, subgroup reductions when the device has them; legacy quants
-//!   and q4_K multiply integers with activations quantized first by
+//!   8 columns, subgroup reductions when the device has them; legacy quants,
+//!   q4_K and q6_K multiply integers with activations quantized first by
 //!   `mul_mat_quantize` (ggml's q8_1);
 //! - `mul_mat_tiled`: 64 x 64 register-tiled f32 GEMM, weights dequantized
 //!   while staged in workgroup memory;

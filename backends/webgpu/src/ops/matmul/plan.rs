@@ -21,6 +21,10 @@ pub const MATVEC_MAX_N: u64 = 8;
 /// weight type at n = 1; 4 and more leave too few workgroups).
 pub const MATVEC_ROWS: u32 = 2;
 
+/// Smallest mat-vec workgroup [`matvec_wg`] picks for short rows (one
+/// subgroup on the GPUs measured).
+pub const MATVEC_MIN_WG: u32 = 32;
+
 /// Smallest output tile of the tiled kernel (square; 64 or 128).
 pub const TILED_TILE: u64 = 64;
 
@@ -302,7 +306,8 @@ pub fn converted_bytes(s: &Shape) -> u64 {
 }
 
 /// Weights per unit of the integer mat-vec (`Q8_RUNS` runs of 32 in
-/// `common/quant_dot`): one block, or a pair of q4_K sub-blocks.
+/// `common/quant_dot`): one block, a pair of q4_K sub-blocks, or one
+/// 32-weight run of a q6_K block.
 pub fn matvec_int8_unit(t: DType) -> u64 {
     if t == DType::Q4_K { 64 } else { 32 }
 }
@@ -311,10 +316,20 @@ pub fn matvec_int8_unit(t: DType) -> u64 {
 /// are quantized to 32-value runs of signed bytes first (ggml's q8_1) and
 /// the kernel uses packed 4 x 8-bit dot products. The `matmul_xf32`
 /// option keeps f32 activations (the float kernel) for comparison.
+/// q6_K joined them because its float kernel read each 16 weights with
+/// about eight unaligned word loads and decoded them to f32 (229 us, 30%
+/// of the bandwidth, for the 128256 x 2048 output matrix of a 1b Llama
+/// on an H100).
 pub fn matvec_int8(tuning: &Tuning, t: DType) -> bool {
     matches!(
         t,
-        DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1 | DType::Q8_0 | DType::Q4_K
+        DType::Q4_0
+            | DType::Q4_1
+            | DType::Q5_0
+            | DType::Q5_1
+            | DType::Q8_0
+            | DType::Q4_K
+            | DType::Q6_K
     ) && !tuning.matmul_xf32
 }
 
@@ -385,19 +400,27 @@ pub fn matvec_subgroups(facts: &Facts) -> bool {
     facts.subgroups && facts.tuning.matmul_path != Some("matvec-wg")
 }
 
-/// Workgroup size of the mat-vec kernel for weights of type `t`: with
-/// subgroup reductions 128, or 64 for f32 and q4_K weights; 64 with the
-/// workgroup-memory tree. On an H200 at K = 14336, 64 measured 10% faster
-/// for f32 (rows long enough to keep 64 invocations busy) and for q4_K
-/// (20.0-20.8 against 22.5-23.1 us: its 224 units of 64 weights per row
-/// leave a quarter of 128 invocations idle on their second pass).
-/// `wg=N` in `BACKPLANE_WEBGPU_MATMUL` overrides it.
-pub fn matvec_wg(facts: &Facts, subgroups: bool, t: DType) -> u32 {
-    let default: u32 = if subgroups && !matches!(t, DType::F32 | DType::Q4_K) {
+/// Workgroup size of the mat-vec kernel for weights of type `t` whose
+/// rows are `units` units long (see the kernel): with subgroup reductions
+/// 128, or 64 for f32, q4_K and q6_K weights; 64 with the workgroup-memory
+/// tree; and never more than `units` rounded up to a power of two (at
+/// least [`MATVEC_MIN_WG`]), so short rows (q4_0 at K = 2048: 64 units)
+/// leave no invocation without a unit. On an H200 at K = 14336, 64
+/// measured 10% faster for f32 (rows long enough to keep 64 invocations
+/// busy) and for q4_K (20.0-20.8 against 22.5-23.1 us: its 224 units of
+/// 64 weights per row leave a quarter of 128 invocations idle on their
+/// second pass). `wg=N` in `BACKPLANE_WEBGPU_MATMUL` overrides it.
+pub fn matvec_wg(facts: &Facts, subgroups: bool, t: DType, units: u64) -> u32 {
+    let by_type: u32 = if subgroups && !matches!(t, DType::F32 | DType::Q4_K | DType::Q6_K) {
         128
     } else {
         64
     };
+    let by_units = units
+        .clamp(1, u64::from(by_type))
+        .next_power_of_two()
+        .max(u64::from(MATVEC_MIN_WG)) as u32;
+    let default = by_type.min(by_units);
     let wg = facts
         .tuning
         .matmul_wg
@@ -559,6 +582,35 @@ mod tests {
             ..wide
         };
         assert_eq!(dequantized_bytes(&batched), 2 * 4096 * 14336 * 2);
+    }
+
+    #[test]
+    fn matvec_workgroup_shrinks_to_short_rows() {
+        let h200 = facts(true);
+        // q4_0 units are 32 weights: K = 14336 keeps 128 invocations, K =
+        // 2048 (64 units) and K = 8192 (256) take what fills them.
+        assert_eq!(matvec_wg(&h200, true, DType::Q4_0, 14336 / 32), 128);
+        assert_eq!(matvec_wg(&h200, true, DType::Q4_0, 8192 / 32), 128);
+        assert_eq!(matvec_wg(&h200, true, DType::Q4_0, 2048 / 32), 64);
+        assert_eq!(matvec_wg(&h200, true, DType::Q4_0, 40), 64);
+        // Never below one subgroup.
+        assert_eq!(matvec_wg(&h200, true, DType::Q4_0, 3), MATVEC_MIN_WG);
+        // q6_K and q4_K take 64 for long rows.
+        assert_eq!(matvec_wg(&h200, true, DType::Q6_K, 2048 / 32), 64);
+        assert_eq!(matvec_wg(&h200, true, DType::Q4_K, 14336 / 64), 64);
+        // wg=N still wins.
+        let mut forced = facts(true);
+        forced.tuning.matmul_wg = Some(128);
+        assert_eq!(matvec_wg(&forced, true, DType::Q4_0, 64), 128);
+    }
+
+    #[test]
+    fn q6k_multiplies_integers_unless_xf32() {
+        let mut tuning = Tuning::default();
+        assert!(matvec_int8(&tuning, DType::Q6_K));
+        assert_eq!(matvec_int8_unit(DType::Q6_K), 32);
+        tuning.matmul_xf32 = true;
+        assert!(!matvec_int8(&tuning, DType::Q6_K));
     }
 
     #[test]
