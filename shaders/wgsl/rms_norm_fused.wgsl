@@ -7,16 +7,21 @@
 // activations (ggml's q8_1 runs, exactly as mul_mat_quantize.wgsl makes
 // them; ne0 a multiple of 32), for the MUL_MATs that read dst next.
 // Each value is computed as the separate ADD, RMS_NORM and MUL kernels
-// compute it, in the same order, so the results are the same bits.
+// compute it, in the same order, so the results are the same bits: the
+// row is shared out and reduced as common/row_norm says (norm.wgsl does
+// the same). With ROW_CHUNKS the row (and the weight) is loaded once into
+// registers before the reduction and nothing is read back; the quantized
+// runs are made from the products held in registers.
 //
 // Every tensor role has its own offset and strides (in elements). The host
 // binds each distinct memory region once: BIND_<ROLE> is a role's binding
 // number, and a role whose tensor is exactly another's (an in-place node)
 // is instead defined as that role's array. An invocation only ever reads
-// back elements it wrote itself, so such aliasing is safe.
+// back elements it wrote itself, and only when the row does not fit its
+// registers, so such aliasing is safe.
 
 #include "common/index"
-#include "common/row_reduce"
+#include "common/row_norm"
 
 struct Params {
     ne0: u32, ne1: u32, ne2: u32, ne3: u32,
@@ -55,86 +60,198 @@ struct Params {
 #endif
 @group(0) @binding(BIND_P) var<uniform> p: Params;
 
+// Element bases of the row's tensors (broadcast ones reduced).
+struct Bases {
+    x: u32, b: u32, s: u32, w: u32, n: u32, d: u32,
+}
+
+// Chunk k of the row source x (zeros past the row).
+fn load_x(at: Bases, me: u32, k: u32) -> vec4<f32> {
+    let e0 = chunk_first(me, k);
+    var v = vec4<f32>(0.0);
+    for (var j = 0u; j < 4u; j++) {
+        if (e0 + j < p.ne0) {
+            v[j] = buf_x[at.x + (e0 + j) * p.sx0];
+        }
+    }
+    return v;
+}
+
+#ifdef FUSE_ADD
+// Chunk k of the addend b, broadcast (zeros past the row).
+fn load_b(at: Bases, me: u32, k: u32) -> vec4<f32> {
+    let e0 = chunk_first(me, k);
+    var v = vec4<f32>(0.0);
+    for (var j = 0u; j < 4u; j++) {
+        if (e0 + j < p.ne0) {
+            v[j] = buf_b[at.b + ((e0 + j) % p.nb0) * p.sb0];
+        }
+    }
+    return v;
+}
+#endif
+
+#ifdef FUSE_MUL
+// Chunk k of the weight w, broadcast (zeros past the row).
+fn load_w(at: Bases, me: u32, k: u32) -> vec4<f32> {
+    let e0 = chunk_first(me, k);
+    var v = vec4<f32>(0.0);
+    for (var j = 0u; j < 4u; j++) {
+        if (e0 + j < p.ne0) {
+            v[j] = buf_w[at.w + ((e0 + j) % p.nw0) * p.sw0];
+        }
+    }
+    return v;
+}
+#endif
+
+#ifdef FUSE_ADD
+// Chunk k of the sum s = x + b, written out (zeros past the row).
+fn add_chunk(at: Bases, me: u32, k: u32, x: vec4<f32>, b: vec4<f32>) -> vec4<f32> {
+    let e0 = chunk_first(me, k);
+    let v = x + b;
+    for (var j = 0u; j < 4u; j++) {
+        if (e0 + j < p.ne0) {
+            buf_s[at.s + (e0 + j) * p.ss0] = v[j];
+        }
+    }
+    return v;
+}
+#endif
+
+// The row's source values of chunk k after the reduction: x, or the sum
+// s read back (only without ROW_CHUNKS).
+fn reread(at: Bases, me: u32, k: u32) -> vec4<f32> {
+#ifdef FUSE_ADD
+    let e0 = chunk_first(me, k);
+    var v = vec4<f32>(0.0);
+    for (var j = 0u; j < 4u; j++) {
+        if (e0 + j < p.ne0) {
+            v[j] = buf_s[at.s + (e0 + j) * p.ss0];
+        }
+    }
+    return v;
+#else
+    return load_x(at, me, k);
+#endif
+}
+
 @compute @workgroup_size(WG_SIZE)
 fn main(@builtin(workgroup_id) wid: vec3<u32>,
         @builtin(num_workgroups) nwg: vec3<u32>,
+#ifdef ROW_SUM_LANES
+        @builtin(subgroup_id) sg_id: u32,
+        @builtin(subgroup_size) sg_size: u32,
+        @builtin(subgroup_invocation_id) sg_lane: u32,
+#endif
         @builtin(local_invocation_index) lid: u32) {
+#ifdef ROW_SUM_LANES
+    let me = sg_id * sg_size + sg_lane;
+#else
+    let me = lid;
+#endif
     let row = row_of(wid, nwg);
     if (row >= p.ne1 * p.ne2 * p.ne3) {
         return;
     }
     let r = unravel(row, p.ne1, p.ne2, p.ne3);
-    let base_x = p.off_x + r.x * p.sx1 + r.y * p.sx2 + r.z * p.sx3;
+    var at = Bases(p.off_x + r.x * p.sx1 + r.y * p.sx2 + r.z * p.sx3, 0u, 0u, 0u, 0u, 0u);
+#ifdef FUSE_ADD
+    at.b = p.off_b + (r.x % p.nb1) * p.sb1 + (r.y % p.nb2) * p.sb2 + (r.z % p.nb3) * p.sb3;
+    at.s = p.off_s + r.x * p.ss1 + r.y * p.ss2 + r.z * p.ss3;
+#endif
+#ifdef KEEP_NORM
+    at.n = p.off_n + r.x * p.sn1 + r.y * p.sn2 + r.z * p.sn3;
+#endif
+#ifdef FUSE_MUL
+    at.w = p.off_w + (r.x % p.nw1) * p.sw1 + (r.y % p.nw2) * p.sw2 + (r.z % p.nw3) * p.sw3;
+    at.d = p.off_d + r.x * p.sd1 + r.y * p.sd2 + r.z * p.sd3;
+#endif
     let n = f32(p.ne0);
+    let chunks = row_chunk_count(p.ne0);
 
     var s = 0.0;
+#ifdef ROW_CHUNKS
+    // Every load is issued before the first store (which may alias them)
+    // and before the reduction; the weight comes in with the row.
+    var held: array<vec4<f32>, ROW_CHUNKS>;
 #ifdef FUSE_ADD
-    let base_b = p.off_b + (r.x % p.nb1) * p.sb1 + (r.y % p.nb2) * p.sb2
-        + (r.z % p.nb3) * p.sb3;
-    let base_s = p.off_s + r.x * p.ss1 + r.y * p.ss2 + r.z * p.ss3;
-    for (var i = lid; i < p.ne0; i += WG_SIZE) {
-        let v = buf_x[base_x + i * p.sx0] + buf_b[base_b + (i % p.nb0) * p.sb0];
-        buf_s[base_s + i * p.ss0] = v;
-        s += v * v;
+    var addend: array<vec4<f32>, ROW_CHUNKS>;
+#endif
+#ifdef FUSE_MUL
+    var weight: array<vec4<f32>, ROW_CHUNKS>;
+#endif
+    for (var k = 0u; k < ROW_CHUNKS; k++) {
+        held[k] = load_x(at, me, k);
+#ifdef FUSE_ADD
+        addend[k] = load_b(at, me, k);
+#endif
+#ifdef FUSE_MUL
+        weight[k] = load_w(at, me, k);
+#endif
+    }
+    for (var k = 0u; k < ROW_CHUNKS; k++) {
+#ifdef FUSE_ADD
+        held[k] = add_chunk(at, me, k, held[k], addend[k]);
+#endif
+        s = add_squares(s, held[k]);
     }
 #else
-    for (var i = lid; i < p.ne0; i += WG_SIZE) {
-        let v = buf_x[base_x + i * p.sx0];
-        s += v * v;
+    for (var k = 0u; k < chunks; k++) {
+#ifdef FUSE_ADD
+        let v = add_chunk(at, me, k, load_x(at, me, k), load_b(at, me, k));
+#else
+        let v = load_x(at, me, k);
+#endif
+        s = add_squares(s, v);
     }
 #endif
-    let total = wg_sum(s, lid);
+    let total = row_sum(s, me);
     let scale = 1.0 / sqrt(total / n + p.eps);
 
-#ifdef KEEP_NORM
-    let base_n = p.off_n + r.x * p.sn1 + r.y * p.sn2 + r.z * p.sn3;
-#endif
-#ifdef FUSE_MUL
-    let base_w = p.off_w + (r.x % p.nw1) * p.sw1 + (r.y % p.nw2) * p.sw2
-        + (r.z % p.nw3) * p.sw3;
-    let base_d = p.off_d + r.x * p.sd1 + r.y * p.sd2 + r.z * p.sd3;
-#endif
-    for (var i = lid; i < p.ne0; i += WG_SIZE) {
-#ifdef FUSE_ADD
-        let v = buf_s[base_s + i * p.ss0];
-#else
-        let v = buf_x[base_x + i * p.sx0];
-#endif
-        let y = v * scale;
-#ifdef KEEP_NORM
-        buf_n[base_n + i * p.sn0] = y;
-#endif
-#ifdef FUSE_MUL
-        buf_d[base_d + i * p.sd0] = y * buf_w[base_w + (i % p.nw0) * p.sw0];
-#endif
-    }
-
 #ifdef QUANTIZE
-    // The row's runs of 32, eight invocations a run, four values each, as
-    // mul_mat_quantize computes them from dst read back.
-    storageBarrier();
     let runs = p.ne0 / 32u;
-    let part = lid % 8u;
-    for (var r0 = 0u; r0 < runs; r0 += WG_SIZE / 8u) {
-        let run = r0 + lid / 8u;
-        let live = run < runs;
-        var v = vec4<f32>(0.0);
-        if (live) {
-            let at = base_d + (32u * run + 4u * part) * p.sd0;
-            v = vec4<f32>(buf_d[at], buf_d[at + p.sd0], buf_d[at + 2u * p.sd0], buf_d[at + 3u * p.sd0]);
+#endif
+    for (var k = 0u; k < chunks; k++) {
+        let e0 = chunk_first(me, k);
+#ifdef ROW_CHUNKS
+        let y = held[k] * scale;
+#else
+        let y = reread(at, me, k) * scale;
+#endif
+#ifdef FUSE_MUL
+#ifdef ROW_CHUNKS
+        let d = y * weight[k];
+#else
+        let d = y * load_w(at, me, k);
+#endif
+#endif
+        for (var j = 0u; j < 4u; j++) {
+            if (e0 + j < p.ne0) {
+#ifdef KEEP_NORM
+                buf_n[at.n + (e0 + j) * p.sn0] = y[j];
+#endif
+#ifdef FUSE_MUL
+                buf_d[at.d + (e0 + j) * p.sd0] = d[j];
+#endif
+            }
         }
-        let r = q8_1_part(v, lid);
-        if (live) {
+#ifdef QUANTIZE
+        // Eight neighbouring positions hold a run of 32 (ne0 is a multiple
+        // of 32), as mul_mat_quantize would read it back from dst.
+        let run = e0 / 32u;
+        let part = (e0 / 4u) % 8u;
+        let q = q8_1_part(d, me);
+        if (run < runs) {
             let out = row * runs + run;
-            buf_q[12u * out + part] = r.quants;
+            buf_q[12u * out + part] = q.quants;
             if (part == 0u) {
-                buf_q[12u * out + 8u] = r.d;
-                buf_q[12u * out + 9u] = r.s;
+                buf_q[12u * out + 8u] = q.d;
+                buf_q[12u * out + 9u] = q.s;
                 buf_q[12u * out + 10u] = 0u;
                 buf_q[12u * out + 11u] = 0u;
             }
         }
-        workgroupBarrier();
-    }
 #endif
+    }
 }

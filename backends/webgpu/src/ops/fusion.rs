@@ -37,8 +37,9 @@ use crate::encode::{Binding, Encoder, Params};
 use crate::kept::CopyOrigin;
 use crate::ops::layout::set_rows;
 use crate::ops::matmul::{Q8Copy, quantizes_src1};
+use crate::ops::norm::RowPlan;
+use crate::ops::row_count;
 use crate::ops::{nb_elems, ne_u32};
-use crate::ops::{row_count, row_workgroup_size};
 use crate::pipelines::Checks;
 
 /// A fused RMS_NORM: the nodes it replaces (graph indices).
@@ -306,14 +307,15 @@ struct Indexing {
     ne: [u32; 4],
 }
 
-/// Encodes the fused nodes as one kernel, one workgroup per row.
+/// Encodes the fused nodes as one kernel, one workgroup per row, shared
+/// out as the separate RMS_NORM shares it ([`RowPlan`]).
 fn encode_rms_norm(e: &mut Encoder, f: &RmsNormFusion) -> Result<(), String> {
     let g = e.graph;
     let roles = roles(g, f).ok_or("a fused node lost a source")?;
     let n = &g[f.norm];
-    let x = &g[roles[0].1];
-    let wg = row_workgroup_size(e.facts(), x.ne[0]);
-    let mut key = PipelineKey::new("rms_norm_fused", "rms_norm").wg(wg);
+    // The separate RMS_NORM's plan for the same rows: the same bits.
+    let plan = RowPlan::new(e.facts(), n.ne[0], row_count(n));
+    let mut key = plan.specialise(PipelineKey::new("rms_norm_fused", "rms_norm"));
     if f.add.is_some() {
         key = key.define("FUSE_ADD", "");
     }
@@ -611,12 +613,26 @@ mod tests {
                 ("BIND_P", "2"),
             ],
         ];
+        // Held in registers or read again; subgroup butterfly or tree.
+        let plans = [
+            (Some(2), Some(32)),
+            (None, None),
+            (Some(1), None),
+            (None, Some(8)),
+        ];
         for defines in variants {
-            let mut key = PipelineKey::new("rms_norm_fused", "rms_norm").wg(64);
-            for &(name, value) in defines {
-                key = key.define(name, value);
+            for (held_chunks, sum_lanes) in plans {
+                let plan = RowPlan {
+                    wg: 64,
+                    held_chunks,
+                    sum_lanes,
+                };
+                let mut key = plan.specialise(PipelineKey::new("rms_norm_fused", "rms_norm"));
+                for &(name, value) in defines {
+                    key = key.define(name, value);
+                }
+                shader_check::check(&key);
             }
-            shader_check::check(&key);
         }
     }
 }
