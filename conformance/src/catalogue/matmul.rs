@@ -14,6 +14,7 @@ pub(super) fn add(c: &mut Catalogue) {
     c.grid(mul_mat_ggml_grid);
     mul_mat_strided_gemm(c);
     perf(c);
+    decode_perf(c);
 }
 
 /// Every src0 type with a mat-mul kernel.
@@ -383,6 +384,31 @@ fn perf(c: &mut Catalogue) {
                 b.g.mul_mat(a, x)
             });
         }
+    }
+}
+
+/// The mat-vecs of one decoded token of a 1b Llama (hidden 2048, feed
+/// forward 8192, 8 KV heads of 64, vocabulary 128256) as a q4_0 file
+/// holds them: q4_0 attention and feed-forward weights, and the q6_K
+/// output matrix (215 MB, the largest single read of a token).
+fn decode_perf(c: &mut Catalogue) {
+    let shapes = [
+        (DType::Q4_0, 2048i64, 2048i64),
+        (DType::Q4_0, 512, 2048),
+        (DType::Q4_0, 8192, 2048),
+        (DType::Q4_0, 2048, 8192),
+        (DType::Q6_K, 128256, 2048),
+    ];
+    for (ta, m, k) in shapes {
+        let name = format!(
+            "MUL_MAT(type_a={ta},type_b=f32,m={m},n=1,k={k},bs=[1,1],nr=[1,1],per_b=[0,1,2,3])"
+        );
+        // Bandwidth bound: reported as GB/s.
+        c.push_perf(Op::MulMat, name, Work::Bytes, move |b| {
+            let a = b.input(ta, &[k, m])?;
+            let x = b.input(DType::F32, &[k, 1])?;
+            b.g.mul_mat(a, x)
+        });
     }
 }
 
