@@ -402,7 +402,8 @@ pub fn matvec_subgroups(facts: &Facts) -> bool {
 
 /// Workgroup size of the mat-vec kernel for weights of type `t` whose
 /// rows are `units` units long (see the kernel): with subgroup reductions
-/// 128, or 64 for f32, q4_K and q6_K weights; 64 with the workgroup-memory
+/// 128, or 64 for f32, q4_K and integer q6_K weights (its 32-weight
+/// units: 64 per row at K = 2048); 64 with the workgroup-memory
 /// tree; and never more than `units` rounded up to a power of two (at
 /// least [`MATVEC_MIN_WG`]), so short rows (q4_0 at K = 2048: 64 units)
 /// leave no invocation without a unit. On an H200 at K = 14336, 64
@@ -411,11 +412,9 @@ pub fn matvec_subgroups(facts: &Facts) -> bool {
 /// 64 weights per row leave a quarter of 128 invocations idle on their
 /// second pass). `wg=N` in `BACKPLANE_WEBGPU_MATMUL` overrides it.
 pub fn matvec_wg(facts: &Facts, subgroups: bool, t: DType, units: u64) -> u32 {
-    let by_type: u32 = if subgroups && !matches!(t, DType::F32 | DType::Q4_K | DType::Q6_K) {
-        128
-    } else {
-        64
-    };
+    let narrow = matches!(t, DType::F32 | DType::Q4_K)
+        || (t == DType::Q6_K && matvec_int8(&facts.tuning, t));
+    let by_type: u32 = if subgroups && !narrow { 128 } else { 64 };
     let by_units = units
         .clamp(1, u64::from(by_type))
         .next_power_of_two()
@@ -595,9 +594,13 @@ mod tests {
         assert_eq!(matvec_wg(&h200, true, DType::Q4_0, 40), 64);
         // Never below one subgroup.
         assert_eq!(matvec_wg(&h200, true, DType::Q4_0, 3), MATVEC_MIN_WG);
-        // q6_K and q4_K take 64 for long rows.
-        assert_eq!(matvec_wg(&h200, true, DType::Q6_K, 2048 / 32), 64);
+        // Integer q6_K and q4_K take 64 for long rows; the float q6_K
+        // kernel (xf32, units of 16 weights) keeps 128.
+        assert_eq!(matvec_wg(&h200, true, DType::Q6_K, 8192 / 32), 64);
         assert_eq!(matvec_wg(&h200, true, DType::Q4_K, 14336 / 64), 64);
+        let mut xf32 = facts(true);
+        xf32.tuning.matmul_xf32 = true;
+        assert_eq!(matvec_wg(&xf32, true, DType::Q6_K, 2048 / 16), 128);
         // wg=N still wins.
         let mut forced = facts(true);
         forced.tuning.matmul_wg = Some(128);
