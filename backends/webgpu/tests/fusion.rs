@@ -12,45 +12,67 @@ use backplane_abi::{DType, GluOp, Op, TensorDesc};
 
 /// Row length: ten 32-value runs.
 const NE0: i64 = 320;
+/// Rows of the GLU test and of the first fused chain.
 const ROWS: i64 = 5;
 const EPS: f32 = 1e-5;
 /// Rows of the q4_0 weight the product is multiplied by.
 const M: i64 = 16;
 const SLOT: u64 = 8192;
 
-/// x [ne0, ROWS], b (one row, broadcast), w (one row), a weight [ne0, M]
+/// Rows of the fused chain's tests: `ne0` wide (a multiple of 32), `rows`
+/// of them.
+#[derive(Clone, Copy, Debug)]
+struct Rows {
+    ne0: i64,
+    rows: i64,
+}
+
+impl Rows {
+    /// Bytes between the graph's tensors: the largest of rows and products.
+    fn slot(self) -> u64 {
+        ((self.ne0 * self.rows.max(M) * 4) as u64).next_multiple_of(256)
+    }
+
+    /// Bytes the graph takes: ten slots, then the weight (f32 at most).
+    fn bytes(self) -> u64 {
+        10 * self.slot() + (self.ne0 * M * 4) as u64
+    }
+}
+
+/// x [ne0, rows], b (one row, broadcast), w (one row), a weight [ne0, M]
 /// of type `wt`; s = x + b; n = rms_norm(s); d = n * w; two MUL_MATs of the
 /// weight by d (as Q and K projections share their input); r = d + s (the
 /// residual reads the sum again). `mul_over_norm`: d is in place over n,
 /// as the allocator places it.
-fn graph(buffer: u64, wt: DType, mul_over_norm: bool) -> Vec<TensorDesc> {
-    let ne0 = NE0;
-    let ne = [ne0, ROWS, 1, 1];
-    let mut n = node(Op::RmsNorm, ne, 5 * SLOT, buffer, &[4]);
+fn graph(buffer: u64, wt: DType, mul_over_norm: bool, shape: Rows) -> Vec<TensorDesc> {
+    let Rows { ne0, rows } = shape;
+    let slot = shape.slot();
+    let ne = [ne0, rows, 1, 1];
+    let mut n = node(Op::RmsNorm, ne, 5 * slot, buffer, &[4]);
     n.op_params[0] = EPS.to_bits() as i32;
-    let d_at = if mul_over_norm { 5 * SLOT } else { 6 * SLOT };
+    let d_at = if mul_over_norm { 5 * slot } else { 6 * slot };
     let mut wq = TensorDesc::new(wt, [ne0, M, 1, 1]);
     wq.buffer = buffer;
-    // After every other slot: an f32 weight (20 KB) is larger than a slot,
+    // After every other slot: an f32 weight may be larger than a slot,
     // and overlapping the sum, the norm or the products would race.
-    wq.offset = 10 * SLOT;
+    wq.offset = 10 * slot;
     vec![
         leaf(ne, 0, buffer),
-        leaf([ne0, 1, 1, 1], SLOT, buffer),
-        leaf([ne0, 1, 1, 1], 2 * SLOT, buffer),
+        leaf([ne0, 1, 1, 1], slot, buffer),
+        leaf([ne0, 1, 1, 1], 2 * slot, buffer),
         wq,
-        node(Op::Add, ne, 4 * SLOT, buffer, &[0, 1]),
+        node(Op::Add, ne, 4 * slot, buffer, &[0, 1]),
         n,
         node(Op::Mul, ne, d_at, buffer, &[5, 2]),
-        node(Op::MulMat, [M, ROWS, 1, 1], 7 * SLOT, buffer, &[3, 6]),
-        node(Op::MulMat, [M, ROWS, 1, 1], 8 * SLOT, buffer, &[3, 6]),
-        node(Op::Add, ne, 9 * SLOT, buffer, &[6, 4]),
+        node(Op::MulMat, [M, rows, 1, 1], 7 * slot, buffer, &[3, 6]),
+        node(Op::MulMat, [M, rows, 1, 1], 8 * slot, buffer, &[3, 6]),
+        node(Op::Add, ne, 9 * slot, buffer, &[6, 4]),
     ]
 }
 
-/// x (rows of mixed signs), b and w (one row each).
-fn inputs(ne0: i64) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
-    let x: Vec<f32> = (0..ne0 * ROWS)
+/// x (`rows` rows of mixed signs), b and w (one row each).
+fn inputs(ne0: i64, rows: i64) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    let x: Vec<f32> = (0..ne0 * rows)
         .map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0)
         .collect();
     let b: Vec<f32> = (0..ne0).map(|i| (i % 13) as f32 / 5.0 - 1.0).collect();
@@ -82,7 +104,7 @@ fn floats(b: &[u8]) -> Vec<f32> {
 /// Runs `g` on a stream made with `params`; returns each node's result
 /// (nodes 4.., in order).
 fn run(dev: &dyn Device, buf: &dyn Buffer, g: &[TensorDesc], params: &str) -> Vec<Vec<f32>> {
-    let (x, b, w) = inputs(g[0].ne[0]);
+    let (x, b, w) = inputs(g[0].ne[0], g[0].ne[1]);
     buf.clear(0).expect("clear");
     for (t, v) in [(0, &x), (1, &b), (2, &w)] {
         buf.set_tensor(&g[t], 0, &bytes(v)).expect("set");
@@ -135,33 +157,50 @@ fn fused_add_rms_norm_mul_matches_the_separate_kernels_bit_for_bit() {
     let Some((_reg, dev)) = common::first_device() else {
         return;
     };
-    let buf = dev.buffer_type().alloc_buffer(13 * SLOT).expect("alloc");
-    // q4_0: the fused kernel also quantizes the product for the integer
-    // mat-vecs; f32: the MUL_MATs read the float product.
-    for wt in [DType::Q4_0, DType::F32] {
-        for mul_over_norm in [true, false] {
-            let g = graph(buf.id(), wt, mul_over_norm);
-            let fused = run(dev.as_ref(), buf.as_ref(), &g, "");
-            let separate = run(dev.as_ref(), buf.as_ref(), &g, "fuse=off");
-            // Every result either path leaves in memory: the sum, the
-            // normalised row (when the product does not replace it), the
-            // product, both MUL_MATs and the residual.
-            for (k, (f, s)) in fused.iter().zip(&separate).enumerate() {
-                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-                assert_eq!(
-                    bits(f),
-                    bits(s),
-                    "node {} ({wt:?} weight, mul over norm: {mul_over_norm})",
-                    k + 4
-                );
-            }
-            let (x, b, w) = inputs(NE0);
-            let want = reference(&x, &b, &w);
-            for (i, (g, r)) in fused[5].iter().zip(&want).enumerate() {
-                assert!(
-                    (g - r).abs() <= 1e-5 * r.abs().max(1.0),
-                    "element {i}: {g} vs {r}"
-                );
+    // A few rows; one decode row of llama 1B (2048); rows longer than the
+    // registers hold (read again after the reduction).
+    let shapes = [
+        Rows {
+            ne0: NE0,
+            rows: ROWS,
+        },
+        Rows { ne0: 2048, rows: 1 },
+        Rows {
+            ne0: 8192 + 320,
+            rows: 2,
+        },
+    ];
+    for shape in shapes {
+        let buf = dev
+            .buffer_type()
+            .alloc_buffer(shape.bytes())
+            .expect("alloc");
+        // q4_0: the fused kernel also quantizes the product for the integer
+        // mat-vecs; f32: the MUL_MATs read the float product.
+        for wt in [DType::Q4_0, DType::F32] {
+            for mul_over_norm in [true, false] {
+                let g = graph(buf.id(), wt, mul_over_norm, shape);
+                let fused = run(dev.as_ref(), buf.as_ref(), &g, "");
+                let separate = run(dev.as_ref(), buf.as_ref(), &g, "fuse=off");
+                // Every result either path leaves in memory: the sum, the
+                // normalised row (when the product does not replace it), the
+                // product, both MUL_MATs and the residual.
+                for (k, (f, s)) in fused.iter().zip(&separate).enumerate() {
+                    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                    assert!(
+                        bits(f) == bits(s),
+                        "node {} ({wt:?} weight, mul over norm: {mul_over_norm}, {shape:?})",
+                        k + 4
+                    );
+                }
+                let (x, b, w) = inputs(shape.ne0, shape.rows);
+                let want = reference(&x, &b, &w);
+                for (i, (g, r)) in fused[5].iter().zip(&want).enumerate() {
+                    assert!(
+                        (g - r).abs() <= 1e-5 * r.abs().max(1.0),
+                        "element {i} ({shape:?}): {g} vs {r}"
+                    );
+                }
             }
         }
     }
@@ -196,7 +235,7 @@ fn glu_with_the_quantized_copy_matches_the_separate_kernels_bit_for_bit() {
     let buf = dev.buffer_type().alloc_buffer(10 * SLOT).expect("alloc");
     for wt in [DType::Q4_0, DType::F32] {
         let g = glu_graph(buf.id(), wt);
-        let (x, _, w) = inputs(NE0);
+        let (x, _, w) = inputs(NE0, ROWS);
         let up: Vec<f32> = x.iter().rev().map(|v| v * 0.5).collect();
         let run_glu = |params: &str| {
             buf.clear(0).expect("clear");

@@ -102,7 +102,7 @@ impl RowPlan {
             .filter(|&c| c <= MAX_HELD_CHUNKS);
         // Every subgroup full (the workgroup a multiple of the largest
         // size), so positions sg_id * size + lane cover the workgroup.
-        let sum_lanes = (subgroups && wg % hi == 0 && lo <= wg).then_some(lo);
+        let sum_lanes = (subgroups && wg.is_multiple_of(hi) && lo <= wg).then_some(lo);
         RowPlan {
             wg,
             held_chunks,
