@@ -65,6 +65,15 @@ struct Bases {
     x: u32, b: u32, s: u32, w: u32, n: u32, d: u32,
 }
 
+// Element e of a row broadcast over n elements (a division only when it
+// really is broadcast: the weight and addend usually span the row).
+fn wrap(e: u32, n: u32) -> u32 {
+    if (n == p.ne0) {
+        return e;
+    }
+    return e % n;
+}
+
 // Chunk k of the row source x (zeros past the row).
 fn load_x(at: Bases, me: u32, k: u32) -> vec4<f32> {
     let e0 = chunk_first(me, k);
@@ -84,7 +93,7 @@ fn load_b(at: Bases, me: u32, k: u32) -> vec4<f32> {
     var v = vec4<f32>(0.0);
     for (var j = 0u; j < 4u; j++) {
         if (e0 + j < p.ne0) {
-            v[j] = buf_b[at.b + ((e0 + j) % p.nb0) * p.sb0];
+            v[j] = buf_b[at.b + wrap(e0 + j, p.nb0) * p.sb0];
         }
     }
     return v;
@@ -98,7 +107,7 @@ fn load_w(at: Bases, me: u32, k: u32) -> vec4<f32> {
     var v = vec4<f32>(0.0);
     for (var j = 0u; j < 4u; j++) {
         if (e0 + j < p.ne0) {
-            v[j] = buf_w[at.w + ((e0 + j) % p.nw0) * p.sw0];
+            v[j] = buf_w[at.w + wrap(e0 + j, p.nw0) * p.sw0];
         }
     }
     return v;

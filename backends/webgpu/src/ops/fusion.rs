@@ -376,6 +376,11 @@ fn encode_rms_norm(e: &mut Encoder, f: &RmsNormFusion) -> Result<(), String> {
             key = key
                 .define("QUANTIZE", "")
                 .define("BIND_Q", bindings.len().to_string());
+            // A run's eight positions are eight lanes of one subgroup when
+            // subgroups hold at least eight (see common/row_norm.wgsl).
+            if plan.sum_lanes.is_some_and(|l| l >= 8) {
+                key = key.define("Q8_LANES", "");
+            }
             bindings.push(scratch.clone());
             Some((origin, scratch))
         }
@@ -563,7 +568,8 @@ mod tests {
     #[test]
     fn every_fused_kernel_variant_validates() {
         let variants: [&[(&'static str, &str)]; 5] = [
-            // With the quantized copy for the next MUL_MATs.
+            // With the quantized copy for the next MUL_MATs (its runs
+            // reduced by subgroup shuffles where the plan's are).
             &[
                 ("FUSE_ADD", ""),
                 ("FUSE_MUL", ""),
@@ -630,6 +636,9 @@ mod tests {
                 let mut key = plan.specialise(PipelineKey::new("rms_norm_fused", "rms_norm"));
                 for &(name, value) in defines {
                     key = key.define(name, value);
+                }
+                if defines.contains(&("QUANTIZE", "")) && sum_lanes.is_some() {
+                    key = key.define("Q8_LANES", "");
                 }
                 shader_check::check(&key);
             }
