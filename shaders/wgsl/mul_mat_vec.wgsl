@@ -17,7 +17,7 @@
 // X_Q8 (legacy block weights, q4_K and q6_K): x was quantized by
 // mul_mat_quantize into runs of 32 signed bytes with a scale (three
 // vec4<u32> per run, strides in vec4s); a unit is then Q8_RUNS runs of 32
-// weights and the products are integer dot products (common/quant_dot),
+// weights (x runs q8_run(u, r)) and the products are integer dot products (common/quant_dot),
 // as ggml's MMVQ kernels do.
 //
 // W_SPLIT (with X_Q8; q4_0 or q4_K): the weights are stored split
@@ -218,10 +218,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 #endif
         }
         for (var c = 0u; c < NCOLS; c++) {
-            let xi = cols[c] + 3u * Q8_RUNS * u;
             var x: array<vec4<u32>, 3 * Q8_RUNS>;
-            for (var i = 0u; i < 3u * Q8_RUNS; i++) {
-                x[i] = src1[xi + i];
+            for (var r = 0u; r < Q8_RUNS; r++) {
+                let xi = cols[c] + 3u * q8_run(u, r);
+                for (var i = 0u; i < 3u; i++) {
+                    x[3u * r + i] = src1[xi + i];
+                }
             }
             for (var r = 0u; r < NROWS; r++) {
                 acc[r * NCOLS + c] += q_dot8(wq[r], x);

@@ -6,16 +6,19 @@
 // q_load8 gives its quants as signed bytes, four to a word (run r in
 // q[2r], q[2r + 1]), and per run d, m with weight = d * q + m; q_dot8 then
 // returns sum(weight * x) = sum over runs of d * dx * sum(q * qx) + m * s.
-// q6_K: a unit is one 32-weight run (quarter c of half h of a block); its
-// quants are q - 32 as signed bytes with a scale per 16 weights (d[0],
-// d[1] = block d * the run's two 8-bit scales) and no offset (m unused).
+// q6_K: a unit is two 32-weight runs of half h of a block, quarters c and
+// c + 2 (c = 0, 1), which share their ql and qh bytes (low and high
+// nibbles, qh bits 2c and 2c + 4): x runs q8_run(u, 0) and q8_run(u, 1)
+// are not adjacent. Quants are q - 32 as signed bytes with a scale per 16
+// weights (d[2r], d[2r + 1] = block d * run r's two 8-bit scales) and no
+// offset (m unused).
 
 #if defined(QUANT_Q4_K)
 const Q8_RUNS: u32 = 2u;
 const Q8_UNITS_PER_BLOCK: u32 = 4u;
 #elif defined(QUANT_Q6_K)
-const Q8_RUNS: u32 = 1u;
-const Q8_UNITS_PER_BLOCK: u32 = 8u;
+const Q8_RUNS: u32 = 2u;
+const Q8_UNITS_PER_BLOCK: u32 = 4u;
 #else
 const Q8_RUNS: u32 = 1u;
 const Q8_UNITS_PER_BLOCK: u32 = 1u;
@@ -23,7 +26,7 @@ const Q8_UNITS_PER_BLOCK: u32 = 1u;
 
 // Scales of a unit: one per run, q6_K one per 16 weights.
 #if defined(QUANT_Q6_K)
-const Q8_SCALES: u32 = 2u;
+const Q8_SCALES: u32 = 4u;
 #else
 const Q8_SCALES: u32 = Q8_RUNS;
 #endif
@@ -35,6 +38,16 @@ struct QUnit8 {
 }
 
 const Q_NIBBLES: vec4<u32> = vec4<u32>(0x0F0F0F0Fu);
+
+// The x run (of 32 values, counted from the row's start) that run r of
+// unit u multiplies.
+fn q8_run(u: u32, r: u32) -> u32 {
+#if defined(QUANT_Q6_K)
+    return 8u * (u / Q8_UNITS_PER_BLOCK) + 4u * ((u >> 1u) & 1u) + (u & 1u) + 2u * r;
+#else
+    return Q8_RUNS * u + r;
+#endif
+}
 
 #if defined(QUANT_Q5_0) || defined(QUANT_Q5_1)
 // Fifth bits of weights 4k..4k+3 from `qh >> 4k`, moved to bit 4 of each byte.
@@ -96,30 +109,33 @@ fn q_load8(row: u32, u: u32) -> QUnit8 {
     var w: QUnit8;
     let block = row + (u / Q8_UNITS_PER_BLOCK) * QUANT_BLOCK_BYTES;
 #if defined(QUANT_Q6_K)
-    // Run c of half h: weight i takes the low (c < 2) or high nibble of
-    // ql byte 64h + 32 * (c & 1) + i, bits 2c, 2c + 1 of qh byte 32h + i,
-    // and scale byte 8h + 2c + i / 16 (see common/quant).
+    // Quarter c' of half h: weight i takes the low (c' < 2) or high nibble
+    // of ql byte 64h + 32 * (c' & 1) + i, bits 2c', 2c' + 1 of qh byte
+    // 32h + i, and scale byte 8h + 2c' + i / 16 (see common/quant).
     let j = u % Q8_UNITS_PER_BLOCK;
-    let h = j >> 2u;
-    let c = j & 3u;
-    let ql = q_bytes32(block + 64u * h + 32u * (c & 1u));
+    let h = j >> 1u;
+    let c = j & 1u;
+    let ql = q_bytes32(block + 64u * h + 32u * c);
     let qh = q_bytes32(block + 128u + 32u * h);
-    let nib_shift = select(0u, 4u, c >= 2u);
-    let high_shift = 2u * c;
-    var q: array<u32, 8>;
+    var lo: array<u32, 8>;
+    var hi: array<u32, 8>;
     for (var i = 0u; i < 8u; i++) {
-        let nib = (ql[i] >> nib_shift) & 0x0F0F0F0Fu;
-        let high = ((qh[i] >> high_shift) & 0x03030303u) << 4u;
-        q[i] = q6k_signed(nib | high);
+        let bits = qh[i] >> (2u * c);
+        lo[i] = q6k_signed((ql[i] & 0x0F0F0F0Fu) | ((bits & 0x03030303u) << 4u));
+        hi[i] = q6k_signed(((ql[i] >> 4u) & 0x0F0F0F0Fu) | (((bits >> 4u) & 0x03030303u) << 4u));
     }
-    w.q[0] = vec4<u32>(q[0], q[1], q[2], q[3]);
-    w.q[1] = vec4<u32>(q[4], q[5], q[6], q[7]);
-    let sc_at = block + 192u + 8u * h + 2u * c;
-    let sc = q_word(sc_at >> 2u) >> ((sc_at & 2u) * 8u);
+    w.q[0] = vec4<u32>(lo[0], lo[1], lo[2], lo[3]);
+    w.q[1] = vec4<u32>(lo[4], lo[5], lo[6], lo[7]);
+    w.q[2] = vec4<u32>(hi[0], hi[1], hi[2], hi[3]);
+    w.q[3] = vec4<u32>(hi[4], hi[5], hi[6], hi[7]);
     let d = qbuf_half(block + 208u);
-    w.d[0] = d * q_i8(sc & 0xFFu);
-    w.d[1] = d * q_i8((sc >> 8u) & 0xFFu);
-    w.m[0] = 0.0;
+    for (var r = 0u; r < 2u; r++) {
+        let sc_at = block + 192u + 8u * h + 2u * c + 4u * r;
+        let sc = q_word(sc_at >> 2u) >> ((sc_at & 2u) * 8u);
+        w.d[2u * r] = d * q_i8(sc & 0xFFu);
+        w.d[2u * r + 1u] = d * q_i8((sc >> 8u) & 0xFFu);
+        w.m[r] = 0.0;
+    }
 #elif defined(QUANT_Q4_K)
     // Sub-blocks 2c (low nibbles) and 2c + 1 (high nibbles) share qs
     // bytes 32c..32c+31.
@@ -210,8 +226,13 @@ fn q_idot16(a: vec4<u32>, b: vec4<u32>) -> i32 {
 // and (bits(dx), bits(s), 0, 0).
 fn q_dot8(w: QUnit8, x: array<vec4<u32>, 3 * Q8_RUNS>) -> f32 {
 #if defined(QUANT_Q6_K)
-    let dx = bitcast<f32>(x[2].x);
-    return dx * (w.d[0] * f32(q_idot16(w.q[0], x[0])) + w.d[1] * f32(q_idot16(w.q[1], x[1])));
+    var sum = 0.0;
+    for (var r = 0u; r < 2u; r++) {
+        let lo = f32(q_idot16(w.q[2u * r], x[3u * r]));
+        let hi = f32(q_idot16(w.q[2u * r + 1u], x[3u * r + 1u]));
+        sum += bitcast<f32>(x[3u * r + 2u].x) * (w.d[2u * r] * lo + w.d[2u * r + 1u] * hi);
+    }
+    return sum;
 #else
     var sum = 0.0;
     for (var r = 0u; r < Q8_RUNS; r++) {

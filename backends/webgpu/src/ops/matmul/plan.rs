@@ -306,10 +306,14 @@ pub fn converted_bytes(s: &Shape) -> u64 {
 }
 
 /// Weights per unit of the integer mat-vec (`Q8_RUNS` runs of 32 in
-/// `common/quant_dot`): one block, a pair of q4_K sub-blocks, or one
-/// 32-weight run of a q6_K block.
+/// `common/quant_dot`): one block, a pair of q4_K sub-blocks, or two
+/// 32-weight runs of a q6_K block that share their bytes.
 pub fn matvec_int8_unit(t: DType) -> u64 {
-    if t == DType::Q4_K { 64 } else { 32 }
+    if matches!(t, DType::Q4_K | DType::Q6_K) {
+        64
+    } else {
+        32
+    }
 }
 
 /// Weight types whose mat-vec multiplies integer quants: the activations
@@ -402,8 +406,8 @@ pub fn matvec_subgroups(facts: &Facts) -> bool {
 
 /// Workgroup size of the mat-vec kernel for weights of type `t` whose
 /// rows are `units` units long (see the kernel): with subgroup reductions
-/// 128, or 64 for f32, q4_K and integer q6_K weights (its 32-weight
-/// units: 64 per row at K = 2048); 64 with the workgroup-memory
+/// 128, or 64 for f32, q4_K and integer q6_K weights (units of 64
+/// weights); 64 with the workgroup-memory
 /// tree; and never more than `units` rounded up to a power of two (at
 /// least [`MATVEC_MIN_WG`]), so short rows (q4_0 at K = 2048: 64 units)
 /// leave no invocation without a unit. On an H200 at K = 14336, 64
@@ -596,7 +600,8 @@ mod tests {
         assert_eq!(matvec_wg(&h200, true, DType::Q4_0, 3), MATVEC_MIN_WG);
         // Integer q6_K and q4_K take 64 for long rows; the float q6_K
         // kernel (xf32, units of 16 weights) keeps 128.
-        assert_eq!(matvec_wg(&h200, true, DType::Q6_K, 8192 / 32), 64);
+        assert_eq!(matvec_wg(&h200, true, DType::Q6_K, 8192 / 64), 64);
+        assert_eq!(matvec_wg(&h200, true, DType::Q6_K, 2048 / 64), 32);
         assert_eq!(matvec_wg(&h200, true, DType::Q4_K, 14336 / 64), 64);
         let mut xf32 = facts(true);
         xf32.tuning.matmul_xf32 = true;
@@ -611,7 +616,7 @@ mod tests {
     fn q6k_multiplies_integers_unless_xf32() {
         let mut tuning = Tuning::default();
         assert!(matvec_int8(&tuning, DType::Q6_K));
-        assert_eq!(matvec_int8_unit(DType::Q6_K), 32);
+        assert_eq!(matvec_int8_unit(DType::Q6_K), 64);
         tuning.matmul_xf32 = true;
         assert!(!matvec_int8(&tuning, DType::Q6_K));
     }
