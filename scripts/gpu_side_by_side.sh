@@ -31,7 +31,10 @@ export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json __EG
 # EARLY=0 skips our first round (it runs while llama.cpp compiles);
 # PERF=0 skips the MUL_MAT layout timings; LLAMA=0 skips llama.cpp
 # (our VARIANTS then run alone); KPROFILE=1 keeps the per-kernel GPU times
-# of a q4_0 decode (kprofile.txt); RUNCHECK=1 generates 48 tokens of
+# of a q4_0 decode (kprofile.txt; the baseline's too); MVSWEEP=1 times the
+# n=1 MUL_MAT cases at k=2048/8192/14336 under each BACKPLANE_WEBGPU_MATMUL
+# variant (mvsweep.txt); OLDBENCH=0 keeps the baseline out of the model
+# runs; RUNCHECK=1 generates 48 tokens of
 # each file with native replay on and off and compares the text
 # (runcheck.txt); NATIVE=1 runs
 # scripts/gpu_native.sh, while llama.cpp compiles.
@@ -73,8 +76,17 @@ if step profile; then
 fi
 date
 if [ -n "$KPROFILE" ] && step kprofile; then
-  BACKPLANE_PLUGIN_PATH=/tmp/new BACKPLANE_WEBGPU_PROFILE=kernels $T timeout 60 /tmp/new/backplane bench --model /tmp/m-q4_0.gguf -p 0 -n 32 -r 1 --device webgpu --gpu-layers 99 > $S/kprofile.txt 2>&1
-  keep kprofile.txt; done_ kprofile
+  for v in new old; do
+    [ $v = old ] && [ $OLD = none ] && continue
+    echo "== $v" >> $S/kprofile.txt
+    BACKPLANE_PLUGIN_PATH=/tmp/$v BACKPLANE_WEBGPU_PROFILE=kernels $T timeout 60 /tmp/$v/backplane bench --model /tmp/m-q4_0.gguf -p 0 -n 32 -r 1 --device webgpu --gpu-layers 99 >> $S/kprofile.txt 2>&1
+  done; keep kprofile.txt; done_ kprofile
+fi
+if [ -n "$MVSWEEP" ] && step mvsweep; then
+  for v in none xf32 rows=1 rows=4 wg=64 wg=128; do
+    echo "== $v" >> $S/mvsweep.txt
+    env $( [ $v = none ] || echo BACKPLANE_WEBGPU_MATMUL=$v ) BACKPLANE_PLUGIN_PATH=/tmp/new $T timeout 60 /tmp/new/backplane-conformance perf --backend webgpu --op MUL_MAT --case 'n=1,k=(2048|8192|14336),' --min-time-ms 300 2>&1 | grep "MUL_MAT(" >> $S/mvsweep.txt
+  done; keep mvsweep.txt; done_ mvsweep
 fi
 if [ -n "$RUNCHECK" ] && step runcheck; then
   for t in q4_0 q8_0 q4_K_M f16; do
@@ -99,5 +111,5 @@ if [ "${PERF:-1}" = 1 ] && step perf; then
   done; keep perf.txt; done_ perf
 fi
 # The baseline build last: its figures are also in docs/models.md.
-[ $OLD = none ] || for t in q4_0 q8_0 q4_K_M f16; do step old-$t && { ours old $t; done_ old-$t; }; done
+[ $OLD = none ] || [ "${OLDBENCH:-1}" = 0 ] || for t in q4_0 q8_0 q4_K_M f16; do step old-$t && { ours old $t; done_ old-$t; }; done
 date
