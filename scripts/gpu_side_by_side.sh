@@ -34,9 +34,10 @@ export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json __EG
 # of a q4_0 decode (kprofile.txt; the baseline's too); MVSWEEP=1 times the
 # n=1 MUL_MAT cases at k=2048/8192/14336 under each BACKPLANE_WEBGPU_MATMUL
 # variant (mvsweep.txt); OLDBENCH=0 keeps the baseline out of the model
-# runs; RUNCHECK=1 generates 48 tokens of
-# each file with native replay on and off and compares the text
-# (runcheck.txt); NATIVE=1 runs
+# runs; RUNCHECK=1 generates 48 tokens of the q4_0 and f16 files with
+# native replay on and off and with fusion off and compares the texts
+# (runcheck.txt); CONF=1 runs the conformance of the WGSL norm and
+# product kernels (conf.txt); NATIVE=1 runs
 # scripts/gpu_native.sh, while llama.cpp compiles.
 NEW=${NEW:-.devbin/bins2.tar.xz}
 OLD=${OLD:-.devbin/bins.tar.xz}
@@ -89,15 +90,21 @@ if [ -n "$MVSWEEP" ] && step mvsweep; then
   done; keep mvsweep.txt; done_ mvsweep
 fi
 if [ -n "$RUNCHECK" ] && step runcheck; then
-  for t in q4_0 q8_0 q4_K_M f16; do
-    for m in on off; do
-      BACKPLANE_WEBGPU_NATIVE_REPLAY=$m BACKPLANE_PLUGIN_PATH=/tmp/new $T timeout 60 /tmp/new/backplane run --model /tmp/m-$t.gguf --device webgpu --gpu-layers 99 -n 48 --prompt "The history of the" --temp 0 2>/dev/null > /tmp/run-$t-$m.txt
+  for t in q4_0 f16; do
+    for m in on off fuseoff; do
+      f=on; r=$m; [ $m = fuseoff ] && { f=off; r=on; }
+      BACKPLANE_WEBGPU_FUSE=$f BACKPLANE_WEBGPU_NATIVE_REPLAY=$r BACKPLANE_PLUGIN_PATH=/tmp/new $T timeout 60 /tmp/new/backplane run --model /tmp/m-$t.gguf --device webgpu --gpu-layers 99 -n 48 --prompt "The history of the" --temp 0 2>/dev/null > /tmp/run-$t-$m.txt
+      cmp -s /tmp/run-$t-on.txt /tmp/run-$t-$m.txt && echo "$t $m: same text as native replay on ($(wc -c < /tmp/run-$t-$m.txt) bytes)" >> $S/runcheck.txt || { echo "$t $m: text differs" >> $S/runcheck.txt; head -c 300 /tmp/run-$t-on.txt /tmp/run-$t-$m.txt >> $S/runcheck.txt; }
     done
-    cmp -s /tmp/run-$t-on.txt /tmp/run-$t-off.txt && echo "$t: same text on and off ($(wc -c < /tmp/run-$t-on.txt) bytes)" >> $S/runcheck.txt || { echo "$t: texts differ" >> $S/runcheck.txt; head -c 400 /tmp/run-$t-on.txt /tmp/run-$t-off.txt >> $S/runcheck.txt; }
   done; keep runcheck.txt; done_ runcheck
 fi
+if [ -n "$CONF" ] && step conf; then
+  for op in RMS_NORM NORM L2_NORM GLU MUL_MAT MUL_MAT_ID; do
+    BACKPLANE_PLUGIN_PATH=/tmp/new $T timeout 120 /tmp/new/backplane-conformance test --backend webgpu --op $op 2>&1 | tail -1 | sed "s/^/$op /" >> $S/conf.txt
+  done; keep conf.txt; done_ conf
+fi
 while [ "${LLAMA:-1}" = 1 ] && [ ! -x $LB ] && ! grep -q "build rc" $S/llbuild.txt 2>/dev/null; do sleep 5; done
-tail -2 $S/llbuild.txt; keep llbuild.txt; date
+tail -2 $S/llbuild.txt; grep -q "build rc 0" $S/llbuild.txt || keep llbuild.txt; date
 for t in q4_0 q8_0 q4_K_M f16; do
   step llama-$t || continue
   [ -x $LB ] && $T timeout 90 $LB -m /tmp/m-$t.gguf -ngl 99 -p 512 -n 128 -r 3 -o jsonl 2>/dev/null >> $S/llama.txt; keep llama.txt
