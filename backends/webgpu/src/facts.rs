@@ -82,6 +82,35 @@ pub fn human_bytes(b: u64) -> String {
     }
 }
 
+/// A discrete Vulkan GPU with subgroups of 32 and no cooperative
+/// matrices, for the unit tests of op decisions (each test changes what
+/// it is about).
+#[cfg(test)]
+pub(crate) fn test_gpu() -> Facts {
+    Facts {
+        adapter: "test".into(),
+        api: "Vulkan".into(),
+        driver: String::new(),
+        vendor: 0,
+        is_cpu: false,
+        is_integrated: false,
+        max_binding_bytes: 2 << 30,
+        max_buffer_bytes: 4 << 30,
+        offset_alignment: 32,
+        max_groups_per_dim: 65535,
+        max_invocations: 1024,
+        workgroup_storage_bytes: 48 << 10,
+        max_storage_buffers: 8,
+        f16: true,
+        subgroups: true,
+        subgroup_size: (32, 32),
+        timestamps: false,
+        coopmat_f16_16: false,
+        compute_units: None,
+        tuning: Default::default(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

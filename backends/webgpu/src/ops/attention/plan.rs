@@ -514,28 +514,19 @@ fn choose_with(
 mod tests {
     use super::*;
 
+    /// A CPU device like lavapipe (subgroups of 8 not used) with
+    /// `wg_bytes` of workgroup memory.
     fn facts(wg_bytes: u32, f16: bool) -> Facts {
         Facts {
-            adapter: String::new(),
-            api: String::new(),
-            driver: String::new(),
-            vendor: 0,
             is_cpu: true,
-            is_integrated: false,
             max_binding_bytes: 1 << 30,
             max_buffer_bytes: 1 << 30,
             offset_alignment: 256,
-            max_groups_per_dim: 65535,
-            max_invocations: 1024,
             workgroup_storage_bytes: wg_bytes,
-            max_storage_buffers: 8,
             f16,
             subgroups: false,
             subgroup_size: (8, 8),
-            timestamps: false,
-            coopmat_f16_16: false,
-            compute_units: None,
-            tuning: Default::default(),
+            ..crate::facts::test_gpu()
         }
     }
 

@@ -453,26 +453,8 @@ mod tests {
 
     pub(crate) fn facts(coopmat: bool) -> Facts {
         Facts {
-            adapter: "test".into(),
-            api: "Vulkan".into(),
-            driver: String::new(),
-            vendor: 0,
-            is_cpu: false,
-            is_integrated: false,
-            max_binding_bytes: 2 << 30,
-            max_buffer_bytes: 4 << 30,
-            offset_alignment: 32,
-            max_groups_per_dim: 65535,
-            max_invocations: 1024,
-            workgroup_storage_bytes: 48 << 10,
-            max_storage_buffers: 8,
-            f16: true,
-            subgroups: true,
-            subgroup_size: (32, 32),
-            timestamps: false,
             coopmat_f16_16: coopmat,
-            compute_units: None,
-            tuning: Default::default(),
+            ..crate::facts::test_gpu()
         }
     }
 
