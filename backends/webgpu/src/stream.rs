@@ -16,6 +16,10 @@ use crate::ops;
 use crate::replay::{Recording, next_stream_id, same_buffer};
 use crate::{lock, profile};
 
+/// The error flag's two words read back after a graph that bound it, or
+/// why they could not be read; `None` when no kernel bound it.
+type FlagWords = Option<Result<[u8; 8], String>>;
+
 /// One stream on a device.
 pub struct WebGpuStream {
     name: String,
@@ -88,11 +92,7 @@ impl WebGpuStream {
         let submit_ns = submit_start.elapsed().as_nanos() as u64;
         if let (Some(built_ns), Some(r)) = (native, &recording) {
             crate::replay::count_replay();
-            let flag_read = r.error_flag_used.then(|| self.copy_error_flag(&flag));
-            let t1 = std::time::Instant::now();
-            let waited = self.ctx.wait_idle();
-            let flag_words = flag_read.map(|mapped| self.read_error_flag(mapped));
-            waited.map_err(PluginError::other)?;
+            let (t1, flag_words) = self.wait_for_graph(&flag, r.error_flag_used)?;
             if self.ctx.graph_timing {
                 let ns = |d: std::time::Duration| d.as_nanos() as u64;
                 let t = profile::GraphTimes {
@@ -143,11 +143,7 @@ impl WebGpuStream {
         let kernels = enc.kernels();
         let times = enc.times();
         drop(enc);
-        let flag_read = used_flag.then(|| self.copy_error_flag(&flag));
-        let t1 = std::time::Instant::now();
-        let waited = self.ctx.wait_idle();
-        let flag_words = flag_read.map(|mapped| self.read_error_flag(mapped));
-        waited.map_err(PluginError::other)?;
+        let (t1, flag_words) = self.wait_for_graph(&flag, used_flag)?;
         if self.ctx.graph_timing {
             let ns = |d: std::time::Duration| d.as_nanos() as u64;
             let t = profile::GraphTimes {
@@ -162,13 +158,25 @@ impl WebGpuStream {
         self.flag_verdict(graph, flag_words)
     }
 
+    /// Waits for the submitted graph; when a kernel bound the error flag
+    /// (`flag_used`), its words are copied and mapped in the same wait.
+    /// Returns when the wait began, and the words.
+    fn wait_for_graph(
+        &self,
+        flag: &wgpu::Buffer,
+        flag_used: bool,
+    ) -> Result<(std::time::Instant, FlagWords), PluginError> {
+        let flag_read = flag_used.then(|| self.copy_error_flag(flag));
+        let t1 = std::time::Instant::now();
+        let waited = self.ctx.wait_idle();
+        let flag_words = flag_read.map(|mapped| self.read_error_flag(mapped));
+        waited.map_err(PluginError::other)?;
+        Ok((t1, flag_words))
+    }
+
     /// Fails the graph if the error flag's words (read back when a kernel
     /// bound it) name a node.
-    fn flag_verdict(
-        &self,
-        graph: &[TensorDesc],
-        flag_words: Option<Result<[u8; 8], String>>,
-    ) -> Result<(), PluginError> {
+    fn flag_verdict(&self, graph: &[TensorDesc], flag_words: FlagWords) -> Result<(), PluginError> {
         if let Some(words) = flag_words {
             let words = words.map_err(PluginError::other)?;
             let node = u32::from_le_bytes(words[0..4].try_into().expect("4 bytes"));
