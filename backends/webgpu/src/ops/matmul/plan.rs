@@ -190,6 +190,20 @@ pub struct Shape {
 }
 
 impl Shape {
+    /// An unbatched m x k by k x n product (for unit tests).
+    #[cfg(test)]
+    pub(crate) fn unbatched(m: u64, n: u64, k: u64) -> Shape {
+        Shape {
+            k,
+            m,
+            n,
+            ne12: 1,
+            ne13: 1,
+            r2: 1,
+            r3: 1,
+        }
+    }
+
     /// The shape of MUL_MAT(a, b), or why they do not fit.
     pub fn of(a: &TensorDesc, b: &TensorDesc) -> Result<Shape, String> {
         let (an, bn) = (a.ne, b.ne);
@@ -459,15 +473,7 @@ mod tests {
     }
 
     fn shape(m: u64, n: u64, k: u64) -> Shape {
-        Shape {
-            k,
-            m,
-            n,
-            ne12: 1,
-            ne13: 1,
-            r2: 1,
-            r3: 1,
-        }
+        Shape::unbatched(m, n, k)
     }
 
     #[test]

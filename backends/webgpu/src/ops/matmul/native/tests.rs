@@ -3,15 +3,7 @@
 use super::*;
 
 fn shape(m: u64, n: u64, k: u64) -> Shape {
-    Shape {
-        k,
-        m,
-        n,
-        ne12: 1,
-        ne13: 1,
-        r2: 1,
-        r3: 1,
-    }
+    Shape::unbatched(m, n, k)
 }
 
 /// lavapipe: 8/16-bit storage, f16, subgroups of 8, integer dot
