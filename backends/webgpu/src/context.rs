@@ -50,7 +50,7 @@ pub struct Ctx {
     /// The native Vulkan kernels' features and pipelines ([`crate::native`]).
     pub native: crate::native::NativeState,
     /// Native replay's shared state ([`crate::native_replay`]).
-    pub native_replay: crate::native_replay::DeviceReplay,
+    pub native_replay: crate::replay::native::DeviceReplay,
 }
 
 impl Ctx {

@@ -19,7 +19,6 @@ pub mod facts;
 pub mod kept;
 pub mod memory;
 pub mod native;
-pub mod native_replay;
 mod ops;
 pub mod options;
 pub mod pipelines;

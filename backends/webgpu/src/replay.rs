@@ -30,6 +30,8 @@ use crate::bind_cache::Binding;
 use crate::lock;
 use crate::pipelines::Pipeline;
 
+pub mod native;
+
 /// Recorded graphs kept per stream (least recently used dropped first).
 pub const RECORDINGS_PER_STREAM: usize = 4;
 
@@ -108,7 +110,7 @@ pub struct Recording {
     /// Whether a kernel binds the error flag (read back after the graph).
     pub error_flag_used: bool,
     /// Its native command buffer, once built ([`crate::native_replay`]).
-    pub native: crate::native_replay::NativeSlot,
+    pub native: native::NativeSlot,
 }
 
 impl Recording {

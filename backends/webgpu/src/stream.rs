@@ -85,10 +85,15 @@ impl WebGpuStream {
         let native_wanted = self.facts.tuning.native_replay.wanted(self.facts.is_cpu)
             && self.ctx.profiler.is_none();
         let submit_start = std::time::Instant::now();
-        let native = recording
-            .as_ref()
-            .filter(|_| native_wanted)
-            .and_then(|r| crate::native_replay::try_submit(&self.ctx, r, &flag));
+        let native = recording.as_ref().filter(|_| native_wanted).and_then(|r| {
+            let target = crate::replay::native::Target {
+                name: &self.ctx.name,
+                device: &self.ctx.device,
+                queue: &self.ctx.queue,
+                state: &self.ctx.native_replay,
+            };
+            crate::replay::native::try_submit(&target, r, &flag)
+        });
         let submit_ns = submit_start.elapsed().as_nanos() as u64;
         if let (Some(built_ns), Some(r)) = (native, &recording) {
             crate::replay::count_replay();

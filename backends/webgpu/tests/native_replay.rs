@@ -13,7 +13,7 @@ use std::sync::Mutex;
 
 use backplane_abi::plugin::{Backend, Buffer, Device};
 use backplane_abi::{DType, Op, TensorDesc};
-use backplane_webgpu::native_replay::native_replayed_graphs;
+use backplane_webgpu::replay::native::native_replayed_graphs;
 
 /// One test at a time: they compare the counter before and after.
 static TURN: Mutex<()> = Mutex::new(());

@@ -14,7 +14,7 @@ use crate::pipelines::Checks;
 mod q8;
 mod split;
 
-pub(crate) use q8::{Q8Copy, quantizes_src1};
+pub(crate) use q8::{Q8Copy, wgsl_quantizes_src1};
 
 /// Workgroup size of the activation conversion.
 const CONVERT_WG: u32 = 256;
@@ -420,9 +420,6 @@ pub(super) fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
     let (ia, ib) = (src_index(g, node, 0)?, src_index(g, node, 1)?);
     let s = Shape::of(&g[ia], &g[ib])?;
     if d.nelements() == 0 {
-        return Ok(());
-    }
-    if crate::ops::matmul::native::try_encode(e, node)? {
         return Ok(());
     }
     let w = Weights::new(e, ia)?;

@@ -29,7 +29,7 @@
 
 mod kernels;
 pub mod native;
-pub(crate) use kernels::{Q8Copy, quantizes_src1};
+pub(crate) use kernels::Q8Copy;
 pub(crate) mod plan;
 #[cfg(test)]
 mod tests;
@@ -198,6 +198,22 @@ fn supports_id(facts: &Facts, graph: &[TensorDesc], node: usize) -> Result<(), S
 pub fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
     match e.graph[node].op().map_err(|x| x.to_string())? {
         Op::MulMatId => kernels::encode_id(e, node),
-        _ => kernels::encode(e, node),
+        _ => {
+            // An empty product needs no kernel, native or not.
+            if e.graph[node].nelements() != 0 && native::try_encode(e, node)? {
+                return Ok(());
+            }
+            kernels::encode(e, node)
+        }
+    }
+}
+
+/// Whether MUL_MAT `node` reads its src1 through a quantized copy (the
+/// integer mat-vec, WGSL or native), decided as [`encode`] decides it.
+pub(crate) fn quantizes_src1(e: &Encoder, node: usize) -> bool {
+    match native::choice(e, node) {
+        // The native mat-vec reads the same copy.
+        Ok(kernel) => kernel.reads_quantized_src1(),
+        Err(_) => kernels::wgsl_quantizes_src1(e, node),
     }
 }

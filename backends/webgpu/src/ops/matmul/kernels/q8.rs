@@ -1,6 +1,7 @@
 //! The integer mat-vec's quantized activations as other kernels may leave
 //! them for a MUL_MAT: what the copy is ([`Q8Copy`]) and whether a MUL_MAT
-//! reads one ([`quantizes_src1`]).
+//! reads one ([`wgsl_quantizes_src1`]; `crate::ops::matmul::quantizes_src1`
+//! asks the native kernels first).
 
 use backplane_shaders::PipelineKey;
 
@@ -73,9 +74,10 @@ impl Q8Copy {
     }
 }
 
-/// Whether MUL_MAT `node` reads its src1 through a quantized copy (the
-/// integer mat-vec), decided as [`super::encode`] decides it.
-pub(crate) fn quantizes_src1(e: &Encoder, node: usize) -> bool {
+/// Whether the WGSL kernels of MUL_MAT `node` read its src1 through a
+/// quantized copy (the integer mat-vec), decided as [`super::encode`]
+/// decides it.
+pub(crate) fn wgsl_quantizes_src1(e: &Encoder, node: usize) -> bool {
     let g = e.graph;
     let (Ok(ia), Ok(ib)) = (src_index(g, node, 0), src_index(g, node, 1)) else {
         return false;
@@ -86,9 +88,5 @@ pub(crate) fn quantizes_src1(e: &Encoder, node: usize) -> bool {
     };
     let facts = e.facts();
     let path = plan::choose_path(facts, t, &s, out.strides[0] == 1, facts.tuning.matmul_path);
-    match crate::ops::matmul::native::choice(e, node) {
-        // The native mat-vec reads the same copy.
-        Ok(kernel) => kernel.reads_quantized_src1(),
-        Err(_) => matches!(path, Path::MatVec { .. }) && plan::matvec_int8(&facts.tuning, t),
-    }
+    matches!(path, Path::MatVec { .. }) && plan::matvec_int8(&facts.tuning, t)
 }

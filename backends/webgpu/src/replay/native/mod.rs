@@ -18,53 +18,26 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use crate::context::Ctx;
 use crate::lock;
 use crate::replay::Recording;
+
+/// Where a native replay runs: the device's name (for messages), its
+/// wgpu device and queue, and its native-replay state.
+pub struct Target<'a> {
+    /// The device's name.
+    pub name: &'a str,
+    /// The wgpu device.
+    pub device: &'a wgpu::Device,
+    /// Its queue.
+    pub queue: &'a wgpu::Queue,
+    /// Its native-replay state.
+    pub state: &'a DeviceReplay,
+}
 
 #[cfg(any(target_os = "linux", target_os = "windows", target_os = "android"))]
 pub mod commands;
 #[cfg(any(target_os = "linux", target_os = "windows", target_os = "android"))]
 pub mod pipelines;
-
-/// The `native_replay` option.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum NativeReplayMode {
-    /// On for Vulkan GPUs, off on CPU devices such as lavapipe (which run
-    /// the kernels inside the submission: nothing to save). On an NVIDIA
-    /// H100 it made a 1b decode 13-19% faster (docs/webgpu.md).
-    #[default]
-    Auto,
-    /// On wherever the device is Vulkan.
-    On,
-    /// Never: replays record through wgpu.
-    Off,
-}
-
-impl NativeReplayMode {
-    /// The option's words, in schema order.
-    pub const WORDS: &'static [&'static str] = &["auto", "on", "off"];
-
-    /// The mode a word of [`NativeReplayMode::WORDS`] names (`auto`
-    /// otherwise).
-    pub fn from_word(word: Option<&str>) -> NativeReplayMode {
-        match word {
-            Some("on") => NativeReplayMode::On,
-            Some("off") => NativeReplayMode::Off,
-            _ => NativeReplayMode::Auto,
-        }
-    }
-
-    /// Whether a stream in this mode replays natively on a device that is
-    /// a CPU (`is_cpu`) or not.
-    pub fn wanted(self, is_cpu: bool) -> bool {
-        match self {
-            NativeReplayMode::On => true,
-            NativeReplayMode::Off => false,
-            NativeReplayMode::Auto => !is_cpu,
-        }
-    }
-}
 
 /// Graphs submitted natively in this process (for tests and measurements).
 static NATIVE_REPLAYED: AtomicU64 = AtomicU64::new(0);
@@ -114,27 +87,27 @@ impl DeviceReplay {
 /// as a wgpu replay would, and returns the nanoseconds spent building its
 /// native twin (zero once built); `None` (the reason printed once) when
 /// the graph must be replayed through wgpu instead. Nothing runs then.
-pub fn try_submit(ctx: &Ctx, recording: &Recording, error_flag: &wgpu::Buffer) -> Option<u64> {
-    match submit(ctx, recording, error_flag) {
+pub fn try_submit(t: &Target, recording: &Recording, error_flag: &wgpu::Buffer) -> Option<u64> {
+    match submit(t, recording, error_flag) {
         Ok(built_ns) => {
             NATIVE_REPLAYED.fetch_add(1, Ordering::Relaxed);
             Some(built_ns)
         }
         Err(reason) => {
-            ctx.native_replay.report(&ctx.name, &reason);
+            t.state.report(t.name, &reason);
             None
         }
     }
 }
 
 #[cfg(any(target_os = "linux", target_os = "windows", target_os = "android"))]
-fn submit(ctx: &Ctx, recording: &Recording, error_flag: &wgpu::Buffer) -> Result<u64, String> {
+fn submit(t: &Target, recording: &Recording, error_flag: &wgpu::Buffer) -> Result<u64, String> {
     let t0 = std::time::Instant::now();
     let mut built = false;
-    let shared = ctx
-        .native_replay
+    let shared = t
+        .state
         .shared
-        .get_or_init(|| Shared::new(&ctx.device).map(Arc::new))
+        .get_or_init(|| Shared::new(t.device).map(Arc::new))
         .as_ref()
         .map_err(Clone::clone)?;
     let commands = recording
@@ -142,7 +115,7 @@ fn submit(ctx: &Ctx, recording: &Recording, error_flag: &wgpu::Buffer) -> Result
         .0
         .get_or_init(|| {
             built = true;
-            Commands::record(shared, &ctx.queue, &recording.steps)
+            Commands::record(shared, t.queue, &recording.steps)
         })
         .as_ref()
         .map_err(Clone::clone)?;
@@ -153,30 +126,12 @@ fn submit(ctx: &Ctx, recording: &Recording, error_flag: &wgpu::Buffer) -> Result
     };
     // The flag clear a wgpu replay does in its first batch; written in the
     // same submission, before the kernels.
-    ctx.queue.write_buffer(error_flag, 0, &[0u8; 16]);
-    commands.submit(&ctx.device, &ctx.queue)?;
+    t.queue.write_buffer(error_flag, 0, &[0u8; 16]);
+    commands.submit(t.device, t.queue)?;
     Ok(built_ns)
 }
 
 #[cfg(not(any(target_os = "linux", target_os = "windows", target_os = "android")))]
-fn submit(_: &Ctx, _: &Recording, _: &wgpu::Buffer) -> Result<u64, String> {
+fn submit(_: &Target, _: &Recording, _: &wgpu::Buffer) -> Result<u64, String> {
     Err("this build has no Vulkan".into())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn auto_is_on_for_gpus_and_off_on_cpu_devices() {
-        assert!(NativeReplayMode::On.wanted(true));
-        assert!(!NativeReplayMode::Off.wanted(false));
-        assert!(!NativeReplayMode::Auto.wanted(true));
-        assert!(NativeReplayMode::Auto.wanted(false));
-        for w in NativeReplayMode::WORDS {
-            let m = NativeReplayMode::from_word(Some(w));
-            assert_eq!(format!("{m:?}").to_lowercase(), *w);
-        }
-        assert_eq!(NativeReplayMode::from_word(None), NativeReplayMode::Auto);
-    }
 }
