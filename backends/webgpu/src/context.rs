@@ -49,7 +49,7 @@ pub struct Ctx {
     pub readback: Mutex<Option<wgpu::Buffer>>,
     /// The native Vulkan kernels' features and pipelines ([`crate::native`]).
     pub native: crate::native::NativeState,
-    /// Native replay's shared state ([`crate::native_replay`]).
+    /// Native replay's shared state ([`crate::replay::native`]).
     pub native_replay: crate::replay::native::DeviceReplay,
 }
 

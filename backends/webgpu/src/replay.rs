@@ -109,7 +109,7 @@ pub struct Recording {
     pub steps: Vec<Step>,
     /// Whether a kernel binds the error flag (read back after the graph).
     pub error_flag_used: bool,
-    /// Its native command buffer, once built ([`crate::native_replay`]).
+    /// Its native command buffer, once built ([`crate::replay::native`]).
     pub native: native::NativeSlot,
 }
 

@@ -81,7 +81,7 @@ impl WebGpuStream {
             })
             .flatten();
         // A replay submitted as one native command buffer needs no encoder
-        // ([`crate::native_replay`]); per-kernel profiles need wgpu passes.
+        // ([`crate::replay::native`]); per-kernel profiles need wgpu passes.
         let native_wanted = self.facts.tuning.native_replay.wanted(self.facts.is_cpu)
             && self.ctx.profiler.is_none();
         let submit_start = std::time::Instant::now();

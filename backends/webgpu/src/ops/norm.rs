@@ -60,8 +60,8 @@ const MAX_HELD_CHUNKS: u32 = 8;
 /// Chunks of four elements each invocation should own: the workgroup is
 /// sized for this many, within [`MIN_NORM_WG`] and the largest size.
 /// Two (eight elements) gives a 2048-wide row (llama 1B) 256 invocations.
-/// For the lead to check on the GPU: 1 (512 invocations for 2048) may be
-/// faster for a single decode row.
+/// Not yet timed on a GPU against 1 (512 invocations for 2048), which may
+/// be faster for a single decode row.
 const TARGET_CHUNKS: u64 = 2;
 
 /// Smallest norm workgroup.
