@@ -175,7 +175,7 @@ pub const WEBGPU_OPTIONS: &[OptionSpec] = &[
         name: "native_replay",
         kind: OptionKind::Word(NativeReplayMode::WORDS),
         default: "auto",
-        meaning: "submit a replayed graph as one Vulkan command buffer recorded once (docs/webgpu.md, Native replay): on (wherever the device is Vulkan), off, or auto (on for Vulkan GPUs, off on CPU devices such as lavapipe)",
+        meaning: "submit a replayed graph as one Vulkan command buffer recorded once (docs/webgpu.md, Native replay): on (wherever the device is Vulkan), off, auto (on for Vulkan GPUs, off on CPU devices such as lavapipe), or serial (on, with a barrier between every two kernels instead of only where one depends on another)",
         env: "BACKPLANE_WEBGPU_NATIVE_REPLAY",
     },
     OptionSpec {
@@ -220,11 +220,14 @@ pub enum NativeReplayMode {
     On,
     /// Never: replays record through wgpu.
     Off,
+    /// On, with a barrier between every two kernels (as wgpu orders them)
+    /// instead of only where one depends on another's memory.
+    Serial,
 }
 
 impl NativeReplayMode {
     /// The option's words, in schema order.
-    pub const WORDS: &'static [&'static str] = &["auto", "on", "off"];
+    pub const WORDS: &'static [&'static str] = &["auto", "on", "off", "serial"];
 
     /// The mode a word of [`NativeReplayMode::WORDS`] names (`auto`
     /// otherwise).
@@ -232,6 +235,7 @@ impl NativeReplayMode {
         match word {
             Some("on") => NativeReplayMode::On,
             Some("off") => NativeReplayMode::Off,
+            Some("serial") => NativeReplayMode::Serial,
             _ => NativeReplayMode::Auto,
         }
     }
@@ -240,7 +244,7 @@ impl NativeReplayMode {
     /// a CPU (`is_cpu`) or not.
     pub fn wanted(self, is_cpu: bool) -> bool {
         match self {
-            NativeReplayMode::On => true,
+            NativeReplayMode::On | NativeReplayMode::Serial => true,
             NativeReplayMode::Off => false,
             NativeReplayMode::Auto => !is_cpu,
         }
@@ -480,6 +484,7 @@ mod tests {
     #[test]
     fn native_replay_auto_is_on_for_gpus_and_off_on_cpu_devices() {
         assert!(NativeReplayMode::On.wanted(true));
+        assert!(NativeReplayMode::Serial.wanted(true));
         assert!(!NativeReplayMode::Off.wanted(false));
         assert!(!NativeReplayMode::Auto.wanted(true));
         assert!(NativeReplayMode::Auto.wanted(false));

@@ -136,6 +136,12 @@ extern "C" fn report_graphs() {
             report(what, graphs, kernels, t);
         }
     }
+    let (barriers, gaps) = crate::replay::native::native_barriers();
+    if gaps > 0 {
+        eprintln!(
+            "backplane-webgpu graph timing: native twins recorded {barriers} barriers between {gaps} pairs of consecutive kernels"
+        );
+    }
 }
 
 /// Prints the totals of the `graphs` graphs of one kind (`what`).

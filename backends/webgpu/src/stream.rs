@@ -13,6 +13,7 @@ use crate::context::Ctx;
 use crate::encode::{Encoder, StreamState};
 use crate::facts::Facts;
 use crate::ops;
+use crate::options::NativeReplayMode;
 use crate::replay::{Recording, next_stream_id, same_buffer};
 use crate::{lock, profile};
 
@@ -91,6 +92,7 @@ impl WebGpuStream {
                 device: &self.ctx.device,
                 queue: &self.ctx.queue,
                 state: &self.ctx.native_replay,
+                serial: self.facts.tuning.native_replay == NativeReplayMode::Serial,
             };
             crate::replay::native::try_submit(&target, r, &flag)
         });

@@ -12,9 +12,11 @@
 //!
 //! wgpu does not track what the secondary binds, so it orders itself with
 //! global memory barriers: one first (everything before it in submission
-//! order, writes made visible to compute shaders), one between kernels
-//! (as wgpu puts between read-write storage dispatches), one last (its
-//! writes visible to whatever wgpu records later, e.g. the logits copy).
+//! order, writes made visible to compute shaders), one between two kernels
+//! where the second depends on the first's memory ([`super::hazards`];
+//! every pair of kernels with `native_replay=serial`, as wgpu orders
+//! read-write storage dispatches), one last (its writes visible to
+//! whatever wgpu records later, e.g. the logits copy).
 //! Every range it binds was bound by the wgpu encoding the recording was
 //! made from, so wgpu's lazy zero-initialisation never touches it later.
 
@@ -22,7 +24,8 @@ use std::sync::{Arc, Mutex};
 
 use ash::vk;
 
-use super::pipelines::{PipelineTwins, SpirvTarget, TwinSource};
+use super::hazards::{Access, barriers_needed};
+use super::pipelines::{PipelineTwins, SpirvTarget, Twin, TwinSource};
 use crate::PARAM_SLOT_BYTES;
 use crate::lock;
 use crate::replay::Step;
@@ -106,11 +109,14 @@ pub struct NativeCommands {
 }
 
 impl NativeCommands {
-    /// Records `steps` (kernels whose pipelines all came from WGSL keys).
+    /// Records `steps` (kernels whose pipelines came from WGSL keys or are
+    /// native kernels), with a barrier between kernels only where one
+    /// depends on another's memory, or between every two when `serial`.
     pub fn record(
         shared: &Arc<Shared>,
         queue: &wgpu::Queue,
         steps: &[Step],
+        serial: bool,
     ) -> Result<NativeCommands, String> {
         let dev = &shared.raw;
         let mut pipelines = Vec::with_capacity(steps.len());
@@ -148,7 +154,21 @@ impl NativeCommands {
         };
         let objects = guard.objects.as_ref().expect("just set");
         let sets = write_sets(dev, objects.descriptor_pool, steps, &pipelines, &params)?;
-        let commands = record_commands(dev, objects.command_pool, steps, &pipelines, &sets)?;
+        let barriers = if serial {
+            (0..steps.len()).map(|i| i > 0).collect()
+        } else {
+            barriers_needed(&accesses(steps, &pipelines)?)
+        };
+        let commands = record_commands(
+            dev,
+            objects.command_pool,
+            steps,
+            &pipelines,
+            &sets,
+            &barriers,
+        )?;
+        let between = barriers.iter().filter(|&&b| b).count();
+        super::count_barriers(between as u64, steps.len().saturating_sub(1) as u64);
         let objects = guard.objects.take().expect("still held");
         let mut bound: Vec<Arc<wgpu::Buffer>> = Vec::new();
         for b in steps.iter().flat_map(|s| &s.bindings) {
@@ -289,7 +309,30 @@ fn create_pools(dev: &ash::Device, family: u32, steps: &[Step]) -> Result<Object
     })
 }
 
-type Twin = (vk::Pipeline, super::pipelines::Layout);
+/// A kernel's twin and its layout.
+type Bound = (Twin, super::pipelines::Layout);
+
+/// Each kernel's storage bindings as the bytes it reads and writes.
+fn accesses(steps: &[Step], pipelines: &[Bound]) -> Result<Vec<Vec<Access<vk::Buffer>>>, String> {
+    steps
+        .iter()
+        .zip(pipelines)
+        .map(|(step, (twin, _))| {
+            step.bindings
+                .iter()
+                .enumerate()
+                .map(|(j, b)| {
+                    Ok(Access {
+                        buffer: raw_buffer(&b.buffer)?,
+                        start: b.offset,
+                        end: b.offset + b.size,
+                        write: twin.writes(j),
+                    })
+                })
+                .collect()
+        })
+        .collect()
+}
 
 /// One descriptor set per kernel: its storage bindings, and its parameter
 /// slot of `params`.
@@ -297,7 +340,7 @@ fn write_sets(
     dev: &ash::Device,
     pool: vk::DescriptorPool,
     steps: &[Step],
-    pipelines: &[Twin],
+    pipelines: &[Bound],
     params: &wgpu::Buffer,
 ) -> Result<Vec<vk::DescriptorSet>, String> {
     if steps.is_empty() {
@@ -379,8 +422,9 @@ fn record_commands(
     dev: &ash::Device,
     pool: vk::CommandPool,
     steps: &[Step],
-    pipelines: &[Twin],
+    pipelines: &[Bound],
     sets: &[vk::DescriptorSet],
+    barrier_before: &[bool],
 ) -> Result<vk::CommandBuffer, String> {
     let info = vk::CommandBufferAllocateInfo::default()
         .command_pool(pool)
@@ -406,9 +450,10 @@ fn record_commands(
         (all, vk::AccessFlags::MEMORY_WRITE),
         (compute, shader_rw),
     );
-    for (i, ((step, (pipeline, layout)), set)) in steps.iter().zip(pipelines).zip(sets).enumerate()
+    for (((step, (twin, layout)), set), &needs_barrier) in
+        steps.iter().zip(pipelines).zip(sets).zip(barrier_before)
     {
-        if i > 0 {
+        if needs_barrier {
             barrier(
                 dev,
                 cb,
@@ -419,7 +464,7 @@ fn record_commands(
         let [x, y, z] = step.groups;
         // SAFETY: recording; pipeline, layout and set are live and match.
         unsafe {
-            dev.cmd_bind_pipeline(cb, vk::PipelineBindPoint::COMPUTE, *pipeline);
+            dev.cmd_bind_pipeline(cb, vk::PipelineBindPoint::COMPUTE, twin.pipeline);
             dev.cmd_bind_descriptor_sets(
                 cb,
                 vk::PipelineBindPoint::COMPUTE,

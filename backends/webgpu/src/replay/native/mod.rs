@@ -10,6 +10,8 @@
 //! secondary command buffer dispatching them ([`commands`]). Every replay
 //! then clears the error flag and submits one wgpu command buffer that
 //! executes it (a native GLSL kernel's twin is its embedded SPIR-V).
+//! Barriers go only between kernels where one depends on another's memory
+//! ([`hazards`]), so independent kernels run side by side.
 //! Anything that fails (not Vulkan, a kernel of unknown origin, a naga or
 //! Vulkan error) leaves the graph to the wgpu replay, with the reason
 //! printed once.
@@ -32,10 +34,15 @@ pub struct Target<'a> {
     pub queue: &'a wgpu::Queue,
     /// Its native-replay state.
     pub state: &'a DeviceReplay,
+    /// A barrier between every two kernels (`native_replay=serial`), not
+    /// only where one depends on another's memory.
+    pub serial: bool,
 }
 
 #[cfg(any(target_os = "linux", target_os = "windows", target_os = "android"))]
 pub mod commands;
+#[cfg(any(target_os = "linux", target_os = "windows", target_os = "android"))]
+pub mod hazards;
 #[cfg(any(target_os = "linux", target_os = "windows", target_os = "android"))]
 pub mod pipelines;
 
@@ -45,6 +52,26 @@ static NATIVE_REPLAYED: AtomicU64 = AtomicU64::new(0);
 /// How many graphs the streams of this process have replayed natively.
 pub fn native_replayed_graphs() -> u64 {
     NATIVE_REPLAYED.load(Ordering::Relaxed)
+}
+
+/// Barriers recorded between kernels, and places where one could have
+/// been (kernels after the first), over every native twin recorded.
+static BARRIERS: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
+
+/// Counts a recorded twin's `barriers` between its `gaps` kernel pairs.
+#[cfg(any(target_os = "linux", target_os = "windows", target_os = "android"))]
+fn count_barriers(barriers: u64, gaps: u64) {
+    BARRIERS[0].fetch_add(barriers, Ordering::Relaxed);
+    BARRIERS[1].fetch_add(gaps, Ordering::Relaxed);
+}
+
+/// The barriers recorded between kernels by the native twins of this
+/// process, and the kernel pairs they could have gone between.
+pub fn native_barriers() -> (u64, u64) {
+    (
+        BARRIERS[0].load(Ordering::Relaxed),
+        BARRIERS[1].load(Ordering::Relaxed),
+    )
 }
 
 #[cfg(any(target_os = "linux", target_os = "windows", target_os = "android"))]
@@ -115,7 +142,7 @@ fn submit(t: &Target, recording: &Recording, error_flag: &wgpu::Buffer) -> Resul
         .0
         .get_or_init(|| {
             built = true;
-            Commands::record(shared, t.queue, &recording.steps)
+            Commands::record(shared, t.queue, &recording.steps, t.serial)
         })
         .as_ref()
         .map_err(Clone::clone)?;

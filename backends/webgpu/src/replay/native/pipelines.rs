@@ -91,12 +91,53 @@ impl SpirvTarget {
     }
 }
 
-/// The SPIR-V of `key`'s kernel built with `checks`, and its entry point.
+/// A WGSL kernel translated to SPIR-V.
+#[derive(Clone, Debug)]
+pub struct Translated {
+    /// The SPIR-V words.
+    pub words: Vec<u32>,
+    /// The entry point.
+    pub entry: &'static str,
+    /// Per storage binding of group 0 (by binding number), whether the
+    /// kernel writes it; a number past the end is not accessed.
+    pub written: Vec<bool>,
+}
+
+/// Which storage bindings of group 0 the entry point `entry` writes or
+/// updates atomically, by binding number, from naga's analysis (calls
+/// included); `None` when there is no such entry point.
+fn written_bindings(
+    module: &naga::Module,
+    info: &naga::valid::ModuleInfo,
+    entry: &str,
+) -> Option<Vec<bool>> {
+    use naga::valid::GlobalUse;
+    let index = module.entry_points.iter().position(|e| e.name == entry)?;
+    let uses = info.get_entry_point(index);
+    let mut written = Vec::new();
+    for (handle, var) in module.global_variables.iter() {
+        let (Some(binding), naga::AddressSpace::Storage { .. }) = (&var.binding, var.space) else {
+            continue;
+        };
+        if binding.group != 0 {
+            continue;
+        }
+        let at = binding.binding as usize;
+        if written.len() <= at {
+            written.resize(at + 1, false);
+        }
+        written[at] |= uses[handle].intersects(GlobalUse::WRITE | GlobalUse::ATOMIC);
+    }
+    Some(written)
+}
+
+/// The SPIR-V of `key`'s kernel built with `checks`, its entry point and
+/// the bindings it writes.
 pub fn spirv(
     key: &PipelineKey,
     checks: Checks,
     target: &SpirvTarget,
-) -> Result<(Vec<u32>, &'static str), String> {
+) -> Result<Translated, String> {
     let label = key.label();
     let shader = backplane_shaders::specialise(key).map_err(|e| format!("{label}: {e}"))?;
     let mut parse = naga::front::wgsl::Options::new();
@@ -133,7 +174,13 @@ pub fn spirv(
         Some(&pipeline_options),
     )
     .map_err(|e| format!("{label}: SPIR-V: {e}"))?;
-    Ok((words, shader.entry))
+    let written = written_bindings(&module, &info, shader.entry)
+        .ok_or_else(|| format!("{label}: no entry point {}", shader.entry))?;
+    Ok(Translated {
+        words,
+        entry: shader.entry,
+        written,
+    })
 }
 
 /// The descriptor set layout and pipeline layout of every twin with a
@@ -171,20 +218,44 @@ impl TwinSource<'_> {
         }
     }
 
-    /// The module's SPIR-V, its entry point and a label for errors.
-    fn spirv(&self, target: &SpirvTarget) -> Result<(Vec<u32>, &'static str, String), String> {
+    /// The module's SPIR-V, its entry point, a label for errors and the
+    /// storage bindings it writes (`None`: unknown, a native kernel).
+    fn spirv(&self, target: &SpirvTarget) -> Result<TwinModule, String> {
         match *self {
             TwinSource::Wgsl(key, checks) => {
-                let (words, entry) = spirv(key, checks, target)?;
-                Ok((words, entry, key.label()))
+                let t = spirv(key, checks, target)?;
+                Ok((t.words, t.entry, key.label(), Some(t.written)))
             }
             // Native kernels are GLSL: their entry point is `main`.
             TwinSource::Native(name) => Ok((
                 crate::native::kernels::spirv(name)?,
                 "main",
                 format!("native kernel {name}"),
+                None,
             )),
         }
+    }
+}
+
+/// A twin's SPIR-V, entry point, label and written bindings.
+type TwinModule = (Vec<u32>, &'static str, String, Option<Vec<bool>>);
+
+/// A twin pipeline and the storage bindings it writes, by binding number
+/// (`None`: unknown, so every binding counts as written).
+#[derive(Clone, Debug)]
+pub struct Twin {
+    /// The pipeline.
+    pub pipeline: vk::Pipeline,
+    /// Whether it writes each storage binding.
+    pub written: Option<Vec<bool>>,
+}
+
+impl Twin {
+    /// Whether the kernel may write its storage binding `binding`.
+    pub fn writes(&self, binding: usize) -> bool {
+        self.written
+            .as_ref()
+            .is_none_or(|w| w.get(binding).copied().unwrap_or(false))
     }
 }
 
@@ -193,7 +264,7 @@ impl TwinSource<'_> {
 #[derive(Default)]
 pub struct PipelineTwins {
     layouts: Mutex<HashMap<usize, Layout>>,
-    pipelines: Mutex<HashMap<TwinId, vk::Pipeline>>,
+    pipelines: Mutex<HashMap<TwinId, Twin>>,
 }
 
 impl PipelineTwins {
@@ -251,13 +322,13 @@ impl PipelineTwins {
         varying_subgroups: bool,
         source: TwinSource,
         n_storage: usize,
-    ) -> Result<vk::Pipeline, String> {
+    ) -> Result<Twin, String> {
         let id = source.id(n_storage);
         if let Some(p) = lock(&self.pipelines).get(&id) {
-            return Ok(*p);
+            return Ok(p.clone());
         }
         let layout = self.layout(device, n_storage)?;
-        let (words, entry, label) = source.spirv(target)?;
+        let (words, entry, label, written) = source.spirv(target)?;
         let entry = CString::new(entry).map_err(|e| format!("{label}: entry point: {e}"))?;
         let info = vk::ShaderModuleCreateInfo::default().code(&words);
         // SAFETY: valid device; `words` is naga's validated SPIR-V, or a
@@ -292,8 +363,9 @@ impl PipelineTwins {
             }
         }
         .ok_or_else(|| format!("{label}: compute pipeline: none returned"))?;
-        lock(&self.pipelines).insert(id, pipeline);
-        Ok(pipeline)
+        let twin = Twin { pipeline, written };
+        lock(&self.pipelines).insert(id, twin.clone());
+        Ok(twin)
     }
 
     /// Destroys every twin and layout (nothing may use them any more).
@@ -303,7 +375,7 @@ impl PipelineTwins {
     pub unsafe fn destroy(&self, device: &ash::Device) {
         for (_, p) in lock(&self.pipelines).drain() {
             // SAFETY: the caller guarantees nothing uses it.
-            unsafe { device.destroy_pipeline(p, None) };
+            unsafe { device.destroy_pipeline(p.pipeline, None) };
         }
         for (_, l) in lock(&self.layouts).drain() {
             // SAFETY: as above.
@@ -336,13 +408,16 @@ mod tests {
             .ty("DST", "f32")
             .wg(256);
         let target = SpirvTarget::new(vk::API_VERSION_1_2, false);
-        let (checked, entry) = spirv(&key, Checks::On, &target).expect("checked");
-        let (trusted, _) = spirv(&key, Checks::Trusted, &target).expect("trusted");
-        assert_eq!(checked[0], 0x0723_0203, "SPIR-V magic");
-        assert_eq!(checked[1], 0x0001_0500, "SPIR-V 1.5 for Vulkan 1.2");
-        assert!(!entry.is_empty());
+        let checked = spirv(&key, Checks::On, &target).expect("checked");
+        let trusted = spirv(&key, Checks::Trusted, &target).expect("trusted");
+        assert_eq!(checked.words[0], 0x0723_0203, "SPIR-V magic");
+        assert_eq!(checked.words[1], 0x0001_0500, "SPIR-V 1.5 for Vulkan 1.2");
+        assert!(!checked.entry.is_empty());
         // Bounds and loop checks are code: the trusted module differs.
-        assert_ne!(checked, trusted);
+        assert_ne!(checked.words, trusted.words);
+        // The source is read, the result written (both declared
+        // read_write: the analysis tells them apart).
+        assert_eq!(checked.written, vec![false, true]);
         let unknown = PipelineKey::new("no_such_shader", "");
         let err = spirv(&unknown, Checks::On, &target).expect_err("no shader");
         assert!(err.contains("no_such_shader"), "{err}");
