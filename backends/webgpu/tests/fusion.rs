@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{leaf, node};
+use common::{f32_bytes, f32s, leaf, node, q4_0_pattern};
 
 use backplane_abi::plugin::{Buffer, Device};
 use backplane_abi::{DType, GluOp, Op, TensorDesc};
@@ -80,39 +80,18 @@ fn inputs(ne0: i64, rows: i64) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
     (x, b, w)
 }
 
-/// q4_0 blocks: scale 0.02, nibbles of a fixed pattern.
-fn q4_0_weight(bytes: u64) -> Vec<u8> {
-    let scale = half::f16::from_f32(0.02).to_bits().to_le_bytes();
-    (0..bytes / 18)
-        .flat_map(|blk| {
-            let quants = (0..16u64).map(move |i| ((blk * 7 + i * 13) % 256) as u8);
-            scale.into_iter().chain(quants)
-        })
-        .collect()
-}
-
-fn bytes(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-
-fn floats(b: &[u8]) -> Vec<f32> {
-    b.chunks_exact(4)
-        .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes")))
-        .collect()
-}
-
 /// Runs `g` on a stream made with `params`; returns each node's result
 /// (nodes 4.., in order).
 fn run(dev: &dyn Device, buf: &dyn Buffer, g: &[TensorDesc], params: &str) -> Vec<Vec<f32>> {
     let (x, b, w) = inputs(g[0].ne[0], g[0].ne[1]);
     buf.clear(0).expect("clear");
     for (t, v) in [(0, &x), (1, &b), (2, &w)] {
-        buf.set_tensor(&g[t], 0, &bytes(v)).expect("set");
+        buf.set_tensor(&g[t], 0, &f32_bytes(v)).expect("set");
     }
     let weight = if g[3].dtype == DType::Q4_0.code() {
-        q4_0_weight(g[3].nbytes())
+        q4_0_pattern(g[3].nbytes(), 0.02, 0)
     } else {
-        bytes(
+        f32_bytes(
             &w.iter()
                 .map(|v| v - 1.0)
                 .cycle()
@@ -129,7 +108,7 @@ fn run(dev: &dyn Device, buf: &dyn Buffer, g: &[TensorDesc], params: &str) -> Ve
         .map(|t| {
             let mut out = vec![0u8; g[t].nbytes() as usize];
             buf.get_tensor(&g[t], 0, &mut out).expect("get");
-            floats(&out)
+            f32s(&out)
         })
         .collect()
 }
@@ -239,12 +218,12 @@ fn glu_with_the_quantized_copy_matches_the_separate_kernels_bit_for_bit() {
         let up: Vec<f32> = x.iter().rev().map(|v| v * 0.5).collect();
         let run_glu = |params: &str| {
             buf.clear(0).expect("clear");
-            buf.set_tensor(&g[0], 0, &bytes(&x)).expect("set");
-            buf.set_tensor(&g[1], 0, &bytes(&up)).expect("set");
+            buf.set_tensor(&g[0], 0, &f32_bytes(&x)).expect("set");
+            buf.set_tensor(&g[1], 0, &f32_bytes(&up)).expect("set");
             let weight = if wt == DType::Q4_0 {
-                q4_0_weight(g[2].nbytes())
+                q4_0_pattern(g[2].nbytes(), 0.02, 0)
             } else {
-                bytes(
+                f32_bytes(
                     &w.iter()
                         .cycle()
                         .take(g[2].nelements() as usize)
@@ -271,7 +250,7 @@ fn glu_with_the_quantized_copy_matches_the_separate_kernels_bit_for_bit() {
             assert!(f == s, "node {} ({wt:?} weight) differs", k + 3);
         }
         // swiglu itself: silu(gate) * up.
-        let act = floats(&fused[0]);
+        let act = f32s(&fused[0]);
         for (i, (a, (gv, uv))) in act.iter().zip(x.iter().zip(&up)).enumerate() {
             let want = gv / (1.0 + (-gv).exp()) * uv;
             assert!(
@@ -314,8 +293,8 @@ fn k_and_v_cache_stores_in_one_dispatch_match_the_separate_kernels() {
         buf.clear(0x3c).expect("clear");
         let k: Vec<f32> = (0..128).map(|i| i as f32 * 0.25 - 9.0).collect();
         let v: Vec<f32> = (0..96).map(|i| 7.0 - i as f32 * 0.5).collect();
-        buf.set_tensor(&g[0], 0, &bytes(&k)).expect("set");
-        buf.set_tensor(&g[1], 0, &bytes(&v)).expect("set");
+        buf.set_tensor(&g[0], 0, &f32_bytes(&k)).expect("set");
+        buf.set_tensor(&g[1], 0, &f32_bytes(&v)).expect("set");
         let rows: Vec<u8> = rows.iter().flat_map(|r| r.to_le_bytes()).collect();
         buf.set_tensor(&g[2], 0, &rows).expect("set");
         let done = dev.init_backend(params).expect("stream").graph_compute(&g);

@@ -87,12 +87,6 @@ fn node(t: DType, ne: [i64; 4], offset: u64, buffer: u64) -> TensorDesc {
     d
 }
 
-fn floats(b: &[u8]) -> Vec<f32> {
-    b.chunks_exact(4)
-        .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes")))
-        .collect()
-}
-
 /// One MUL_MAT case: weights [k, m, a2, a3] of type `t`, activations
 /// [k, n, b2, b3] (transposed in memory when `transposed`).
 struct Case {
@@ -106,6 +100,20 @@ struct Case {
 }
 
 impl Case {
+    /// The case in words, for failure messages.
+    fn label(&self) -> String {
+        format!(
+            "{} k={} m={} n={} batches {:?}/{:?} transposed={}",
+            self.t.name(),
+            self.k,
+            self.m,
+            self.n,
+            self.a_batch,
+            self.b_batch,
+            self.transposed
+        )
+    }
+
     fn graph(&self, buffer: u64) -> Vec<TensorDesc> {
         let a = node(
             self.t,
@@ -230,7 +238,7 @@ fn run(
         .expect("graph_compute");
     let mut out = vec![0u8; g[2].nbytes() as usize];
     buf.get_tensor(&g[2], 0, &mut out).expect("get");
-    (floats(&out), want, want_q8)
+    (common::f32s(&out), want, want_q8)
 }
 
 /// Normalized mean squared error of `got` against `want`.
@@ -275,16 +283,7 @@ fn native_mat_vec_matches_the_wgsl_path_and_the_reference() {
         });
     }
     for case in &cases {
-        let label = format!(
-            "{} k={} m={} n={} batches {:?}/{:?} transposed={}",
-            case.t.name(),
-            case.k,
-            case.m,
-            case.n,
-            case.a_batch,
-            case.b_batch,
-            case.transposed
-        );
+        let label = case.label();
         let (native, want, want_q8) = run(dev.as_ref(), buf.as_ref(), case, "native=on");
         let (wgsl, _, _) = run(dev.as_ref(), buf.as_ref(), case, "native=off");
         // Both kernels quantize the activations to 8 bits first (ggml's
@@ -353,16 +352,7 @@ fn emulated_native_gemm_matches_the_reference_and_the_wgsl_path() {
         transposed: false,
     });
     for case in &cases {
-        let label = format!(
-            "{} k={} m={} n={} batches {:?}/{:?} transposed={}",
-            case.t.name(),
-            case.k,
-            case.m,
-            case.n,
-            case.a_batch,
-            case.b_batch,
-            case.transposed
-        );
+        let label = case.label();
         // K split over workgroups too (its partial sums added by the WGSL
         // kernel), where K allows two steps of 64.
         let (split, want, _) = run(

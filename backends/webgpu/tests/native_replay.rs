@@ -7,16 +7,22 @@
 
 mod common;
 
-use common::{leaf, node};
+use common::replay::{Rig, Suite, node_results};
+use common::{f32_bytes, leaf, node, q4_0_pattern};
 
-use std::sync::Mutex;
-
-use backplane_abi::plugin::{Backend, Buffer, Device};
+use backplane_abi::plugin::Buffer;
 use backplane_abi::{DType, Op, TensorDesc};
 use backplane_webgpu::replay::native::native_replayed_graphs;
 
-/// One test at a time: they compare the counter before and after.
-static TURN: Mutex<()> = Mutex::new(());
+/// [`graph`] and its inputs (every token id in range), counting native
+/// replays, compared with `native_replay=off`.
+static SUITE: Suite = Suite {
+    graph,
+    graph_bytes,
+    write_inputs: |buf, g, seed| write_inputs(buf, g, seed, false),
+    counter: native_replayed_graphs,
+    reference: "native_replay=off",
+};
 
 /// Rows of the embedding table.
 const VOCAB: i64 = 8;
@@ -67,17 +73,6 @@ fn graph_bytes(ne0: i64, rows: i64) -> u64 {
     10 * slot_bytes(ne0, rows)
 }
 
-/// q4_0 blocks of `n` bytes: scale 0.03, nibbles of a pattern by `seed`.
-fn q4_0(n: u64, seed: u64) -> Vec<u8> {
-    let scale = half::f16::from_f32(0.03).to_bits().to_le_bytes();
-    (0..n / 18)
-        .flat_map(|blk| {
-            let quants = (0..16u64).map(move |i| ((blk * 7 + i * 13 + seed) % 256) as u8);
-            scale.into_iter().chain(quants)
-        })
-        .collect()
-}
-
 /// Writes inputs that differ with `seed` (token ids, norm weight, both
 /// quantized tensors); `bad_id` puts an out-of-range id in the last row.
 fn write_inputs(buf: &dyn Buffer, g: &[TensorDesc], seed: i64, bad_id: bool) {
@@ -87,125 +82,50 @@ fn write_inputs(buf: &dyn Buffer, g: &[TensorDesc], seed: i64, bad_id: bool) {
         ids[rows as usize - 1] = VOCAB as i32 + 3;
     }
     let ids: Vec<u8> = ids.iter().flat_map(|v| v.to_le_bytes()).collect();
-    let w: Vec<u8> = (0..g[2].ne[0])
+    let w: Vec<f32> = (0..g[2].ne[0])
         .map(|i| 0.25 + ((i * (seed + 1)) % 5) as f32 / 4.0)
-        .flat_map(|v| v.to_le_bytes())
         .collect();
     buf.set_tensor(&g[1], 0, &ids).expect("set ids");
-    buf.set_tensor(&g[2], 0, &w).expect("set norm weight");
+    buf.set_tensor(&g[2], 0, &f32_bytes(&w))
+        .expect("set norm weight");
     for t in [0, 3] {
-        let q = q4_0(g[t].nbytes(), seed as u64);
+        let q = q4_0_pattern(g[t].nbytes(), 0.03, seed as u64);
         buf.set_tensor(&g[t], 0, &q).expect("set quantized");
     }
 }
 
-/// The bytes of every node's result (nodes 4..).
-fn results(buf: &dyn Buffer, g: &[TensorDesc]) -> Vec<Vec<u8>> {
-    (4..g.len())
-        .map(|t| {
-            let mut out = vec![0u8; g[t].nbytes() as usize];
-            buf.get_tensor(&g[t], 0, &mut out).expect("get");
-            out
-        })
-        .collect()
-}
-
-/// Computes `g` on `stream` with inputs of `seed`; its results.
-fn compute(stream: &dyn Backend, buf: &dyn Buffer, g: &[TensorDesc], seed: i64) -> Vec<Vec<u8>> {
-    buf.clear(0).expect("clear");
-    write_inputs(buf, g, seed, false);
-    stream.graph_compute(g).expect("graph_compute");
-    results(buf, g)
-}
-
-/// Computes `g` with `seed` on the native stream `native`; returns whether
-/// it was submitted natively, after checking its results bitwise against
-/// a `native_replay=off` stream's.
-fn natively(
-    dev: &dyn Device,
-    native: &dyn Backend,
-    buf: &dyn Buffer,
-    g: &[TensorDesc],
-    seed: i64,
-) -> bool {
-    natively_against(dev, native, "native_replay=off", buf, g, seed)
-}
-
-/// [`natively`], against a stream made with `off_params`.
-fn natively_against(
-    dev: &dyn Device,
-    native: &dyn Backend,
-    off_params: &str,
-    buf: &dyn Buffer,
-    g: &[TensorDesc],
-    seed: i64,
-) -> bool {
-    let before = native_replayed_graphs();
-    let got = compute(native, buf, g, seed);
-    let was = native_replayed_graphs() > before;
-    let off_stream = dev.init_backend(off_params).expect("stream");
-    let want = compute(&*off_stream, buf, g, seed);
-    assert!(
-        got == want,
-        "seed {seed}: results differ from native_replay=off"
-    );
-    was
-}
-
 #[test]
 fn replays_submitted_natively_match_wgpu_bitwise_as_the_inputs_change() {
-    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
-    let Some((_reg, dev)) = common::first_device() else {
+    let Some(rig) = Rig::new(&SUITE) else {
         return;
     };
-    let (ne0, rows) = (256, 3);
-    let buf = dev
-        .buffer_type()
-        .alloc_buffer(graph_bytes(ne0, rows))
-        .expect("alloc");
-    let g = graph(buf.id(), ne0, rows);
-    let stream = dev.init_backend("native_replay=on").expect("stream");
+    let (buf, g, stream) = rig.setup((256, 3), "native_replay=on");
     // The first run makes the scratch memory (not recorded), the second is
     // recorded; every later one is replayed, natively.
-    assert!(!natively(&*dev, &*stream, &*buf, &g, 1), "first run");
-    assert!(!natively(&*dev, &*stream, &*buf, &g, 2), "second run");
+    rig.assert_counted_from_the_third_run(&*stream, &*buf, &g, 1..3);
     let mut seen: Vec<Vec<Vec<u8>>> = Vec::new();
     for seed in 3..8 {
-        assert!(natively(&*dev, &*stream, &*buf, &g, seed), "run {seed}");
+        assert!(rig.counted(&*stream, &*buf, &g, seed), "run {seed}");
         // New inputs give new results: nothing stale is replayed.
-        let r = results(&*buf, &g);
+        let r = node_results(&*buf, &g);
         assert!(!seen.contains(&r), "seed {seed} repeats an earlier result");
         seen.push(r);
     }
     // Another graph is recorded, then replayed natively too; the first is
     // still kept.
-    let mut other = g.clone();
-    other[9].op_params[0] = 1.5f32.to_bits() as i32;
-    assert!(!natively(&*dev, &*stream, &*buf, &other, 8));
-    assert!(natively(&*dev, &*stream, &*buf, &other, 9));
-    assert!(natively(&*dev, &*stream, &*buf, &g, 10));
+    rig.assert_another_graph_is_kept_apart(&*stream, &*buf, &g, 8);
     // native_replay=off never submits natively.
-    let off = dev.init_backend("native_replay=off").expect("stream");
-    for seed in 11..14 {
-        assert!(!natively(&*dev, &*off, &*buf, &g, seed));
-    }
+    rig.assert_the_reference_never_counts(&*buf, &g, 11..14);
 }
 
 #[test]
 fn a_bad_token_id_fails_a_native_replay_as_it_fails_wgpu() {
-    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
-    let Some((_reg, dev)) = common::first_device() else {
+    let Some(rig) = Rig::new(&SUITE) else {
         return;
     };
-    let (ne0, rows) = (256, 2);
-    let buf = dev
-        .buffer_type()
-        .alloc_buffer(graph_bytes(ne0, rows))
-        .expect("alloc");
-    let g = graph(buf.id(), ne0, rows);
-    let stream = dev.init_backend("native_replay=on").expect("stream");
+    let (buf, g, stream) = rig.setup((256, 2), "native_replay=on");
     for seed in 0..3 {
-        natively(&*dev, &*stream, &*buf, &g, seed);
+        rig.counted(&*stream, &*buf, &g, seed);
     }
     let before = native_replayed_graphs();
     write_inputs(&*buf, &g, 3, true);
@@ -219,74 +139,40 @@ fn a_bad_token_id_fails_a_native_replay_as_it_fails_wgpu() {
         "{msg}"
     );
     // The flag is cleared again for the next graph.
-    assert!(natively(&*dev, &*stream, &*buf, &g, 4));
+    assert!(rig.counted(&*stream, &*buf, &g, 4));
 }
 
 #[test]
 fn native_replays_stop_after_the_scratch_grows_or_a_buffer_is_freed() {
-    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
-    let Some((_reg, dev)) = common::first_device() else {
+    let Some(rig) = Rig::new(&SUITE) else {
         return;
     };
     let small = (256, 3);
     // The mat-vec's quantized copy of the activations is over the first
     // scratch buffer's 1 MiB.
     let big = (1 << 18, 3);
-    let bytes = graph_bytes(big.0, big.1);
-    let buf = dev.buffer_type().alloc_buffer(bytes).expect("alloc");
-    let g = graph(buf.id(), small.0, small.1);
-    let g_big = graph(buf.id(), big.0, big.1);
-    let stream = dev.init_backend("native_replay=on").expect("stream");
-    assert!(!natively(&*dev, &*stream, &*buf, &g, 0));
-    assert!(!natively(&*dev, &*stream, &*buf, &g, 1));
-    assert!(natively(&*dev, &*stream, &*buf, &g, 2));
     // The big graph replaces the scratch buffer: the small one is planned
     // again on the new one, then replayed natively again.
-    assert!(!natively(&*dev, &*stream, &*buf, &g_big, 3));
-    assert!(!natively(&*dev, &*stream, &*buf, &g, 4), "old scratch");
-    assert!(natively(&*dev, &*stream, &*buf, &g, 5));
-    assert!(!natively(&*dev, &*stream, &*buf, &g_big, 6));
-    assert!(natively(&*dev, &*stream, &*buf, &g_big, 7));
+    let (buf, g, stream) =
+        rig.assert_counts_resume_after_the_scratch_grows(small, big, "native_replay=on");
     // A freed buffer empties the recordings: the graph fails, natively
     // submitting nothing.
-    drop(buf);
-    let before = native_replayed_graphs();
-    let err = stream
-        .graph_compute(&g)
-        .expect_err("a graph over a freed buffer computed");
-    assert_eq!(native_replayed_graphs(), before, "replayed a freed buffer");
-    assert!(err.to_string().contains("buffer"), "{err}");
-    let buf = dev.buffer_type().alloc_buffer(bytes).expect("alloc");
-    let g = graph(buf.id(), small.0, small.1);
-    assert!(!natively(&*dev, &*stream, &*buf, &g, 8));
-    assert!(natively(&*dev, &*stream, &*buf, &g, 9));
+    rig.assert_a_freed_buffer_fails(&*stream, buf, &g);
+    let buf = rig.alloc(big);
+    let g = rig.graph(&*buf, small);
+    assert!(!rig.counted(&*stream, &*buf, &g, 8));
+    assert!(rig.counted(&*stream, &*buf, &g, 9));
 }
 
 #[test]
 fn native_mat_vec_kernels_replay_natively_from_their_own_spirv() {
-    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
-    let Some((_reg, dev)) = common::first_device() else {
+    let Some(mut rig) = Rig::new(&SUITE) else {
         return;
     };
     // One row: the decode shape the native mat-vec serves (in builds with
     // the native-vulkan feature, on devices it runs on; the WGSL kernel
     // otherwise, which this then checks again).
-    let (ne0, rows) = (256, 1);
-    let buf = dev
-        .buffer_type()
-        .alloc_buffer(graph_bytes(ne0, rows))
-        .expect("alloc");
-    let g = graph(buf.id(), ne0, rows);
-    let stream = dev
-        .init_backend("native_replay=on; native=on")
-        .expect("stream");
-    let off = "native_replay=off; native=on";
-    assert!(!natively_against(&*dev, &*stream, off, &*buf, &g, 0));
-    assert!(!natively_against(&*dev, &*stream, off, &*buf, &g, 1));
-    for seed in 2..5 {
-        assert!(
-            natively_against(&*dev, &*stream, off, &*buf, &g, seed),
-            "run {seed}"
-        );
-    }
+    let (buf, g, stream) = rig.setup((256, 1), "native_replay=on; native=on");
+    rig.reference = "native_replay=off; native=on";
+    rig.assert_counted_from_the_third_run(&*stream, &*buf, &g, 0..5);
 }

@@ -2,6 +2,8 @@
 //! it, hence the dead-code allowance).
 #![allow(dead_code)]
 
+pub mod replay;
+
 use std::sync::Arc;
 
 use backplane_abi::plugin::{Device, Reg};
@@ -40,4 +42,31 @@ pub fn node(op: Op, ne: [i64; 4], offset: u64, buffer: u64, srcs: &[usize]) -> T
         d.src[k] = s as i32;
     }
     d
+}
+
+/// `f32` values as their little-endian bytes, as a buffer holds them.
+pub fn f32_bytes(values: &[f32]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+/// Little-endian bytes read back as `f32` values (a trailing partial
+/// value is dropped).
+pub fn f32s(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes")))
+        .collect()
+}
+
+/// `n / 18` q4_0 blocks (`n` bytes rounded down to whole blocks): each is
+/// the f16 `scale`, then 16 bytes of nibbles in a fixed pattern shifted
+/// by `seed`.
+pub fn q4_0_pattern(n: u64, scale: f32, seed: u64) -> Vec<u8> {
+    let scale = half::f16::from_f32(scale).to_bits().to_le_bytes();
+    (0..n / 18)
+        .flat_map(|blk| {
+            let quants = (0..16u64).map(move |i| ((blk * 7 + i * 13 + seed) % 256) as u8);
+            scale.into_iter().chain(quants)
+        })
+        .collect()
 }
