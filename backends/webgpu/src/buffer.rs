@@ -237,8 +237,12 @@ impl WebGpuBuffer {
         Ok(())
     }
 
-    /// Reads `out.len()` bytes at absolute `start`.
+    /// Reads `out.len()` bytes at absolute `start`: from the last graph's
+    /// prefetched outputs when they hold them, else through a staging copy.
     fn read(&self, start: u64, out: &mut [u8]) -> Result<(), PluginError> {
+        if self.ctx.prefetch.read(self.id, start, out) {
+            return Ok(());
+        }
         read_buffer(&self.ctx, &self.buffer, start, out).map_err(other)
     }
 
@@ -247,6 +251,7 @@ impl WebGpuBuffer {
         if data.is_empty() {
             return Ok(());
         }
+        self.ctx.prefetch.forget();
         let end = start + data.len() as u64;
         let a_start = start - start % COPY_ALIGN;
         let a_end = end.next_multiple_of(COPY_ALIGN);
@@ -429,6 +434,7 @@ impl Buffer for WebGpuBuffer {
         if !aligned || src.buffer == self.id {
             return Ok(false);
         }
+        self.ctx.prefetch.forget();
         let mut enc = self.ctx.device.create_command_encoder(&Default::default());
         enc.copy_buffer_to_buffer(&sbuf, s, &self.buffer, d, n);
         self.ctx.queue.submit([enc.finish()]);
@@ -436,6 +442,7 @@ impl Buffer for WebGpuBuffer {
     }
 
     fn clear(&self, value: u8) -> Result<(), PluginError> {
+        self.ctx.prefetch.forget();
         // Splitting only moves bytes, so a buffer of one value is that in
         // either layout.
         if value == 0 {

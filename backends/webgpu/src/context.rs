@@ -47,6 +47,10 @@ pub struct Ctx {
     /// The staging buffer reads go through, kept between reads (see
     /// [`crate::buffer::read_buffer`]); its lock also orders the reads.
     pub readback: Mutex<Option<wgpu::Buffer>>,
+    /// The last graph's outputs, copied for the host in its wait
+    /// ([`crate::prefetch`]); every write to the device's memory forgets
+    /// them first.
+    pub prefetch: crate::prefetch::Prefetch,
     /// The native Vulkan kernels' features and pipelines ([`crate::native`]).
     pub native: crate::native::NativeState,
     /// Native replay's shared state ([`crate::replay::native`]).
@@ -112,6 +116,7 @@ impl Ctx {
             next_id: AtomicU64::new(1),
             param_pool: Arc::default(),
             readback: Mutex::default(),
+            prefetch: Default::default(),
             native: crate::native::NativeState::new(native),
             native_replay: Default::default(),
         })

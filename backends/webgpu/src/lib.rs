@@ -22,6 +22,7 @@ pub mod native;
 mod ops;
 pub mod options;
 pub mod pipelines;
+pub mod prefetch;
 pub mod profile;
 pub mod replay;
 pub mod split;

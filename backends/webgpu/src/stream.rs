@@ -72,6 +72,8 @@ impl WebGpuStream {
         let t0 = std::time::Instant::now();
         let compiled_before = self.ctx.pipelines.compile_ns();
         let mut state = lock(&self.state);
+        // This graph writes device memory: the last one's outputs go stale.
+        self.ctx.prefetch.forget();
         let flag = Arc::clone(&state.error_flag);
         let replay = self.facts.tuning.replay;
         let recording = replay
@@ -99,7 +101,7 @@ impl WebGpuStream {
         let submit_ns = submit_start.elapsed().as_nanos() as u64;
         if let (Some(built_ns), Some(r)) = (native, &recording) {
             crate::replay::count_replay();
-            let (t1, flag_words) = self.wait_for_graph(&flag, r.error_flag_used)?;
+            let (t1, flag_words) = self.wait_for_graph(graph, &flag, r.error_flag_used)?;
             if self.ctx.graph_timing {
                 let ns = |d: std::time::Duration| d.as_nanos() as u64;
                 let t = profile::GraphTimes {
@@ -150,7 +152,7 @@ impl WebGpuStream {
         let kernels = enc.kernels();
         let times = enc.times();
         drop(enc);
-        let (t1, flag_words) = self.wait_for_graph(&flag, used_flag)?;
+        let (t1, flag_words) = self.wait_for_graph(graph, &flag, used_flag)?;
         if self.ctx.graph_timing {
             let ns = |d: std::time::Duration| d.as_nanos() as u64;
             let t = profile::GraphTimes {
@@ -165,18 +167,43 @@ impl WebGpuStream {
         self.flag_verdict(graph, flag_words)
     }
 
-    /// Waits for the submitted graph; when a kernel bound the error flag
-    /// (`flag_used`), its words are copied and mapped in the same wait.
+    /// Waits for the submitted `graph`. In the same wait, the error flag's
+    /// words are copied and mapped when a kernel bound it (`flag_used`),
+    /// and so are the graph's outputs for the host ([`crate::prefetch`]).
     /// Returns when the wait began, and the words.
     fn wait_for_graph(
         &self,
+        graph: &[TensorDesc],
         flag: &wgpu::Buffer,
         flag_used: bool,
     ) -> Result<(std::time::Instant, FlagWords), PluginError> {
-        let flag_read = flag_used.then(|| self.copy_error_flag(flag));
+        let mut enc = self.ctx.device.create_command_encoder(&Default::default());
+        if flag_used {
+            enc.copy_buffer_to_buffer(flag, 0, &self.flag_staging, 0, 8);
+        }
+        let ctx = &self.ctx;
+        let outputs = ctx
+            .prefetch
+            .copy_outputs(&ctx.device, &mut enc, graph, |t| {
+                (!ctx.is_split(t.buffer))
+                    .then(|| ctx.buffer_of(None, t).ok())
+                    .flatten()
+            });
+        let (flag_read, outputs) = if flag_used || outputs.is_some() {
+            ctx.queue.submit([enc.finish()]);
+            (
+                flag_used.then(|| self.map_error_flag()),
+                outputs.and_then(|o| ctx.prefetch.map(o)),
+            )
+        } else {
+            (None, None)
+        };
         let t1 = std::time::Instant::now();
         let waited = self.ctx.wait_idle();
         let flag_words = flag_read.map(|mapped| self.read_error_flag(mapped));
+        if let Some(o) = outputs {
+            ctx.prefetch.finish(o);
+        }
         waited.map_err(PluginError::other)?;
         Ok((t1, flag_words))
     }
@@ -203,12 +230,10 @@ impl WebGpuStream {
         Ok(())
     }
 
-    /// Copies the error flag into `flag_staging` after the graph's kernels
-    /// and asks for it mapped; the graph's wait completes both.
-    fn copy_error_flag(&self, flag: &wgpu::Buffer) -> Receiver<Result<(), wgpu::BufferAsyncError>> {
-        let mut enc = self.ctx.device.create_command_encoder(&Default::default());
-        enc.copy_buffer_to_buffer(flag, 0, &self.flag_staging, 0, 8);
-        self.ctx.queue.submit([enc.finish()]);
+    /// Asks for `flag_staging` mapped once the error flag's copy into it
+    /// (submitted after the graph's kernels) is done; the graph's wait
+    /// completes both.
+    fn map_error_flag(&self) -> Receiver<Result<(), wgpu::BufferAsyncError>> {
         let (tx, rx) = std::sync::mpsc::channel();
         self.flag_staging
             .slice(..8)
@@ -218,7 +243,7 @@ impl WebGpuStream {
         rx
     }
 
-    /// The error flag's two words, once `copy_error_flag`'s mapping is done.
+    /// The error flag's two words, once `map_error_flag`'s mapping is done.
     fn read_error_flag(
         &self,
         mapped: Receiver<Result<(), wgpu::BufferAsyncError>>,

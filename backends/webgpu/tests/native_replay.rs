@@ -12,7 +12,7 @@ use common::{f32_bytes, leaf, node, q4_0_pattern};
 
 use backplane_abi::plugin::Buffer;
 use backplane_abi::{DType, Op, TensorDesc};
-use backplane_webgpu::replay::native::native_replayed_graphs;
+use backplane_webgpu::replay::native::{native_barriers, native_replayed_graphs};
 
 /// [`graph`] and its inputs (every token id in range), counting native
 /// replays, compared with `native_replay=off`.
@@ -116,6 +116,36 @@ fn replays_submitted_natively_match_wgpu_bitwise_as_the_inputs_change() {
     rig.assert_another_graph_is_kept_apart(&*stream, &*buf, &g, 8);
     // native_replay=off never submits natively.
     rig.assert_the_reference_never_counts(&*buf, &g, 11..14);
+}
+
+#[test]
+fn kernels_apart_in_memory_share_a_barrier_with_the_same_bits_as_serial_ones() {
+    let Some(rig) = Rig::new(&SUITE) else {
+        return;
+    };
+    // The MUL_MAT and the residual ADD both read the normalised row and
+    // write apart: no barrier between them unless serial.
+    for (params, serial) in [("native_replay=on", false), ("native_replay=serial", true)] {
+        let (buf, g, stream) = rig.setup((256, 3), params);
+        let before = native_barriers();
+        for seed in 0..4 {
+            // Bitwise against native_replay=off each time.
+            assert_eq!(rig.counted(&*stream, &*buf, &g, seed), seed >= 2);
+        }
+        let (barriers, gaps) = (
+            native_barriers().0 - before.0,
+            native_barriers().1 - before.1,
+        );
+        assert!(gaps > 0, "{params}: no native twin recorded");
+        if serial {
+            assert_eq!(barriers, gaps, "{params}: a barrier between every two");
+        } else {
+            assert!(
+                barriers < gaps,
+                "{params}: {barriers} barriers in {gaps} gaps"
+            );
+        }
+    }
 }
 
 #[test]
