@@ -35,7 +35,8 @@ export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json __EG
 # n=1 MUL_MAT cases at k=2048/8192/14336 under each BACKPLANE_WEBGPU_MATMUL
 # variant (mvsweep.txt); OLDBENCH=0 keeps the baseline out of the model
 # runs; RUNCHECK=1 generates 48 tokens of the q4_0 and f16 files with
-# native replay on and off and with fusion off and compares the texts
+# native replay on, off and serial (a barrier between every two kernels)
+# and with fusion off and compares the texts
 # (runcheck.txt); CONF=1 runs the conformance of the WGSL norm and
 # product kernels (conf.txt); NATIVE=1 runs
 # scripts/gpu_native.sh, while llama.cpp compiles.
@@ -66,7 +67,7 @@ if [ "${EARLY:-1}" = 1 ]; then
 fi
 if [ -n "$NATIVE" ] && step native; then timeout 270 bash scripts/gpu_native.sh /tmp/new; cp $OUT/native-*.txt $S/ 2>/dev/null; done_ native; fi
 if [ "${PROFILE:-1}" = 1 ] && step profile; then
-  profile() { env $2 BACKPLANE_PLUGIN_PATH=/tmp/$1 BACKPLANE_WEBGPU_PROFILE=graph $T timeout 60 /tmp/$1/backplane bench --model /tmp/m-q4_0.gguf -p 0 -n 32 -r 1 --device webgpu --gpu-layers 99 2>&1 | tail -6 | sed "s/^/$1 $2 /" >> $S/profile.txt; }
+  profile() { env $2 BACKPLANE_PLUGIN_PATH=/tmp/$1 BACKPLANE_WEBGPU_PROFILE=graph $T timeout 60 /tmp/$1/backplane bench --model /tmp/m-q4_0.gguf -p 0 -n 32 -r 1 --device webgpu --gpu-layers 99 2>&1 | tail -8 | sed "s/^/$1 $2 /" >> $S/profile.txt; }
   if [ "$VARIANTS" = NONE=1 ]; then
     profile new NONE=1; profile new BACKPLANE_WEBGPU_REPLAY=off
   else
@@ -91,7 +92,7 @@ if [ -n "$MVSWEEP" ] && step mvsweep; then
 fi
 if [ -n "$RUNCHECK" ] && step runcheck; then
   for t in q4_0 f16; do
-    for m in on off fuseoff; do
+    for m in on off serial fuseoff; do
       f=on; r=$m; [ $m = fuseoff ] && { f=off; r=on; }
       BACKPLANE_WEBGPU_FUSE=$f BACKPLANE_WEBGPU_NATIVE_REPLAY=$r BACKPLANE_PLUGIN_PATH=/tmp/new $T timeout 60 /tmp/new/backplane run --model /tmp/m-$t.gguf --device webgpu --gpu-layers 99 -n 48 --prompt "The history of the" --temp 0 2>/dev/null > /tmp/run-$t-$m.txt
       cmp -s /tmp/run-$t-on.txt /tmp/run-$t-$m.txt && echo "$t $m: same text as native replay on ($(wc -c < /tmp/run-$t-$m.txt) bytes)" >> $S/runcheck.txt || { echo "$t $m: text differs" >> $S/runcheck.txt; head -c 300 /tmp/run-$t-on.txt /tmp/run-$t-$m.txt >> $S/runcheck.txt; }
