@@ -576,6 +576,9 @@ impl Scheduler {
         let nb = self.devices.len();
         let mut pending: Vec<Vec<BackendId>> = vec![Vec::new(); nb];
         let mut used = vec![false; nb];
+        // Backends whose last split was computed and synchronized in one
+        // call (one trip to the device's call thread instead of two).
+        let mut synced = vec![false; nb];
         for (k, split) in plan.splits.iter().enumerate() {
             let b = split.backend;
             for r in std::mem::take(&mut pending[b]) {
@@ -594,18 +597,26 @@ impl Scheduler {
                 })
                 .collect();
             let first = split.nodes[0];
+            // The last split, with no event to record after it: its
+            // backend is synchronized (as below) in the same call.
+            let then_sync = k + 1 == plan.splits.len() && self.events[b].is_none();
             let what = || {
                 format!(
-                    "graph_compute of split {k} ({} nodes from node {first} '{}', {})",
+                    "graph_compute of split {k} ({} nodes from node {first} '{}', {}){}",
                     split.nodes.len(),
                     graph.name(TensorId(first)),
                     g[first]
                         .op()
-                        .map_or_else(|e| e.to_string(), |o| o.to_string())
+                        .map_or_else(|e| e.to_string(), |o| o.to_string()),
+                    if then_sync { ", then synchronize" } else { "" }
                 )
             };
-            self.device_call(b, what, move |s| s.graph_compute(&descs))?;
+            self.device_call(b, what, move |s| {
+                s.graph_compute(&descs)?;
+                if then_sync { s.synchronize() } else { Ok(()) }
+            })?;
             used[b] = true;
+            synced[b] = then_sync;
             if let Some(ev) = &self.events[b] {
                 self.streams[b]
                     .event_record(ev)
@@ -613,7 +624,7 @@ impl Scheduler {
             }
         }
         for b in 0..nb {
-            if used[b] || !pending[b].is_empty() {
+            if (used[b] && !synced[b]) || !pending[b].is_empty() {
                 self.synchronize(b)?;
             }
             for r in std::mem::take(&mut pending[b]) {
