@@ -217,22 +217,31 @@ impl<'m> Session<'m> {
             Logits::Last => 1,
             Logits::All => tokens.len(),
         };
-        self.logits.clear();
-        self.logits.reserve(rows * n_vocab);
-        let n_chunks = tokens.len().div_ceil(UBATCH);
-        for (k, chunk) in tokens.chunks(UBATCH).enumerate() {
-            let keep = which == Logits::All || k + 1 == n_chunks;
+        // Every row is written below: resized only when the count changes,
+        // so a decode step does not clear half a megabyte first.
+        self.logits.resize(rows * n_vocab, 0.0);
+        // Chunks before the last one write their one row (Logits::Last)
+        // where the last one's goes.
+        let mut row = 0;
+        for chunk in tokens.chunks(UBATCH) {
             let n_outputs = match which {
                 Logits::All => chunk.len(),
                 Logits::Last => 1,
             };
-            self.ubatch(chunk, n_outputs, keep)?;
+            if let Err(e) = self.ubatch(chunk, n_outputs, row) {
+                self.logits.clear();
+                return Err(e);
+            }
+            if which == Logits::All {
+                row += n_outputs;
+            }
         }
         Ok(&self.logits)
     }
 
-    /// One forward graph over `chunk`; appends its logits when `keep`.
-    fn ubatch(&mut self, chunk: &[u32], n_outputs: usize, keep: bool) -> Result<(), LlmError> {
+    /// One forward graph over `chunk`; writes its `n_outputs` rows of
+    /// logits from row `row` on.
+    fn ubatch(&mut self, chunk: &[u32], n_outputs: usize, row: usize) -> Result<(), LlmError> {
         let n = chunk.len();
         let used = self.n_past + n;
         let n_kv = (used.div_ceil(KV_PAD) * KV_PAD).min(self.kv_size);
@@ -257,8 +266,7 @@ impl<'m> Session<'m> {
         self.out_ids.clear();
         self.out_ids.extend((n - n_outputs..n).map(|i| i as i32));
         let n_vocab = self.model.n_vocab();
-        let start = self.logits.len();
-        self.logits.resize(start + n_outputs * n_vocab, 0.0);
+        let start = row * n_vocab;
         let fwd = &self.graphs[gi];
         let mut inputs: Vec<(backplane::TensorId, &[u8])> = vec![
             (fwd.tokens, bytemuck::cast_slice(&self.tokens)),
@@ -269,7 +277,8 @@ impl<'m> Session<'m> {
         if let Some(ids) = fwd.out_ids {
             inputs.push((ids, bytemuck::cast_slice(&self.out_ids)));
         }
-        let out: &mut [u8] = bytemuck::cast_slice_mut(&mut self.logits[start..]);
+        let out: &mut [u8] =
+            bytemuck::cast_slice_mut(&mut self.logits[start..start + n_outputs * n_vocab]);
         let mut outputs = [(fwd.logits, out)];
         self.model
             .scheduler()
@@ -283,9 +292,6 @@ impl<'m> Session<'m> {
                     e,
                 )
             })?;
-        if !keep {
-            self.logits.truncate(start);
-        }
         self.n_past = used;
         Ok(())
     }

@@ -86,6 +86,13 @@ fn a_batch_split_across_ubatches_equals_the_same_tokens_in_other_splits() {
     let want: Vec<f64> = one.iter().map(|&v| f64::from(v)).collect();
     let e = nmse(&parts, &want);
     assert!(e < 1e-8, "nmse {e}");
+    // Only the last row, over both ubatches: the first one's row is not
+    // kept.
+    s.reset();
+    let last = s.eval(&toks, Logits::Last).unwrap().to_vec();
+    assert_eq!(last.len(), n_vocab);
+    let e = nmse(&last, &want[599 * n_vocab..]);
+    assert!(e < 1e-10, "last row: nmse {e}");
     // Past 256 tokens the KV length crosses a padding bucket; check a row
     // there against the f64 reference too.
     let r = reference(&tiny, &toks[..300]);
