@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use backplane_abi::plugin::{DeviceCaps, PluginError};
+use backplane_abi::plugin::{DeviceCaps, DeviceType, PluginError};
 use backplane_abi::{Op, TensorDesc, flags};
 
 use super::alloc::Loc;
@@ -109,6 +109,15 @@ impl Scheduler {
             events.push(if c.events { d.new_event().ok() } else { None });
         }
         let n = devices.len();
+        let watchdogs = devices
+            .iter()
+            .map(|d| {
+                Watchdog::for_device(matches!(
+                    d.device_type(),
+                    DeviceType::Gpu | DeviceType::IGpu
+                ))
+            })
+            .collect();
         Ok(Scheduler {
             planner,
             devices,
@@ -117,7 +126,7 @@ impl Scheduler {
             events,
             compute: (0..n).map(|_| None).collect(),
             weights: WeightBlocks::default(),
-            watchdogs: (0..n).map(|_| Watchdog::new()).collect(),
+            watchdogs,
             lost: (0..n).map(|_| None).collect(),
             stats: RunStats::default(),
         })

@@ -22,6 +22,24 @@ type Job = Box<dyn FnOnce() + Send + 'static>;
 /// microseconds, and more on a server whose idle cores sleep deeply.
 const WORKER_SPIN: Duration = Duration::from_micros(200);
 
+/// The answer on `rx`, looked for during `spin` (yielding the core to any
+/// other thread that wants it) and then waited for, within `timeout` in
+/// all.
+fn wait_for<R>(rx: &Receiver<R>, spin: Duration, timeout: Duration) -> Result<R, RecvTimeoutError> {
+    let t0 = Instant::now();
+    let spin = spin.min(timeout);
+    loop {
+        match rx.try_recv() {
+            Ok(r) => return Ok(r),
+            Err(TryRecvError::Disconnected) => return Err(RecvTimeoutError::Disconnected),
+            Err(TryRecvError::Empty) if t0.elapsed() < spin => std::thread::yield_now(),
+            Err(TryRecvError::Empty) => {
+                return rx.recv_timeout(timeout.saturating_sub(t0.elapsed()));
+            }
+        }
+    }
+}
+
 /// The next job of `rx`: looked for during [`WORKER_SPIN`], then waited
 /// for; `None` once the scheduler dropped its sender.
 fn next_job(rx: &Receiver<Job>) -> Option<Job> {
@@ -36,11 +54,21 @@ fn next_job(rx: &Receiver<Job>) -> Option<Job> {
     }
 }
 
+/// How long a caller looks for the answer of a call into a GPU before it
+/// sleeps ([`Watchdog::for_device`]). While
+/// a GPU works the host thread has nothing to do, and waking it from sleep
+/// when the answer comes cost an NVIDIA H100's host about 8% of a 1b
+/// model's decode (docs/models.md); looking costs a core while it lasts.
+/// Past this (a long prefill), the caller sleeps.
+pub(crate) const CALLER_SPIN: Duration = Duration::from_millis(20);
+
 /// One device's call thread.
 pub(crate) struct Watchdog {
     jobs: Option<SyncSender<Job>>,
     /// Set once a call timed out: the worker is stuck in the plugin.
     stuck: bool,
+    /// How long a caller looks for the answer before it sleeps.
+    caller_spin: Duration,
 }
 
 /// A call did not return within its time.
@@ -53,11 +81,24 @@ pub(crate) enum CallError {
 }
 
 impl Watchdog {
-    /// A watchdog whose worker thread is started on the first call.
+    /// A watchdog whose worker thread is started on the first call; its
+    /// callers sleep while they wait.
     pub(crate) fn new() -> Watchdog {
         Watchdog {
             jobs: None,
             stuck: false,
+            caller_spin: Duration::ZERO,
+        }
+    }
+
+    /// The watchdog of a device: callers of a GPU (`gpu`) look for the
+    /// answer during [`CALLER_SPIN`] before they sleep; callers of any
+    /// other device (the host's CPU, whatever API it is behind, an emulated
+    /// or remote accelerator) sleep at once, leaving the cores to it.
+    pub(crate) fn for_device(gpu: bool) -> Watchdog {
+        Watchdog {
+            caller_spin: if gpu { CALLER_SPIN } else { Duration::ZERO },
+            ..Watchdog::new()
         }
     }
 
@@ -101,7 +142,7 @@ impl Watchdog {
             job();
             return done_rx.recv().map_err(|_| CallError::Stuck);
         }
-        match done_rx.recv_timeout(timeout) {
+        match wait_for(&done_rx, self.caller_spin, timeout) {
             Ok(r) => Ok(r),
             Err(RecvTimeoutError::Timeout) => {
                 self.stuck = true;
@@ -134,6 +175,25 @@ mod tests {
         let mut w = Watchdog::new();
         assert_eq!(w.call("t", Duration::from_secs(5), || 41 + 1), Ok(42));
         assert_eq!(w.call("t", Duration::from_secs(5), || "again"), Ok("again"));
+    }
+
+    #[test]
+    fn callers_of_a_gpu_look_for_the_answer_before_they_sleep() {
+        assert_eq!(Watchdog::for_device(false).caller_spin, Duration::ZERO);
+        let mut gpu = Watchdog::for_device(true);
+        assert_eq!(gpu.caller_spin, CALLER_SPIN);
+        // A call longer than the spin is still answered, and a hung one
+        // still times out.
+        let slow = gpu.call("t", Duration::from_secs(5), || {
+            std::thread::sleep(CALLER_SPIN + Duration::from_millis(10));
+            7
+        });
+        assert_eq!(slow, Ok(7));
+        let (_hold, block) = mpsc::channel::<()>();
+        let r = gpu.call("t", Duration::from_millis(5), move || {
+            let _ = block.recv();
+        });
+        assert_eq!(r, Err(CallError::TimedOut));
     }
 
     #[test]
