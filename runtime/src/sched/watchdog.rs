@@ -41,17 +41,10 @@ fn wait_for<R>(rx: &Receiver<R>, spin: Duration, timeout: Duration) -> Result<R,
 }
 
 /// The next job of `rx`: looked for during [`WORKER_SPIN`], then waited
-/// for; `None` once the scheduler dropped its sender.
+/// for without a limit (`recv_timeout` waits like `recv` when the deadline
+/// cannot be represented); `None` once the scheduler dropped its sender.
 fn next_job(rx: &Receiver<Job>) -> Option<Job> {
-    let t0 = Instant::now();
-    loop {
-        match rx.try_recv() {
-            Ok(job) => return Some(job),
-            Err(TryRecvError::Disconnected) => return None,
-            Err(TryRecvError::Empty) if t0.elapsed() < WORKER_SPIN => std::thread::yield_now(),
-            Err(TryRecvError::Empty) => return rx.recv().ok(),
-        }
-    }
+    wait_for(rx, WORKER_SPIN, Duration::MAX).ok()
 }
 
 /// How long a caller looks for the answer of a call into a GPU before it
@@ -169,6 +162,21 @@ impl Watchdog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_worker_waits_past_its_spin_for_the_next_job_and_stops_when_dropped() {
+        let (tx, rx) = mpsc::sync_channel::<Job>(1);
+        let (ran_tx, ran_rx) = mpsc::channel();
+        let sender = std::thread::spawn(move || {
+            std::thread::sleep(WORKER_SPIN * 20);
+            let _ = tx.send(Box::new(move || ran_tx.send(1).unwrap()));
+            // `tx` drops here: the next wait ends.
+        });
+        next_job(&rx).expect("the late job")();
+        assert_eq!(ran_rx.recv(), Ok(1));
+        sender.join().unwrap();
+        assert!(next_job(&rx).is_none());
+    }
 
     #[test]
     fn call_returns_the_result_of_a_quick_call() {

@@ -26,9 +26,14 @@ impl Scheduler {
         let nb = self.devices.len();
         let mut pending: Vec<Vec<BackendId>> = vec![Vec::new(); nb];
         let mut used = vec![false; nb];
-        // Backends whose last split was computed and synchronized in one
-        // call (one trip to the device's call thread instead of two).
-        let mut synced = vec![false; nb];
+        // The last split's backend, when no event is recorded after it, is
+        // synchronized in the same call as that split's compute (one trip
+        // to the device's call thread instead of two).
+        let synced = plan
+            .splits
+            .last()
+            .map(|s| s.backend)
+            .filter(|&b| self.events[b].is_none());
         for (k, split) in plan.splits.iter().enumerate() {
             let b = split.backend;
             for r in std::mem::take(&mut pending[b]) {
@@ -47,9 +52,7 @@ impl Scheduler {
                 })
                 .collect();
             let first = split.nodes[0];
-            // The last split, with no event to record after it: its
-            // backend is synchronized (as below) in the same call.
-            let then_sync = k + 1 == plan.splits.len() && self.events[b].is_none();
+            let then_sync = k + 1 == plan.splits.len() && synced == Some(b);
             let what = || {
                 format!(
                     "graph_compute of split {k} ({} nodes from node {first} '{}', {}){}",
@@ -66,7 +69,6 @@ impl Scheduler {
                 if then_sync { s.synchronize() } else { Ok(()) }
             })?;
             used[b] = true;
-            synced[b] = then_sync;
             if let Some(ev) = &self.events[b] {
                 self.streams[b]
                     .event_record(ev)
@@ -74,7 +76,7 @@ impl Scheduler {
             }
         }
         for b in 0..nb {
-            if (used[b] && !synced[b]) || !pending[b].is_empty() {
+            if (used[b] && synced != Some(b)) || !pending[b].is_empty() {
                 self.synchronize(b)?;
             }
             for r in std::mem::take(&mut pending[b]) {
