@@ -7,7 +7,7 @@ use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex};
 
 use backplane_abi::plugin::{Backend, PluginError};
-use backplane_abi::{Op, TensorDesc};
+use backplane_abi::{Op, TensorDesc, flags};
 
 use crate::context::Ctx;
 use crate::encode::{Encoder, StreamState};
@@ -177,20 +177,23 @@ impl WebGpuStream {
         flag: &wgpu::Buffer,
         flag_used: bool,
     ) -> Result<(std::time::Instant, FlagWords), PluginError> {
-        let mut enc = self.ctx.device.create_command_encoder(&Default::default());
-        if flag_used {
-            enc.copy_buffer_to_buffer(flag, 0, &self.flag_staging, 0, 8);
-        }
         let ctx = &self.ctx;
-        let outputs = ctx
-            .prefetch
-            .copy_outputs(&ctx.device, &mut enc, graph, |t| {
-                (!ctx.is_split(t.buffer))
-                    .then(|| ctx.buffer_of(None, t).ok())
-                    .flatten()
-            });
-        let (flag_read, outputs) = if flag_used || outputs.is_some() {
-            ctx.queue.submit([enc.finish()]);
+        let has_outputs = graph.iter().any(|t| t.has_flag(flags::OUTPUT));
+        let (flag_read, outputs) = if flag_used || has_outputs {
+            let mut enc = ctx.device.create_command_encoder(&Default::default());
+            if flag_used {
+                enc.copy_buffer_to_buffer(flag, 0, &self.flag_staging, 0, 8);
+            }
+            let outputs = ctx
+                .prefetch
+                .copy_outputs(&ctx.device, &mut enc, graph, |t| {
+                    (!ctx.is_split(t.buffer))
+                        .then(|| ctx.buffer_of(None, t).ok())
+                        .flatten()
+                });
+            if flag_used || outputs.is_some() {
+                ctx.queue.submit([enc.finish()]);
+            }
             (
                 flag_used.then(|| self.map_error_flag()),
                 outputs.and_then(|o| ctx.prefetch.map(o)),
