@@ -56,12 +56,18 @@ const MIN_ROW_WG: u32 = 32;
 /// elements: a power of two covering the row, between 32 and 256 and
 /// within the device's invocation limit.
 pub(crate) fn row_workgroup_size(facts: &Facts, ne0: i64) -> u32 {
-    let limit = MAX_ROW_WG.min(facts.max_invocations.max(1));
+    let want = u64::try_from(ne0).unwrap_or(1);
+    pow2_workgroup(facts, want, MIN_ROW_WG, MAX_ROW_WG)
+}
+
+/// The power of two that covers `want` invocations, at least `min` and at
+/// most `cap` and the device's invocation limit (the limit rounded down to
+/// a power of two; `min` yields to it).
+pub(crate) fn pow2_workgroup(facts: &Facts, want: u64, min: u32, cap: u32) -> u32 {
+    let limit = cap.min(facts.max_invocations.max(1));
     let limit = 1 << (31 - limit.leading_zeros());
-    let want = u32::try_from(ne0.max(1))
-        .unwrap_or(u32::MAX)
-        .min(MAX_ROW_WG);
-    want.next_power_of_two().clamp(MIN_ROW_WG.min(limit), limit)
+    let want = want.clamp(1, u64::from(limit)) as u32;
+    want.next_power_of_two().clamp(min.min(limit), limit)
 }
 
 /// Whether `d` and `a` are the same memory with the same layout, so the
@@ -226,5 +232,24 @@ pub fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
         }
         Op::Conv2d | Op::Im2col => conv::encode(e, node),
         Op::SsmConv | Op::SsmScan => ssm::encode(e, node),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn row_kernels_cover_the_row_with_a_power_of_two_up_to_256() {
+        let mut f = crate::facts::test_gpu();
+        let sizes: Vec<u32> = [0, 10, 100, 256, 5000]
+            .iter()
+            .map(|&n| row_workgroup_size(&f, n))
+            .collect();
+        assert_eq!(sizes, vec![32, 32, 128, 256, 256]);
+        f.max_invocations = 48;
+        assert_eq!(row_workgroup_size(&f, 5000), 32);
+        f.max_invocations = 16;
+        assert_eq!(row_workgroup_size(&f, 5000), 16);
     }
 }

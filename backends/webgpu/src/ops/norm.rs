@@ -9,7 +9,7 @@ use backplane_shaders::PipelineKey;
 
 use crate::encode::{Binding, Encoder, Params};
 use crate::facts::Facts;
-use crate::ops::{nb_elems, ne_u32, row_count, same_memory, src, src_index};
+use crate::ops::{nb_elems, ne_u32, pow2_workgroup, row_count, same_memory, src, src_index};
 use crate::pipelines::Checks;
 
 /// Accepts f32 rows with strides in whole elements.
@@ -94,8 +94,8 @@ impl RowPlan {
     pub fn new(facts: &Facts, ne0: i64, rows: u64) -> RowPlan {
         let (lo, hi) = facts.subgroup_size;
         let subgroups = facts.subgroups && lo.is_power_of_two() && hi.is_power_of_two();
-        let wg = norm_workgroup_size(facts, ne0, rows, subgroups);
         let chunks = u64::try_from(ne0.max(1)).unwrap_or(u64::MAX).div_ceil(4);
+        let wg = norm_workgroup_size(facts, chunks, rows, subgroups);
         let per_invocation = chunks.div_ceil(u64::from(wg));
         let held_chunks = u32::try_from(per_invocation)
             .ok()
@@ -123,24 +123,20 @@ impl RowPlan {
     }
 }
 
-/// Workgroup size for `rows` rows of `ne0`: a power of two giving each
-/// invocation about [`TARGET_CHUNKS`] chunks of four, at most
+/// Workgroup size for `rows` rows of `chunks` chunks of four elements: a
+/// power of two giving each invocation about [`TARGET_CHUNKS`] chunks, at most
 /// [`MANY_ROWS_WG`], or [`FEW_ROWS_WG`] when the rows are fewer than the
 /// device's compute units (a lone row then spreads over more invocations
 /// of its one multiprocessor) and subgroups reduce; within the device's
 /// invocation limit.
-fn norm_workgroup_size(facts: &Facts, ne0: i64, rows: u64, subgroups: bool) -> u32 {
+fn norm_workgroup_size(facts: &Facts, chunks: u64, rows: u64, subgroups: bool) -> u32 {
     let few_rows = facts.compute_units.is_some_and(|cu| rows < u64::from(cu));
     let cap = if few_rows && subgroups {
         FEW_ROWS_WG
     } else {
         MANY_ROWS_WG
     };
-    let cap = cap.min(facts.max_invocations.max(1));
-    let cap = 1 << (31 - cap.leading_zeros());
-    let chunks = u64::try_from(ne0.max(1)).unwrap_or(u64::MAX).div_ceil(4);
-    let want = chunks.div_ceil(TARGET_CHUNKS).min(u64::from(cap)) as u32;
-    want.next_power_of_two().clamp(MIN_NORM_WG.min(cap), cap)
+    pow2_workgroup(facts, chunks.div_ceil(TARGET_CHUNKS), MIN_NORM_WG, cap)
 }
 
 #[cfg(test)]
