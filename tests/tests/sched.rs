@@ -414,3 +414,57 @@ fn a_cached_plan_is_not_planned_again_and_a_second_compute_allocates_nothing() {
     let e = nmse(&host2.get_f32(&g2, id(&g2, "result")), &want);
     assert!(e <= NMSE_MUL_MAT, "nmse {e}");
 }
+
+/// Q and K projections of one input, each reshaped to heads and rotated,
+/// then added: the shape of a layer's attention inputs.
+fn rotated_projections() -> Graph {
+    let (e, heads, t) = (64i64, 4i64, 3i64);
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, &[e, t]).unwrap();
+    let pos = g.input("pos", DType::I32, &[t]).unwrap();
+    let mut rotated = Vec::new();
+    for name in ["q", "k"] {
+        let w = g.weight(&format!("w{name}"), DType::F32, &[e, e]).unwrap();
+        let p = g.mul_mat(w, x).unwrap();
+        g.set_name(p, name);
+        let p = g.reshape(p, &[e / heads, heads, t]).unwrap();
+        let params = RopeParams::new((e / heads) as i32, rope_mode::NEOX);
+        let r = g.rope(p, pos, None, params).unwrap();
+        g.set_name(r, format!("{name}_rope"));
+        rotated.push(r);
+    }
+    let sum = g.add(rotated[0], rotated[1]).unwrap();
+    let r = g.reshape(sum, &[e, t]).unwrap();
+    let r = g.scale(r, 1.0).unwrap();
+    g.set_name(r, "result");
+    g.mark_output(r).unwrap();
+    g
+}
+
+#[test]
+fn a_rope_over_a_reshaped_projection_takes_the_projection_memory() {
+    let (_reg, devs) = devices();
+    let mut g = rotated_projections();
+    let want = reference(&g);
+    let mut host = filled_leaves(&g);
+    let mut s = scheduler(&devs[1..], SchedOptions::default());
+    let w = [id(&g, "wq"), id(&g, "wk")];
+    s.place_weights(&mut g, 0, &w).unwrap();
+    for t in w {
+        s.upload(&g, t, host.bytes(t)).unwrap();
+    }
+    let plan = s.compute(&g, &mut host).unwrap();
+    let ex = Explanation::new(&plan, &g);
+    // Each ROPE reads a reshape of its projection, which dies there: it
+    // writes over the projection, so Q's and K's ROPEs touch apart memory
+    // (neither writes what the other reads).
+    let loc = |name: &str| plan.allocation.tensor[id(&g, name).0];
+    for name in ["q", "k"] {
+        assert_eq!(loc(&format!("{name}_rope")), loc(name), "{name}\n{ex}");
+    }
+    assert_ne!(loc("q"), loc("k"), "{ex}");
+    assert!(plan.stats.in_place >= 2, "{ex}");
+    let got = host.get_f32(&g, id(&g, "result"));
+    let e = nmse(&got, &want);
+    assert!(e <= NMSE_MUL_MAT, "nmse {e:e}");
+}

@@ -7,7 +7,9 @@
 //! stay valid across runs. A node's memory is freed after its last reader;
 //! outputs (and nodes nobody reads) are never freed. An element-wise node
 //! whose first source dies at this node, with the same type, shape and
-//! strides, takes over that source's memory (computed in place). Each
+//! strides, takes over that source's memory (computed in place); the
+//! source may be a view that starts at its root's first byte (a reshape),
+//! when the node is the root's last reader. Each
 //! backend's free space is a best-fit list of blocks over one address
 //! range; its high-water mark is the backend's peak.
 
@@ -292,18 +294,25 @@ pub(crate) fn allocate(
                     .find(|r| r.slot == 0)
                     .map(|r| (r.from, obj_of(r.from)))
                     .filter(|&(e, o)| {
-                        let direct_root = match e {
-                            Entry::Tensor(s) => a.root[s] == s,
-                            Entry::Copy(_) => true,
+                        let layout_fits = match e {
+                            Entry::Tensor(s) if a.root[s] != s => {
+                                // A view at the start of its root (a reshape
+                                // of a projection before its ROPE), as
+                                // ggml-alloc allows: the node takes the
+                                // root's memory.
+                                a.offset_in_root[s] == 0
+                                    && same_layout(&g[s], &g[i])
+                                    && g[i].nbytes() <= size[o]
+                            }
+                            _ => same_layout(desc(o), &g[i]),
                         };
                         can_inplace(op)
-                            && direct_root
+                            && layout_fits
                             && uses[o] == 1
                             && freeable(o, &keep)
                             && !transferred[o]
                             && offset[o] != u64::MAX
                             && home(o) == a.backend[i]
-                            && same_layout(desc(o), &g[i])
                     });
                 if let Some((_, o)) = donor {
                     offset[i] = offset[o];
