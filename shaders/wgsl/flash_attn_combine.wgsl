@@ -6,6 +6,11 @@
 // Partial rows: part[(s * n_rows + row) * DV + d], (m, l) pairs at ml_off
 // + (s * n_rows + row) * 2, row = (b * n_q + iq) * n_head + h. One
 // invocation per 4 output values; dst strides and offsets in elements.
+// QUANTIZE (DV a multiple of 32, dst contiguous): dst is also written as
+// the integer mat-vec's quantized activations (ggml's q8_1 runs, as
+// mul_mat_quantize.wgsl makes them from dst: run r holds output values
+// 32 r .. 32 r + 31, eight invocations each) for the MUL_MAT that reads
+// dst next.
 
 #include "common/index"
 
@@ -16,23 +21,30 @@ struct Params {
 }
 
 @group(0) @binding(0) var<storage, read_write> part: array<f32>;
-#ifdef HAS_SINKS
+#if defined(HAS_SINKS) && defined(QUANTIZE)
 @group(0) @binding(1) var<storage, read_write> sbuf: array<f32>;
 @group(0) @binding(2) var<storage, read_write> dbuf: array<f32>;
+@group(0) @binding(3) var<storage, read_write> buf_q: array<u32>;
+@group(0) @binding(4) var<uniform> p: Params;
+#elif defined(HAS_SINKS)
+@group(0) @binding(1) var<storage, read_write> sbuf: array<f32>;
+@group(0) @binding(2) var<storage, read_write> dbuf: array<f32>;
+@group(0) @binding(3) var<uniform> p: Params;
+#elif defined(QUANTIZE)
+@group(0) @binding(1) var<storage, read_write> dbuf: array<f32>;
+@group(0) @binding(2) var<storage, read_write> buf_q: array<u32>;
 @group(0) @binding(3) var<uniform> p: Params;
 #else
 @group(0) @binding(1) var<storage, read_write> dbuf: array<f32>;
 @group(0) @binding(2) var<uniform> p: Params;
 #endif
+#ifdef QUANTIZE
+#include "common/q8_1_run"
+#endif
 
-@compute @workgroup_size(WG_SIZE)
-fn main(@builtin(workgroup_id) wid: vec3<u32>,
-        @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let i = linear_index(wid, nwg, lid, WG_SIZE);
-    if (i >= p.n_rows * p.dv4) {
-        return;
-    }
+// Merges and writes output values 4 i .. 4 i + 3 (i < n_rows * dv4);
+// returns them.
+fn combined(i: u32) -> vec4<f32> {
     let c4 = i % p.dv4;
     let row = i / p.dv4;
     let h = row % p.n_head;
@@ -63,4 +75,34 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     dbuf[at + p.d_s0] = o.y;
     dbuf[at + 2u * p.d_s0] = o.z;
     dbuf[at + 3u * p.d_s0] = o.w;
+    return o;
+}
+
+@compute @workgroup_size(WG_SIZE)
+fn main(@builtin(workgroup_id) wid: vec3<u32>,
+        @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let i = linear_index(wid, nwg, lid, WG_SIZE);
+#ifdef QUANTIZE
+    // Every invocation reaches the run's barriers.
+    let live = i < p.n_rows * p.dv4;
+    var o = vec4<f32>(0.0);
+    if (live) {
+        o = combined(i);
+    }
+    let r = q8_1_part(o, lid);
+    if (live) {
+        buf_q[12u * (i / 8u) + i % 8u] = r.quants;
+        if (i % 8u == 0u) {
+            buf_q[12u * (i / 8u) + 8u] = r.d;
+            buf_q[12u * (i / 8u) + 9u] = r.s;
+            buf_q[12u * (i / 8u) + 10u] = 0u;
+            buf_q[12u * (i / 8u) + 11u] = 0u;
+        }
+    }
+#else
+    if (i < p.n_rows * p.dv4) {
+        combined(i);
+    }
+#endif
 }

@@ -18,22 +18,28 @@ struct Params {
     n_split: u32, chunk: u32, n_rows: u32, ml_off: u32,
 }
 
+// B_NEXT: the first binding after dst (the parameters, or with QUANTIZE
+// the quantized copy and then the parameters).
 #if defined(HAS_MASK) && defined(HAS_SINKS)
 #define B_MASK 3
 #define B_SINKS 4
 #define B_DST 5
-#define B_PARAMS 6
+#define B_NEXT 6
+#define B_NEXT2 7
 #elif defined(HAS_MASK)
 #define B_MASK 3
 #define B_DST 4
-#define B_PARAMS 5
+#define B_NEXT 5
+#define B_NEXT2 6
 #elif defined(HAS_SINKS)
 #define B_SINKS 3
 #define B_DST 4
-#define B_PARAMS 5
+#define B_NEXT 5
+#define B_NEXT2 6
 #else
 #define B_DST 3
-#define B_PARAMS 4
+#define B_NEXT 4
+#define B_NEXT2 5
 #endif
 
 @group(0) @binding(0) var<storage, read_write> qbuf: array<f32>;
@@ -53,7 +59,12 @@ struct Params {
 @group(0) @binding(B_SINKS) var<storage, read_write> sbuf: array<f32>;
 #endif
 @group(0) @binding(B_DST) var<storage, read_write> dbuf: array<f32>;
-@group(0) @binding(B_PARAMS) var<uniform> p: Params;
+#ifdef QUANTIZE
+@group(0) @binding(B_NEXT) var<storage, read_write> buf_q: array<u32>;
+@group(0) @binding(B_NEXT2) var<uniform> p: Params;
+#else
+@group(0) @binding(B_NEXT) var<uniform> p: Params;
+#endif
 
 // Element kinds of K and V.
 const KIND_F32: u32 = 0u;

@@ -22,8 +22,15 @@
 // Host defines: DK4, DV4 (head sizes / 4), WG_SIZE (keys per tile),
 // NG = WG_SIZE / DV4 (at least 1); K_<TYPE>, V_<TYPE>, HAS_MASK,
 // HAS_SINKS, MASK_F32, SPLIT_KV as flash_attn_common.
+// QUANTIZE (not with SPLIT_KV; DV a multiple of 32, dst contiguous): the
+// row is also written as the integer mat-vec's quantized activations
+// (ggml's q8_1 runs, as mul_mat_quantize.wgsl makes them from dst) for
+// the MUL_MAT that reads dst next.
 
 #include "flash_attn_common"
+#ifdef QUANTIZE
+#include "common/q8_1_run"
+#endif
 
 var<workgroup> q_tile: array<vec4<f32>, DK4>;
 var<workgroup> s_tile: array<f32, WG_SIZE>;
@@ -119,6 +126,36 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     for (var i = 0u; i < WG_SIZE; i++) {
         sum += s_tile[i];
     }
+#ifdef QUANTIZE
+    // The row normalised, written, and quantized for the next MUL_MAT:
+    // every invocation reaches the run's barriers.
+    let live = t < DV4;
+    var o = vec4<f32>(0.0);
+    if (live) {
+        for (var k = 0u; k < NG; k++) {
+            o += o_part[k * DV4 + t];
+        }
+        let f = row_factor(m, sum, span.h);
+        o = vec4<f32>(o.x * f, o.y * f, o.z * f, o.w * f);
+        let at = p.d_off + span.h * p.d_s1 + iq * p.d_s2 + span.b * p.d_s3 + t * 4u * p.d_s0;
+        dbuf[at] = o.x;
+        dbuf[at + p.d_s0] = o.y;
+        dbuf[at + 2u * p.d_s0] = o.z;
+        dbuf[at + 3u * p.d_s0] = o.w;
+    }
+    let r = q8_1_part(o, t);
+    // Run of the row's values 4t .. 4t + 3 in dst's element order.
+    let run = ((span.b * p.n_q + iq) * p.n_head + span.h) * (DV4 / 8u) + t / 8u;
+    if (live) {
+        buf_q[12u * run + t % 8u] = r.quants;
+        if (t % 8u == 0u) {
+            buf_q[12u * run + 8u] = r.d;
+            buf_q[12u * run + 9u] = r.s;
+            buf_q[12u * run + 10u] = 0u;
+            buf_q[12u * run + 11u] = 0u;
+        }
+    }
+#else
     if (t >= DV4) {
         return;
     }
@@ -143,5 +180,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     dbuf[at + p.d_s0] = o.y * f;
     dbuf[at + 2u * p.d_s0] = o.z * f;
     dbuf[at + 3u * p.d_s0] = o.w * f;
+#endif
 #endif
 }

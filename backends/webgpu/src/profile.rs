@@ -114,6 +114,22 @@ impl GraphTimes {
 static GRAPH_TOTALS: Mutex<[(u64, u64, GraphTimes); 2]> =
     Mutex::new([(0, 0, GraphTimes::ZERO), (0, 0, GraphTimes::ZERO)]);
 
+thread_local! {
+    /// Kernels of the last graph run on this thread.
+    static LAST_GRAPH_KERNELS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many kernels the last graph computed on this thread recorded (or
+/// replayed): tests see fusions by it.
+pub fn last_graph_kernels() -> u64 {
+    LAST_GRAPH_KERNELS.with(std::cell::Cell::get)
+}
+
+/// Notes the kernels of the graph just computed on this thread.
+pub(crate) fn note_graph_kernels(kernels: u64) {
+    LAST_GRAPH_KERNELS.with(|k| k.set(kernels));
+}
+
 /// Adds one graph of `kernels` kernels that took `t`; `replayed` when its
 /// kernels came from a recording.
 pub fn record_graph(kernels: u64, t: GraphTimes, replayed: bool) {

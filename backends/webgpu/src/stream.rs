@@ -150,6 +150,7 @@ impl WebGpuStream {
         enc.flush();
         let used_flag = enc.error_flag_used();
         let kernels = enc.kernels();
+        profile::note_graph_kernels(kernels);
         let times = enc.times();
         drop(enc);
         let (t1, flag_words) = self.wait_for_graph(graph, &flag, used_flag)?;

@@ -342,3 +342,91 @@ fn k_and_v_cache_stores_in_one_dispatch_match_the_separate_kernels() {
         }
     }
 }
+
+/// One decode query of 4 heads (head size 64) over 256 f16 keys of 2 K/V
+/// heads; the result reshaped to one row of 256 and multiplied by a q4_0
+/// weight [256, M], as a layer's output projection reads its attention.
+fn attention_graph(buffer: u64) -> Vec<TensorDesc> {
+    const S: u64 = 64 << 10;
+    let kv = |at: u64| {
+        let mut d = TensorDesc::new(DType::F16, [64, 256, 2, 1]);
+        d.buffer = buffer;
+        d.offset = at;
+        d
+    };
+    let mut wq = TensorDesc::new(DType::Q4_0, [256, M, 1, 1]);
+    wq.buffer = buffer;
+    wq.offset = 3 * S;
+    let mut fa = node(Op::FlashAttnExt, [64, 4, 1, 1], 4 * S, buffer, &[0, 1, 2]);
+    fa.op_params[0] = 0.125f32.to_bits() as i32;
+    vec![
+        leaf([64, 1, 4, 1], 0, buffer),
+        kv(S),
+        kv(2 * S),
+        wq,
+        fa,
+        // The reshape reaches a backend as a leaf over the result's bytes.
+        leaf([256, 1, 1, 1], 4 * S, buffer),
+        node(Op::MulMat, [M, 1, 1, 1], 5 * S, buffer, &[3, 5]),
+    ]
+}
+
+#[test]
+fn attention_with_the_quantized_copy_matches_the_separate_kernels_bit_for_bit() {
+    let Some((_reg, dev)) = common::first_device() else {
+        return;
+    };
+    let buf = dev.buffer_type().alloc_buffer(6 << 16).expect("alloc");
+    let g = attention_graph(buf.id());
+    let half_bytes = |n: usize, seed: usize| -> Vec<u8> {
+        (0..n)
+            .flat_map(|i| {
+                let v = ((i * 29 + seed) % 61) as f32 / 20.0 - 1.5;
+                half::f16::from_f32(v).to_le_bytes()
+            })
+            .collect()
+    };
+    // Returns the attention and the product, and the kernels recorded.
+    let run = |params: &str| {
+        buf.clear(0).expect("clear");
+        let q: Vec<f32> = (0..256)
+            .map(|i| ((i * 17 % 23) as f32 - 11.0) / 4.0)
+            .collect();
+        buf.set_tensor(&g[0], 0, &f32_bytes(&q)).expect("set q");
+        buf.set_tensor(&g[1], 0, &half_bytes(64 * 256 * 2, 3))
+            .expect("set k");
+        buf.set_tensor(&g[2], 0, &half_bytes(64 * 256 * 2, 11))
+            .expect("set v");
+        let weight = q4_0_pattern(g[3].nbytes(), 0.02, 5);
+        buf.set_tensor(&g[3], 0, &weight).expect("set weight");
+        dev.init_backend(params)
+            .expect("stream")
+            .graph_compute(&g)
+            .expect("graph_compute");
+        let kernels = backplane_webgpu::profile::last_graph_kernels();
+        let [att, product] = [4, 6].map(|t| {
+            let mut out = vec![0u8; g[t].nbytes() as usize];
+            buf.get_tensor(&g[t], 0, &mut out).expect("get");
+            out
+        });
+        (att, product, kernels)
+    };
+    // The vector kernel alone, then with the keys split in two and the
+    // combining pass writing the result.
+    let mut kernels = Vec::new();
+    for split in ["", "flash_attn_splits=2;"] {
+        let (att, product, fused) = run(split);
+        let (att_sep, product_sep, separate) = run(&format!("{split}fuse=off"));
+        assert!(att == att_sep, "attention differs ({split})");
+        assert!(product == product_sep, "product differs ({split})");
+        assert!(f32s(&product).iter().any(|&v| v != 0.0), "product is 0");
+        // The quantizing kernel is gone when fused.
+        assert_eq!(fused + 1, separate, "kernels ({split})");
+        kernels.push(fused);
+    }
+    assert_eq!(
+        kernels[1],
+        kernels[0] + 1,
+        "the split adds its combining pass"
+    );
+}

@@ -412,25 +412,58 @@ fn encode_rms_norm(e: &mut Encoder, f: &RmsNormFusion) -> Result<(), String> {
     Ok(())
 }
 
+/// The MUL_MAT right after `node` (views skipped) that reads `node`'s
+/// result as its src1, and that src1's graph index: `node` itself, or a
+/// tensor over exactly its bytes in the same order (the reshape of an
+/// attention output to rows of all heads, which reaches a backend as a
+/// leaf at the output's bytes).
+fn next_mul_mat_reading(graph: &[TensorDesc], node: usize) -> Option<(usize, usize)> {
+    let mm = next_compute(graph, node)?;
+    if !is_op(graph, mm, Op::MulMat) {
+        return None;
+    }
+    let src1 = graph[mm].src(1)?;
+    let (a, b) = (graph.get(src1)?, &graph[node]);
+    // Nothing runs between the two, so bytes that `node` wrote hold its
+    // values whatever tensor describes them.
+    let same_bytes = src1 == node
+        || (a.dtype == b.dtype
+            && a.is_contiguous()
+            && b.is_contiguous()
+            && same_region_bytes(a, b));
+    same_bytes.then_some((mm, src1))
+}
+
+/// The same bytes of the same buffer.
+fn same_region_bytes(a: &TensorDesc, b: &TensorDesc) -> bool {
+    a.buffer == b.buffer && a.offset == b.offset && a.nbytes() == b.nbytes()
+}
+
 /// When fusion is on and the next compute node after `node` (an f32
-/// result) is a MUL_MAT that reads it through the integer mat-vec's
-/// quantized copy: the copy's bytes and the origin that MUL_MAT looks it
-/// up by, for a kernel that writes the copy along with `node`.
+/// result) is a MUL_MAT that reads it (directly or through a view of the
+/// same bytes, see [`next_mul_mat_reading`]) through the integer
+/// mat-vec's quantized copy: the copy's bytes and the origin that MUL_MAT
+/// looks it up by, for a kernel that writes the copy along with `node`.
+/// Run `r` of the copy holds elements `32 r .. 32 r + 31` of `node` in
+/// its logical order (for a view, both are contiguous, so the view's
+/// order is the same).
 pub(crate) fn quantized_copy_for_next(
     e: &Encoder,
     node: usize,
 ) -> Result<Option<(u64, CopyOrigin)>, String> {
     let g = e.graph;
-    let Some(mm) = next_compute(g, node) else {
+    let Some((mm, src1)) = next_mul_mat_reading(g, node) else {
         return Ok(None);
     };
-    let reads_it = is_op(g, mm, Op::MulMat) && g[mm].src(1) == Some(node);
-    let fits = g[node].ne[0] % 32 == 0 && is_f32(&g[node]) && g[node].nb[0] == 4;
-    if !e.facts().tuning.fuse || !reads_it || !fits || !quantizes_src1(e, mm) {
+    let fits = g[node].ne[0] % 32 == 0
+        && g[src1].ne[0] % 32 == 0
+        && is_f32(&g[node])
+        && g[node].nb[0] == 4;
+    if !e.facts().tuning.fuse || !fits || !quantizes_src1(e, mm) {
         return Ok(None);
     }
-    let q = Q8Copy::of(e, node)?;
-    Ok(Some((q.bytes, q.origin(e, node)?)))
+    let q = Q8Copy::of(e, src1)?;
+    Ok(Some((q.bytes, q.origin(e, src1)?)))
 }
 
 #[cfg(test)]

@@ -10,7 +10,11 @@
 //! them; `flash_attn_vec.wgsl`, one query over one key per invocation, for
 //! a decode on the others; else the tiled `flash_attn.wgsl`) and sizes its
 //! blocks from the head sizes and the device's workgroup memory and
-//! invocation limits.
+//! invocation limits. When the next node is a MUL_MAT that reads the result
+//! through the integer mat-vec (the attention output projection of a
+//! decode), the kernel that writes the result (the vector kernel, or the
+//! combining pass of a split) also writes its quantized copy for it, as
+//! `ops::fusion` describes.
 
 mod plan;
 
@@ -19,6 +23,7 @@ use backplane_shaders::PipelineKey;
 
 use crate::encode::{Encoder, Params};
 use crate::facts::Facts;
+use crate::ops::fusion;
 use crate::ops::{dtype, nb_elems, ne_u32, src, src_index, want_type};
 use crate::pipelines::Checks;
 use plan::{KV_TYPES, Kernel, choose, kv_splits, split_target};
@@ -239,6 +244,31 @@ pub fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
         bindings.push(bd_.clone());
         None
     };
+    // The quantized copy the next MUL_MAT would make of dst, written by the
+    // kernel that writes dst (the vector kernel, or the combining pass)
+    // and kept for that MUL_MAT (see `ops::fusion`).
+    let writer_quantizes = match part {
+        Some(_) => true,
+        None => {
+            matches!(kernel, Kernel::Vector)
+                && bindings.len() < e.facts().max_storage_buffers as usize
+        }
+    };
+    let copy = if writer_quantizes && d.is_contiguous() {
+        match fusion::quantized_copy_for_next(e, node)? {
+            Some((bytes, origin)) => {
+                e.forget_kept_copy();
+                Some((origin, e.scratch(bytes)?))
+            }
+            None => None,
+        }
+    } else {
+        None
+    };
+    if let (None, Some((_, q))) = (&part, &copy) {
+        key = key.define("QUANTIZE", "");
+        bindings.push(q.clone());
+    }
     // The (max, sum) pairs follow every split's partial rows.
     let ml_off = u32::try_from(u64::from(splits) * n_rows * u64::from(dv))
         .map_err(|_| "partial rows do not fit u32 indices".to_string())?;
@@ -289,7 +319,12 @@ pub fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
         [q_blocks, head_blocks, batch * splits],
     )?;
 
-    let Some(part) = part else { return Ok(()) };
+    let Some(part) = part else {
+        if let Some((origin, q)) = copy {
+            e.keep_copy(origin, q);
+        }
+        return Ok(());
+    };
     let mut key = PipelineKey::new("flash_attn_combine", "").wg(COMBINE_WG);
     let mut bindings = vec![part];
     if let Some((bs, _)) = sink {
@@ -297,6 +332,10 @@ pub fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
         bindings.push(bs);
     }
     bindings.push(bd_);
+    if let Some((_, q)) = &copy {
+        key = key.define("QUANTIZE", "");
+        bindings.push(q.clone());
+    }
     let params = Params::new()
         .u32x4([n_rows as u32, dv / 4, splits, n_q])
         .u32x4([heads, ml_off, sink_words[0], sink_words[1]])
@@ -309,7 +348,11 @@ pub fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
         &bindings,
         &params,
         total.div_ceil(u64::from(COMBINE_WG)),
-    )
+    )?;
+    if let Some((origin, q)) = copy {
+        e.keep_copy(origin, q);
+    }
+    Ok(())
 }
 
 /// Workgroup size of the combining pass.

@@ -746,6 +746,24 @@ mod tests {
     }
 
     #[test]
+    fn combining_pass_variants_validate() {
+        use crate::ops::shader_check::check;
+        for flags in [
+            &[][..],
+            &["HAS_SINKS"],
+            &["QUANTIZE"],
+            &["HAS_SINKS", "QUANTIZE"],
+        ] {
+            let mut key =
+                PipelineKey::new("flash_attn_combine", "").wg(crate::ops::attention::COMBINE_WG);
+            for f in flags {
+                key = key.define(f, "");
+            }
+            check(&key);
+        }
+    }
+
+    #[test]
     fn kernel_variants_validate() {
         use crate::ops::shader_check::check;
         let g = gpu();
@@ -783,6 +801,17 @@ mod tests {
                     key = key.define(f, "");
                 }
                 check(&key);
+            }
+            // The vector kernel writing the quantized copy (unsplit), with
+            // every optional binding before it.
+            if matches!(kernel, Kernel::Vector) {
+                for flags in [&[][..], &["HAS_MASK"], &["HAS_MASK", "HAS_SINKS"]] {
+                    let mut key = kernel.key(64, 64, DType::F16, DType::F16);
+                    for f in flags.iter().chain(&["QUANTIZE"]) {
+                        key = key.define(f, "");
+                    }
+                    check(&key);
+                }
             }
             // f16 K/V read as raw words (mod.rs defines it for aligned rows),
             // and q8_0 and q4_0.
