@@ -1,6 +1,8 @@
 //! The graph builder: a context that owns tensor metadata and records ops in
 //! topological order.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use backplane_abi::{DType, MAX_DIMS, NO_TENSOR, Op, TensorDesc, flags};
 
 use crate::error::{GraphError, describe};
@@ -26,12 +28,30 @@ pub(crate) const ABSENT: TensorId = TensorId(usize::MAX);
 pub struct Graph {
     tensors: Vec<TensorDesc>,
     names: Vec<String>,
+    /// See [`Graph::stamp`].
+    stamp: u64,
+}
+
+/// A number no graph change of this process has had before.
+fn fresh_stamp() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 impl Graph {
     /// An empty graph.
     pub fn new() -> Graph {
         Graph::default()
+    }
+
+    /// Names this graph's tensors as they are now: every change (a tensor
+    /// added, a flag or descriptor changed) gives a number no graph of the
+    /// process had before, so two graphs with the same stamp hold the same
+    /// tensors (a clone keeps its original's until either changes). 0 for
+    /// an empty graph. Names are not part of it. The scheduler finds the
+    /// plan of a graph run again by it.
+    pub fn stamp(&self) -> u64 {
+        self.stamp
     }
 
     /// All tensors in topological order.
@@ -139,6 +159,7 @@ impl Graph {
     /// Marks a tensor as an output: its memory is kept for the host to read.
     pub fn mark_output(&mut self, t: TensorId) -> Result<(), GraphError> {
         self.try_desc(t)?;
+        self.stamp = fresh_stamp();
         self.tensors[t.0].flags |= flags::OUTPUT;
         Ok(())
     }
@@ -188,10 +209,12 @@ impl Graph {
     }
 
     pub(crate) fn tensors_mut(&mut self) -> &mut [TensorDesc] {
+        self.stamp = fresh_stamp();
         &mut self.tensors
     }
 
     fn push(&mut self, d: TensorDesc, name: String) -> TensorId {
+        self.stamp = fresh_stamp();
         self.tensors.push(d);
         self.names.push(name);
         TensorId(self.tensors.len() - 1)

@@ -2,6 +2,11 @@
 //! types, shapes, strides, params, sources, views, flags, pre-placed
 //! buffers, pins), never its data. A hit is confirmed by comparing the
 //! descriptors, so a hash collision can never return a wrong plan.
+//!
+//! The last plan returned is also kept under the graph's stamp
+//! ([`crate::Graph::stamp`], new after every change to a graph): the same
+//! graph object run again (a decode step) finds it without hashing and
+//! comparing its descriptors.
 
 use std::sync::Arc;
 
@@ -83,11 +88,19 @@ struct CacheEntry {
     last_used: u64,
 }
 
+/// The last plan returned, under the stamp of its graph and the pins.
+struct LastPlan {
+    stamp: u64,
+    pins: Vec<(usize, BackendId)>,
+    plan: Arc<Plan>,
+}
+
 /// Plans by graph structure, least recently used dropped first.
 pub struct PlanCache {
     capacity: usize,
     entries: Vec<CacheEntry>,
     clock: u64,
+    last: Option<LastPlan>,
 }
 
 impl PlanCache {
@@ -97,6 +110,33 @@ impl PlanCache {
             capacity,
             entries: Vec::new(),
             clock: 0,
+            last: None,
+        }
+    }
+
+    /// The last plan returned, if it was for the graph with this stamp
+    /// (never for stamp 0, an empty graph) and these pins.
+    pub fn last_for(&self, stamp: u64, pins: &[(usize, BackendId)]) -> Option<Arc<Plan>> {
+        self.last
+            .as_ref()
+            .filter(|l| stamp != 0 && l.stamp == stamp && l.pins == pins)
+            .map(|l| l.plan.clone())
+    }
+
+    /// Keeps `plan` as the last one returned, for the graph with `stamp`.
+    pub fn remember(&mut self, stamp: u64, pins: &[(usize, BackendId)], plan: &Arc<Plan>) {
+        if self.capacity == 0 {
+            return;
+        }
+        match &mut self.last {
+            Some(l) if l.stamp == stamp && l.pins == pins => l.plan = plan.clone(),
+            _ => {
+                self.last = Some(LastPlan {
+                    stamp,
+                    pins: pins.to_vec(),
+                    plan: plan.clone(),
+                })
+            }
         }
     }
 
@@ -156,5 +196,6 @@ impl PlanCache {
     /// Drops every plan.
     pub fn clear(&mut self) {
         self.entries.clear();
+        self.last = None;
     }
 }

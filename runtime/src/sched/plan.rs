@@ -253,15 +253,26 @@ impl Planner {
 
     /// Like [`Planner::plan`] but never refuses for fallbacks (for explaining).
     pub fn plan_lenient(&mut self, graph: &Graph) -> Result<Arc<Plan>, SchedError> {
-        let g = graph.tensors();
-        let key = structure_hash(g, &self.pins);
-        if let Some(plan) = self.cache.get(key, g, &self.pins) {
+        let stamp = graph.stamp();
+        if let Some(plan) = self.cache.last_for(stamp, &self.pins) {
             self.cache_hits += 1;
             return Ok(plan);
         }
-        let plan = Arc::new(self.build(graph)?);
-        self.plans_built += 1;
-        self.cache.insert(key, g, &self.pins, plan.clone());
+        let g = graph.tensors();
+        let key = structure_hash(g, &self.pins);
+        let plan = match self.cache.get(key, g, &self.pins) {
+            Some(plan) => {
+                self.cache_hits += 1;
+                plan
+            }
+            None => {
+                let plan = Arc::new(self.build(graph)?);
+                self.plans_built += 1;
+                self.cache.insert(key, g, &self.pins, plan.clone());
+                plan
+            }
+        };
+        self.cache.remember(stamp, &self.pins, &plan);
         Ok(plan)
     }
 

@@ -3,6 +3,8 @@
 //! other tests run over the example graphs in the `backplane` facade's
 //! tests.
 
+use std::sync::Arc;
+
 use backplane_abi::plugin::{DeviceType, Verdict};
 use backplane_abi::{DType, Op, TensorDesc};
 
@@ -147,4 +149,40 @@ fn nodes_breaking_their_contract_are_refused_when_planning() {
         err.to_string(),
         "node 2: SSM_CONV: sx: expected ne0 >= 3 (c's d_conv) and ne1 = 5 (c's d_inner), found [6, 4, 2, 1] f32"
     );
+}
+
+#[test]
+fn a_graph_run_again_finds_its_plan_by_its_stamp() {
+    let (mut g, w) = chain_graph();
+    let mut p = planner(vec![Fake::gpu(), Fake::cpu(vec![])]);
+    let first = p.plan(&g).unwrap();
+    let stamp = g.stamp();
+    assert_ne!(stamp, 0);
+    // Again, and a clone (the same stamp): the same plan, no planning.
+    let again = p.plan(&g).unwrap();
+    let copy = g.clone();
+    assert_eq!(copy.stamp(), stamp);
+    assert!(Arc::ptr_eq(&first, &again));
+    assert!(Arc::ptr_eq(&first, &p.plan(&copy).unwrap()));
+    assert_eq!((p.plans_built(), p.cache_hits()), (1, 2));
+    // A changed descriptor: a new stamp, planned again (an error here).
+    g.tensors_mut()[w.index()].buffer = 0xdead;
+    assert_ne!(g.stamp(), stamp);
+    assert!(p.plan(&g).is_err());
+    // The same graph built again: a new stamp, found by its structure.
+    let (h, _) = chain_graph();
+    assert_ne!(h.stamp(), stamp);
+    assert!(Arc::ptr_eq(&first, &p.plan(&h).unwrap()));
+    // Other pins: not the kept plan.
+    p.pin(2, 1).unwrap();
+    let pinned = p.plan(&h).unwrap();
+    assert!(!Arc::ptr_eq(&first, &pinned));
+    assert_eq!(pinned.assignment.backend[2], 1);
+    p.clear_pins();
+    assert!(Arc::ptr_eq(&first, &p.plan(&h).unwrap()));
+    // A backend out of service drops every plan, the kept one too.
+    p.mark_failed(0, "gone".into()).unwrap();
+    let rerouted = p.plan(&h).unwrap();
+    assert!(!Arc::ptr_eq(&first, &rerouted));
+    assert!(rerouted.assignment.backend[2..].iter().all(|&b| b == 1));
 }
