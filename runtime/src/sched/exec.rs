@@ -403,12 +403,7 @@ impl Scheduler {
         let start = Instant::now();
         let plan = self.plan_timed(graph)?;
         let t0 = Instant::now();
-        let a = &plan.assignment;
-        for (i, d) in graph.tensors().iter().enumerate() {
-            let is_leaf = d.op().is_ok_and(|op| op == Op::None);
-            if !is_leaf || a.root[i] != i || a.preplaced[i].is_some() {
-                continue;
-            }
+        for &i in &plan.inputs {
             self.write_input(graph, &plan, TensorId(i), host.bytes(TensorId(i)))?;
         }
         self.stats.upload_time += t0.elapsed();
@@ -466,20 +461,12 @@ impl Scheduler {
             given[t.index()] = true;
             self.write_input(graph, &plan, t, data)?;
         }
-        for (i, d) in graph.tensors().iter().enumerate() {
-            let is_leaf = d.op().is_ok_and(|op| op == Op::None);
-            if is_leaf
-                && a.root[i] == i
-                && a.preplaced[i].is_none()
-                && !given[i]
-                && plan.allocation.tensor[i] != Loc::None
-            {
-                return Err(data_err(
-                    graph,
-                    TensorId(i),
-                    "is read by the graph but neither given as an input nor placed".into(),
-                ));
-            }
+        if let Some(&i) = plan.inputs.iter().find(|&&i| !given[i]) {
+            return Err(data_err(
+                graph,
+                TensorId(i),
+                "is read by the graph but neither given as an input nor placed".into(),
+            ));
         }
         self.stats.upload_time += t0.elapsed();
         self.run_splits(graph, &plan)?;

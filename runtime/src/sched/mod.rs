@@ -149,6 +149,9 @@ pub struct PlanStats {
 /// Everything decided for one graph structure.
 #[derive(Clone, Debug)]
 pub struct Plan {
+    /// Leaves the host writes on every run (inputs the scheduler placed in
+    /// compute memory), in graph order.
+    pub inputs: Vec<usize>,
     /// Backend per tensor.
     pub assignment: Assignment,
     /// Runs of nodes per backend, in execution order.

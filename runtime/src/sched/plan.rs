@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use backplane_abi::{Op, TensorDesc, flags};
 
-use super::alloc::allocate;
+use super::alloc::{Loc, allocate};
 use super::cache::{PlanCache, structure_hash};
 use super::placement::{BackendFacts, Placement};
 use super::split::build_splits;
@@ -302,7 +302,16 @@ impl Planner {
             naive_bytes: allocation.naive_bytes.clone(),
             in_place: allocation.in_place,
         };
+        let inputs = (0..g.len())
+            .filter(|&i| {
+                g[i].op().is_ok_and(|op| op == Op::None)
+                    && assignment.root[i] == i
+                    && assignment.preplaced[i].is_none()
+                    && allocation.tensor[i] != Loc::None
+            })
+            .collect();
         Ok(Plan {
+            inputs,
             assignment,
             splits,
             copies,
