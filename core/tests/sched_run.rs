@@ -456,3 +456,32 @@ fn a_released_buffer_is_forgotten_and_graphs_naming_it_fail_to_plan() {
     let err = s.reserve(&g).unwrap_err();
     assert!(err.to_string().contains("not registered"), "{err}");
 }
+
+#[test]
+fn a_graph_run_again_after_its_buffers_changed_uses_the_new_ones() {
+    let block = |n_tokens| {
+        llama_block(&BlockConfig {
+            n_tokens,
+            n_embd: 64,
+            n_ff: 128,
+            ..BlockConfig::default()
+        })
+        .unwrap()
+    };
+    let small = block(1);
+    let (mut host, want) = reference(&small);
+    let mut s = Scheduler::new(vec![cpu()], SchedOptions::default()).unwrap();
+    s.compute(&small, &mut host).unwrap();
+    assert_eq!(s.stats().buffer_allocations, 1);
+    // Reserving for a larger graph replaces the compute buffer; the small
+    // graph's plan, whose descriptors were bound last, then runs on the
+    // new buffer, bound afresh.
+    s.reserve(&block(32)).unwrap();
+    assert_eq!(s.stats().buffer_allocations, 2);
+    let built = s.planner().plans_built();
+    let mut again = HostTensors::new(&small);
+    fill(&small, &mut again, 7);
+    s.compute(&small, &mut again).unwrap();
+    assert_eq!(s.planner().plans_built(), built, "the small plan is reused");
+    assert_close(&again.get_f32(&small, small.find("result").unwrap()), &want);
+}

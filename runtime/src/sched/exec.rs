@@ -73,6 +73,12 @@ pub struct Scheduler {
     /// the refused node again (`loss`).
     lost: Vec<Option<loss::Lost>>,
     stats: RunStats,
+    /// Counts changes of the buffers descriptors are bound to (compute
+    /// buffers, placed weights), so bound descriptors are reused only
+    /// while it stays.
+    buffers_generation: u64,
+    /// The last plan's split descriptors, bound to buffer ids.
+    bound: Option<calls::BoundSplits>,
 }
 
 fn plugin_err(backend: &str, call: impl Into<String>, e: PluginError) -> SchedError {
@@ -129,6 +135,8 @@ impl Scheduler {
             watchdogs,
             lost: (0..n).map(|_| None).collect(),
             stats: RunStats::default(),
+            buffers_generation: 0,
+            bound: None,
         })
     }
 
@@ -263,6 +271,7 @@ impl Scheduler {
         let block = weights::new_block(graph, backend, buffer, &placed);
         self.planner.register_buffer(block.key(), backend)?;
         self.weights.push(block);
+        self.buffers_generation += 1;
         Ok(self.weights.last().expect("just pushed"))
     }
 
@@ -281,6 +290,7 @@ impl Scheduler {
         let Some(block) = self.weights.remove(key) else {
             return false;
         };
+        self.buffers_generation += 1;
         self.planner.unregister_buffer(key);
         if self.watchdogs[block.backend].is_stuck() {
             std::mem::forget(block);
@@ -347,6 +357,7 @@ impl Scheduler {
                 });
             }
             self.compute[b] = None;
+            self.buffers_generation += 1;
             let buf = buft.alloc_buffer(need).map_err(|e| {
                 plugin_err(
                     self.name(b),

@@ -17,12 +17,57 @@ use crate::sched::split::Entry;
 use crate::sched::watchdog::CallError;
 use crate::sched::{BackendId, SchedError, data_err};
 
+/// A plan's split descriptors with buffer keys and compute offsets
+/// replaced by the plugins' buffer ids and offsets, as `graph_compute`
+/// takes them: built once per plan and set of buffers, not per run.
+pub(super) struct BoundSplits {
+    /// The plan (kept alive, so its address names it).
+    plan: Arc<Plan>,
+    /// [`Scheduler::buffers_generation`] when bound.
+    generation: u64,
+    /// Per split.
+    splits: Vec<Arc<[TensorDesc]>>,
+}
+
 impl Scheduler {
+    /// The descriptors of `plan`'s splits bound to this scheduler's
+    /// buffers, from the last run when nothing changed since.
+    fn bound_splits(&mut self, plan: &Arc<Plan>) -> Vec<Arc<[TensorDesc]>> {
+        if let Some(b) = &self.bound
+            && Arc::ptr_eq(&b.plan, plan)
+            && b.generation == self.buffers_generation
+        {
+            return b.splits.clone();
+        }
+        let alloc = &plan.allocation;
+        let splits: Vec<Arc<[TensorDesc]>> = plan
+            .splits
+            .iter()
+            .map(|split| {
+                split
+                    .graph
+                    .iter()
+                    .zip(&split.entries)
+                    .map(|(d, e)| match *e {
+                        Entry::Tensor(t) => self.bound(d, alloc.tensor[t]),
+                        Entry::Copy(c) => self.bound(d, alloc.copy[c]),
+                    })
+                    .collect()
+            })
+            .collect();
+        self.bound = Some(BoundSplits {
+            plan: Arc::clone(plan),
+            generation: self.buffers_generation,
+            splits: splits.clone(),
+        });
+        splits
+    }
+
     /// Computes the plan's splits in order, with their copies, then waits
     /// for every backend used.
-    pub(super) fn run_splits(&mut self, graph: &Graph, plan: &Plan) -> Result<(), SchedError> {
+    pub(super) fn run_splits(&mut self, graph: &Graph, plan: &Arc<Plan>) -> Result<(), SchedError> {
         let g = graph.tensors();
-        let alloc = &plan.allocation;
+        let bound = self.bound_splits(plan);
         let nb = self.devices.len();
         let mut pending: Vec<Vec<BackendId>> = vec![Vec::new(); nb];
         let mut used = vec![false; nb];
@@ -42,15 +87,7 @@ impl Scheduler {
             for &c in &split.copies {
                 self.copy(graph, plan, c, &mut pending)?;
             }
-            let descs: Vec<TensorDesc> = split
-                .graph
-                .iter()
-                .zip(&split.entries)
-                .map(|(d, e)| match *e {
-                    Entry::Tensor(t) => self.bound(d, alloc.tensor[t]),
-                    Entry::Copy(c) => self.bound(d, alloc.copy[c]),
-                })
-                .collect();
+            let descs = Arc::clone(&bound[k]);
             let first = split.nodes[0];
             let then_sync = k + 1 == plan.splits.len() && synced == Some(b);
             let what = || {

@@ -145,6 +145,7 @@ impl Scheduler {
             return;
         }
         self.compute[b] = None;
+        self.buffers_generation += 1;
         if b + 1 == self.devices.len() {
             return;
         }
