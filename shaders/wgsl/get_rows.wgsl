@@ -28,18 +28,11 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> flag: array<atomic<u32>>;
 @group(0) @binding(4) var<uniform> p: Params;
 
+#include "common/error_flag"
+
 // Stores node + 1 and the bad index in the error flag (first report wins).
 fn report(bad: u32) {
-    loop {
-        let r = atomicCompareExchangeWeak(&flag[0], 0u, p.node1);
-        if (r.exchanged) {
-            atomicStore(&flag[1], bad);
-            break;
-        }
-        if (r.old_value != 0u) {
-            break;
-        }
-    }
+    report_error(p.node1, bad);
 }
 
 @compute @workgroup_size(WG_SIZE)

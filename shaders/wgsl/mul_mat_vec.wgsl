@@ -119,18 +119,11 @@ fn q_load8_split(row: u32, u: u32) -> QUnit8 {
 #endif
 
 #ifdef MUL_MAT_ID
+#include "common/error_flag"
+
 // Stores node + 1 and the bad id in the error flag (first report wins).
 fn report(bad: u32) {
-    loop {
-        let r = atomicCompareExchangeWeak(&flag[0], 0u, p.node1);
-        if (r.exchanged) {
-            atomicStore(&flag[1], bad);
-            break;
-        }
-        if (r.old_value != 0u) {
-            break;
-        }
-    }
+    report_error(p.node1, bad);
 }
 #endif
 

@@ -8,6 +8,12 @@
 // reference, divided by the frequency factor, mixed by YaRN, and reduced
 // to [-pi, pi] before cos/sin. Strides and offsets are in elements.
 // HAS_FF: frequency factors are bound after the positions.
+// STORE_ROWS (f32 rows [ne0, ne1, ne2, 1], dst contiguous): the SET_ROWS
+// that follows, storing dst as rows of ne0 * ne1 values (a layer's K cache
+// store), runs here too: element j of head i1 of token i2 also goes to
+// element i1 * ne0 + j of cache row idx[i2] (as CACHE_TYPE, the same
+// conversion set_rows makes), and a bad index is reported as set_rows
+// reports it (common/row_index).
 
 #include "common/index"
 
@@ -20,6 +26,11 @@ struct Params {
     theta_scale: f32, freq_scale: f32, ext_factor: f32, mscale: f32,
     corr_low: f32, corr_high: f32,
     sec0: u32, sec1: u32, sec2: u32, sec3: u32,
+    // STORE_ROWS: the cache's offset, element and row strides (elements)
+    // and rows; the indices' offset and stride (elements, i64: words);
+    // the SET_ROWS node + 1.
+    c_off: u32, c_s0: u32, c_s1: u32, c_rows: u32,
+    i_off: u32, i_s0: u32, node1: u32,
 }
 
 @group(0) @binding(0) var<storage, read_write> src0: array<SRC0_TYPE>;
@@ -32,7 +43,30 @@ struct Params {
 #else
 @group(0) @binding(BINDING_DST) var<storage, read_write> dst: array<DST_TYPE>;
 #endif
+#ifdef STORE_ROWS
+@group(0) @binding(BINDING_CACHE) var<storage, read_write> cache: array<CACHE_TYPE>;
+@group(0) @binding(BINDING_IDX) var<storage, read_write> idx: array<SRC1_TYPE>;
+@group(0) @binding(BINDING_FLAG) var<storage, read_write> flag: array<atomic<u32>>;
+#endif
 @group(0) @binding(BINDING_PARAMS) var<uniform> p: Params;
+
+#ifdef STORE_ROWS
+#include "common/row_index"
+#endif
+
+// Writes element j of row (i1, i2, i3) at `at` of dst, and with STORE_ROWS
+// into its cache row too.
+fn put(at: u32, y: f32, j: u32, i1: u32, i2: u32) {
+    dst[at] = DST_TYPE(y);
+#ifdef STORE_ROWS
+    let r = stored_row(p.i_off + i2 * p.i_s0, p.c_rows);
+    if (r.y == 0u) {
+        report_bad_row(r.x, p.node1);
+        return;
+    }
+    cache[p.c_off + r.x * p.c_s1 + (i1 * p.ne0 + j) * p.c_s0] = CACHE_TYPE(DST_TYPE(y));
+#endif
+}
 
 // `base * theta_scale^steps`, one multiplication at a time as the reference.
 fn powered(base: f32, steps: u32) -> f32 {
@@ -122,9 +156,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 
     if (k >= p.n_pairs) {
         let j = 2u * k;
-        dst[base_d + j * p.sd0] = DST_TYPE(f32(src0[base_a + j * p.sa0]));
+        put(base_d + j * p.sd0, f32(src0[base_a + j * p.sa0]), j, r.x, r.y);
         if (j + 1u < p.ne0) {
-            dst[base_d + (j + 1u) * p.sd0] = DST_TYPE(f32(src0[base_a + (j + 1u) * p.sa0]));
+            put(base_d + (j + 1u) * p.sd0, f32(src0[base_a + (j + 1u) * p.sa0]), j + 1u, r.x, r.y);
         }
         return;
     }
@@ -159,6 +193,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 
     let x0 = f32(src0[base_a + j0 * p.sa0]);
     let x1 = f32(src0[base_a + j1 * p.sa0]);
-    dst[base_d + j0 * p.sd0] = DST_TYPE(x0 * c - x1 * s);
-    dst[base_d + j1 * p.sd0] = DST_TYPE(x0 * s + x1 * c);
+    put(base_d + j0 * p.sd0, x0 * c - x1 * s, j0, r.x, r.y);
+    put(base_d + j1 * p.sd0, x0 * s + x1 * c, j1, r.x, r.y);
 }

@@ -34,10 +34,14 @@ struct Params {
 @group(0) @binding(6) var<storage, read_write> ids: array<i32>;
 @group(0) @binding(7) var<storage, read_write> dst: array<f32>;
 #ifdef HAS_ERROR_FLAG
-@group(0) @binding(8) var<storage, read_write> error_flag: array<u32>;
+@group(0) @binding(8) var<storage, read_write> flag: array<atomic<u32>>;
 @group(0) @binding(9) var<uniform> p: Params;
 #else
 @group(0) @binding(8) var<uniform> p: Params;
+#endif
+
+#ifdef HAS_ERROR_FLAG
+#include "common/error_flag"
 #endif
 
 var<workgroup> partial: array<f32, WG_SIZE>;
@@ -64,8 +68,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     if (slot < 0 || slot >= i32(p.n_slots)) {
 #ifdef HAS_ERROR_FLAG
         if (t == 0u) {
-            error_flag[0] = p.node1;
-            error_flag[1] = bitcast<u32>(slot);
+            report_error(p.node1, bitcast<u32>(slot));
         }
 #endif
         slot = 0;

@@ -430,3 +430,90 @@ fn attention_with_the_quantized_copy_matches_the_separate_kernels_bit_for_bit() 
         "the split adds its combining pass"
     );
 }
+
+/// x [64, 2 heads, 3 tokens]; ROPE (normal or NeoX) -> r; a leaf over r's
+/// bytes as rows [128, 3]; i64 indices; an f16 cache [128, 8]; SET_ROWS of
+/// the rows into the cache, as a layer stores its keys.
+fn rope_store_graph(buffer: u64, mode: i32) -> Vec<TensorDesc> {
+    let mut pos = TensorDesc::new(DType::I32, [3, 1, 1, 1]);
+    pos.buffer = buffer;
+    pos.offset = SLOT;
+    let mut idx = TensorDesc::new(DType::I64, [3, 1, 1, 1]);
+    idx.buffer = buffer;
+    idx.offset = 2 * SLOT;
+    let mut cache = TensorDesc::new(DType::F16, [128, 8, 1, 1]);
+    cache.buffer = buffer;
+    cache.offset = 3 * SLOT;
+    let mut rope = node(Op::Rope, [64, 2, 3, 1], 4 * SLOT, buffer, &[0, 1]);
+    rope.op_params[1] = 64;
+    rope.op_params[2] = mode;
+    rope.op_params[5] = 10000f32.to_bits() as i32;
+    rope.op_params[6] = 1f32.to_bits() as i32;
+    rope.op_params[8] = 1f32.to_bits() as i32;
+    let mut store = cache;
+    store.op = Op::SetRows.code();
+    store.src[0] = 5;
+    store.src[1] = 2;
+    vec![
+        leaf([64, 2, 3, 1], 0, buffer),
+        pos,
+        idx,
+        cache,
+        rope,
+        leaf([128, 3, 1, 1], 4 * SLOT, buffer),
+        store,
+    ]
+}
+
+#[test]
+fn a_rope_storing_its_rows_matches_the_separate_kernels_bit_for_bit() {
+    let Some((_reg, dev)) = common::first_device() else {
+        return;
+    };
+    let buf = dev.buffer_type().alloc_buffer(6 * SLOT).expect("alloc");
+    for mode in [0, backplane_abi::rope_mode::NEOX] {
+        let g = rope_store_graph(buf.id(), mode);
+        let run = |params: &str, rows: [i64; 3]| {
+            buf.clear(0x3c).expect("clear");
+            let x: Vec<f32> = (0..384)
+                .map(|i| ((i * 37 % 101) as f32 - 50.0) / 9.0)
+                .collect();
+            buf.set_tensor(&g[0], 0, &f32_bytes(&x)).expect("set x");
+            let pos: Vec<u8> = [7i32, 8, 9].iter().flat_map(|p| p.to_le_bytes()).collect();
+            buf.set_tensor(&g[1], 0, &pos).expect("set pos");
+            let idx: Vec<u8> = rows.iter().flat_map(|r| r.to_le_bytes()).collect();
+            buf.set_tensor(&g[2], 0, &idx).expect("set idx");
+            let done = dev.init_backend(params).expect("stream").graph_compute(&g);
+            let kernels = backplane_webgpu::profile::last_graph_kernels();
+            let [rotated, cache] = [4, 3].map(|t| {
+                let mut out = vec![0u8; g[t].nbytes() as usize];
+                buf.get_tensor(&g[t], 0, &mut out).expect("get");
+                out
+            });
+            (done, rotated, cache, kernels)
+        };
+        let (ok, rotated, cache, fused) = run("", [6, 1, 3]);
+        let (ok_sep, rotated_sep, cache_sep, separate) = run("fuse=off", [6, 1, 3]);
+        assert!(ok.is_ok() && ok_sep.is_ok(), "{ok:?} {ok_sep:?}");
+        assert!(rotated == rotated_sep, "rotated rows differ (mode {mode})");
+        assert!(cache == cache_sep, "caches differ (mode {mode})");
+        assert_eq!(fused + 1, separate, "kernels (mode {mode})");
+        // Cache row 6 holds token 0's rotated row as f16; row 0 is untouched.
+        let row6: Vec<f32> = cache[6 * 256..7 * 256]
+            .chunks_exact(2)
+            .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
+            .collect();
+        let want: Vec<f32> = f32s(&rotated[..512])
+            .iter()
+            .map(|&v| half::f16::from_f32(v).to_f32())
+            .collect();
+        assert_eq!(row6, want);
+        assert_eq!(&cache[0..2], &[0x3c, 0x3c]);
+        // A bad index fails the graph naming the store, both ways.
+        for params in ["", "fuse=off"] {
+            let (bad, ..) = run(params, [6, 8, 3]);
+            let e = bad.expect_err("index 8 of 8 rows").to_string();
+            assert!(e.contains("index 8 is out of range"), "{params}: {e}");
+        }
+    }
+}

@@ -1,6 +1,6 @@
 // SET_ROWS parameters, the index lookup with ggml's broadcasting, and the
-// error report. The including kernel declares `idx` (array<SRC1_TYPE>),
-// `flag` (array<atomic<u32>>) and the uniform `p`. Offsets and strides of
+// error report (common/row_index). The including kernel declares `idx`
+// (array<SRC1_TYPE>), `flag` (array<atomic<u32>>) and the uniform `p`. Offsets and strides of
 // the source and indices are in elements (i64 indices: u32 words); those of
 // the destination are the including kernel's (elements, words or bytes).
 
@@ -19,42 +19,13 @@ struct Params {
 #endif
 }
 
-// The destination row of source row i1 of (i2, i3): x = the row, y = 1
-// when it is in range; otherwise y = 0 and x = the index as i32 bits,
-// clamped to the i32 range.
+#include "common/row_index"
+
+// The destination row of source row i1 of (i2, i3), as `stored_row`.
 fn dst_row(i1: u32, i2: u32, i3: u32) -> vec2<u32> {
-    let w = p.off_i + i1 * p.si0 + (i2 % p.ni1) * p.si1 + (i3 % p.ni2) * p.si2;
-#ifdef SRC1_I64
-    let lo = bitcast<u32>(idx[w]);
-    let hi = bitcast<u32>(idx[w + 1u]);
-    if (hi == 0u && lo < p.dst_rows) {
-        return vec2<u32>(lo, 1u);
-    }
-    if (hi == 0u) {
-        return vec2<u32>(min(lo, 0x7fffffffu), 0u);
-    }
-    if (hi == 0xffffffffu && lo >= 0x80000000u) {
-        return vec2<u32>(lo, 0u);
-    }
-    if ((hi & 0x80000000u) != 0u) {
-        return vec2<u32>(0x80000000u, 0u);
-    }
-    return vec2<u32>(0x7fffffffu, 0u);
-#else
-    let v = bitcast<u32>(idx[w]);
-    return vec2<u32>(v, select(0u, 1u, v < p.dst_rows));
-#endif
+    return stored_row(p.off_i + i1 * p.si0 + (i2 % p.ni1) * p.si1 + (i3 % p.ni2) * p.si2, p.dst_rows);
 }
 
 fn report(bad: u32) {
-    loop {
-        let r = atomicCompareExchangeWeak(&flag[0], 0u, p.node1);
-        if (r.exchanged) {
-            atomicStore(&flag[1], bad);
-            break;
-        }
-        if (r.old_value != 0u) {
-            break;
-        }
-    }
+    report_bad_row(bad, p.node1);
 }

@@ -7,7 +7,9 @@
 //!
 //! Also two consecutive SET_ROWS with the same indices (a layer's K and V
 //! cache stores) run as one dispatch when neither writes what the other
-//! touches (`set_rows::pairs`).
+//! touches (`set_rows::pairs`), and a ROPE with the SET_ROWS that stores
+//! its result (a layer's K cache store) runs as one kernel
+//! (`rope::stores_rows`), so the store does not wait for the ROPE.
 //!
 //! A graph from the scheduler is one split: the backend cannot see whether
 //! a later split, a copy to another device or the host reads a node of it.
@@ -38,8 +40,8 @@ use crate::kept::CopyOrigin;
 use crate::ops::layout::set_rows;
 use crate::ops::matmul::{Q8Copy, quantizes_src1};
 use crate::ops::norm::RowPlan;
-use crate::ops::row_count;
 use crate::ops::{nb_elems, ne_u32};
+use crate::ops::{rope, row_count};
 use crate::pipelines::Checks;
 
 /// A fused RMS_NORM: the nodes it replaces (graph indices).
@@ -155,6 +157,8 @@ pub enum Fusion {
     /// Two consecutive SET_ROWS with the same indices (a layer's K and V
     /// cache stores) in one dispatch (`set_rows::pairs`).
     SetRowsPair(usize, usize),
+    /// A ROPE and the SET_ROWS storing its result (`rope::stores_rows`).
+    RopeStore(usize, usize),
 }
 
 impl Fusion {
@@ -162,7 +166,7 @@ impl Fusion {
     pub fn nodes(&self) -> Vec<usize> {
         match self {
             Fusion::RmsNorm(f) => f.nodes().collect(),
-            Fusion::SetRowsPair(a, b) => vec![*a, *b],
+            Fusion::SetRowsPair(a, b) | Fusion::RopeStore(a, b) => vec![*a, *b],
         }
     }
 
@@ -170,7 +174,7 @@ impl Fusion {
     pub fn last(&self) -> usize {
         match self {
             Fusion::RmsNorm(f) => f.last(),
-            Fusion::SetRowsPair(_, b) => *b,
+            Fusion::SetRowsPair(_, b) | Fusion::RopeStore(_, b) => *b,
         }
     }
 }
@@ -189,6 +193,10 @@ pub fn find(graph: &[TensorDesc], i: usize, max_storage: u32) -> Option<Fusion> 
             && set_rows::pairs(graph, i, j);
         return pair.then_some(Fusion::SetRowsPair(i, j));
     }
+    if is_op(graph, i, Op::Rope) {
+        let j = next_compute(graph, i)?;
+        return rope::stores_rows(graph, i, j, max_storage).then_some(Fusion::RopeStore(i, j));
+    }
     find_rms_norm(graph, i, max_storage).map(Fusion::RmsNorm)
 }
 
@@ -197,6 +205,7 @@ pub fn encode(e: &mut Encoder, f: &Fusion) -> Result<(), String> {
     match f {
         Fusion::RmsNorm(f) => encode_rms_norm(e, f),
         Fusion::SetRowsPair(a, b) => set_rows::encode_pair(e, *a, *b),
+        Fusion::RopeStore(a, b) => rope::encode_with_store(e, *a, *b),
     }
 }
 

@@ -3,8 +3,13 @@
 //! factors, YaRN (ext_factor, attn_factor, beta_fast/slow, n_ctx_orig) as
 //! ggml and the reference compute them. In place when the destination is
 //! the source. Kernel: `shaders/wgsl/rope.wgsl`.
+//!
+//! A ROPE whose result the next node stores into a cache (SET_ROWS of the
+//! result as rows of all heads: a layer's K cache store) can run both in
+//! one kernel ([`stores_rows`], `ops::fusion`): the rotated values go to
+//! dst and to their cache row, so the store no longer waits for the ROPE.
 
-use backplane_abi::{TensorDesc, rope_mode};
+use backplane_abi::{DType, Op, TensorDesc, rope_mode};
 use backplane_shaders::PipelineKey;
 
 use crate::encode::{Encoder, Params};
@@ -113,8 +118,75 @@ pub fn supports(_facts: &Facts, graph: &[TensorDesc], node: usize) -> Result<(),
     Ok(())
 }
 
+/// Storage bindings the store adds: the cache, the indices, the flag.
+const STORE_BINDINGS: usize = 3;
+
+/// Whether ROPE `rope` and SET_ROWS `store` (the next compute node) run
+/// as one kernel within `max_storage` storage bindings: the ROPE's f32
+/// result [ne0, ne1, ne2, 1] (contiguous) is exactly the bytes the store
+/// reads as rows of ne0 * ne1, the indices are one i32 or i64 per row,
+/// the cache holds f32 or f16 elements, and the cache overlaps nothing
+/// else the kernel touches.
+pub(crate) fn stores_rows(
+    graph: &[TensorDesc],
+    rope: usize,
+    store: usize,
+    max_storage: u32,
+) -> bool {
+    let (d, st) = (&graph[rope], &graph[store]);
+    if d.op() != Ok(Op::Rope) || st.op() != Ok(Op::SetRows) {
+        return false;
+    }
+    let get = |t: &TensorDesc, k: usize| t.src(k).filter(|&i| i < graph.len());
+    let (Some(ia), Some(ip), Some(is), Some(ii)) = (get(d, 0), get(d, 1), get(st, 0), get(st, 1))
+    else {
+        return false;
+    };
+    let (a, rows, idx) = (&graph[ia], &graph[is], &graph[ii]);
+    let ff = get(d, 2);
+    let f32_dense = |t: &TensorDesc| dtype(t) == Ok(DType::F32) && t.is_contiguous();
+    let shapes = f32_dense(d)
+        && dtype(a) == Ok(DType::F32)
+        && f32_dense(rows)
+        && d.ne[3] == 1
+        && rows.ne == [d.ne[0] * d.ne[1], d.ne[2], 1, 1]
+        && rows.buffer == d.buffer
+        && rows.offset == d.offset
+        && matches!(dtype(idx), Ok(DType::I32 | DType::I64))
+        && idx.ne == [d.ne[2], 1, 1, 1]
+        && idx.nb[0] == idx.dtype().map_or(0, |t| t.type_size() as u64)
+        && matches!(dtype(st), Ok(DType::F32 | DType::F16))
+        && st.ne[0] == rows.ne[0]
+        && st.ne[2] == 1
+        && st.ne[3] == 1
+        && nb_elems(st, dtype(st).map_or(4, |t| t.type_size() as u64)).is_ok()
+        && ne_u32(st).is_ok();
+    let overlap = |x: &TensorDesc, y: &TensorDesc| {
+        x.buffer == y.buffer
+            && x.offset < y.offset.saturating_add(y.nbytes())
+            && y.offset < x.offset.saturating_add(x.nbytes())
+    };
+    let apart = [Some(ia), Some(ip), ff, Some(rope), Some(ii)]
+        .into_iter()
+        .flatten()
+        .all(|t| !overlap(st, &graph[t]))
+        && !overlap(idx, d);
+    let bindings = 2 + usize::from(ff.is_some()) + usize::from(!same_memory(d, a));
+    shapes && apart && bindings + STORE_BINDINGS <= max_storage as usize
+}
+
 /// Encodes one invocation per pair slot of every row.
 pub fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
+    encode_rope(e, node, None)
+}
+
+/// Encodes ROPE `node` with the SET_ROWS `store` that stores its result
+/// ([`stores_rows`]) as one kernel.
+pub(crate) fn encode_with_store(e: &mut Encoder, node: usize, store: usize) -> Result<(), String> {
+    encode_rope(e, node, Some(store))
+}
+
+fn encode_rope(e: &mut Encoder, node: usize, store: Option<usize>) -> Result<(), String> {
     let g = e.graph;
     let d = &g[node];
     let (ia, ip) = (src_index(g, node, 0)?, src_index(g, node, 1)?);
@@ -147,6 +219,35 @@ pub fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
         key = key.define("BINDING_DST", bindings.len().to_string());
         bindings.push(bd.clone());
     }
+    // The store's cache, indices and error flag, and its parameter words.
+    let mut store_words = [0u32; 7];
+    if let Some(st) = store {
+        let (cache, ii) = (&g[st], src_index(g, st, 1)?);
+        let (tc, ti) = (dtype(cache)?, dtype(&g[ii])?);
+        let csize = tc.type_size() as u64;
+        let (bc, bi) = (e.binding(st)?, e.binding(ii)?);
+        let cs = nb_elems(cache, csize)?;
+        let idx_words = if ti == DType::I64 { 2 } else { 1 };
+        store_words = [
+            bc.elem_offset(csize)?,
+            cs[0],
+            cs[1],
+            ne_u32(cache)?[1],
+            bi.elem_offset(4)?,
+            idx_words,
+            st as u32 + 1,
+        ];
+        key = key
+            .define("STORE_ROWS", "")
+            .ty("CACHE", type_name(tc))
+            .ty("SRC1", type_name(ti));
+        for (name, b) in [("BINDING_CACHE", bc), ("BINDING_IDX", bi)] {
+            key = key.define(name, bindings.len().to_string());
+            bindings.push(b);
+        }
+        key = key.define("BINDING_FLAG", bindings.len().to_string());
+        bindings.push(e.error_flag());
+    }
     key = key.define("BINDING_PARAMS", bindings.len().to_string());
 
     let ne = ne_u32(a)?;
@@ -170,7 +271,16 @@ pub fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
         .f32(r.mscale())
         .f32(corr_low)
         .f32(corr_high)
-        .u32x4(r.sections.map(|s| s as u32));
+        .u32x4(r.sections.map(|s| s as u32))
+        .u32x4([
+            store_words[0],
+            store_words[1],
+            store_words[2],
+            store_words[3],
+        ])
+        .u32(store_words[4])
+        .u32(store_words[5])
+        .u32(store_words[6]);
     let slots = (a.ne[0] as u64).div_ceil(2) * (a.nelements() as u64 / a.ne[0].max(1) as u64);
     e.dispatch_linear(
         &key,
@@ -179,4 +289,109 @@ pub fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
         &params,
         slots.div_ceil(u64::from(WG)),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::shader_check;
+
+    #[test]
+    fn rope_storing_its_rows_validates() {
+        for (cache, idx, inplace, ff) in [
+            ("f16", "i64", false, false),
+            ("f32", "i32", true, false),
+            ("f16", "i32", false, true),
+            ("f16", "i64", true, true),
+        ] {
+            for variant in ["normal", "neox"] {
+                let mut key = PipelineKey::new("rope", variant)
+                    .ty("SRC0", "f32")
+                    .ty("DST", "f32")
+                    .ty("CACHE", cache)
+                    .ty("SRC1", idx)
+                    .define("STORE_ROWS", "")
+                    .wg(WG);
+                key.inplace = inplace;
+                let mut n = 2;
+                if ff {
+                    key = key.define("HAS_FF", "");
+                    n += 1;
+                }
+                if !inplace {
+                    key = key.define("BINDING_DST", n.to_string());
+                    n += 1;
+                }
+                for name in [
+                    "BINDING_CACHE",
+                    "BINDING_IDX",
+                    "BINDING_FLAG",
+                    "BINDING_PARAMS",
+                ] {
+                    key = key.define(name, n.to_string());
+                    n += 1;
+                }
+                shader_check::check(&key);
+            }
+        }
+    }
+
+    /// x [64, 2, 3]; ROPE -> d; rows over d's bytes [128, 3]; indices [3];
+    /// a cache [128, 8]; SET_ROWS of rows into the cache.
+    fn k_store(cache: DType, idx: DType) -> Vec<TensorDesc> {
+        let at = |mut t: TensorDesc, offset: u64, op: Op, srcs: &[i32]| {
+            t.buffer = 1;
+            t.offset = offset;
+            t.op = op.code();
+            t.src[..srcs.len()].copy_from_slice(srcs);
+            t
+        };
+        let f32s = |ne| TensorDesc::new(DType::F32, ne);
+        vec![
+            at(f32s([64, 2, 3, 1]), 0, Op::None, &[]),
+            at(
+                TensorDesc::new(DType::I32, [3, 1, 1, 1]),
+                4096,
+                Op::None,
+                &[],
+            ),
+            at(TensorDesc::new(idx, [3, 1, 1, 1]), 8192, Op::None, &[]),
+            at(TensorDesc::new(cache, [128, 8, 1, 1]), 12288, Op::None, &[]),
+            at(f32s([64, 2, 3, 1]), 20480, Op::Rope, &[0, 1]),
+            at(f32s([128, 3, 1, 1]), 20480, Op::None, &[]),
+            at(
+                TensorDesc::new(cache, [128, 8, 1, 1]),
+                12288,
+                Op::SetRows,
+                &[5, 2],
+            ),
+        ]
+    }
+
+    #[test]
+    fn a_rope_and_the_store_of_its_rows_run_as_one_kernel_only_when_they_fit() {
+        for (cache, idx) in [(DType::F16, DType::I64), (DType::F32, DType::I32)] {
+            assert!(stores_rows(&k_store(cache, idx), 4, 6, 8));
+        }
+        let g = k_store(DType::F16, DType::I64);
+        assert!(!stores_rows(&g, 4, 6, 5), "six storage bindings");
+        // Rows elsewhere than the ROPE's result; a bf16 or quantized cache;
+        // a cache over the source; indices broadcast over more dims.
+        let mut other = g.clone();
+        other[5].offset = 24576;
+        let mut bf16 = g.clone();
+        bf16[6].dtype = DType::BF16.code();
+        let mut over = g.clone();
+        over[6].offset = 0;
+        let mut broadcast = g.clone();
+        broadcast[2].ne = [3, 2, 1, 1];
+        for (what, g) in [
+            ("rows", other),
+            ("bf16", bf16),
+            ("over", over),
+            ("broadcast", broadcast),
+        ] {
+            assert!(!stores_rows(&g, 4, 6, 8), "{what}");
+        }
+    }
 }

@@ -112,11 +112,14 @@ impl NativeCommands {
     /// Records `steps` (kernels whose pipelines came from WGSL keys or are
     /// native kernels), with a barrier between kernels only where one
     /// depends on another's memory, or between every two when `serial`.
+    /// The stream's `error_flag` makes no hazard: kernels only report into
+    /// it atomically (`common/error_flag.wgsl`) and only the host reads it.
     pub fn record(
         shared: &Arc<Shared>,
         queue: &wgpu::Queue,
         steps: &[Step],
         serial: bool,
+        error_flag: &wgpu::Buffer,
     ) -> Result<NativeCommands, String> {
         let dev = &shared.raw;
         let mut pipelines = Vec::with_capacity(steps.len());
@@ -157,7 +160,7 @@ impl NativeCommands {
         let barriers = if serial {
             (0..steps.len()).map(|i| i > 0).collect()
         } else {
-            barriers_needed(&accesses(steps, &pipelines)?)
+            barriers_needed(&accesses(steps, &pipelines, raw_buffer(error_flag)?)?)
         };
         let commands = record_commands(
             dev,
@@ -313,23 +316,30 @@ fn create_pools(dev: &ash::Device, family: u32, steps: &[Step]) -> Result<Object
 type Bound = (Twin, super::pipelines::Layout);
 
 /// Each kernel's storage bindings as the bytes it reads and writes.
-fn accesses(steps: &[Step], pipelines: &[Bound]) -> Result<Vec<Vec<Access<vk::Buffer>>>, String> {
+/// Each kernel's storage bindings as hazard analysis sees them, but for
+/// the error flag `flag` (see [`NativeCommands::record`]).
+fn accesses(
+    steps: &[Step],
+    pipelines: &[Bound],
+    flag: vk::Buffer,
+) -> Result<Vec<Vec<Access<vk::Buffer>>>, String> {
     steps
         .iter()
         .zip(pipelines)
         .map(|(step, (twin, _))| {
-            step.bindings
-                .iter()
-                .enumerate()
-                .map(|(j, b)| {
-                    Ok(Access {
-                        buffer: raw_buffer(&b.buffer)?,
+            let mut out = Vec::with_capacity(step.bindings.len());
+            for (j, b) in step.bindings.iter().enumerate() {
+                let buffer = raw_buffer(&b.buffer)?;
+                if buffer != flag {
+                    out.push(Access {
+                        buffer,
                         start: b.offset,
                         end: b.offset + b.size,
                         write: twin.writes(j),
-                    })
-                })
-                .collect()
+                    });
+                }
+            }
+            Ok(out)
         })
         .collect()
 }

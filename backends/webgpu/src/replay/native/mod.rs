@@ -142,7 +142,7 @@ fn submit(t: &Target, recording: &Recording, error_flag: &wgpu::Buffer) -> Resul
         .0
         .get_or_init(|| {
             built = true;
-            Commands::record(shared, t.queue, &recording.steps, t.serial)
+            Commands::record(shared, t.queue, &recording.steps, t.serial, error_flag)
         })
         .as_ref()
         .map_err(Clone::clone)?;
