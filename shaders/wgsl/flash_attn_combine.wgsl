@@ -92,13 +92,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     }
     let r = q8_1_part(o, lid);
     if (live) {
-        buf_q[12u * (i / 8u) + i % 8u] = r.quants;
-        if (i % 8u == 0u) {
-            buf_q[12u * (i / 8u) + 8u] = r.d;
-            buf_q[12u * (i / 8u) + 9u] = r.s;
-            buf_q[12u * (i / 8u) + 10u] = 0u;
-            buf_q[12u * (i / 8u) + 11u] = 0u;
-        }
+        q8_1_store(i / 8u, i % 8u, r);
     }
 #else
     if (i < p.n_rows * p.dv4) {

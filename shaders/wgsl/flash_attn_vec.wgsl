@@ -147,13 +147,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     // Run of the row's values 4t .. 4t + 3 in dst's element order.
     let run = ((span.b * p.n_q + iq) * p.n_head + span.h) * (DV4 / 8u) + t / 8u;
     if (live) {
-        buf_q[12u * run + t % 8u] = r.quants;
-        if (t % 8u == 0u) {
-            buf_q[12u * run + 8u] = r.d;
-            buf_q[12u * run + 9u] = r.s;
-            buf_q[12u * run + 10u] = 0u;
-            buf_q[12u * run + 11u] = 0u;
-        }
+        q8_1_store(run, t % 8u, r);
     }
 #else
     if (t >= DV4) {

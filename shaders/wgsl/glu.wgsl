@@ -98,13 +98,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     }
     let r = q8_1_part(v, lid);
     if (live) {
-        buf_q[12u * run + part] = r.quants;
-        if (part == 0u) {
-            buf_q[12u * run + 8u] = r.d;
-            buf_q[12u * run + 9u] = r.s;
-            buf_q[12u * run + 10u] = 0u;
-            buf_q[12u * run + 11u] = 0u;
-        }
+        q8_1_store(run, part, r);
     }
 }
 #else

@@ -17,7 +17,7 @@ struct Params {
 }
 
 @group(0) @binding(0) var<storage, read_write> src1: array<SRC1_TYPE>;
-@group(0) @binding(1) var<storage, read_write> dst: array<u32>;
+@group(0) @binding(1) var<storage, read_write> buf_q: array<u32>;
 @group(0) @binding(2) var<uniform> p: Params;
 
 #include "common/q8_1_run"
@@ -38,12 +38,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     }
     let r = q8_1_part(v, lid);
     if (live) {
-        dst[12u * run + part] = r.quants;
-        if (part == 0u) {
-            dst[12u * run + 8u] = r.d;
-            dst[12u * run + 9u] = r.s;
-            dst[12u * run + 10u] = 0u;
-            dst[12u * run + 11u] = 0u;
-        }
+        q8_1_store(run, part, r);
     }
 }

@@ -252,14 +252,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         let part = (e0 / 4u) % 8u;
         let q = q8_1_part(d, me);
         if (run < runs) {
-            let out = row * runs + run;
-            buf_q[12u * out + part] = q.quants;
-            if (part == 0u) {
-                buf_q[12u * out + 8u] = q.d;
-                buf_q[12u * out + 9u] = q.s;
-                buf_q[12u * out + 10u] = 0u;
-                buf_q[12u * out + 11u] = 0u;
-            }
+            q8_1_store(row * runs + run, part, q);
         }
 #endif
     }

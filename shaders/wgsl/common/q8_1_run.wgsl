@@ -9,6 +9,7 @@
 // maximum and the sum then go through subgroup shuffles, without
 // barriers or workgroup memory (the same bits: a maximum and an integer
 // sum do not depend on the order).
+// q8_1_store writes a part into `buf_q`, the includer's array<u32> of runs.
 
 #ifndef Q8_LANES
 var<workgroup> q8_max: array<f32, WG_SIZE>;
@@ -68,4 +69,16 @@ fn q8_1_part(v: vec4<f32>, lid: u32) -> Q8Part {
     }
 #endif
     return q8_1_result(q, amax, sum);
+}
+
+// Stores part `part` of run `run` into buf_q: word `part` of the run's
+// quants; the first part also d, s and the two padding words.
+fn q8_1_store(run: u32, part: u32, r: Q8Part) {
+    buf_q[12u * run + part] = r.quants;
+    if (part == 0u) {
+        buf_q[12u * run + 8u] = r.d;
+        buf_q[12u * run + 9u] = r.s;
+        buf_q[12u * run + 10u] = 0u;
+        buf_q[12u * run + 11u] = 0u;
+    }
 }
