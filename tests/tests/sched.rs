@@ -5,10 +5,10 @@
 //! `cargo xtask plugins --fixtures`.
 
 use std::path::PathBuf;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use backplane::registry::{Device, Registry};
-use backplane::sched::{Cause, Explanation, SchedError, SchedOptions, Scheduler};
+use backplane::sched::{Cause, Explanation, Plan, SchedError, SchedOptions, Scheduler};
 use backplane::{DType, Graph, HostTensors, Op, RopeParams, TensorId, rope_mode};
 use backplane_abi::plugin::DeviceType;
 use backplane_tests::{
@@ -337,6 +337,26 @@ fn picky_refuses_tensors_over_its_size_limit_naming_the_limit() {
 
 /// `len` element-wise ops (ADD, MUL, SCALE, RMS_NORM in turn) over a
 /// 1024-float vector; the weights they read are named `c` and `g`.
+/// Runs `g` once on a scheduler over `devs`, with the `weights` (by name)
+/// placed on the first device; returns the plan, the host tensors after
+/// the run and the reference result.
+fn run_placed(
+    devs: &[Device],
+    g: &mut Graph,
+    weights: &[&str],
+) -> (Arc<Plan>, HostTensors, Vec<f32>) {
+    let want = reference(g);
+    let mut host = filled_leaves(g);
+    let mut s = scheduler(devs, SchedOptions::default());
+    let w: Vec<TensorId> = weights.iter().map(|n| id(g, n)).collect();
+    s.place_weights(g, 0, &w).unwrap();
+    for &t in &w {
+        s.upload(g, t, host.bytes(t)).unwrap();
+    }
+    let plan = s.compute(g, &mut host).unwrap();
+    (plan, host, want)
+}
+
 fn chain(len: usize) -> Graph {
     let mut g = Graph::new();
     let x = g.input("x", DType::F32, &[1024]).unwrap();
@@ -361,15 +381,7 @@ fn allocator_reuses_picky_memory_on_a_long_element_wise_chain() {
     let (_reg, devs) = devices();
     let len = 200;
     let mut g = chain(len);
-    let want = reference(&g);
-    let mut host = filled_leaves(&g);
-    let mut s = scheduler(&devs, SchedOptions::default());
-    let w = [id(&g, "c"), id(&g, "g")];
-    s.place_weights(&mut g, 0, &w).unwrap();
-    for t in w {
-        s.upload(&g, t, host.bytes(t)).unwrap();
-    }
-    let plan = s.compute(&g, &mut host).unwrap();
+    let (plan, host, want) = run_placed(&devs, &mut g, &["c", "g"]);
     let ex = Explanation::new(&plan, &g);
     assert_eq!(plan.stats.nodes_per_backend[0], len, "{ex}");
     assert_eq!(plan.stats.splits, 1, "{ex}");
@@ -445,15 +457,7 @@ fn rotated_projections() -> Graph {
 fn a_rope_over_a_reshaped_projection_takes_the_projection_memory() {
     let (_reg, devs) = devices();
     let mut g = rotated_projections();
-    let want = reference(&g);
-    let mut host = filled_leaves(&g);
-    let mut s = scheduler(&devs[1..], SchedOptions::default());
-    let w = [id(&g, "wq"), id(&g, "wk")];
-    s.place_weights(&mut g, 0, &w).unwrap();
-    for t in w {
-        s.upload(&g, t, host.bytes(t)).unwrap();
-    }
-    let plan = s.compute(&g, &mut host).unwrap();
+    let (plan, host, want) = run_placed(&devs[1..], &mut g, &["wq", "wk"]);
     let ex = Explanation::new(&plan, &g);
     // Each ROPE reads a reshape of its projection, which dies there: it
     // writes over the projection, so Q's and K's ROPEs touch apart memory
