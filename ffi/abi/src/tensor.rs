@@ -27,9 +27,11 @@ pub mod flags {
 
 /// One tensor of a graph: shape, strides, the op that produces it and where
 /// its bytes live. Graphs cross the ABI as a slice of these in topological
-/// order; `src` and `view_src` are indices into that slice.
+/// order; `src` and `view_src` are indices into that slice. Plain integers
+/// without padding (`bytemuck::Pod`), so a graph can be compared or hashed
+/// as bytes.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, StableAbi)]
+#[derive(Clone, Copy, Debug, PartialEq, StableAbi, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct TensorDesc {
     /// Raw [`DType`] code (decode with [`TensorDesc::dtype`]).
     pub dtype: u32,

@@ -9,9 +9,9 @@
 //! whose first source dies at this node, with the same type, shape and
 //! strides, takes over that source's memory (computed in place); the
 //! source may be a view that starts at its root's first byte (a reshape),
-//! when the node is the root's last reader. Each
-//! backend's free space is a best-fit list of blocks over one address
-//! range; its high-water mark is the backend's peak.
+//! when the node is the root's last reader. Each backend's free space is
+//! a best-fit list of blocks over one address range; its high-water mark
+//! is the backend's peak.
 
 use backplane_abi::{Op, TensorDesc, flags};
 
