@@ -5,6 +5,8 @@
 
 use std::time::{Duration, Instant};
 
+use backplane::sched::RunStats;
+
 use crate::error::LlmError;
 use crate::model::Model;
 use crate::session::{Logits, Session};
@@ -26,7 +28,8 @@ pub struct BenchResult {
     pub host_share: f64,
     /// The same share for the prefill.
     pub pp_host_share: f64,
-    /// Per decoded token, microseconds the scheduler spent planning (a
+    /// Per decoded token of the timed repetitions (the warm-up's first
+    /// planning left out), microseconds the scheduler spent planning (a
     /// plan-cache lookup when the shape repeats), writing inputs, and
     /// reading logits back.
     pub tg_host_us: HostCost,
@@ -70,18 +73,14 @@ pub fn bench(
     let n_ctx = pp.max(tg).max(1);
     let mut session = Session::with_context(model, n_ctx)?;
     let tokens = bench_tokens(pp.max(tg), model.n_vocab());
-    let backend_time = || model.scheduler().stats().backend_time;
+    let stats = || model.scheduler().stats().clone();
 
     let mut pp_tok_s = 0.0;
     let mut pp_host_share = 0.0;
     if pp > 0 {
-        let (speed, share) = timed(
-            &mut session,
-            PREFILL_WARMUPS,
-            repetitions,
-            &backend_time,
-            |s| s.eval(&tokens[..pp], Logits::Last).map(|_| pp),
-        )?;
+        let (speed, share, _) = timed(&mut session, PREFILL_WARMUPS, repetitions, &stats, |s| {
+            s.eval(&tokens[..pp], Logits::Last).map(|_| pp)
+        })?;
         pp_tok_s = speed;
         pp_host_share = share;
     }
@@ -89,8 +88,7 @@ pub fn bench(
     let mut host_share = 0.0;
     let mut tg_host_us = HostCost::default();
     if tg > 0 {
-        let before = model.scheduler().stats().clone();
-        let (speed, share) = timed(&mut session, 1, repetitions, &backend_time, |s| {
+        let (speed, share, before) = timed(&mut session, 1, repetitions, &stats, |s| {
             for &t in &tokens[..tg] {
                 s.eval(&[t], Logits::Last)?;
             }
@@ -98,9 +96,9 @@ pub fn bench(
         })?;
         tg_tok_s = speed;
         host_share = share;
-        let after = model.scheduler().stats().clone();
+        let after = stats();
         let per_token = |a: Duration, b: Duration| {
-            a.saturating_sub(b).as_secs_f64() * 1e6 / ((repetitions + 1) * tg) as f64
+            a.saturating_sub(b).as_secs_f64() * 1e6 / (repetitions * tg) as f64
         };
         tg_host_us = HostCost {
             plan: per_token(after.plan_time, before.plan_time),
@@ -129,29 +127,32 @@ pub fn bench(
 const PREFILL_WARMUPS: usize = 3;
 
 /// Runs `test` `warmups` times to warm up, then `repetitions` times from
-/// an empty cache; returns the mean tokens per second and the host share.
+/// an empty cache; returns the mean tokens per second, the host share and
+/// the scheduler's counters when the timed repetitions began (so the
+/// warm-ups' first planning stays out of the per-token costs).
 fn timed(
     session: &mut Session<'_>,
     warmups: usize,
     repetitions: usize,
-    backend_time: &dyn Fn() -> Duration,
+    stats: &dyn Fn() -> RunStats,
     mut test: impl FnMut(&mut Session<'_>) -> Result<usize, LlmError>,
-) -> Result<(f64, f64), LlmError> {
+) -> Result<(f64, f64, RunStats), LlmError> {
     for _ in 0..warmups {
         session.reset();
         test(session)?;
     }
+    let warm = stats();
     let mut speeds = 0.0;
     let mut wall = Duration::ZERO;
     let mut backend = Duration::ZERO;
     for _ in 0..repetitions {
         session.reset();
-        let b0 = backend_time();
+        let b0 = stats().backend_time;
         let t0 = Instant::now();
         let n = test(session)?;
         let dt = t0.elapsed();
         wall += dt;
-        backend += backend_time().saturating_sub(b0);
+        backend += stats().backend_time.saturating_sub(b0);
         speeds += n as f64 / dt.as_secs_f64().max(1e-9);
     }
     let share = if wall.is_zero() {
@@ -159,5 +160,5 @@ fn timed(
     } else {
         (1.0 - backend.as_secs_f64() / wall.as_secs_f64()).clamp(0.0, 1.0)
     };
-    Ok((speeds / repetitions as f64, share))
+    Ok((speeds / repetitions as f64, share, warm))
 }
