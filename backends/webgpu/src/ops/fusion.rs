@@ -40,7 +40,7 @@ use crate::kept::CopyOrigin;
 use crate::ops::layout::set_rows;
 use crate::ops::matmul::{Q8Copy, quantizes_src1};
 use crate::ops::norm::RowPlan;
-use crate::ops::{nb_elems, ne_u32};
+use crate::ops::{nb_elems, ne_u32, overlaps};
 use crate::ops::{rope, row_count};
 use crate::pipelines::Checks;
 
@@ -135,13 +135,6 @@ fn broadcasts(b: &TensorDesc, a: &TensorDesc) -> bool {
 /// The same memory with the same layout.
 fn same_region(a: &TensorDesc, b: &TensorDesc) -> bool {
     a.buffer == b.buffer && a.offset == b.offset && a.ne == b.ne && a.nb == b.nb
-}
-
-/// Whether the byte ranges of `a` and `b` intersect.
-fn overlaps(a: &TensorDesc, b: &TensorDesc) -> bool {
-    a.buffer == b.buffer
-        && a.offset < b.offset.saturating_add(b.nbytes())
-        && b.offset < a.offset.saturating_add(a.nbytes())
 }
 
 /// Whether the kernel can index `t` (f32, element strides, u32 sizes).

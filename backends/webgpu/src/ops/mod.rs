@@ -70,6 +70,13 @@ pub(crate) fn pow2_workgroup(facts: &Facts, want: u64, min: u32, cap: u32) -> u3
     want.next_power_of_two().clamp(min.min(limit), limit)
 }
 
+/// Whether the byte ranges of `a` and `b` intersect.
+pub(crate) fn overlaps(a: &TensorDesc, b: &TensorDesc) -> bool {
+    a.buffer == b.buffer
+        && a.offset < b.offset.saturating_add(b.nbytes())
+        && b.offset < a.offset.saturating_add(a.nbytes())
+}
+
 /// Whether `d` and `a` are the same memory with the same layout, so the
 /// kernel can bind them once.
 pub(crate) fn same_memory(d: &TensorDesc, a: &TensorDesc) -> bool {

@@ -14,8 +14,9 @@ use backplane_shaders::PipelineKey;
 
 use crate::encode::{Encoder, Params};
 use crate::facts::Facts;
-use crate::ops::same_memory;
+use crate::ops::layout::set_rows;
 use crate::ops::{dtype, nb_elems, ne_u32, src, src_index, type_name};
+use crate::ops::{overlaps, same_memory};
 use crate::pipelines::Checks;
 
 /// Workgroup size (one invocation per pair slot).
@@ -155,22 +156,15 @@ pub(crate) fn stores_rows(
         && matches!(dtype(idx), Ok(DType::I32 | DType::I64))
         && idx.ne == [d.ne[2], 1, 1, 1]
         && idx.nb[0] == idx.dtype().map_or(0, |t| t.type_size() as u64)
-        && matches!(dtype(st), Ok(DType::F32 | DType::F16))
+        && set_rows::element_rows(st)
         && st.ne[0] == rows.ne[0]
         && st.ne[2] == 1
-        && st.ne[3] == 1
-        && nb_elems(st, dtype(st).map_or(4, |t| t.type_size() as u64)).is_ok()
-        && ne_u32(st).is_ok();
-    let overlap = |x: &TensorDesc, y: &TensorDesc| {
-        x.buffer == y.buffer
-            && x.offset < y.offset.saturating_add(y.nbytes())
-            && y.offset < x.offset.saturating_add(x.nbytes())
-    };
+        && st.ne[3] == 1;
     let apart = [Some(ia), Some(ip), ff, Some(rope), Some(ii)]
         .into_iter()
         .flatten()
-        .all(|t| !overlap(st, &graph[t]))
-        && !overlap(idx, d);
+        .all(|t| !overlaps(st, &graph[t]))
+        && !overlaps(idx, d);
     let bindings = 2 + usize::from(ff.is_some()) + usize::from(!same_memory(d, a));
     shapes && apart && bindings + STORE_BINDINGS <= max_storage as usize
 }

@@ -11,7 +11,7 @@ use backplane_shaders::PipelineKey;
 
 use crate::encode::{Encoder, Params};
 use crate::facts::Facts;
-use crate::ops::{dtype, nb_elems, ne_u32, src, src_index, type_name};
+use crate::ops::{dtype, nb_elems, ne_u32, overlaps, src, src_index, type_name};
 use crate::pipelines::Checks;
 
 /// Workgroup size (one invocation per element or element pair).
@@ -142,25 +142,24 @@ pub(crate) fn pairs(graph: &[TensorDesc], a: usize, b: usize) -> bool {
     if ia != ib || ia >= graph.len() || sa >= graph.len() || sb >= graph.len() {
         return false;
     }
-    let elements = |t: &TensorDesc| {
-        dtype(t).is_ok_and(|t| matches!(t, DType::F16 | DType::F32))
-            && nb_elems(t, dtype(t).map_or(4, |t| t.type_size() as u64)).is_ok()
-            && ne_u32(t).is_ok()
-    };
-    let overlap = |x: &TensorDesc, y: &TensorDesc| {
-        x.buffer == y.buffer
-            && x.offset < y.offset.saturating_add(y.nbytes())
-            && y.offset < x.offset.saturating_add(x.nbytes())
-    };
     let (src_a, src_b, idx) = (&graph[sa], &graph[sb], &graph[ia]);
     da.dtype == db.dtype
-        && elements(da)
+        && element_rows(da)
         && da.ne[1] == db.ne[1]
         && [src_a, src_b]
             .iter()
             .all(|t| dtype(t) == Ok(DType::F32) && nb_elems(t, 4).is_ok())
-        && ![src_b, idx, db].iter().any(|t| overlap(da, t))
-        && ![src_a, idx].iter().any(|t| overlap(db, t))
+        && ![src_b, idx, db].iter().any(|t| overlaps(da, t))
+        && ![src_a, idx].iter().any(|t| overlaps(db, t))
+}
+
+/// Whether SET_ROWS destination `t` holds f16 or f32 elements with strides
+/// and sizes the element kernel indexes (what a store written by another
+/// kernel, a pair or a ROPE, needs).
+pub(crate) fn element_rows(t: &TensorDesc) -> bool {
+    dtype(t).is_ok_and(|t| matches!(t, DType::F16 | DType::F32))
+        && nb_elems(t, dtype(t).map_or(4, |t| t.type_size() as u64)).is_ok()
+        && ne_u32(t).is_ok()
 }
 
 /// Encodes SET_ROWS `a` and `b` (see [`pairs`]) as one dispatch.
