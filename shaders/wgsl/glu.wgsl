@@ -9,6 +9,7 @@
 
 #include "common/index"
 #include "common/activations"
+#include "common/glu_act"
 
 struct Params {
     n: u32,
@@ -39,27 +40,6 @@ struct Params {
 #endif
 #endif
 
-fn act(x: f32, g: f32) -> f32 {
-#ifdef OP_REGLU
-    return select(0.0, x, x > 0.0) * g;
-#elif defined(OP_GEGLU)
-    return gelu_f32(x) * g;
-#elif defined(OP_SWIGLU)
-    return silu_f32(x) * g;
-#elif defined(OP_GEGLU_ERF)
-    return gelu_erf_f32(x) * g;
-#elif defined(OP_GEGLU_QUICK)
-    return gelu_quick_f32(x) * g;
-#elif defined(OP_SWIGLU_OAI)
-    // gpt-oss: x = min(x, limit), g = clamp(g, -limit, limit).
-    let xl = min(x, p.limit);
-    let gl = select(select(g, p.limit, p.limit < g), -p.limit, g < -p.limit);
-    return xl / (1.0 + exp(p.alpha * -xl)) * (gl + 1.0);
-#else
-#error glu.wgsl: no OP_ variant defined
-#endif
-}
-
 // The value of element c and its index in dst.
 fn glu_at(c: vec4<u32>) -> f32 {
     let x = f32(src0[p.offx + c.x * p.sx0 + c.y * p.sx1 + c.z * p.sx2 + c.w * p.sx3]);
@@ -69,7 +49,7 @@ fn glu_at(c: vec4<u32>) -> f32 {
 #else
     let g = f32(src1[i_g]);
 #endif
-    return act(x, g);
+    return glu_act(x, g, p.alpha, p.limit);
 }
 
 fn dst_at(c: vec4<u32>) -> u32 {

@@ -305,7 +305,7 @@ impl WebGpuStream {
                 .facts
                 .tuning
                 .fuse
-                .then(|| ops::fusion::find(graph, i, self.facts.max_storage_buffers))
+                .then(|| ops::fusion::find(graph, i, &self.facts))
                 .flatten();
             let encoded = match fusion {
                 Some(f) => {

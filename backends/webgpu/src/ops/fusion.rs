@@ -36,9 +36,10 @@ use backplane_abi::{DType, Op, TensorDesc};
 use backplane_shaders::PipelineKey;
 
 use crate::encode::{Binding, Encoder, Params};
+use crate::facts::Facts;
 use crate::kept::CopyOrigin;
 use crate::ops::layout::set_rows;
-use crate::ops::matmul::{Q8Copy, quantizes_src1};
+use crate::ops::matmul::{GluPair, Q8Copy, glu_pair, quantizes_src1};
 use crate::ops::norm::RowPlan;
 use crate::ops::{nb_elems, ne_u32, overlaps};
 use crate::ops::{rope, row_count};
@@ -108,7 +109,7 @@ impl Role {
 
 /// The next node after `i` that computes something (views and leaves run
 /// nothing).
-fn next_compute(graph: &[TensorDesc], i: usize) -> Option<usize> {
+pub(crate) fn next_compute(graph: &[TensorDesc], i: usize) -> Option<usize> {
     (i + 1..graph.len()).find(|&j| {
         graph[j]
             .op()
@@ -121,7 +122,7 @@ fn is_f32(t: &TensorDesc) -> bool {
 }
 
 /// Whether the op of `graph[i]` is `op`.
-fn is_op(graph: &[TensorDesc], i: usize, op: Op) -> bool {
+pub(crate) fn is_op(graph: &[TensorDesc], i: usize, op: Op) -> bool {
     graph[i].op().is_ok_and(|o| o == op)
 }
 
@@ -152,6 +153,8 @@ pub enum Fusion {
     SetRowsPair(usize, usize),
     /// A ROPE and the SET_ROWS storing its result (`rope::stores_rows`).
     RopeStore(usize, usize),
+    /// A layer's gate and up mat-vecs with their GLU (`matmul::glu_pair`).
+    MatVecGlu(GluPair),
 }
 
 impl Fusion {
@@ -160,6 +163,7 @@ impl Fusion {
         match self {
             Fusion::RmsNorm(f) => f.nodes().collect(),
             Fusion::SetRowsPair(a, b) | Fusion::RopeStore(a, b) => vec![*a, *b],
+            Fusion::MatVecGlu(p) => p.nodes().to_vec(),
         }
     }
 
@@ -168,6 +172,7 @@ impl Fusion {
         match self {
             Fusion::RmsNorm(f) => f.last(),
             Fusion::SetRowsPair(_, b) | Fusion::RopeStore(_, b) => *b,
+            Fusion::MatVecGlu(p) => p.glu,
         }
     }
 }
@@ -176,9 +181,13 @@ impl Fusion {
 /// destinations and the error flag.
 const SET_ROWS_PAIR_BINDINGS: u32 = 6;
 
-/// The fusion starting at node `i`, if one applies, within `max_storage`
-/// storage bindings.
-pub fn find(graph: &[TensorDesc], i: usize, max_storage: u32) -> Option<Fusion> {
+/// The fusion starting at node `i`, if one applies on a device with
+/// `facts`.
+pub fn find(graph: &[TensorDesc], i: usize, facts: &Facts) -> Option<Fusion> {
+    let max_storage = facts.max_storage_buffers;
+    if is_op(graph, i, Op::MulMat) {
+        return glu_pair::find(graph, i, facts).map(Fusion::MatVecGlu);
+    }
     if is_op(graph, i, Op::SetRows) {
         let j = next_compute(graph, i)?;
         let pair = is_op(graph, j, Op::SetRows)
@@ -199,6 +208,7 @@ pub fn encode(e: &mut Encoder, f: &Fusion) -> Result<(), String> {
         Fusion::RmsNorm(f) => encode_rms_norm(e, f),
         Fusion::SetRowsPair(a, b) => set_rows::encode_pair(e, *a, *b),
         Fusion::RopeStore(a, b) => rope::encode_with_store(e, *a, *b),
+        Fusion::MatVecGlu(p) => glu_pair::encode(e, p),
     }
 }
 
@@ -573,16 +583,20 @@ mod tests {
             set_rows(4096, 0, 2),
             set_rows(8192, 1, 2),
         ];
-        assert_eq!(find(&g, 3, 8), Some(Fusion::SetRowsPair(3, 4)));
-        assert_eq!(find(&g, 3, 5), None, "six bindings");
+        let storage = |max_storage_buffers| Facts {
+            max_storage_buffers,
+            ..crate::facts::test_gpu()
+        };
+        assert_eq!(find(&g, 3, &storage(8)), Some(Fusion::SetRowsPair(3, 4)));
+        assert_eq!(find(&g, 3, &storage(5)), None, "six bindings");
         // Different indices; the V store over the K rows.
         let mut other = g.clone();
         other.push(other[2]);
         other[4].src[1] = 5;
-        assert_eq!(find(&other, 3, 8), None);
+        assert_eq!(find(&other, 3, &storage(8)), None);
         let mut over = g.clone();
         over[4].offset = 0;
-        assert_eq!(find(&over, 3, 8), None);
+        assert_eq!(find(&over, 3, &storage(8)), None);
     }
 
     #[test]

@@ -111,12 +111,12 @@ fn unary_variant(f: UnaryOp) -> &'static str {
 }
 
 /// The GLU function of a GLU node.
-fn glu_op(d: &TensorDesc) -> Result<GluOp, String> {
+pub(crate) fn glu_op(d: &TensorDesc) -> Result<GluOp, String> {
     GluOp::from_code(d.param_i32(0) as u32).map_err(|e| e.to_string())
 }
 
 /// The variant name of a GLU function.
-fn glu_variant(f: GluOp) -> &'static str {
+pub(crate) fn glu_variant(f: GluOp) -> &'static str {
     match f {
         GluOp::Reglu => "reglu",
         GluOp::Geglu => "geglu",

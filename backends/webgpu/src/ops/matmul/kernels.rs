@@ -11,6 +11,7 @@ use crate::kept::{ByteRange, CopyOrigin};
 use crate::ops::{dtype, nb_elems, ne_u32, src_index, type_name};
 use crate::pipelines::Checks;
 
+pub(crate) mod glu;
 mod q8;
 mod split;
 

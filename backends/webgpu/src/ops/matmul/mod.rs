@@ -30,6 +30,7 @@
 mod kernels;
 pub mod native;
 pub(crate) use kernels::Q8Copy;
+pub(crate) use kernels::glu::{self as glu_pair, GluPair};
 pub(crate) mod plan;
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,211 @@
+//! A layer's gate and up mat-vecs with their GLU in one kernel
+//! (`mul_mat_vec_glu`) against the same graph encoded node by node
+//! (`fuse=off`), on the first WebGPU adapter (lavapipe on machines without
+//! a GPU; the test says so and passes without one).
+
+mod common;
+
+use common::{f32_bytes, f32s, leaf, node};
+
+use backplane_abi::plugin::{Buffer, Device};
+use backplane_abi::{DType, GluOp, Op, TensorDesc};
+
+/// Bytes between the graph's tensors (the largest weight fits).
+const SLOT: u64 = 1 << 20;
+
+/// x [k]; gate and up weights [k, m] of type `wt`, then the down weight
+/// [m, 64]; gate = MUL_MAT(wg, x), up = MUL_MAT(wu, x), act = GLU(gate,
+/// up) (`swap`: the up product is the GLU's first source), down =
+/// MUL_MAT(wd, act).
+fn graph(buffer: u64, wt: DType, (k, m): (i64, i64), swap: bool, op: GluOp) -> Vec<TensorDesc> {
+    let weight = |ne: [i64; 4], at: u64| {
+        // A down weight of m rows too short for wt's blocks is f32.
+        let t = if ne[0] % wt.block_size() as i64 == 0 {
+            wt
+        } else {
+            DType::F32
+        };
+        let mut w = TensorDesc::new(t, ne);
+        w.buffer = buffer;
+        w.offset = at;
+        w
+    };
+    let (first, second) = if swap { (5, 4) } else { (4, 5) };
+    let mut act = node(Op::Glu, [m, 1, 1, 1], 6 * SLOT, buffer, &[first, second]);
+    act.op_params[0] = op.code() as i32;
+    act.op_params[2] = 0.25f32.to_bits() as i32;
+    act.op_params[3] = 3.0f32.to_bits() as i32;
+    vec![
+        leaf([k, 1, 1, 1], 0, buffer),
+        weight([k, m, 1, 1], SLOT),
+        weight([k, m, 1, 1], 2 * SLOT),
+        weight([m, 64, 1, 1], 3 * SLOT),
+        node(Op::MulMat, [m, 1, 1, 1], 4 * SLOT, buffer, &[1, 0]),
+        node(Op::MulMat, [m, 1, 1, 1], 5 * SLOT, buffer, &[2, 0]),
+        act,
+        node(Op::MulMat, [64, 1, 1, 1], 7 * SLOT, buffer, &[3, 6]),
+    ]
+}
+
+/// Values of mixed signs, a pattern per `seed`.
+fn values(n: usize, seed: usize, scale: f32) -> Vec<f32> {
+    (0..n)
+        .map(|i| (((i * 37 + seed * 11) % 101) as f32 - 50.0) * scale)
+        .collect()
+}
+
+/// `values` as a tensor of type `t`, quantized by the project's quantizers.
+fn weight_bytes(t: &TensorDesc, seed: usize) -> Vec<u8> {
+    let dtype = DType::from_code(t.dtype).expect("type");
+    let v = values(t.nelements() as usize, seed, 0.002);
+    let mut out = vec![0u8; t.nbytes() as usize];
+    backplane_quant::quantize_row(dtype, &v, &mut out).expect("quantize");
+    out
+}
+
+/// Runs `g` on a stream made with `params`: every node's bytes (gate, up,
+/// act, down) and the kernels recorded.
+fn run(dev: &dyn Device, buf: &dyn Buffer, g: &[TensorDesc], params: &str) -> (Vec<Vec<u8>>, u64) {
+    buf.clear(0).expect("clear");
+    let x = values(g[0].nelements() as usize, 3, 0.02);
+    buf.set_tensor(&g[0], 0, &f32_bytes(&x)).expect("set x");
+    for (t, seed) in [(1, 1), (2, 2), (3, 5)] {
+        buf.set_tensor(&g[t], 0, &weight_bytes(&g[t], seed))
+            .expect("set weight");
+    }
+    dev.init_backend(params)
+        .expect("stream")
+        .graph_compute(g)
+        .expect("graph_compute");
+    let kernels = backplane_webgpu::profile::last_graph_kernels();
+    let results = (4..g.len())
+        .map(|t| {
+            let mut out = vec![0u8; g[t].nbytes() as usize];
+            buf.get_tensor(&g[t], 0, &mut out).expect("get");
+            out
+        })
+        .collect();
+    (results, kernels)
+}
+
+#[test]
+fn gate_up_and_glu_in_one_kernel_match_the_separate_kernels_bit_for_bit() {
+    let Some((_reg, dev)) = common::first_device() else {
+        return;
+    };
+    let buf = dev.buffer_type().alloc_buffer(8 * SLOT).expect("alloc");
+    // The decode shapes of the 1b model's weight types (k = 2048), a short
+    // row, and a q4_K row long enough for several passes per invocation.
+    let cases = [
+        (DType::Q4_0, (2048, 256)),
+        (DType::Q8_0, (2048, 96)),
+        (DType::Q4_K, (2048, 256)),
+        (DType::Q6_K, (2048, 256)),
+        (DType::F16, (2048, 64)),
+        (DType::Q4_0, (64, 32)),
+        (DType::Q4_K, (8192, 32)),
+    ];
+    for (wt, shape) in cases {
+        for swap in [false, true] {
+            let g = graph(buf.id(), wt, shape, swap, GluOp::Swiglu);
+            let (fused, kernels) = run(dev.as_ref(), buf.as_ref(), &g, "");
+            let (separate, separate_kernels) = run(dev.as_ref(), buf.as_ref(), &g, "fuse=off");
+            let what = format!("{wt:?} {shape:?}, swapped {swap}");
+            for (k, (f, s)) in fused.iter().zip(&separate).enumerate() {
+                assert!(f == s, "node {} differs ({what})", k + 4);
+            }
+            assert!(
+                f32s(&fused[3]).iter().any(|&v| v != 0.0),
+                "down is 0 ({what})"
+            );
+            // One kernel for gate, up and the GLU, which also quantizes act
+            // for an integer down product (a kernel of its own with
+            // fuse=off).
+            let integer_down = [DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K]
+                .iter()
+                .any(|t| t.code() == g[3].dtype);
+            let saved = 2 + u64::from(integer_down);
+            assert_eq!(kernels + saved, separate_kernels, "kernels ({what})");
+            // act as ggml defines it, from the products.
+            let (gate, up) = if swap {
+                (&fused[1], &fused[0])
+            } else {
+                (&fused[0], &fused[1])
+            };
+            for (i, ((a, x), u)) in f32s(&fused[2])
+                .iter()
+                .zip(f32s(gate))
+                .zip(f32s(up))
+                .enumerate()
+            {
+                let want = x / (1.0 + (-x).exp()) * u;
+                assert!(
+                    (a - want).abs() <= 1e-5 * want.abs().max(1e-3),
+                    "act {i}: {a} vs {want} ({what})"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn every_glu_function_fuses_and_matches() {
+    let Some((_reg, dev)) = common::first_device() else {
+        return;
+    };
+    let buf = dev.buffer_type().alloc_buffer(8 * SLOT).expect("alloc");
+    for op in [
+        GluOp::Reglu,
+        GluOp::Geglu,
+        GluOp::Swiglu,
+        GluOp::SwigluOai,
+        GluOp::GegluErf,
+        GluOp::GegluQuick,
+    ] {
+        let g = graph(buf.id(), DType::Q4_0, (256, 64), false, op);
+        let (fused, kernels) = run(dev.as_ref(), buf.as_ref(), &g, "");
+        let (separate, separate_kernels) = run(dev.as_ref(), buf.as_ref(), &g, "fuse=off");
+        assert!(fused == separate, "{op:?} differs");
+        assert_eq!(kernels + 3, separate_kernels, "{op:?} kernels");
+    }
+}
+
+#[test]
+fn products_of_other_shapes_are_left_to_the_separate_kernels() {
+    let Some((_reg, dev)) = common::first_device() else {
+        return;
+    };
+    let buf = dev.buffer_type().alloc_buffer(8 * SLOT).expect("alloc");
+    // Rows not a multiple of 32; f32 weights (not an integer or half
+    // layout); two columns.
+    let mut two_columns = graph(buf.id(), DType::Q4_0, (256, 64), false, GluOp::Swiglu);
+    two_columns[0].ne[1] = 2;
+    two_columns[0].nb = TensorDesc::new(DType::F32, [256, 2, 1, 1]).nb;
+    for t in [4, 5, 6] {
+        two_columns[t].ne[1] = 2;
+        two_columns[t].nb = TensorDesc::new(DType::F32, [64, 2, 1, 1]).nb;
+    }
+    two_columns[7].ne[1] = 2;
+    two_columns[7].nb = TensorDesc::new(DType::F32, [64, 2, 1, 1]).nb;
+    let cases = [
+        (
+            "48 rows",
+            graph(buf.id(), DType::Q4_0, (256, 48), false, GluOp::Swiglu),
+        ),
+        (
+            "f32 weights",
+            graph(buf.id(), DType::F32, (256, 64), false, GluOp::Swiglu),
+        ),
+        ("two columns", two_columns),
+    ];
+    for (what, g) in cases {
+        let (fused, kernels) = run(dev.as_ref(), buf.as_ref(), &g, "");
+        let (separate, separate_kernels) = run(dev.as_ref(), buf.as_ref(), &g, "fuse=off");
+        assert!(fused == separate, "{what} differs");
+        // At most the GLU's quantized copy is fused.
+        assert!(
+            kernels + 1 >= separate_kernels,
+            "{what}: fused although the kernel does not take it ({kernels} vs {separate_kernels})"
+        );
+    }
+}
