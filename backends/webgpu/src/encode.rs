@@ -233,6 +233,13 @@ impl<'a> Encoder<'a> {
         self.state.scratch_used = self.kept.scratch_end();
     }
 
+    /// Drops the kept copy if graph tensor `i`'s bytes (about to be
+    /// written) are its source's, as [`Encoder::begin_node`] does, for a
+    /// fused kernel whose later node writes after it read the copy.
+    pub fn forget_copies_of(&mut self, i: usize) {
+        self.kept.forget_if_written(&ByteRange::of(&self.graph[i]));
+    }
+
     /// The kept copy `origin` made, if it is still valid.
     pub fn kept_copy(&self, origin: &CopyOrigin) -> Option<Binding> {
         self.kept.find(origin).cloned()

@@ -137,6 +137,13 @@ pub const WEBGPU_OPTIONS: &[OptionSpec] = &[
         env: "BACKPLANE_WEBGPU_FLASH_ATTN_SPLITS",
     },
     OptionSpec {
+        name: "norm_chunks",
+        kind: OptionKind::Integer { min: 1, max: 8 },
+        default: "",
+        meaning: "chunks of four elements each invocation of the row-norm kernels aims for, which sizes their workgroup (measuring)",
+        env: "BACKPLANE_WEBGPU_NORM_CHUNKS",
+    },
+    OptionSpec {
         name: "flash_attn_pack",
         kind: OptionKind::Bool,
         default: "on",
@@ -368,6 +375,8 @@ pub struct Tuning {
     pub flash_attn: Option<&'static str>,
     /// `flash_attn_splits`.
     pub flash_attn_splits: Option<u32>,
+    /// `norm_chunks`.
+    pub norm_chunks: Option<u32>,
     /// `flash_attn_no_pack`: the negation of `flash_attn_pack`, so that the
     /// default value of this struct is the option's default.
     pub flash_attn_no_pack: bool,
@@ -418,6 +427,7 @@ impl Tuning {
             matmul_trace: o.bool("matmul_trace"),
             flash_attn: static_word(FLASH_ATTN_KERNELS, o.text("flash_attn")),
             flash_attn_splits: small(o, "flash_attn_splits"),
+            norm_chunks: small(o, "norm_chunks"),
             flash_attn_no_pack: !o.bool("flash_attn_pack"),
             // In 1..=32 by the schema, which has a default.
             first_submit: o.integer("first_submit").map_or(1, |n| n as usize),

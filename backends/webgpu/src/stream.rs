@@ -310,7 +310,7 @@ impl WebGpuStream {
             let encoded = match fusion {
                 Some(f) => {
                     fused_through = Some(f.last());
-                    f.nodes().into_iter().for_each(|n| enc.begin_node(n));
+                    f.begun_first().into_iter().for_each(|n| enc.begin_node(n));
                     f.nodes()
                         .into_iter()
                         .try_for_each(check)

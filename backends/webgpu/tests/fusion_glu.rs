@@ -17,7 +17,20 @@ const SLOT: u64 = 1 << 20;
 /// [m, 64]; gate = MUL_MAT(wg, x), up = MUL_MAT(wu, x), act = GLU(gate,
 /// up) (`swap`: the up product is the GLU's first source), down =
 /// MUL_MAT(wd, act).
-fn graph(buffer: u64, wt: DType, (k, m): (i64, i64), swap: bool, op: GluOp) -> Vec<TensorDesc> {
+fn graph(buffer: u64, wt: DType, shape: (i64, i64), swap: bool, op: GluOp) -> Vec<TensorDesc> {
+    graph_at(buffer, wt, shape, swap, op, 6 * SLOT)
+}
+
+/// [`graph`] with act at byte `act_at` (0: over x, which dies with the
+/// up product, as the allocator may place it).
+fn graph_at(
+    buffer: u64,
+    wt: DType,
+    (k, m): (i64, i64),
+    swap: bool,
+    op: GluOp,
+    act_at: u64,
+) -> Vec<TensorDesc> {
     let weight = |ne: [i64; 4], at: u64| {
         // A down weight of m rows too short for wt's blocks is f32.
         let t = if ne[0] % wt.block_size() as i64 == 0 {
@@ -31,7 +44,7 @@ fn graph(buffer: u64, wt: DType, (k, m): (i64, i64), swap: bool, op: GluOp) -> V
         w
     };
     let (first, second) = if swap { (5, 4) } else { (4, 5) };
-    let mut act = node(Op::Glu, [m, 1, 1, 1], 6 * SLOT, buffer, &[first, second]);
+    let mut act = node(Op::Glu, [m, 1, 1, 1], act_at, buffer, &[first, second]);
     act.op_params[0] = op.code() as i32;
     act.op_params[2] = 0.25f32.to_bits() as i32;
     act.op_params[3] = 3.0f32.to_bits() as i32;
@@ -207,5 +220,22 @@ fn products_of_other_shapes_are_left_to_the_separate_kernels() {
             kernels + 1 >= separate_kernels,
             "{what}: fused although the kernel does not take it ({kernels} vs {separate_kernels})"
         );
+    }
+}
+
+#[test]
+fn act_over_the_activations_fuses_only_when_the_kernel_reads_their_copy() {
+    let Some((_reg, dev)) = common::first_device() else {
+        return;
+    };
+    let buf = dev.buffer_type().alloc_buffer(8 * SLOT).expect("alloc");
+    // q4_0 reads x's quantized copy, made before the fused kernel runs:
+    // fused. f16 reads x itself, which act overwrites: node by node.
+    for (wt, saved) in [(DType::Q4_0, 3), (DType::F16, 0)] {
+        let g = graph_at(buf.id(), wt, (2048, 256), false, GluOp::Swiglu, 0);
+        let (fused, kernels) = run(dev.as_ref(), buf.as_ref(), &g, "");
+        let (separate, separate_kernels) = run(dev.as_ref(), buf.as_ref(), &g, "fuse=off");
+        assert!(fused == separate, "{wt:?} differs");
+        assert_eq!(kernels + saved, separate_kernels, "{wt:?} kernels");
     }
 }

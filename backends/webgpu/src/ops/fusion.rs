@@ -167,6 +167,17 @@ impl Fusion {
         }
     }
 
+    /// The nodes the stream begins (`Encoder::begin_node`) before encoding
+    /// the fusion: all of them, except the GLU of a gate/up pair, which
+    /// may write over the activations whose kept copy the products read;
+    /// its encoder drops that copy after the kernel.
+    pub fn begun_first(&self) -> Vec<usize> {
+        match self {
+            Fusion::MatVecGlu(p) => vec![p.first, p.second],
+            _ => self.nodes(),
+        }
+    }
+
     /// The last fused node: encoding resumes after it.
     pub fn last(&self) -> usize {
         match self {

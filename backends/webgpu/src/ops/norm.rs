@@ -58,11 +58,14 @@ pub fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
 const MAX_HELD_CHUNKS: u32 = 8;
 
 /// Chunks of four elements each invocation should own: the workgroup is
-/// sized for this many, within [`MIN_NORM_WG`] and the largest size.
-/// Two (eight elements) gives a 2048-wide row (llama 1B) 256 invocations.
-/// Not yet timed on a GPU against 1 (512 invocations for 2048), which may
-/// be faster for a single decode row.
-const TARGET_CHUNKS: u64 = 2;
+/// sized for this many, within [`MIN_NORM_WG`] and the largest size. One
+/// gives a 2048-wide decode row (llama 1B) 512 invocations: on an H100
+/// the fused decode norm took 11.6 us per call with 1 chunk, 15.2 with 2,
+/// 20.9 with 4 and 32.3 with 8 (`BACKPLANE_WEBGPU_PROFILE=kernels`, each
+/// kernel in a pass of its own), and the q4_0 1b decode ran 717, 676, 596
+/// and 485 tokens/s (docs/models.md). Many rows keep [`MANY_ROWS_WG`]
+/// invocations. The `norm_chunks` option overrides it (measuring).
+const TARGET_CHUNKS: u64 = 1;
 
 /// Smallest norm workgroup.
 const MIN_NORM_WG: u32 = 32;
@@ -136,7 +139,8 @@ fn norm_workgroup_size(facts: &Facts, chunks: u64, rows: u64, subgroups: bool) -
     } else {
         MANY_ROWS_WG
     };
-    pow2_workgroup(facts, chunks.div_ceil(TARGET_CHUNKS), MIN_NORM_WG, cap)
+    let target = facts.tuning.norm_chunks.map_or(TARGET_CHUNKS, u64::from);
+    pow2_workgroup(facts, chunks.div_ceil(target), MIN_NORM_WG, cap)
 }
 
 #[cfg(test)]
@@ -156,8 +160,8 @@ mod tests {
     fn a_decode_row_is_held_in_registers_and_reduced_by_subgroups() {
         let f = gpu();
         let one = RowPlan::new(&f, 2048, 1);
-        assert_eq!(one.wg, 256);
-        assert_eq!(one.held_chunks, Some(2));
+        assert_eq!(one.wg, 512);
+        assert_eq!(one.held_chunks, Some(1));
         assert_eq!(one.sum_lanes, Some(32));
         // Long single rows grow the workgroup, many rows keep 256.
         assert_eq!(RowPlan::new(&f, 8192, 1).wg, 1024);

@@ -97,11 +97,19 @@ pub fn find(graph: &[TensorDesc], i: usize, facts: &Facts) -> Option<GluPair> {
             && d.ne == [s.m as i64, 1, 1, 1]
             && d.buffer == graph[i].buffer
     });
-    // Every result apart from the others and from the inputs (the GLU
-    // kernel does not run in place either).
+    // Every result apart from the others (the GLU kernel does not run in
+    // place either) and from what the kernel reads: the weights, and the
+    // activations unless it reads their quantized copy (made before it
+    // runs; the allocator may give the GLU result the activations'
+    // memory, as they die with the second product).
     let (gi, gj, gk) = (results[0], results[1], results[2]);
     let glu_ok = !(overlaps(gk, gi) || overlaps(gk, gj));
-    let inputs_apart = [wa, wb, x]
+    let read_in_place: &[&TensorDesc] = if plan::matvec_int8(&facts.tuning, t) {
+        &[wa, wb]
+    } else {
+        &[wa, wb, x]
+    };
+    let inputs_apart = read_in_place
         .iter()
         .all(|a| results.iter().all(|d| !overlaps(a, d)));
     (vectors && !overlaps(gi, gj) && glu_ok && inputs_apart).then_some(GluPair {
@@ -247,6 +255,9 @@ pub fn encode(e: &mut Encoder, f: &GluPair) -> Result<(), String> {
     // Trusted: every row exists (M is a multiple of 32) and units stay
     // within the rows, as in the separate mat-vec.
     e.dispatch_linear(&key, Checks::Trusted, &bindings, &params, row_groups)?;
+    // The GLU result may be over the activations (they die with the
+    // products): their copy, read above, is stale for later nodes.
+    e.forget_copies_of(f.glu);
     if let Some((origin, copy)) = kept {
         e.keep_copy(origin, copy);
     }
@@ -315,6 +326,13 @@ mod tests {
         let mut g = graph(DType::Q4_0, 2048, 8192);
         g[4].offset = g[3].offset;
         assert_eq!(find(&g, 3, &facts), None);
+        // The GLU result over the activations: read through their
+        // quantized copy (q4_0), not in place (f16).
+        for (t, fused) in [(DType::Q4_0, Some(pair)), (DType::F16, None)] {
+            let mut g = graph(t, 2048, 8192);
+            g[5].offset = 0;
+            assert_eq!(find(&g, 3, &facts), fused, "{t:?} over x");
+        }
         // No subgroups; subgroups wider than the separate workgroup.
         let plain = Facts {
             subgroups: false,
