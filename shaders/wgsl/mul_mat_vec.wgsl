@@ -49,18 +49,7 @@ struct Params {
 #endif
 }
 
-#if defined(W_HALF8) || defined(QUANT_BUF_VEC4)
-@group(0) @binding(0) var<storage, read_write> src0: array<vec4<u32>>;
-#elif defined(W_VEC4)
-@group(0) @binding(0) var<storage, read_write> src0: array<vec4<SRC0_TYPE>>;
-#else
-@group(0) @binding(0) var<storage, read_write> src0: array<SRC0_TYPE>;
-#endif
-#ifdef X_Q8
-@group(0) @binding(1) var<storage, read_write> src1: array<vec4<u32>>;
-#else
-@group(0) @binding(1) var<storage, read_write> src1: array<vec4<f32>>;
-#endif
+#include "common/matvec_inputs"
 @group(0) @binding(2) var<storage, read_write> dst: array<f32>;
 #ifdef MUL_MAT_ID
 @group(0) @binding(3) var<storage, read_write> ids: array<i32>;

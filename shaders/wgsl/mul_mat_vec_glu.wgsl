@@ -37,16 +37,7 @@ struct Params {
     alpha: f32, limit: f32,
 }
 
-#if defined(W_HALF8) || defined(QUANT_BUF_VEC4)
-@group(0) @binding(0) var<storage, read_write> src0: array<vec4<u32>>;
-#else
-@group(0) @binding(0) var<storage, read_write> src0: array<SRC0_TYPE>;
-#endif
-#ifdef X_Q8
-@group(0) @binding(1) var<storage, read_write> src1: array<vec4<u32>>;
-#else
-@group(0) @binding(1) var<storage, read_write> src1: array<vec4<f32>>;
-#endif
+#include "common/matvec_inputs"
 @group(0) @binding(2) var<storage, read_write> dst: array<f32>;
 #ifdef QUANTIZE
 @group(0) @binding(3) var<storage, read_write> buf_q: array<u32>;
