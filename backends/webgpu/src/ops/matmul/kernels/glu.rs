@@ -112,7 +112,14 @@ pub fn find(graph: &[TensorDesc], i: usize, facts: &Facts) -> Option<GluPair> {
     let inputs_apart = read_in_place
         .iter()
         .all(|a| results.iter().all(|d| !overlaps(a, d)));
-    (vectors && !overlaps(gi, gj) && glu_ok && inputs_apart).then_some(GluPair {
+    // Both weights, and the three results, each fit one binding.
+    let bindable = |ts: &[&TensorDesc]| {
+        let lo = ts.iter().map(|t| t.offset).min().unwrap_or(0);
+        let hi = ts.iter().map(|t| t.offset + t.nbytes()).max().unwrap_or(0);
+        facts.fits_binding(hi - lo + facts.offset_alignment)
+    };
+    let fits = bindable(&[wa, wb]) && bindable(&results);
+    (vectors && !overlaps(gi, gj) && glu_ok && inputs_apart && fits).then_some(GluPair {
         first: i,
         second: j,
         glu: k,
@@ -174,8 +181,17 @@ fn span<const N: usize>(
     Ok((binding, offsets))
 }
 
+/// The three nodes of `f` encoded one by one, as without fusion.
+fn separately(e: &mut Encoder, f: &GluPair) -> Result<(), String> {
+    f.nodes().into_iter().try_for_each(|n| {
+        e.begin_node(n);
+        crate::ops::encode(e, n)
+    })
+}
+
 /// Encodes the three nodes of `f`: one kernel, or node by node when the
-/// weights are stored split or a native kernel takes a product.
+/// weights are stored split, a native kernel takes a product, or the
+/// weights or results span more than one binding may.
 pub fn encode(e: &mut Encoder, f: &GluPair) -> Result<(), String> {
     let g = e.graph;
     let (wa, wb) = (src_index(g, f.first, 0)?, src_index(g, f.second, 0)?);
@@ -184,10 +200,7 @@ pub fn encode(e: &mut Encoder, f: &GluPair) -> Result<(), String> {
             .iter()
             .any(|&n| native::choice(e, n).is_ok());
     if elsewhere {
-        return f.nodes().into_iter().try_for_each(|n| {
-            e.begin_node(n);
-            crate::ops::encode(e, n)
-        });
+        return separately(e, f);
     }
     let glu = &g[f.glu];
     let (x_node, g_node) = (
@@ -198,18 +211,24 @@ pub fn encode(e: &mut Encoder, f: &GluPair) -> Result<(), String> {
     let ib = src_index(g, x_node, 1)?;
     let t = dtype(&g[w_x])?;
     let s = Shape::of(&g[w_x], &g[ib])?;
-    let x = Activations::for_matvec(e, ib, t)?;
     let w = Weights::for_matvec(e, w_x)?;
-    let n_units = w.units(s.k, &x);
-    let (wgu, groups) = config(e.facts(), t, n_units)
-        .ok_or("the fused gate/up/GLU kernel does not fit this device")?;
     let unit = if w.layout == WeightLayout::Half8 {
         16
     } else {
         1
     };
-    let (weights, [off_x, off_g]) = span(e, [w_x, w_g], unit)?;
-    let (results, [d_x, d_g, d_glu]) = span(e, [x_node, g_node, f.glu], 4)?;
+    // Both weights, and the three results, each in one binding: when
+    // either span is over the device's binding limit (large weights far
+    // apart), node by node.
+    let spans =
+        span(e, [w_x, w_g], unit).and_then(|w| Ok((w, span(e, [x_node, g_node, f.glu], 4)?)));
+    let Ok(((weights, [off_x, off_g]), (results, [d_x, d_g, d_glu]))) = spans else {
+        return separately(e, f);
+    };
+    let x = Activations::for_matvec(e, ib, t)?;
+    let n_units = w.units(s.k, &x);
+    let (wgu, groups) = config(e.facts(), t, n_units)
+        .ok_or("the fused gate/up/GLU kernel does not fit this device")?;
     let op = glu_op(glu)?;
     let wg = groups * wgu;
     let mut key = w
@@ -333,6 +352,10 @@ mod tests {
             g[5].offset = 0;
             assert_eq!(find(&g, 3, &facts), fused, "{t:?} over x");
         }
+        // Weights too far apart for one binding.
+        let mut g = graph(DType::Q4_0, 2048, 8192);
+        g[2].offset = 2 * facts.max_binding_bytes;
+        assert_eq!(find(&g, 3, &facts), None);
         // No subgroups; subgroups wider than the separate workgroup.
         let plain = Facts {
             subgroups: false,
