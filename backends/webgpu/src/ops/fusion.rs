@@ -39,9 +39,9 @@ use crate::encode::{Binding, Encoder, Params};
 use crate::facts::Facts;
 use crate::kept::CopyOrigin;
 use crate::ops::layout::set_rows;
-use crate::ops::matmul::{GluPair, Q8Copy, glu_pair, quantizes_src1};
+use crate::ops::matmul::{self, GluPair, Q8Copy, glu_pair, quantizes_src1};
 use crate::ops::norm::RowPlan;
-use crate::ops::{nb_elems, ne_u32, overlaps};
+use crate::ops::{is_op, nb_elems, ne_u32, next_compute, overlaps};
 use crate::ops::{rope, row_count};
 use crate::pipelines::Checks;
 
@@ -107,23 +107,8 @@ impl Role {
     }
 }
 
-/// The next node after `i` that computes something (views and leaves run
-/// nothing).
-pub(crate) fn next_compute(graph: &[TensorDesc], i: usize) -> Option<usize> {
-    (i + 1..graph.len()).find(|&j| {
-        graph[j]
-            .op()
-            .is_ok_and(|op| op != Op::None && !op.is_view())
-    })
-}
-
 fn is_f32(t: &TensorDesc) -> bool {
     matches!(t.dtype(), Ok(DType::F32))
-}
-
-/// Whether the op of `graph[i]` is `op`.
-pub(crate) fn is_op(graph: &[TensorDesc], i: usize, op: Op) -> bool {
-    graph[i].op().is_ok_and(|o| o == op)
 }
 
 /// Whether `b` broadcasts over `a` (each of its dims divides `a`'s).
@@ -219,7 +204,10 @@ pub fn encode(e: &mut Encoder, f: &Fusion) -> Result<(), String> {
         Fusion::RmsNorm(f) => encode_rms_norm(e, f),
         Fusion::SetRowsPair(a, b) => set_rows::encode_pair(e, *a, *b),
         Fusion::RopeStore(a, b) => rope::encode_with_store(e, *a, *b),
-        Fusion::MatVecGlu(p) => glu_pair::encode(e, p),
+        Fusion::MatVecGlu(p) => {
+            let quantized = quantized_copy_for_next(e, p.glu)?;
+            matmul::encode_glu_pair(e, p, quantized)
+        }
     }
 }
 

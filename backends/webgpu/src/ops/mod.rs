@@ -25,10 +25,43 @@ mod unary;
 
 use backplane_abi::contract;
 pub(crate) use backplane_abi::support::{dtype, sources, want_type};
-use backplane_abi::{DType, Op, TensorDesc};
+use backplane_abi::{DType, GluOp, Op, TensorDesc};
 
 use crate::encode::Encoder;
 use crate::facts::Facts;
+
+/// The next node after `i` that computes something (views and leaves run
+/// nothing).
+pub(crate) fn next_compute(graph: &[TensorDesc], i: usize) -> Option<usize> {
+    (i + 1..graph.len()).find(|&j| {
+        graph[j]
+            .op()
+            .is_ok_and(|op| op != Op::None && !op.is_view())
+    })
+}
+
+/// Whether the op of `graph[i]` is `op`.
+pub(crate) fn is_op(graph: &[TensorDesc], i: usize, op: Op) -> bool {
+    graph[i].op().is_ok_and(|o| o == op)
+}
+
+/// The GLU function of a GLU node.
+pub(crate) fn glu_op(d: &TensorDesc) -> Result<GluOp, String> {
+    GluOp::from_code(d.param_i32(0) as u32).map_err(|e| e.to_string())
+}
+
+/// The kernel variant name of a GLU function (glu.wgsl and the fused
+/// mat-vec's `OP_` defines).
+pub(crate) fn glu_variant(f: GluOp) -> &'static str {
+    match f {
+        GluOp::Reglu => "reglu",
+        GluOp::Geglu => "geglu",
+        GluOp::Swiglu => "swiglu",
+        GluOp::SwigluOai => "swiglu_oai",
+        GluOp::GegluErf => "geglu_erf",
+        GluOp::GegluQuick => "geglu_quick",
+    }
+}
 
 /// Source `i` of `graph[node]`, or an error naming it.
 pub(crate) fn src(graph: &[TensorDesc], node: usize, i: usize) -> Result<&TensorDesc, String> {

@@ -4,14 +4,16 @@
 //! kernel `shaders/wgsl/glu.wgsl`). f32 and f16, any element strides,
 //! in place when the destination is exactly src0.
 
-use backplane_abi::{DType, GluOp, Op, TensorDesc, UnaryOp};
+use backplane_abi::{DType, Op, TensorDesc, UnaryOp};
 use backplane_shaders::PipelineKey;
 
 use crate::encode::{Encoder, Params};
 use crate::facts::Facts;
 use crate::ops::fusion;
 use crate::ops::layout::bytes_overlap;
-use crate::ops::{dtype, nb_elems, ne_u32, src, src_index, type_name, want_type};
+use crate::ops::{
+    dtype, glu_op, glu_variant, nb_elems, ne_u32, src, src_index, type_name, want_type,
+};
 use crate::pipelines::Checks;
 
 /// Types the element-wise kernels read and write.
@@ -107,23 +109,6 @@ fn unary_variant(f: UnaryOp) -> &'static str {
         UnaryOp::Ceil => "ceil",
         UnaryOp::Round => "round",
         UnaryOp::Trunc => "trunc",
-    }
-}
-
-/// The GLU function of a GLU node.
-pub(crate) fn glu_op(d: &TensorDesc) -> Result<GluOp, String> {
-    GluOp::from_code(d.param_i32(0) as u32).map_err(|e| e.to_string())
-}
-
-/// The variant name of a GLU function.
-pub(crate) fn glu_variant(f: GluOp) -> &'static str {
-    match f {
-        GluOp::Reglu => "reglu",
-        GluOp::Geglu => "geglu",
-        GluOp::Swiglu => "swiglu",
-        GluOp::SwigluOai => "swiglu_oai",
-        GluOp::GegluErf => "geglu_erf",
-        GluOp::GegluQuick => "geglu_quick",
     }
 }
 

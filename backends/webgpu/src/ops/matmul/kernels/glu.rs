@@ -24,11 +24,9 @@ use backplane_shaders::PipelineKey;
 use super::{Activations, Weights, u32_of};
 use crate::encode::{Binding, Encoder, Params};
 use crate::facts::Facts;
-use crate::ops::fusion::{self, is_op, next_compute};
-use crate::ops::matmul::native;
+use crate::kept::CopyOrigin;
 use crate::ops::matmul::plan::{self, Path, Shape, WeightLayout};
-use crate::ops::unary::{glu_op, glu_variant};
-use crate::ops::{dtype, overlaps, src_index};
+use crate::ops::{dtype, glu_op, glu_variant, is_op, next_compute, overlaps, src_index};
 use crate::pipelines::Checks;
 
 /// Rows of each product per workgroup: one quantized run of the result.
@@ -181,27 +179,16 @@ fn span<const N: usize>(
     Ok((binding, offsets))
 }
 
-/// The three nodes of `f` encoded one by one, as without fusion.
-fn separately(e: &mut Encoder, f: &GluPair) -> Result<(), String> {
-    f.nodes().into_iter().try_for_each(|n| {
-        e.begin_node(n);
-        crate::ops::encode(e, n)
-    })
-}
-
-/// Encodes the three nodes of `f`: one kernel, or node by node when the
-/// weights are stored split, a native kernel takes a product, or the
-/// weights or results span more than one binding may.
-pub fn encode(e: &mut Encoder, f: &GluPair) -> Result<(), String> {
+/// Encodes the three nodes of `f` as one kernel; `quantized` is the GLU
+/// result's quantized copy for the next MUL_MAT, if it reads one
+/// (`ops::fusion::quantized_copy_for_next`). `Ok(false)`: the weights or
+/// results span more than one binding may, and nothing was encoded.
+pub fn encode(
+    e: &mut Encoder,
+    f: &GluPair,
+    quantized: Option<(u64, CopyOrigin)>,
+) -> Result<bool, String> {
     let g = e.graph;
-    let (wa, wb) = (src_index(g, f.first, 0)?, src_index(g, f.second, 0)?);
-    let elsewhere = [wa, wb].iter().any(|&w| e.ctx().is_split(g[w].buffer))
-        || [f.first, f.second]
-            .iter()
-            .any(|&n| native::choice(e, n).is_ok());
-    if elsewhere {
-        return separately(e, f);
-    }
     let glu = &g[f.glu];
     let (x_node, g_node) = (
         glu.src(0).unwrap_or(f.first),
@@ -223,7 +210,7 @@ pub fn encode(e: &mut Encoder, f: &GluPair) -> Result<(), String> {
     let spans =
         span(e, [w_x, w_g], unit).and_then(|w| Ok((w, span(e, [x_node, g_node, f.glu], 4)?)));
     let Ok(((weights, [off_x, off_g]), (results, [d_x, d_g, d_glu]))) = spans else {
-        return separately(e, f);
+        return Ok(false);
     };
     let x = Activations::for_matvec(e, ib, t)?;
     let n_units = w.units(s.k, &x);
@@ -261,7 +248,7 @@ pub fn encode(e: &mut Encoder, f: &GluPair) -> Result<(), String> {
     let mut bindings = vec![weights, x.binding.clone(), results];
     // The quantized copy the next MUL_MAT would make of the GLU result,
     // taken after the activations' copy, which the kernel still reads.
-    let kept = match fusion::quantized_copy_for_next(e, f.glu)? {
+    let kept = match quantized {
         Some((bytes, origin)) => {
             let copy = e.scratch(bytes)?;
             e.forget_kept_copy();
@@ -280,7 +267,7 @@ pub fn encode(e: &mut Encoder, f: &GluPair) -> Result<(), String> {
     if let Some((origin, copy)) = kept {
         e.keep_copy(origin, copy);
     }
-    Ok(())
+    Ok(true)
 }
 
 #[cfg(test)]
