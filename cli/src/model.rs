@@ -347,6 +347,7 @@ fn bench(a: &BenchArgs) -> Result<(), String> {
                 "plan": r.tg_host_us.plan,
                 "upload": r.tg_host_us.upload,
                 "download": r.tg_host_us.download,
+                "other": r.tg_host_us.other,
             },
             "repetitions": r.repetitions,
         });
@@ -373,8 +374,8 @@ fn bench(a: &BenchArgs) -> Result<(), String> {
                 r.host_share * 100.0
             );
             eprintln!(
-                "per decoded token: planning {:.1} us, input upload {:.1} us, logits download {:.1} us",
-                r.tg_host_us.plan, r.tg_host_us.upload, r.tg_host_us.download
+                "per decoded token: planning {:.1} us, input upload {:.1} us, logits download {:.1} us, other scheduler work {:.1} us",
+                r.tg_host_us.plan, r.tg_host_us.upload, r.tg_host_us.download, r.tg_host_us.other
             );
         }
     }

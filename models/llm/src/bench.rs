@@ -46,6 +46,9 @@ pub struct HostCost {
     pub upload: f64,
     /// Reading the logits back.
     pub download: f64,
+    /// The rest of the scheduler's host time outside the backends' calls
+    /// (its bookkeeping between them).
+    pub other: f64,
 }
 
 /// Token ids for a benchmark: deterministic, spread over the vocabulary.
@@ -100,10 +103,17 @@ pub fn bench(
         let per_token = |a: Duration, b: Duration| {
             a.saturating_sub(b).as_secs_f64() * 1e6 / (repetitions * tg) as f64
         };
+        let host = |s: &RunStats| s.total_time.saturating_sub(s.backend_time);
+        let (plan, upload, download) = (
+            per_token(after.plan_time, before.plan_time),
+            per_token(after.upload_time, before.upload_time),
+            per_token(after.download_time, before.download_time),
+        );
         tg_host_us = HostCost {
-            plan: per_token(after.plan_time, before.plan_time),
-            upload: per_token(after.upload_time, before.upload_time),
-            download: per_token(after.download_time, before.download_time),
+            plan,
+            upload,
+            download,
+            other: (per_token(host(&after), host(&before)) - plan - upload - download).max(0.0),
         };
     }
     Ok(BenchResult {

@@ -234,6 +234,13 @@ fn bench_reports_both_speeds_and_a_host_share() {
     assert!(r.pp_tok_s > 0.0 && r.tg_tok_s > 0.0, "{r:?}");
     assert!((0.0..=1.0).contains(&r.host_share), "{r:?}");
     assert!((0.0..=1.0).contains(&r.pp_host_share), "{r:?}");
+    // Per-token host costs: a plan-cache hit, inputs and logits every
+    // token, and the rest of the scheduler's host time.
+    let h = r.tg_host_us;
+    for v in [h.plan, h.upload, h.download, h.other] {
+        assert!(v.is_finite() && v >= 0.0, "{r:?}");
+    }
+    assert!(h.upload > 0.0 && h.download > 0.0, "{r:?}");
 }
 
 #[test]
