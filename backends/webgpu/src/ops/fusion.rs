@@ -41,7 +41,7 @@ use crate::kept::CopyOrigin;
 use crate::ops::layout::set_rows;
 use crate::ops::matmul::{self, GluPair, Q8Copy, glu_pair, quantizes_src1};
 use crate::ops::norm::RowPlan;
-use crate::ops::{is_op, nb_elems, ne_u32, next_compute, overlaps};
+use crate::ops::{is_op, nb_elems, ne_u32, next_compute, overlaps, same_memory};
 use crate::ops::{rope, row_count};
 use crate::pipelines::Checks;
 
@@ -116,11 +116,6 @@ fn broadcasts(b: &TensorDesc, a: &TensorDesc) -> bool {
     b.ne.iter()
         .zip(&a.ne)
         .all(|(&nb, &na)| nb > 0 && na % nb == 0)
-}
-
-/// The same memory with the same layout.
-fn same_region(a: &TensorDesc, b: &TensorDesc) -> bool {
-    a.buffer == b.buffer && a.offset == b.offset && a.ne == b.ne && a.nb == b.nb
 }
 
 /// Whether the kernel can index `t` (f32, element strides, u32 sizes).
@@ -255,7 +250,7 @@ fn roles(graph: &[TensorDesc], f: &RmsNormFusion) -> Option<Vec<(Role, usize)>> 
     }
     if let Some(m) = f.mul {
         out.push((Role::W, src(m, 1)?));
-        if !same_region(&graph[f.norm], &graph[m]) {
+        if !same_memory(&graph[f.norm], &graph[m]) {
             out.push((Role::N, f.norm));
         }
         out.push((Role::D, m));
@@ -295,7 +290,7 @@ fn fusable(graph: &[TensorDesc], f: &RmsNormFusion, roles: &[(Role, usize)]) -> 
                 if q == Role::W {
                     !overlaps(a, b)
                 } else {
-                    same_region(a, b) || !overlaps(a, b)
+                    same_memory(a, b) || !overlaps(a, b)
                 }
             })
     })
@@ -306,7 +301,7 @@ fn distinct_regions(graph: &[TensorDesc], roles: &[(Role, usize)]) -> usize {
     (0..roles.len())
         .filter(|&k| {
             let t = &graph[roles[k].1];
-            !roles[..k].iter().any(|&(_, u)| same_region(&graph[u], t))
+            !roles[..k].iter().any(|&(_, u)| same_memory(&graph[u], t))
         })
         .count()
 }
@@ -364,7 +359,7 @@ fn encode_rms_norm(e: &mut Encoder, f: &RmsNormFusion) -> Result<(), String> {
     ];
     for (k, &(role, t)) in roles.iter().enumerate() {
         let (bind, array) = role.names();
-        match roles[..k].iter().find(|&&(_, u)| same_region(&g[u], &g[t])) {
+        match roles[..k].iter().find(|&&(_, u)| same_memory(&g[u], &g[t])) {
             Some(&(earlier, _)) => key = key.define(array, earlier.names().1),
             None => {
                 key = key.define(bind, bindings.len().to_string());

@@ -10,9 +10,8 @@ use backplane_shaders::PipelineKey;
 use crate::encode::{Encoder, Params};
 use crate::facts::Facts;
 use crate::ops::fusion;
-use crate::ops::layout::bytes_overlap;
 use crate::ops::{
-    dtype, glu_op, glu_variant, nb_elems, ne_u32, src, src_index, type_name, want_type,
+    dtype, glu_op, glu_variant, nb_elems, ne_u32, overlaps, src, src_index, type_name, want_type,
 };
 use crate::pipelines::Checks;
 
@@ -115,7 +114,7 @@ fn unary_variant(f: UnaryOp) -> &'static str {
 /// Fails when `dst` shares bytes with a source without being exactly it:
 /// one invocation would read what another writes.
 fn refuse_partial_alias(what: &str, source: &TensorDesc, dst: &TensorDesc) -> Result<(), String> {
-    if bytes_overlap(source, dst) {
+    if overlaps(source, dst) {
         return Err(format!(
             "dst partially overlaps {what}; only an exact in-place alias is supported"
         ));

@@ -15,7 +15,7 @@ use backplane_shaders::PipelineKey;
 
 use crate::encode::{Binding, Encoder, Params};
 use crate::facts::Facts;
-use crate::ops::{dtype, nb_elems, ne_u32, src, src_index, type_name, want_type};
+use crate::ops::{dtype, nb_elems, ne_u32, overlaps, src, src_index, type_name, want_type};
 use crate::pipelines::Checks;
 
 /// Plain types the copy kernels move.
@@ -147,15 +147,10 @@ fn pad_amounts(d: &TensorDesc) -> [u32; 4] {
     [0, 2, 4, 6].map(|i| u32::try_from(d.param_i32(i)).unwrap_or(0))
 }
 
-/// Whether the bytes of graph tensors `x` and `y` overlap.
-pub(super) fn bytes_overlap(x: &TensorDesc, y: &TensorDesc) -> bool {
-    x.buffer == y.buffer && x.offset < y.offset + y.nbytes() && y.offset < x.offset + x.nbytes()
-}
-
 /// Fails when the destination shares bytes with a source: one invocation
 /// would read what another writes.
 fn refuse_overlap(what: &str, src: &TensorDesc, d: &TensorDesc) -> Result<(), String> {
-    if bytes_overlap(src, d) {
+    if overlaps(src, d) {
         return Err(format!(
             "dst overlaps {what}; copying in place is not supported"
         ));

@@ -184,17 +184,9 @@ impl Weights {
         }
     }
 
-    /// Units per row the mat-vec kernel loops over: integer units (see
-    /// [`plan::matvec_int8_unit`]) with quantized activations, 8 halves
-    /// for [`WeightLayout::Half8`], else runs of 16 weights.
+    /// Units per row the mat-vec kernel loops over ([`plan::matvec_units`]).
     fn units(&self, k: u64, x: &Activations) -> u64 {
-        if x.q8 {
-            k / plan::matvec_int8_unit(self.ty)
-        } else if self.layout == WeightLayout::Half8 {
-            k / 8
-        } else {
-            k.div_ceil(16)
-        }
+        plan::matvec_units(self.ty, self.layout, x.q8, k)
     }
 }
 

@@ -330,6 +330,19 @@ pub fn matvec_int8_unit(t: DType) -> u64 {
     }
 }
 
+/// Units per row of `k` weights the mat-vec kernel loops over: integer
+/// units ([`matvec_int8_unit`]) with quantized activations (`q8`), 8
+/// halves for [`WeightLayout::Half8`], else runs of 16 weights.
+pub fn matvec_units(t: DType, layout: WeightLayout, q8: bool, k: u64) -> u64 {
+    if q8 {
+        k / matvec_int8_unit(t)
+    } else if layout == WeightLayout::Half8 {
+        k / 8
+    } else {
+        k.div_ceil(16)
+    }
+}
+
 /// Weight types whose mat-vec multiplies integer quants: the activations
 /// are quantized to 32-value runs of signed bytes first (ggml's q8_1) and
 /// the kernel uses packed 4 x 8-bit dot products. The `matmul_xf32`

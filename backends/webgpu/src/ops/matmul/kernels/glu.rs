@@ -16,7 +16,8 @@
 //! Layouts: integer units (legacy block types, q4_K, q6_K) and f16 rows
 //! read in units of 8 halves. Anything else (other layouts, more than one
 //! column, rows not a multiple of 32, no subgroups, weights stored split
-//! or taken by a native kernel) is encoded node by node.
+//! or taken by a native kernel, weights or results too far apart for one
+//! binding) is encoded node by node.
 
 use backplane_abi::{DType, Op, TensorDesc};
 use backplane_shaders::PipelineKey;
@@ -124,16 +125,17 @@ pub fn find(graph: &[TensorDesc], i: usize, facts: &Facts) -> Option<GluPair> {
     })
 }
 
-/// Units per row the mat-vec reads for weights `w` of type `t` (integer
-/// units, or 8 halves), when the fused kernel reads that layout.
+/// Units per row the mat-vec reads for weights `w` of type `t`, when the
+/// fused kernel reads that layout (integer units, or 8 halves).
 fn units(facts: &Facts, w: &TensorDesc, t: DType, k: u64) -> Option<u64> {
     let layout = plan::matvec_weight_layout(facts, w, t);
-    if plan::matvec_int8(&facts.tuning, t) {
+    let q8 = plan::matvec_int8(&facts.tuning, t);
+    let read = if q8 {
         matches!(layout, WeightLayout::Quant | WeightLayout::Quant16)
-            .then(|| k / plan::matvec_int8_unit(t))
     } else {
-        (layout == WeightLayout::Half8).then_some(k / 8)
-    }
+        layout == WeightLayout::Half8
+    };
+    read.then(|| plan::matvec_units(t, layout, q8, k))
 }
 
 /// `(WGU, GROUPS)`: the separate mat-vec's workgroup size for rows of
