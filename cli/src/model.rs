@@ -374,7 +374,7 @@ fn bench(a: &BenchArgs) -> Result<(), String> {
                 r.host_share * 100.0
             );
             eprintln!(
-                "per decoded token: planning {:.1} us, input upload {:.1} us, logits download {:.1} us, other scheduler work {:.1} us",
+                "per decoded token: planning {:.1} us, input upload {:.1} us, logits download {:.1} us, other host work {:.1} us",
                 r.tg_host_us.plan, r.tg_host_us.upload, r.tg_host_us.download, r.tg_host_us.other
             );
         }

@@ -46,8 +46,9 @@ pub struct HostCost {
     pub upload: f64,
     /// Reading the logits back.
     pub download: f64,
-    /// The rest of the scheduler's host time outside the backends' calls
-    /// (its bookkeeping between them).
+    /// The rest of the host time (the session's and the scheduler's own
+    /// work between the backends' calls), so that the four add up to the
+    /// host share of the decode time.
     pub other: f64,
 }
 
@@ -81,7 +82,7 @@ pub fn bench(
     let mut pp_tok_s = 0.0;
     let mut pp_host_share = 0.0;
     if pp > 0 {
-        let (speed, share, _) = timed(&mut session, PREFILL_WARMUPS, repetitions, &stats, |s| {
+        let (speed, share, ..) = timed(&mut session, PREFILL_WARMUPS, repetitions, &stats, |s| {
             s.eval(&tokens[..pp], Logits::Last).map(|_| pp)
         })?;
         pp_tok_s = speed;
@@ -91,7 +92,7 @@ pub fn bench(
     let mut host_share = 0.0;
     let mut tg_host_us = HostCost::default();
     if tg > 0 {
-        let (speed, share, before) = timed(&mut session, 1, repetitions, &stats, |s| {
+        let (speed, share, before, host) = timed(&mut session, 1, repetitions, &stats, |s| {
             for &t in &tokens[..tg] {
                 s.eval(&[t], Logits::Last)?;
             }
@@ -103,7 +104,6 @@ pub fn bench(
         let per_token = |a: Duration, b: Duration| {
             a.saturating_sub(b).as_secs_f64() * 1e6 / (repetitions * tg) as f64
         };
-        let host = |s: &RunStats| s.total_time.saturating_sub(s.backend_time);
         let (plan, upload, download) = (
             per_token(after.plan_time, before.plan_time),
             per_token(after.upload_time, before.upload_time),
@@ -113,7 +113,7 @@ pub fn bench(
             plan,
             upload,
             download,
-            other: (per_token(host(&after), host(&before)) - plan - upload - download).max(0.0),
+            other: (per_token(host, Duration::ZERO) - plan - upload - download).max(0.0),
         };
     }
     Ok(BenchResult {
@@ -137,16 +137,17 @@ pub fn bench(
 const PREFILL_WARMUPS: usize = 3;
 
 /// Runs `test` `warmups` times to warm up, then `repetitions` times from
-/// an empty cache; returns the mean tokens per second, the host share and
-/// the scheduler's counters when the timed repetitions began (so the
-/// warm-ups' first planning stays out of the per-token costs).
+/// an empty cache; returns the mean tokens per second, the host share, the
+/// scheduler's counters when the timed repetitions began (so the warm-ups'
+/// first planning stays out of the per-token costs) and the host time of
+/// the timed repetitions (their time outside the backends' calls).
 fn timed(
     session: &mut Session<'_>,
     warmups: usize,
     repetitions: usize,
     stats: &dyn Fn() -> RunStats,
     mut test: impl FnMut(&mut Session<'_>) -> Result<usize, LlmError>,
-) -> Result<(f64, f64, RunStats), LlmError> {
+) -> Result<(f64, f64, RunStats, Duration), LlmError> {
     for _ in 0..warmups {
         session.reset();
         test(session)?;
@@ -170,5 +171,10 @@ fn timed(
     } else {
         (1.0 - backend.as_secs_f64() / wall.as_secs_f64()).clamp(0.0, 1.0)
     };
-    Ok((speeds / repetitions as f64, share, warm))
+    Ok((
+        speeds / repetitions as f64,
+        share,
+        warm,
+        wall.saturating_sub(backend),
+    ))
 }
