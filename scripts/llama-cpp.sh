@@ -57,7 +57,10 @@ if [ $((need_package + need_tools)) -gt 0 ] && [ ! -f "$SRC/CMakeLists.txt" ]; t
     mkdir -p "$VENV/src"
     SDIST="${LLAMA_CPP_PYTHON_SDIST:-}"
     if [ -z "$SDIST" ]; then
-        "${PIP[@]}" download --no-deps --no-binary :all: "llama-cpp-python==$VERSION" -d "$VENV/src"
+        # Only the package itself as source: `--no-binary :all:` would also build
+        # its build dependencies (cmake, ninja) from source.
+        "${PIP[@]}" download --no-deps --no-build-isolation --no-binary llama-cpp-python \
+            "llama-cpp-python==$VERSION" -d "$VENV/src"
         SDIST="$VENV/src/llama_cpp_python-$VERSION.tar.gz"
     fi
     tar -xzf "$SDIST" -C "$VENV/src"

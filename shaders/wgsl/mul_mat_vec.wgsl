@@ -26,6 +26,16 @@
 // blocks' heads after all quants from byte w_scales (q4_0: its half
 // scale, 2 bytes; q4_K: d, dmin and the scales, one vec4).
 //
+// EPILOGUE (one column, NROWS = 2, the host's ops::matmul epilogue
+// fusion): the product's rows go on to what the next nodes would make of
+// them, in the same kernel and with the same bits:
+// - EPILOGUE_ROPE: the ROPE over the product (normal mode, one token,
+//   rows of r_ne0 values, in place), as rope.wgsl rotates it; a
+//   workgroup's two rows are one pair (r_ne0 is even);
+// - EPILOGUE_STORE: the SET_ROWS storing the (rotated) product as one
+//   cache row (element m of row idx[0], as CACHE_TYPE), a bad index
+//   reported as set_rows reports it (node1: the SET_ROWS node + 1).
+//
 // MUL_MAT_ID: batch b is the pair (slot e = b % n_used, token t =
 // b / n_used); its weights are expert ids[e, t] and its single column is x
 // row e % ne11 of token t; an id outside 0..n_experts is reported through
@@ -47,6 +57,12 @@ struct Params {
 #ifdef W_SPLIT
     w_scales: u32,
 #endif
+#ifdef EPILOGUE
+    r_ne0: u32, off_pos: u32, off_ff: u32, sff: u32, n_ff: u32, n_pairs: u32,
+    theta_scale: f32, freq_scale: f32, ext_factor: f32, mscale: f32,
+    corr_low: f32, corr_high: f32,
+    c_off: u32, c_s0: u32, c_s1: u32, c_rows: u32, i_off: u32,
+#endif
 }
 
 #include "common/matvec_inputs"
@@ -55,6 +71,19 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> ids: array<i32>;
 @group(0) @binding(4) var<storage, read_write> flag: array<atomic<u32>>;
 @group(0) @binding(5) var<uniform> p: Params;
+#elif defined(EPILOGUE)
+#ifdef EPILOGUE_ROPE
+@group(0) @binding(BINDING_POS) var<storage, read_write> pos: array<i32>;
+#ifdef HAS_FF
+@group(0) @binding(BINDING_FF) var<storage, read_write> ff: array<f32>;
+#endif
+#endif
+#ifdef EPILOGUE_STORE
+@group(0) @binding(BINDING_CACHE) var<storage, read_write> cache: array<CACHE_TYPE>;
+@group(0) @binding(BINDING_IDX) var<storage, read_write> idx: array<SRC1_TYPE>;
+@group(0) @binding(BINDING_FLAG) var<storage, read_write> flag: array<atomic<u32>>;
+#endif
+@group(0) @binding(BINDING_PARAMS) var<uniform> p: Params;
 #else
 @group(0) @binding(3) var<uniform> p: Params;
 #endif
@@ -104,6 +133,48 @@ fn q_load8_split(row: u32, u: u32) -> QUnit8 {
     w.q[0] = q & Q_NIBBLES;
     w.q[1] = (q >> vec4<u32>(4u)) & Q_NIBBLES;
     return w;
+}
+#endif
+
+#ifdef EPILOGUE_ROPE
+#include "common/rope_angle"
+#endif
+#ifdef EPILOGUE_STORE
+#include "common/row_index"
+
+// Stores the product's element m (rotated) into the cache row idx[0].
+fn store_row(m: u32, y: f32) {
+    let r = stored_row(p.i_off, p.c_rows);
+    if (r.y == 0u) {
+        report_bad_row(r.x, p.node1);
+        return;
+    }
+    cache[p.c_off + r.x * p.c_s1 + m * p.c_s0] = CACHE_TYPE(y);
+}
+#endif
+
+#ifdef EPILOGUE
+// Row `row0 + lid` (lid 0 or 1) of the product `sums` (the workgroup's
+// two rows), rotated with its pair when EPILOGUE_ROPE; the value dst and
+// the cache row get.
+fn epilogue_value(sums: vec2<f32>, row0: u32, lid: u32) -> f32 {
+#ifdef EPILOGUE_ROPE
+    let k = (row0 % p.r_ne0) / 2u;
+    if (k >= p.n_pairs) {
+        return sums[lid];
+    }
+    let cs = rope_cos_sin(powered(f32(pos[p.off_pos]), k), k);
+    let c = cs.x;
+    let s = cs.y;
+    let x0 = sums.x;
+    let x1 = sums.y;
+    if (lid == 0u) {
+        return x0 * c - x1 * s;
+    }
+    return x0 * s + x1 * c;
+#else
+    return sums[lid];
+#endif
 }
 #endif
 
@@ -265,11 +336,21 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         }
     }
     workgroupBarrier();
+#ifdef EPILOGUE
+    if (lid < 2u) {
+        var sums = vec2<f32>(0.0);
+        for (var i = 0u; i < 2u; i++) {
+            for (var s = 0u; s < n_sg; s++) {
+                sums[i] += partial[s * 2u + i];
+            }
+        }
+#else
     if (lid < NACC) {
         var sum = 0.0;
         for (var s = 0u; s < n_sg; s++) {
             sum += partial[s * NACC + lid];
         }
+#endif
 #else
     for (var i = 0u; i < NACC; i++) {
         partial[i * WG_SIZE + lid] = acc[i];
@@ -283,14 +364,29 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         }
         workgroupBarrier();
     }
+#ifdef EPILOGUE
+    if (lid < 2u) {
+        let sums = vec2<f32>(partial[0], partial[WG_SIZE]);
+#else
     if (lid < NACC) {
         let sum = partial[lid * WG_SIZE];
 #endif
+#endif
+#ifdef EPILOGUE
+        // Every row exists (M is even); one column.
+        let m = row0 + lid;
+        let y = epilogue_value(sums, row0, lid);
+        dst[d_base + m * p.d_s0] = y;
+#ifdef EPILOGUE_STORE
+        store_row(m, y);
+#endif
+#else
         let m = row0 + lid / NCOLS;
         let n = col0 + lid % NCOLS;
         if (m < p.m && n < p.n && valid) {
             dst[d_base + n * p.d_s1 + m * p.d_s0] = sum;
         }
+#endif
     }
 #ifdef MUL_MAT_ID
     if (!valid && lid == 0u) {

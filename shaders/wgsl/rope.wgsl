@@ -53,6 +53,7 @@ struct Params {
 #ifdef STORE_ROWS
 #include "common/row_index"
 #endif
+#include "common/rope_angle"
 
 // Writes element j of row (i1, i2, i3) at `at` of dst, and with STORE_ROWS
 // into its cache row too.
@@ -66,15 +67,6 @@ fn put(at: u32, y: f32, j: u32, i1: u32, i2: u32) {
     }
     cache[p.c_off + r.x * p.c_s1 + (i1 * p.ne0 + j) * p.c_s0] = CACHE_TYPE(DST_TYPE(y));
 #endif
-}
-
-// `base * theta_scale^steps`, one multiplication at a time as the reference.
-fn powered(base: f32, steps: u32) -> f32 {
-    var t = base;
-    for (var j = 0u; j < steps; j++) {
-        t *= p.theta_scale;
-    }
-    return t;
 }
 
 fn position(i2: u32, section: u32) -> f32 {
@@ -133,13 +125,6 @@ fn angle(k: u32, i2: u32) -> f32 {
 #endif
 }
 
-// x reduced to [-pi, pi] (Cody-Waite with a 3-part 2*pi), so that cos and
-// sin of large angles keep their accuracy.
-fn reduce_angle(x: f32) -> f32 {
-    let n = round(x * 0.15915494309189535);
-    return ((x - n * 6.28125) - n * 1.9353071693331003e-3) - n * 1.0253131677018246e-11;
-}
-
 @compute @workgroup_size(WG_SIZE)
 fn main(@builtin(workgroup_id) wid: vec3<u32>,
         @builtin(num_workgroups) nwg: vec3<u32>,
@@ -174,22 +159,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     let j1 = k + p.n_dims / 2u;
 #endif
 
-    var theta_extrap = angle(k, r.y);
-#ifdef HAS_FF
-    if (k < p.n_ff) {
-        theta_extrap = theta_extrap / ff[p.off_ff + k * p.sff];
-    }
-#endif
-    let theta_interp = p.freq_scale * theta_extrap;
-    var theta = theta_interp;
-    if (p.ext_factor != 0.0) {
-        let y = (f32(k) - p.corr_low) / max(p.corr_high - p.corr_low, 0.001);
-        let ramp_mix = (1.0 - clamp(y, 0.0, 1.0)) * p.ext_factor;
-        theta = theta_interp * (1.0 - ramp_mix) + theta_extrap * ramp_mix;
-    }
-    let t = reduce_angle(theta);
-    let c = cos(t) * p.mscale;
-    let s = sin(t) * p.mscale;
+    let cs = rope_cos_sin(angle(k, r.y), k);
+    let c = cs.x;
+    let s = cs.y;
 
     let x0 = f32(src0[base_a + j0 * p.sa0]);
     let x1 = f32(src0[base_a + j1 * p.sa0]);

@@ -282,10 +282,10 @@ impl WebGpuStream {
     /// Plans and records every node of `graph` (fusing where it can).
     fn encode(&self, enc: &mut Encoder, graph: &[TensorDesc]) -> Result<(), PluginError> {
         let mut result = Ok(());
-        // Nodes up to this index were encoded by a fused kernel.
-        let mut fused_through: Option<usize> = None;
+        // Nodes a fused kernel encoded before their place.
+        let mut done = vec![false; graph.len()];
         for (i, t) in graph.iter().enumerate() {
-            if fused_through.is_some_and(|last| i <= last) {
+            if done[i] {
                 continue;
             }
             let op = match t.op() {
@@ -309,12 +309,12 @@ impl WebGpuStream {
                 .flatten();
             let encoded = match fusion {
                 Some(f) => {
-                    fused_through = Some(f.last());
                     f.begun_first().into_iter().for_each(|n| enc.begin_node(n));
                     f.nodes()
                         .into_iter()
                         .try_for_each(check)
                         .and_then(|()| ops::fusion::encode(enc, &f))
+                        .map(|nodes| nodes.into_iter().for_each(|n| done[n] = true))
                 }
                 None => {
                     enc.begin_node(i);

@@ -25,6 +25,13 @@
 //! all of them; the MUL's weight, which rows share, must be disjoint from
 //! every written region. Anything else is encoded node by node.
 //!
+//! A one-column MUL_MAT may also finish its rows itself: the ROPE over
+//! its product and the SET_ROWS storing it into a cache run in its kernel
+//! (`matmul::matvec_epilogue`). Those nodes need not follow it (a layer
+//! runs its three projections first); the nodes in between must leave
+//! alone what the fused kernel touches, and the stream skips the later
+//! nodes when it reaches them.
+//!
 //! When the next node is a MUL_MAT that reads the product through the
 //! integer mat-vec, the fused kernel also writes the product's quantized
 //! copy (the q8_1 runs `mul_mat_quantize` would make, the same bits) into
@@ -39,9 +46,11 @@ use crate::encode::{Binding, Encoder, Params};
 use crate::facts::Facts;
 use crate::kept::CopyOrigin;
 use crate::ops::layout::set_rows;
-use crate::ops::matmul::{self, GluPair, Q8Copy, glu_pair, quantizes_src1};
+use crate::ops::matmul::{
+    self, Epilogue, GluPair, Q8Copy, glu_pair, matvec_epilogue, quantizes_src1,
+};
 use crate::ops::norm::RowPlan;
-use crate::ops::{is_op, nb_elems, ne_u32, next_compute, overlaps, same_memory};
+use crate::ops::{is_op, nb_elems, ne_u32, next_compute, overlaps, same_bytes, same_memory};
 use crate::ops::{rope, row_count};
 use crate::pipelines::Checks;
 
@@ -63,11 +72,6 @@ impl RmsNormFusion {
             .into_iter()
             .chain(std::iter::once(self.norm))
             .chain(self.mul)
-    }
-
-    /// The last fused node: encoding resumes after it.
-    pub fn last(&self) -> usize {
-        self.mul.unwrap_or(self.norm)
     }
 }
 
@@ -135,6 +139,9 @@ pub enum Fusion {
     RopeStore(usize, usize),
     /// A layer's gate and up mat-vecs with their GLU (`matmul::glu_pair`).
     MatVecGlu(GluPair),
+    /// A mat-vec finishing its rows with later nodes: the ROPE over it,
+    /// the cache store of it (`matmul::matvec_epilogue`).
+    MatVecEpilogue(Epilogue),
 }
 
 impl Fusion {
@@ -144,26 +151,20 @@ impl Fusion {
             Fusion::RmsNorm(f) => f.nodes().collect(),
             Fusion::SetRowsPair(a, b) | Fusion::RopeStore(a, b) => vec![*a, *b],
             Fusion::MatVecGlu(p) => p.nodes().to_vec(),
+            Fusion::MatVecEpilogue(f) => f.nodes(),
         }
     }
 
     /// The nodes the stream begins (`Encoder::begin_node`) before encoding
     /// the fusion: all of them, except the GLU of a gate/up pair, which
-    /// may write over the activations whose kept copy the products read;
-    /// its encoder drops that copy after the kernel.
+    /// may write over the activations whose kept copy the products read,
+    /// and the later nodes a mat-vec finishes; their encoders drop the
+    /// copies they make stale after the kernel.
     pub fn begun_first(&self) -> Vec<usize> {
         match self {
             Fusion::MatVecGlu(p) => vec![p.first, p.second],
+            Fusion::MatVecEpilogue(f) => vec![f.matmul],
             _ => self.nodes(),
-        }
-    }
-
-    /// The last fused node: encoding resumes after it.
-    pub fn last(&self) -> usize {
-        match self {
-            Fusion::RmsNorm(f) => f.last(),
-            Fusion::SetRowsPair(_, b) | Fusion::RopeStore(_, b) => *b,
-            Fusion::MatVecGlu(p) => p.glu,
         }
     }
 }
@@ -177,7 +178,9 @@ const SET_ROWS_PAIR_BINDINGS: u32 = 6;
 pub fn find(graph: &[TensorDesc], i: usize, facts: &Facts) -> Option<Fusion> {
     let max_storage = facts.max_storage_buffers;
     if is_op(graph, i, Op::MulMat) {
-        return glu_pair::find(graph, i, facts).map(Fusion::MatVecGlu);
+        return glu_pair::find(graph, i, facts)
+            .map(Fusion::MatVecGlu)
+            .or_else(|| matvec_epilogue::find(graph, i, facts).map(Fusion::MatVecEpilogue));
     }
     if is_op(graph, i, Op::SetRows) {
         let j = next_compute(graph, i)?;
@@ -193,8 +196,10 @@ pub fn find(graph: &[TensorDesc], i: usize, facts: &Facts) -> Option<Fusion> {
     find_rms_norm(graph, i, max_storage).map(Fusion::RmsNorm)
 }
 
-/// Encodes `f` as one kernel.
-pub fn encode(e: &mut Encoder, f: &Fusion) -> Result<(), String> {
+/// Encodes `f` as one kernel; returns the nodes it encoded (all of
+/// `f.nodes()`, except where a mat-vec's epilogue fell back to the
+/// MUL_MAT alone: the stream encodes the others in their places).
+pub fn encode(e: &mut Encoder, f: &Fusion) -> Result<Vec<usize>, String> {
     match f {
         Fusion::RmsNorm(f) => encode_rms_norm(e, f),
         Fusion::SetRowsPair(a, b) => set_rows::encode_pair(e, *a, *b),
@@ -203,7 +208,15 @@ pub fn encode(e: &mut Encoder, f: &Fusion) -> Result<(), String> {
             let quantized = quantized_copy_for_next(e, p.glu)?;
             matmul::encode_glu_pair(e, p, quantized)
         }
-    }
+        Fusion::MatVecEpilogue(f) => {
+            if matmul::encode_epilogue(e, f)? {
+                return Ok(f.nodes());
+            }
+            crate::ops::encode(e, f.matmul)?;
+            return Ok(vec![f.matmul]);
+        }
+    }?;
+    Ok(f.nodes())
 }
 
 /// The RMS_NORM fusion starting at node `i`, if one applies (see the
@@ -433,16 +446,8 @@ fn next_mul_mat_reading(graph: &[TensorDesc], node: usize) -> Option<(usize, usi
     // Nothing runs between the two, so bytes that `node` wrote hold its
     // values whatever tensor describes them.
     let same_bytes = src1 == node
-        || (a.dtype == b.dtype
-            && a.is_contiguous()
-            && b.is_contiguous()
-            && same_region_bytes(a, b));
+        || (a.dtype == b.dtype && a.is_contiguous() && b.is_contiguous() && same_bytes(a, b));
     same_bytes.then_some((mm, src1))
-}
-
-/// The same bytes of the same buffer.
-fn same_region_bytes(a: &TensorDesc, b: &TensorDesc) -> bool {
-    a.buffer == b.buffer && a.offset == b.offset && a.nbytes() == b.nbytes()
 }
 
 /// When fusion is on and the next compute node after `node` (an f32
@@ -514,7 +519,7 @@ mod tests {
             let g = llama_norm(in_place);
             let f = find_rms_norm(&g, 3, 8).expect("fuses");
             assert_eq!(f.nodes().collect::<Vec<_>>(), vec![3, 4, 5]);
-            assert_eq!(f.last(), 5);
+            assert_eq!(f.nodes().last(), Some(5));
             let kept = roles(&g, &f).unwrap().iter().any(|(r, _)| *r == Role::N);
             assert_eq!(kept, !in_place);
         }

@@ -116,6 +116,11 @@ pub(crate) fn same_memory(d: &TensorDesc, a: &TensorDesc) -> bool {
     d.buffer == a.buffer && d.offset == a.offset && d.nb == a.nb && d.ne == a.ne
 }
 
+/// The same bytes of the same buffer, whatever the layouts (a reshape).
+pub(crate) fn same_bytes(a: &TensorDesc, b: &TensorDesc) -> bool {
+    a.buffer == b.buffer && a.offset == b.offset && a.nbytes() == b.nbytes()
+}
+
 /// Number of rows (dims 1..3) of `d`, as workgroups.
 pub(crate) fn row_count(d: &TensorDesc) -> u64 {
     d.ne[1..].iter().map(|&n| n.max(0) as u64).product()

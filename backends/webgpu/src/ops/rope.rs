@@ -16,7 +16,7 @@ use crate::encode::{Encoder, Params};
 use crate::facts::Facts;
 use crate::ops::layout::set_rows;
 use crate::ops::{dtype, nb_elems, ne_u32, src, src_index, type_name};
-use crate::ops::{overlaps, same_memory};
+use crate::ops::{overlaps, same_bytes, same_memory};
 use crate::pipelines::Checks;
 
 /// Workgroup size (one invocation per pair slot).
@@ -93,6 +93,54 @@ impl RopeOp {
         }
         m as f32
     }
+}
+
+/// What `common/rope_angle.wgsl` reads of ROPE `d` over rows of `ne0`
+/// values: the rotated pairs per row, then theta_scale, freq_scale,
+/// ext_factor, mscale, corr_low and corr_high.
+pub(crate) fn angle_params(d: &TensorDesc, ne0: i64) -> (u32, [f32; 6]) {
+    let r = RopeOp::of(d);
+    let [corr_low, corr_high] = r.corr_dims();
+    let theta_scale = r.freq_base.powf(-2.0 / r.n_dims as f32);
+    (
+        r.pairs(ne0) as u32,
+        [
+            theta_scale,
+            r.freq_scale,
+            r.ext_factor,
+            r.mscale(),
+            corr_low,
+            corr_high,
+        ],
+    )
+}
+
+/// Whether ROPE `rope` rotates, in place and in normal mode, the f32
+/// product `product` (one column) as rows of an even number of values for
+/// one token, with i32 positions and f32 frequency factors the kernels
+/// index: what the mat-vec rotating its own rows
+/// (`ops::matmul` epilogue) computes.
+pub(crate) fn rotates_product(graph: &[TensorDesc], rope: usize, product: &TensorDesc) -> bool {
+    let d = &graph[rope];
+    let get = |k: usize| d.src(k).filter(|&i| i < graph.len()).map(|i| &graph[i]);
+    let (Some(a), Some(pos)) = (get(0), get(1)) else {
+        return false;
+    };
+    let ff_ok = get(2)
+        .is_none_or(|f| dtype(f) == Ok(DType::F32) && nb_elems(f, 4).is_ok() && ne_u32(f).is_ok());
+    d.op() == Ok(Op::Rope)
+        && RopeOp::of(d).mode == rope_mode::NORMAL
+        && [a, d]
+            .iter()
+            .all(|t| dtype(t) == Ok(DType::F32) && t.is_contiguous() && same_bytes(t, product))
+        && d.ne[0] > 0
+        && d.ne[0] % 2 == 0
+        && d.ne[2] == 1
+        && d.ne[3] == 1
+        && d.ne[0] * d.ne[1] == product.ne[0]
+        && dtype(pos) == Ok(DType::I32)
+        && pos.nb[0] == 4
+        && ff_ok
 }
 
 /// Accepts every mode the reference knows on f32/f16 rows with strides in
@@ -245,8 +293,7 @@ fn encode_rope(e: &mut Encoder, node: usize, store: Option<usize>) -> Result<(),
     key = key.define("BINDING_PARAMS", bindings.len().to_string());
 
     let ne = ne_u32(a)?;
-    let [corr_low, corr_high] = r.corr_dims();
-    let theta_scale = r.freq_base.powf(-2.0 / r.n_dims as f32);
+    let (n_pairs, angles) = angle_params(d, a.ne[0]);
     let params = Params::new()
         .u32x4(ne)
         .u32(ba.elem_offset(size)?)
@@ -258,13 +305,13 @@ fn encode_rope(e: &mut Encoder, node: usize, store: Option<usize>) -> Result<(),
         .u32(sff)
         .u32(n_ff)
         .u32(r.n_dims as u32)
-        .u32(r.pairs(a.ne[0]) as u32)
-        .f32(theta_scale)
-        .f32(r.freq_scale)
-        .f32(r.ext_factor)
-        .f32(r.mscale())
-        .f32(corr_low)
-        .f32(corr_high)
+        .u32(n_pairs)
+        .f32(angles[0])
+        .f32(angles[1])
+        .f32(angles[2])
+        .f32(angles[3])
+        .f32(angles[4])
+        .f32(angles[5])
         .u32x4(r.sections.map(|s| s as u32))
         .u32x4([
             store_words[0],

@@ -11,6 +11,7 @@ use crate::kept::{ByteRange, CopyOrigin};
 use crate::ops::{dtype, nb_elems, ne_u32, src_index, type_name};
 use crate::pipelines::Checks;
 
+pub(crate) mod epilogue;
 pub(crate) mod glu;
 mod q8;
 mod split;
@@ -408,18 +409,34 @@ fn layout_params(mut p: Params, w: &Weights, x: &Activations, d: &Dst, skip_d_s0
 
 /// Encodes MUL_MAT.
 pub(super) fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
+    encode_with(e, node, None).map(|_| ())
+}
+
+/// Encodes MUL_MAT `node`, finishing its rows with `epilogue` (see
+/// [`epilogue`]) when it takes the mat-vec of one column; `Ok(false)`, and
+/// nothing encoded, when it would take another path.
+pub(super) fn encode_with(
+    e: &mut Encoder,
+    node: usize,
+    epilogue: Option<&epilogue::Epilogue>,
+) -> Result<bool, String> {
     let g = e.graph;
     let d = &g[node];
     let (ia, ib) = (src_index(g, node, 0)?, src_index(g, node, 1)?);
     let s = Shape::of(&g[ia], &g[ib])?;
     if d.nelements() == 0 {
-        return Ok(());
+        return Ok(epilogue.is_none());
     }
     let w = Weights::new(e, ia)?;
     let out = Dst::new(e, node)?;
     let dense = out.strides[0] == 1;
     let facts = e.facts();
     let path = plan::choose_path(facts, w.ty, &s, dense, facts.tuning.matmul_path);
+    let epilogue = match epilogue {
+        Some(_) if path != (Path::MatVec { cols: 1 }) => return Ok(false),
+        Some(f) => Some(epilogue::EpilogueArgs::new(e, f)?),
+        None => None,
+    };
     // The cooperative-matrix kernel reads half activations, converted
     // first unless `f32x` asks it to convert f32 ones while staging. They
     // take scratch memory before the weights do, so a copy kept for the
@@ -470,7 +487,7 @@ pub(super) fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
         );
     }
     match path {
-        Path::MatVec { cols } => matvec(e, &s, &w, &x, &out, cols),
+        Path::MatVec { cols } => matvec(e, &s, &w, &x, &out, cols, epilogue.as_ref()),
         Path::Tiled => tiled(e, &s, &w, &x, &out, [0, s.m], [0, s.n]),
         Path::CoopMat { emulated } => {
             let m_full = s.m & !15;
@@ -485,6 +502,7 @@ pub(super) fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
             Ok(())
         }
     }
+    .map(|()| true)
 }
 
 /// The mat-vec pipeline key for rows of `k` weights.
@@ -526,8 +544,9 @@ fn matvec(
     x: &Activations,
     d: &Dst,
     cols: u32,
+    epilogue: Option<&epilogue::EpilogueArgs>,
 ) -> Result<(), String> {
-    let key = matvec_key(e, w, x, s.k, cols, false);
+    let mut key = matvec_key(e, w, x, s.k, cols, false);
     let row_groups =
         s.m.div_ceil(u64::from(plan::matvec_rows(&e.facts().tuning)));
     let col_groups = s.n.div_ceil(u64::from(cols));
@@ -543,11 +562,20 @@ fn matvec(
         .u32(u32_of(total, "workgroups")?)
         .u32(u32_of(row_groups, "row groups")?)
         .u32(u32_of(col_groups, "column groups")?);
-    let mut p = layout_params(p, w, x, d, false).u32x4([0; 4]).u32(0).u32(0);
+    let node1 = epilogue.map_or(0, |f| f.node1);
+    let mut p = layout_params(p, w, x, d, false)
+        .u32x4([0; 4])
+        .u32(0)
+        .u32(node1);
     if w.layout == WeightLayout::Split {
         p = p.u32(w.scales);
     }
-    let bindings = [w.binding.clone(), x.binding.clone(), d.binding.clone()];
+    let mut bindings = vec![w.binding.clone(), x.binding.clone(), d.binding.clone()];
+    if let Some(f) = epilogue {
+        key = f.specialise(key);
+        p = f.params(p);
+        bindings.extend_from_slice(f.bindings());
+    }
     // Trusted: rows and columns past the end are clamped to the last one
     // and never stored, runs past K read the row's first vec4 and are
     // masked; conformance (guard regions around every output) passes with
