@@ -12,7 +12,7 @@
 use backplane_abi::{DType, Op, TensorDesc, rope_mode};
 use backplane_shaders::PipelineKey;
 
-use crate::encode::{Encoder, Params};
+use crate::encode::{Binding, Encoder, Params};
 use crate::facts::Facts;
 use crate::ops::layout::set_rows;
 use crate::ops::{dtype, nb_elems, ne_u32, src, src_index, type_name};
@@ -217,6 +217,42 @@ pub(crate) fn stores_rows(
     shapes && apart && bindings + STORE_BINDINGS <= max_storage as usize
 }
 
+/// A SET_ROWS that another kernel runs (a ROPE's, a mat-vec's) as that
+/// kernel binds it.
+pub(crate) struct RowStore {
+    pub cache: Binding,
+    pub idx: Binding,
+    /// The cache's offset, element and row strides (in elements) and
+    /// rows; the indices' offset in 4-byte words.
+    pub words: [u32; 5],
+    /// The cache's and the indices' types.
+    pub types: [DType; 2],
+}
+
+impl RowStore {
+    /// SET_ROWS `st` of the encoder's graph.
+    pub(crate) fn of(e: &Encoder, st: usize) -> Result<RowStore, String> {
+        let g = e.graph;
+        let (cache, ii) = (&g[st], src_index(g, st, 1)?);
+        let (tc, ti) = (dtype(cache)?, dtype(&g[ii])?);
+        let csize = tc.type_size() as u64;
+        let (bc, bi) = (e.binding(st)?, e.binding(ii)?);
+        let cs = nb_elems(cache, csize)?;
+        Ok(RowStore {
+            words: [
+                bc.elem_offset(csize)?,
+                cs[0],
+                cs[1],
+                ne_u32(cache)?[1],
+                bi.elem_offset(4)?,
+            ],
+            cache: bc,
+            idx: bi,
+            types: [tc, ti],
+        })
+    }
+}
+
 /// Encodes one invocation per pair slot of every row.
 pub fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
     encode_rope(e, node, None)
@@ -264,25 +300,19 @@ fn encode_rope(e: &mut Encoder, node: usize, store: Option<usize>) -> Result<(),
     // The store's cache, indices and error flag, and its parameter words.
     let mut store_words = [0u32; 7];
     if let Some(st) = store {
-        let (cache, ii) = (&g[st], src_index(g, st, 1)?);
-        let (tc, ti) = (dtype(cache)?, dtype(&g[ii])?);
-        let csize = tc.type_size() as u64;
-        let (bc, bi) = (e.binding(st)?, e.binding(ii)?);
-        let cs = nb_elems(cache, csize)?;
-        let idx_words = if ti == DType::I64 { 2 } else { 1 };
-        store_words = [
-            bc.elem_offset(csize)?,
-            cs[0],
-            cs[1],
-            ne_u32(cache)?[1],
-            bi.elem_offset(4)?,
-            idx_words,
-            st as u32 + 1,
-        ];
+        let RowStore {
+            cache: bc,
+            idx: bi,
+            words,
+            types,
+        } = RowStore::of(e, st)?;
+        let idx_words = if types[1] == DType::I64 { 2 } else { 1 };
+        let [c_off, c_s0, c_s1, c_rows, i_off] = words;
+        store_words = [c_off, c_s0, c_s1, c_rows, i_off, idx_words, st as u32 + 1];
         key = key
             .define("STORE_ROWS", "")
-            .ty("CACHE", type_name(tc))
-            .ty("SRC1", type_name(ti));
+            .ty("CACHE", type_name(types[0]))
+            .ty("SRC1", type_name(types[1]));
         for (name, b) in [("BINDING_CACHE", bc), ("BINDING_IDX", bi)] {
             key = key.define(name, bindings.len().to_string());
             bindings.push(b);

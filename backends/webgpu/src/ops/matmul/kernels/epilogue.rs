@@ -225,23 +225,17 @@ impl EpilogueArgs {
         }
         let mut store_words = [0u32; 5];
         if let Some(st) = f.store {
-            let cache = &g[st];
-            let ii = st_src(cache, 1, g.len())?;
-            let (tc, ti) = (dtype(cache)?, dtype(&g[ii])?);
-            let csize = tc.type_size() as u64;
-            let (bc, bi) = (e.binding(st)?, e.binding(ii)?);
-            let cs = nb_elems(cache, csize)?;
-            store_words = [
-                bc.elem_offset(csize)?,
-                cs[0],
-                cs[1],
-                ne_u32(cache)?[1],
-                bi.elem_offset(4)?,
-            ];
+            let rope::RowStore {
+                cache: bc,
+                idx: bi,
+                words,
+                types,
+            } = rope::RowStore::of(e, st)?;
+            store_words = words;
             key = key
                 .define("EPILOGUE_STORE", "")
-                .ty("CACHE", type_name(tc))
-                .ty("SRC1", type_name(ti));
+                .ty("CACHE", type_name(types[0]))
+                .ty("SRC1", type_name(types[1]));
             key = next(key, "BINDING_CACHE", bc, &mut bindings);
             key = next(key, "BINDING_IDX", bi, &mut bindings);
             let flag = e.error_flag();
@@ -291,13 +285,6 @@ impl EpilogueArgs {
         }
         p
     }
-}
-
-/// Source `k` of `d` as an index below `len`.
-fn st_src(d: &TensorDesc, k: usize, len: usize) -> Result<usize, String> {
-    d.src(k)
-        .filter(|&i| i < len)
-        .ok_or_else(|| format!("source {k} missing"))
 }
 
 #[cfg(test)]
