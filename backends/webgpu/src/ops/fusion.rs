@@ -27,7 +27,7 @@
 //!
 //! A one-column MUL_MAT may also finish its rows itself: the ROPE over
 //! its product and the SET_ROWS storing it into a cache run in its kernel
-//! (`matmul::matvec_epilogue`). Those nodes need not follow it (a layer
+//! (`ops::epilogue`). Those nodes need not follow it (a layer
 //! runs its three projections first); the nodes in between must leave
 //! alone what the fused kernel touches, and the stream skips the later
 //! nodes when it reaches them.
@@ -45,10 +45,9 @@ use backplane_shaders::PipelineKey;
 use crate::encode::{Binding, Encoder, Params};
 use crate::facts::Facts;
 use crate::kept::CopyOrigin;
+use crate::ops::epilogue::{self, Epilogue};
 use crate::ops::layout::set_rows;
-use crate::ops::matmul::{
-    self, Epilogue, GluPair, Q8Copy, glu_pair, matvec_epilogue, quantizes_src1,
-};
+use crate::ops::matmul::{self, GluPair, Q8Copy, glu_pair, quantizes_src1};
 use crate::ops::norm::RowPlan;
 use crate::ops::{is_op, nb_elems, ne_u32, next_compute, overlaps, same_bytes, same_memory};
 use crate::ops::{rope, row_count};
@@ -140,7 +139,7 @@ pub enum Fusion {
     /// A layer's gate and up mat-vecs with their GLU (`matmul::glu_pair`).
     MatVecGlu(GluPair),
     /// A mat-vec finishing its rows with later nodes: the ROPE over it,
-    /// the cache store of it (`matmul::matvec_epilogue`).
+    /// the cache store of it (`ops::epilogue`).
     MatVecEpilogue(Epilogue),
 }
 
@@ -180,7 +179,7 @@ pub fn find(graph: &[TensorDesc], i: usize, facts: &Facts) -> Option<Fusion> {
     if is_op(graph, i, Op::MulMat) {
         return glu_pair::find(graph, i, facts)
             .map(Fusion::MatVecGlu)
-            .or_else(|| matvec_epilogue::find(graph, i, facts).map(Fusion::MatVecEpilogue));
+            .or_else(|| epilogue::find(graph, i, facts).map(Fusion::MatVecEpilogue));
     }
     if is_op(graph, i, Op::SetRows) {
         let j = next_compute(graph, i)?;
@@ -209,7 +208,7 @@ pub fn encode(e: &mut Encoder, f: &Fusion) -> Result<Vec<usize>, String> {
             matmul::encode_glu_pair(e, p, quantized)
         }
         Fusion::MatVecEpilogue(f) => {
-            if matmul::encode_epilogue(e, f)? {
+            if epilogue::encode(e, f)? {
                 return Ok(f.nodes());
             }
             crate::ops::encode(e, f.matmul)?;

@@ -11,6 +11,7 @@
 mod attention;
 mod binary;
 mod conv;
+mod epilogue;
 pub(crate) mod fusion;
 mod layout;
 pub(crate) mod matmul;

@@ -11,7 +11,6 @@ use crate::kept::{ByteRange, CopyOrigin};
 use crate::ops::{dtype, nb_elems, ne_u32, src_index, type_name};
 use crate::pipelines::Checks;
 
-pub(crate) mod epilogue;
 pub(crate) mod glu;
 mod q8;
 mod split;
@@ -412,31 +411,62 @@ pub(super) fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
     encode_with(e, node, None).map(|_| ())
 }
 
-/// Encodes MUL_MAT `node`, finishing its rows with `epilogue` (see
-/// [`epilogue`]) when it takes the mat-vec of one column; `Ok(false)`, and
-/// nothing encoded, when it would take another path.
+/// What a caller adds to the mat-vec of one column (`EPILOGUE` in
+/// `mul_mat_vec.wgsl`, built by `ops::epilogue`): defines and types, the
+/// bindings after the mat-vec's three, the parameter words after its own,
+/// and the node + 1 its error reports name.
+pub(crate) struct MatVecExtra {
+    /// Holds only the added defines and types.
+    pub key: PipelineKey,
+    pub bindings: Vec<Binding>,
+    pub words: Params,
+    pub node1: u32,
+}
+
+impl MatVecExtra {
+    /// `key` with the added defines and types.
+    fn specialise(&self, mut key: PipelineKey) -> PipelineKey {
+        key.defines.extend(self.key.defines.iter().cloned());
+        key.types.extend(self.key.types.iter().cloned());
+        key
+    }
+
+    /// `p` (the mat-vec's words) followed by the added ones.
+    fn params(&self, mut p: Params) -> Params {
+        for &w in self.words.words() {
+            p = p.u32(w);
+        }
+        p
+    }
+}
+
+/// Storage bindings of the mat-vec before a [`MatVecExtra`]'s: weights,
+/// activations, dst.
+pub(crate) const MATVEC_BINDINGS: usize = 3;
+
+/// Encodes MUL_MAT `node`, with `extra` when it takes the mat-vec of one
+/// column; `Ok(false)`, and nothing encoded, when it would take another
+/// path.
 pub(super) fn encode_with(
     e: &mut Encoder,
     node: usize,
-    epilogue: Option<&epilogue::Epilogue>,
+    extra: Option<&MatVecExtra>,
 ) -> Result<bool, String> {
     let g = e.graph;
     let d = &g[node];
     let (ia, ib) = (src_index(g, node, 0)?, src_index(g, node, 1)?);
     let s = Shape::of(&g[ia], &g[ib])?;
     if d.nelements() == 0 {
-        return Ok(epilogue.is_none());
+        return Ok(extra.is_none());
     }
     let w = Weights::new(e, ia)?;
     let out = Dst::new(e, node)?;
     let dense = out.strides[0] == 1;
     let facts = e.facts();
     let path = plan::choose_path(facts, w.ty, &s, dense, facts.tuning.matmul_path);
-    let epilogue = match epilogue {
-        Some(_) if path != (Path::MatVec { cols: 1 }) => return Ok(false),
-        Some(f) => Some(epilogue::EpilogueArgs::new(e, f)?),
-        None => None,
-    };
+    if extra.is_some() && path != (Path::MatVec { cols: 1 }) {
+        return Ok(false);
+    }
     // The cooperative-matrix kernel reads half activations, converted
     // first unless `f32x` asks it to convert f32 ones while staging. They
     // take scratch memory before the weights do, so a copy kept for the
@@ -487,7 +517,7 @@ pub(super) fn encode_with(
         );
     }
     match path {
-        Path::MatVec { cols } => matvec(e, &s, &w, &x, &out, cols, epilogue.as_ref()),
+        Path::MatVec { cols } => matvec(e, &s, &w, &x, &out, cols, extra),
         Path::Tiled => tiled(e, &s, &w, &x, &out, [0, s.m], [0, s.n]),
         Path::CoopMat { emulated } => {
             let m_full = s.m & !15;
@@ -544,7 +574,7 @@ fn matvec(
     x: &Activations,
     d: &Dst,
     cols: u32,
-    epilogue: Option<&epilogue::EpilogueArgs>,
+    extra: Option<&MatVecExtra>,
 ) -> Result<(), String> {
     let mut key = matvec_key(e, w, x, s.k, cols, false);
     let row_groups =
@@ -562,7 +592,7 @@ fn matvec(
         .u32(u32_of(total, "workgroups")?)
         .u32(u32_of(row_groups, "row groups")?)
         .u32(u32_of(col_groups, "column groups")?);
-    let node1 = epilogue.map_or(0, |f| f.node1);
+    let node1 = extra.map_or(0, |f| f.node1);
     let mut p = layout_params(p, w, x, d, false)
         .u32x4([0; 4])
         .u32(0)
@@ -571,10 +601,10 @@ fn matvec(
         p = p.u32(w.scales);
     }
     let mut bindings = vec![w.binding.clone(), x.binding.clone(), d.binding.clone()];
-    if let Some(f) = epilogue {
+    if let Some(f) = extra {
         key = f.specialise(key);
         p = f.params(p);
-        bindings.extend_from_slice(f.bindings());
+        bindings.extend_from_slice(&f.bindings);
     }
     // Trusted: rows and columns past the end are clamped to the last one
     // and never stored, runs past K read the row's first vec4 and are

@@ -30,8 +30,8 @@
 mod kernels;
 pub mod native;
 pub(crate) use kernels::Q8Copy;
-pub(crate) use kernels::epilogue::{self as matvec_epilogue, Epilogue};
 pub(crate) use kernels::glu::{self as glu_pair, GluPair};
+pub(crate) use kernels::{MATVEC_BINDINGS, MatVecExtra};
 pub(crate) mod plan;
 #[cfg(test)]
 mod tests;
@@ -221,20 +221,18 @@ pub(crate) fn encode_glu_pair(
     })
 }
 
-/// Encodes MUL_MAT `f.matmul` with the later nodes its kernel finishes
-/// (`kernels::epilogue`) as one kernel; `Ok(false)`, and nothing encoded,
-/// when a native kernel takes the product or the mat-vec would not (the
-/// caller then encodes the nodes one by one, each in its place).
-pub(crate) fn encode_epilogue(e: &mut Encoder, f: &Epilogue) -> Result<bool, String> {
-    if native::choice(e, f.matmul).is_ok() {
+/// Encodes MUL_MAT `node` as the mat-vec of one column with `extra`
+/// (`ops::epilogue`); `Ok(false)`, and nothing encoded, when a native
+/// kernel takes the product or the mat-vec would not.
+pub(crate) fn encode_with_extra(
+    e: &mut Encoder,
+    node: usize,
+    extra: &MatVecExtra,
+) -> Result<bool, String> {
+    if native::choice(e, node).is_ok() {
         return Ok(false);
     }
-    if !kernels::encode_with(e, f.matmul, Some(f))? {
-        return Ok(false);
-    }
-    // The later nodes wrote their memory now: copies of it are stale.
-    f.later().for_each(|n| e.forget_copies_of(n));
-    Ok(true)
+    kernels::encode_with(e, node, Some(extra))
 }
 
 /// Encodes a supported MUL_MAT / MUL_MAT_ID node.

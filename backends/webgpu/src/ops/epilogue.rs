@@ -15,7 +15,7 @@
 //! the cache), so results keep their bits; a bad cache index is reported
 //! for the SET_ROWS node, as set_rows reports it.
 //!
-//! Only where the separate MUL_MAT would take the mat-vec of one column
+//! Only where the separate MUL_MAT would take the WGSL mat-vec of one column
 //! with two rows per workgroup (a workgroup's two rows are one rotated
 //! pair); anything else is encoded node by node.
 
@@ -26,13 +26,11 @@ use crate::encode::{Binding, Encoder, Params};
 use crate::facts::Facts;
 use crate::ops::layout::set_rows;
 use crate::ops::matmul::plan::{self, Path, Shape};
+use crate::ops::matmul::{self, MATVEC_BINDINGS, MatVecExtra};
 use crate::ops::{dtype, is_op, nb_elems, ne_u32, overlaps, rope, type_name};
 
 /// Compute nodes past the MUL_MAT searched for the ROPE and the store.
 const LOOKAHEAD: usize = 16;
-
-/// Storage bindings of the plain mat-vec: weights, activations, dst.
-const MATVEC_BINDINGS: usize = 3;
 
 /// A MUL_MAT and the later nodes its kernel finishes (graph indices).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -178,113 +176,94 @@ pub fn find(graph: &[TensorDesc], i: usize, facts: &Facts) -> Option<Epilogue> {
     (cache_apart && between_apart && bindings <= facts.max_storage_buffers as usize).then_some(f)
 }
 
-/// What the mat-vec adds for an epilogue: defines, bindings (after its
-/// own three) and parameter words (after its own).
-pub(crate) struct EpilogueArgs {
-    /// Holds only the epilogue's defines and types.
-    key: PipelineKey,
-    bindings: Vec<Binding>,
-    words: Params,
-    /// The SET_ROWS node + 1, for the error flag (`p.node1`); 0 without.
-    pub node1: u32,
+/// What the mat-vec adds for `f`: defines, bindings (after its own
+/// three) and parameter words (after its own).
+fn extra(e: &mut Encoder, f: &Epilogue) -> Result<MatVecExtra, String> {
+    let g = e.graph;
+    let mut key = PipelineKey::new("", "").define("EPILOGUE", "");
+    let mut bindings = Vec::new();
+    let next = |key: PipelineKey, name: &'static str, b: Binding, bs: &mut Vec<Binding>| {
+        let key = key.define(name, (MATVEC_BINDINGS + bs.len()).to_string());
+        bs.push(b);
+        key
+    };
+    let (mut r_ne0, mut off_pos, mut off_ff, mut sff, mut n_ff) = (0, 0, 0, 0, 0);
+    let (mut n_pairs, mut angles) = (0, [0.0f32; 6]);
+    if let Some(r) = f.rope {
+        let d = &g[r];
+        let ip = d.src(1).ok_or("ROPE without positions")?;
+        let bp = e.binding(ip)?;
+        off_pos = bp.elem_offset(4)?;
+        key = next(
+            key.define("EPILOGUE_ROPE", ""),
+            "BINDING_POS",
+            bp,
+            &mut bindings,
+        );
+        if let Some(i_ff) = d.src(2).filter(|&k| k < g.len()) {
+            let bf = e.binding(i_ff)?;
+            off_ff = bf.elem_offset(4)?;
+            sff = nb_elems(&g[i_ff], 4)?[0];
+            n_ff = ne_u32(&g[i_ff])?[0];
+            key = next(key.define("HAS_FF", ""), "BINDING_FF", bf, &mut bindings);
+        }
+        r_ne0 = ne_u32(d)?[0];
+        (n_pairs, angles) = rope::angle_params(d, d.ne[0]);
+    }
+    let mut store_words = [0u32; 5];
+    if let Some(st) = f.store {
+        let rope::RowStore {
+            cache: bc,
+            idx: bi,
+            words,
+            types,
+        } = rope::RowStore::of(e, st)?;
+        store_words = words;
+        key = key
+            .define("EPILOGUE_STORE", "")
+            .ty("CACHE", type_name(types[0]))
+            .ty("SRC1", type_name(types[1]));
+        key = next(key, "BINDING_CACHE", bc, &mut bindings);
+        key = next(key, "BINDING_IDX", bi, &mut bindings);
+        let flag = e.error_flag();
+        key = next(key, "BINDING_FLAG", flag, &mut bindings);
+    }
+    key = key.define(
+        "BINDING_PARAMS",
+        (MATVEC_BINDINGS + bindings.len()).to_string(),
+    );
+    let mut words = Params::new()
+        .u32(r_ne0)
+        .u32(off_pos)
+        .u32(off_ff)
+        .u32(sff)
+        .u32(n_ff)
+        .u32(n_pairs);
+    for a in angles {
+        words = words.f32(a);
+    }
+    for w in store_words {
+        words = words.u32(w);
+    }
+    Ok(MatVecExtra {
+        key,
+        bindings,
+        words,
+        node1: f.store.map_or(0, |s| s as u32 + 1),
+    })
 }
 
-impl EpilogueArgs {
-    /// The epilogue of `f` as the encoder binds it.
-    pub(crate) fn new(e: &mut Encoder, f: &Epilogue) -> Result<EpilogueArgs, String> {
-        let g = e.graph;
-        let mut key = PipelineKey::new("", "").define("EPILOGUE", "");
-        let mut bindings = Vec::new();
-        let next = |key: PipelineKey, name: &'static str, b: Binding, bs: &mut Vec<Binding>| {
-            let key = key.define(name, (MATVEC_BINDINGS + bs.len()).to_string());
-            bs.push(b);
-            key
-        };
-        let (mut r_ne0, mut off_pos, mut off_ff, mut sff, mut n_ff) = (0, 0, 0, 0, 0);
-        let (mut n_pairs, mut angles) = (0, [0.0f32; 6]);
-        if let Some(r) = f.rope {
-            let d = &g[r];
-            let ip = d.src(1).ok_or("ROPE without positions")?;
-            let bp = e.binding(ip)?;
-            off_pos = bp.elem_offset(4)?;
-            key = next(
-                key.define("EPILOGUE_ROPE", ""),
-                "BINDING_POS",
-                bp,
-                &mut bindings,
-            );
-            if let Some(i_ff) = d.src(2).filter(|&k| k < g.len()) {
-                let bf = e.binding(i_ff)?;
-                off_ff = bf.elem_offset(4)?;
-                sff = nb_elems(&g[i_ff], 4)?[0];
-                n_ff = ne_u32(&g[i_ff])?[0];
-                key = next(key.define("HAS_FF", ""), "BINDING_FF", bf, &mut bindings);
-            }
-            r_ne0 = ne_u32(d)?[0];
-            (n_pairs, angles) = rope::angle_params(d, d.ne[0]);
-        }
-        let mut store_words = [0u32; 5];
-        if let Some(st) = f.store {
-            let rope::RowStore {
-                cache: bc,
-                idx: bi,
-                words,
-                types,
-            } = rope::RowStore::of(e, st)?;
-            store_words = words;
-            key = key
-                .define("EPILOGUE_STORE", "")
-                .ty("CACHE", type_name(types[0]))
-                .ty("SRC1", type_name(types[1]));
-            key = next(key, "BINDING_CACHE", bc, &mut bindings);
-            key = next(key, "BINDING_IDX", bi, &mut bindings);
-            let flag = e.error_flag();
-            key = next(key, "BINDING_FLAG", flag, &mut bindings);
-        }
-        key = key.define(
-            "BINDING_PARAMS",
-            (MATVEC_BINDINGS + bindings.len()).to_string(),
-        );
-        let mut words = Params::new()
-            .u32(r_ne0)
-            .u32(off_pos)
-            .u32(off_ff)
-            .u32(sff)
-            .u32(n_ff)
-            .u32(n_pairs);
-        for a in angles {
-            words = words.f32(a);
-        }
-        for w in store_words {
-            words = words.u32(w);
-        }
-        Ok(EpilogueArgs {
-            key,
-            bindings,
-            words,
-            node1: f.store.map_or(0, |s| s as u32 + 1),
-        })
+/// Encodes `f` as one kernel; `Ok(false)`, and nothing encoded, when a
+/// native kernel takes the product or the mat-vec would not (the stream
+/// then encodes the nodes one by one, each in its place).
+pub fn encode(e: &mut Encoder, f: &Epilogue) -> Result<bool, String> {
+    let extra = extra(e, f)?;
+    if !matmul::encode_with_extra(e, f.matmul, &extra)? {
+        return Ok(false);
     }
-
-    /// `key` with the epilogue's defines and types.
-    pub(crate) fn specialise(&self, mut key: PipelineKey) -> PipelineKey {
-        key.defines.extend(self.key.defines.iter().cloned());
-        key.types.extend(self.key.types.iter().cloned());
-        key
-    }
-
-    /// The epilogue's bindings, after the mat-vec's.
-    pub(crate) fn bindings(&self) -> &[Binding] {
-        &self.bindings
-    }
-
-    /// `p` (the mat-vec's words) followed by the epilogue's.
-    pub(crate) fn params(&self, mut p: Params) -> Params {
-        for &w in self.words.words() {
-            p = p.u32(w);
-        }
-        p
-    }
+    // The later nodes wrote their memory now: copies of it are stale.
+    f.later().for_each(|n| e.forget_copies_of(n));
+    Ok(true)
 }
 
 #[cfg(test)]
