@@ -10,8 +10,12 @@ use crate::encode::{Binding, Encoder, Params};
 use crate::kept::{ByteRange, CopyOrigin};
 use crate::ops::{dtype, nb_elems, ne_u32, src_index, type_name};
 use crate::pipelines::Checks;
+pub(crate) use extra::{MATVEC_BINDINGS, MatVecExtra};
+pub(super) use id::encode_id;
 
+mod extra;
 pub(crate) mod glu;
+mod id;
 mod q8;
 mod split;
 
@@ -411,39 +415,6 @@ pub(super) fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
     encode_with(e, node, None).map(|_| ())
 }
 
-/// What a caller adds to the mat-vec of one column (`EPILOGUE` in
-/// `mul_mat_vec.wgsl`, built by `ops::epilogue`): defines and types, the
-/// bindings after the mat-vec's three, the parameter words after its own,
-/// and the node + 1 its error reports name.
-pub(crate) struct MatVecExtra {
-    /// Holds only the added defines and types.
-    pub key: PipelineKey,
-    pub bindings: Vec<Binding>,
-    pub words: Params,
-    pub node1: u32,
-}
-
-impl MatVecExtra {
-    /// `key` with the added defines and types.
-    fn specialise(&self, mut key: PipelineKey) -> PipelineKey {
-        key.defines.extend(self.key.defines.iter().cloned());
-        key.types.extend(self.key.types.iter().cloned());
-        key
-    }
-
-    /// `p` (the mat-vec's words) followed by the added ones.
-    fn params(&self, mut p: Params) -> Params {
-        for &w in self.words.words() {
-            p = p.u32(w);
-        }
-        p
-    }
-}
-
-/// Storage bindings of the mat-vec before a [`MatVecExtra`]'s: weights,
-/// activations, dst.
-pub(crate) const MATVEC_BINDINGS: usize = 3;
-
 /// Encodes MUL_MAT `node`, with `extra` when it takes the mat-vec of one
 /// column; `Ok(false)`, and nothing encoded, when it would take another
 /// path.
@@ -803,56 +774,4 @@ pub(super) fn sum_split_planes(
         &p,
         plane.div_ceil(u64::from(CONVERT_WG)),
     )
-}
-
-/// Encodes MUL_MAT_ID: the mat-vec kernel over (row groups, slot, token).
-pub(super) fn encode_id(e: &mut Encoder, node: usize) -> Result<(), String> {
-    let g = e.graph;
-    let d: &TensorDesc = &g[node];
-    let (ia, ib, ii) = (
-        src_index(g, node, 0)?,
-        src_index(g, node, 1)?,
-        src_index(g, node, 2)?,
-    );
-    if d.nelements() == 0 {
-        return Ok(());
-    }
-    let (a, b, ids) = (&g[ia], &g[ib], &g[ii]);
-    let (k, m, ne11) = (a.ne[0] as u64, a.ne[1] as u64, b.ne[1] as u64);
-    let (n_used, n_tok) = (ids.ne[0] as u64, ids.ne[1] as u64);
-    let w = Weights::for_matvec(e, ia)?;
-    let x = Activations::for_matvec(e, ib, w.ty)?;
-    let out = Dst::new(e, node)?;
-    let bi = e.binding(ii)?;
-    let nb_ids = nb_elems(ids, 4)?;
-    let flag = e.error_flag();
-    let key = matvec_key(e, &w, &x, k, 1, true);
-    let row_groups = m.div_ceil(u64::from(plan::matvec_rows(&e.facts().tuning)));
-    let total = row_groups * n_used * n_tok;
-    let p = Params::new()
-        .u32(u32_of(k, "K")?)
-        .u32(u32_of(m, "M")?)
-        .u32(u32_of(ne11, "ne11")?)
-        .u32(1)
-        .u32(1)
-        .u32(1)
-        .u32(u32_of(w.units(k, &x), "units")?)
-        .u32(u32_of(total, "workgroups")?)
-        .u32(u32_of(row_groups, "row groups")?)
-        .u32(1);
-    let p = layout_params(p, &w, &x, &out, false)
-        .u32(bi.elem_offset(4)?)
-        .u32(nb_ids[0])
-        .u32(nb_ids[1])
-        .u32(u32_of(n_used, "n_used")?)
-        .u32(u32_of(a.ne[2] as u64, "experts")?)
-        .u32(e.node as u32 + 1);
-    let bindings = [
-        w.binding.clone(),
-        x.binding.clone(),
-        out.binding.clone(),
-        bi,
-        flag,
-    ];
-    e.dispatch_linear(&key, Checks::On, &bindings, &p, total)
 }
