@@ -26,9 +26,9 @@
 // blocks' heads after all quants from byte w_scales (q4_0: its half
 // scale, 2 bytes; q4_K: d, dmin and the scales, one vec4).
 //
-// EPILOGUE (one column, NROWS = 2, the host's ops::matmul epilogue
-// fusion): the product's rows go on to what the next nodes would make of
-// them, in the same kernel and with the same bits:
+// EPILOGUE (one column, NROWS = 2, the host's ops::epilogue fusion):
+// the product's rows go on to what the next nodes would make of them, in
+// the same kernel and with the same bits:
 // - EPILOGUE_ROPE: the ROPE over the product (normal mode, one token,
 //   rows of r_ne0 values, in place), as rope.wgsl rotates it; a
 //   workgroup's two rows are one pair (r_ne0 is even);

@@ -27,7 +27,7 @@ use crate::facts::Facts;
 use crate::ops::layout::set_rows;
 use crate::ops::matmul::plan::{self, Path, Shape};
 use crate::ops::matmul::{self, MATVEC_BINDINGS, MatVecExtra};
-use crate::ops::{dtype, is_op, nb_elems, ne_u32, overlaps, rope, type_name};
+use crate::ops::{dtype, is_compute, is_op, nb_elems, ne_u32, overlaps, rope, type_name};
 
 /// Compute nodes past the MUL_MAT searched for the ROPE and the store.
 const LOOKAHEAD: usize = 16;
@@ -61,10 +61,6 @@ impl Epilogue {
 fn sources(graph: &[TensorDesc], n: usize) -> impl Iterator<Item = &TensorDesc> {
     let d = &graph[n];
     (0..d.src.len()).filter_map(move |k| d.src(k).and_then(|s| graph.get(s)))
-}
-
-fn is_compute(d: &TensorDesc) -> bool {
-    d.op().is_ok_and(|op| op != Op::None && !op.is_view())
 }
 
 /// The first compute node after `from` (within [`LOOKAHEAD`]) that reads

@@ -31,14 +31,14 @@ use backplane_abi::{DType, GluOp, Op, TensorDesc};
 use crate::encode::Encoder;
 use crate::facts::Facts;
 
-/// The next node after `i` that computes something (views and leaves run
-/// nothing).
+/// Whether node `d` computes something (views and leaves run nothing).
+pub(crate) fn is_compute(d: &TensorDesc) -> bool {
+    d.op().is_ok_and(|op| op != Op::None && !op.is_view())
+}
+
+/// The next node after `i` that computes something.
 pub(crate) fn next_compute(graph: &[TensorDesc], i: usize) -> Option<usize> {
-    (i + 1..graph.len()).find(|&j| {
-        graph[j]
-            .op()
-            .is_ok_and(|op| op != Op::None && !op.is_view())
-    })
+    (i + 1..graph.len()).find(|&j| is_compute(&graph[j]))
 }
 
 /// Whether the op of `graph[i]` is `op`.
