@@ -52,14 +52,16 @@ pub(super) fn transpose8(r: &mut [__m256; 8]) {
 
 /// Packs elements `k0..k0 + kc` of `rows` weight rows of kind `T` (rows
 /// `lda` bytes apart from `a`) into `dst` (any alignment):
-/// `rows.div_ceil(MR)` groups of `kc * MR` floats, element `k` of row
-/// `g * MR + r` at float `(g * kc + k) * MR + r`, rows past `rows` zero.
+/// `rows.div_ceil(S * MR) * S` groups of `kc * MR` floats (or halves,
+/// when `H`), element `k` of row `g * MR + r` at `(g * kc + k) * MR + r`,
+/// rows past `rows` zero. `S` is the number of such groups a kernel's
+/// call takes ([`super::gemm512`] takes two).
 ///
 /// # Safety
 /// Every row must cover `k0 + kc` elements; `dst` must hold
-/// `rows.div_ceil(MR) * kc * MR` floats.
+/// `rows.div_ceil(S * MR) * S * kc * MR` elements.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn pack<const T: u8, const H: bool>(
+pub(super) unsafe fn pack<const T: u8, const H: bool, const S: usize>(
     a: *const u8,
     lda: usize,
     rows: usize,
@@ -70,7 +72,7 @@ unsafe fn pack<const T: u8, const H: bool>(
     let dst = dst.cast::<f32>();
     let es = if T == F32 { 4 } else { 2 };
     let k8 = kc / 8 * 8;
-    for g in 0..rows.div_ceil(MR) {
+    for g in 0..rows.div_ceil(S * MR) * S {
         let out = dst.wrapping_add(g * kc * MR);
         let half_out = dst.cast::<u16>().wrapping_add(g * kc * MR);
         for half in 0..2 {
@@ -126,7 +128,7 @@ unsafe fn pack<const T: u8, const H: bool>(
 /// As [`crate::simd::PackFn`]; the CPU must have AVX2, FMA and F16C.
 pub unsafe fn pack_f32(a: *const u8, lda: usize, rows: usize, k0: usize, kc: usize, d: *mut u8) {
     // SAFETY: forwarded contract.
-    unsafe { pack::<F32, false>(a, lda, rows, k0, kc, d) }
+    unsafe { pack::<F32, false, 1>(a, lda, rows, k0, kc, d) }
 }
 
 /// [`crate::simd::PackFn`] for f16 weights.
@@ -135,7 +137,7 @@ pub unsafe fn pack_f32(a: *const u8, lda: usize, rows: usize, k0: usize, kc: usi
 /// As [`crate::simd::PackFn`]; the CPU must have AVX2, FMA and F16C.
 pub unsafe fn pack_f16(a: *const u8, lda: usize, rows: usize, k0: usize, kc: usize, d: *mut u8) {
     // SAFETY: forwarded contract.
-    unsafe { pack::<F16, false>(a, lda, rows, k0, kc, d) }
+    unsafe { pack::<F16, false, 1>(a, lda, rows, k0, kc, d) }
 }
 
 /// [`crate::simd::PackFn`] for f16 weights kept in f16 ([`panel_f16`]).
@@ -151,7 +153,7 @@ pub unsafe fn pack_f16_half(
     d: *mut u8,
 ) {
     // SAFETY: forwarded contract.
-    unsafe { pack::<F16, true>(a, lda, rows, k0, kc, d) }
+    unsafe { pack::<F16, true, 1>(a, lda, rows, k0, kc, d) }
 }
 
 /// [`crate::simd::PackFn`] for bf16 weights.
@@ -160,7 +162,7 @@ pub unsafe fn pack_f16_half(
 /// As [`crate::simd::PackFn`]; the CPU must have AVX2, FMA and F16C.
 pub unsafe fn pack_bf16(a: *const u8, lda: usize, rows: usize, k0: usize, kc: usize, d: *mut u8) {
     // SAFETY: forwarded contract.
-    unsafe { pack::<BF16, false>(a, lda, rows, k0, kc, d) }
+    unsafe { pack::<BF16, false, 1>(a, lda, rows, k0, kc, d) }
 }
 
 /// One `MR x N` micro-tile: `kc` steps of packed rows `a` times the

@@ -21,6 +21,7 @@
 pub mod convert;
 mod float;
 mod gemm;
+mod gemm512;
 mod gemv;
 mod k6gemm;
 mod kgemm;
@@ -82,12 +83,15 @@ pub fn kernel(dtype: DType) -> Option<MatKernel> {
         ..kern
     };
     Some(match dtype {
-        DType::F32 => with_gemm(k(float::tile_f32, 4, 3, 512), gemm::pack_f32),
+        DType::F32 => with_gemm(
+            k(float::tile_f32, 4, 3, 512),
+            wide_or(gemm512::pack_f32, gemm::pack_f32),
+        ),
         DType::F16 => MatKernel {
             gemm: Some(Gemm {
-                pack: gemm::pack_f16_half,
-                panel: gemm::panel_f16,
-                group_bytes: 2 * gemm::MR,
+                pack: wide_or(gemm512::pack_f16_half, gemm::pack_f16_half),
+                panel: wide_or(gemm512::panel_f16, gemm::panel_f16),
+                group_bytes: 2 * wide_or(gemm512::MR, gemm::MR),
                 // Longer calls (fewer output passes); the f16 block of
                 // 256 x 1024 weights fills L2 as 128 x 256 f32 ones do not.
                 mc: 256,
@@ -96,7 +100,10 @@ pub fn kernel(dtype: DType) -> Option<MatKernel> {
             }),
             ..k(float::tile_f16, 4, 3, 1024)
         },
-        DType::BF16 => with_gemm(k(float::tile_bf16, 4, 3, 1024), gemm::pack_bf16),
+        DType::BF16 => with_gemm(
+            k(float::tile_bf16, 4, 3, 1024),
+            wide_or(gemm512::pack_bf16, gemm::pack_bf16),
+        ),
         DType::Q4_0 => with_qgemm(
             MatKernel {
                 mr_vec: gemv::ROWS,
@@ -183,7 +190,11 @@ pub fn repacked_kernel(dtype: DType) -> Option<MatKernel> {
         DType::Q4_K => (repacked::tile_q4_kx8, kgemm::pack_q4_kx8, DType::Q4_K),
         DType::Q6_K if vnni => (repacked::tile_q6_kx8_vnni, no_pack, DType::Q6_K),
         DType::Q6_K => (repacked::tile_q6_kx8, no_pack, DType::Q6_K),
-        DType::F16 => (repacked::tile_f16x8, repacked::pack_f16x8_half, DType::F16),
+        DType::F16 => (
+            repacked::tile_f16x8,
+            wide_or(repacked::pack_f16x8_half_x2, repacked::pack_f16x8_half),
+            DType::F16,
+        ),
         _ => return None,
     };
     let ggml = kernel(base)?;
@@ -222,21 +233,29 @@ pub fn repacked_kernel(dtype: DType) -> Option<MatKernel> {
 /// (never called: `gemm` is then `None`).
 unsafe fn no_pack(_: *const u8, _: usize, _: usize, _: usize, _: usize, _: *mut u8) {}
 
-/// The packed GEMM of float weights packed as f32 by `pack`: the whole
-/// of up to 1020 columns per block (the weights are packed once per row
-/// block and K panel, whatever the column count), activations packed.
+/// `wide` where the CPU runs the 512-bit float GEMM of [`gemm512`],
+/// else `narrow`: the packs, panels and shapes of the two go together.
+fn wide_or<T>(wide: T, narrow: T) -> T {
+    if gemm512::available() { wide } else { narrow }
+}
+
+/// The packed GEMM of float weights packed as f32 by `pack` (the 512-bit
+/// kernel's pack where [`wide_or`] picks it): the whole of up to about
+/// 1,000 columns per block (the weights are packed once per row block and
+/// K panel, whatever the column count), activations packed.
 fn float_gemm(pack: PackFn) -> Gemm {
+    let (mr, nr) = wide_or((gemm512::MR, gemm512::NR), (gemm::MR, gemm::NR));
     Gemm {
         pack,
-        panel: gemm::panel,
+        panel: wide_or(gemm512::panel, gemm::panel),
         vt: DType::F32,
         b_scales: false,
         b_packed: true,
-        mr: gemm::MR,
-        nr: gemm::NR,
-        group_bytes: 4 * gemm::MR,
+        mr,
+        nr,
+        group_bytes: 4 * mr,
         mc: 128,
-        nc: 170 * gemm::NR,
+        nc: 1024 / nr * nr,
         kc: 256,
         min_n: 16,
     }

@@ -556,8 +556,43 @@ pub unsafe fn pack_f16x8_half(
     kc: usize,
     d: *mut u8,
 ) {
+    // SAFETY: forwarded contract.
+    unsafe { pack_f16x8::<1>(a, lda, rows, k0, kc, d) }
+}
+
+/// [`pack_f16x8_half`] for the AVX-512 f16 GEMM of
+/// [`super::gemm512::panel_f16`], whose groups are two of those groups.
+///
+/// # Safety
+/// As [`pack_f16x8_half`].
+pub unsafe fn pack_f16x8_half_x2(
+    a: *const u8,
+    lda: usize,
+    rows: usize,
+    k0: usize,
+    kc: usize,
+    d: *mut u8,
+) {
+    // SAFETY: forwarded contract.
+    unsafe { pack_f16x8::<2>(a, lda, rows, k0, kc, d) }
+}
+
+/// Packs `rows.div_ceil(S * 16) * S` groups of 16 rows as
+/// [`pack_f16x8_half`] describes, rows past `rows` zero.
+///
+/// # Safety
+/// As [`pack_f16x8_half`].
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn pack_f16x8<const S: usize>(
+    a: *const u8,
+    lda: usize,
+    rows: usize,
+    k0: usize,
+    kc: usize,
+    d: *mut u8,
+) {
     const MR: usize = super::gemm::MR;
-    for g in 0..rows.div_ceil(MR) {
+    for g in 0..rows.div_ceil(S * MR) * S {
         for half in 0..MR / ROWS {
             let r0 = g * MR + half * ROWS;
             let src = a.wrapping_add(r0 * lda + 16 * k0);
