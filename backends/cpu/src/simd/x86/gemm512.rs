@@ -263,10 +263,28 @@ mod tests {
             let cols: Vec<Vec<f32>> = (0..n).map(|_| (0..kc).map(|_| next()).collect()).collect();
             let narrow = n.min(gemm::NR);
             let cols_narrow = &cols[..narrow];
-            let want16 = run(gemm::pack_f16_half, gemm::panel_f16, gemm::MR, &w16, 2, rows, kc, cols_narrow);
+            let want16 = run(
+                gemm::pack_f16_half,
+                gemm::panel_f16,
+                gemm::MR,
+                &w16,
+                2,
+                rows,
+                kc,
+                cols_narrow,
+            );
             let got16 = run(pack_f16_half, panel_f16, MR, &w16, 2, rows, kc, cols_narrow);
             assert_eq!(want16, got16, "f16, {narrow} columns");
-            let want32 = run(gemm::pack_f32, gemm::panel, gemm::MR, &w32b, 4, rows, kc, cols_narrow);
+            let want32 = run(
+                gemm::pack_f32,
+                gemm::panel,
+                gemm::MR,
+                &w32b,
+                4,
+                rows,
+                kc,
+                cols_narrow,
+            );
             let got32 = run(pack_f32, panel, MR, &w32b, 4, rows, kc, cols_narrow);
             assert_eq!(want32, got32, "f32, {narrow} columns");
             // The widths the 256-bit kernel has no tile for, against f64.
@@ -280,7 +298,10 @@ mod tests {
                         })
                         .sum();
                     let got = all[j * rows + r] as f64;
-                    assert!((got - want).abs() < 1e-4, "row {r} column {j}: {got} vs {want}");
+                    assert!(
+                        (got - want).abs() < 1e-4,
+                        "row {r} column {j}: {got} vs {want}"
+                    );
                 }
             }
         }

@@ -22,17 +22,17 @@ pub const MR: usize = 8;
 pub const GROUP_BYTES: usize = 10;
 
 /// Packed bytes per super-block of a group, and the offsets inside it.
-const SB: usize = 256 * GROUP_BYTES;
-const OFF_D: usize = 0;
-const OFF_DMIN: usize = 32;
-const OFF_SC: usize = 64;
-const OFF_MIN: usize = 320;
-const OFF_Q: usize = 448;
+pub(super) const SB: usize = 256 * GROUP_BYTES;
+pub(super) const OFF_D: usize = 0;
+pub(super) const OFF_DMIN: usize = 32;
+pub(super) const OFF_SC: usize = 64;
+pub(super) const OFF_MIN: usize = 320;
+pub(super) const OFF_Q: usize = 448;
 
 /// q4_K super-block bytes; q8_K block bytes and field offsets.
 const A_BYTES: usize = 144;
-const B_BYTES: usize = 292;
-const B_QS: usize = 4;
+pub(super) const B_BYTES: usize = 292;
+pub(super) const B_QS: usize = 4;
 
 /// A zero q4_K super-block, read for the missing rows of a last group.
 static ZERO: [u8; A_BYTES] = [0; A_BYTES];
@@ -41,10 +41,44 @@ static ZERO: [u8; A_BYTES] = [0; A_BYTES];
 ///
 /// # Safety
 /// As [`crate::simd::PackFn`]; the CPU must have AVX2, FMA and F16C.
-#[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn pack_q4_k(a: *const u8, lda: usize, rows: usize, k0: usize, kc: usize, dst: *mut u8) {
+    // SAFETY: forwarded contract.
+    unsafe { pack_ggml::<1>(a, lda, rows, k0, kc, dst) }
+}
+
+/// [`crate::simd::PackFn`] for q4_K weights and the 512-bit panel of
+/// [`super::kgemm512`]: groups of 16 rows, two eight-row groups
+/// interleaved vector by vector ([`write_group`]).
+///
+/// # Safety
+/// As [`crate::simd::PackFn`]; the CPU must have AVX2, FMA and F16C.
+pub unsafe fn pack_q4_k_x2(
+    a: *const u8,
+    lda: usize,
+    rows: usize,
+    k0: usize,
+    kc: usize,
+    dst: *mut u8,
+) {
+    // SAFETY: forwarded contract.
+    unsafe { pack_ggml::<2>(a, lda, rows, k0, kc, dst) }
+}
+
+/// Packs ggml-layout q4_K rows in groups of `S` eight-row groups.
+///
+/// # Safety
+/// As [`crate::simd::PackFn`]; the CPU must have AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn pack_ggml<const S: usize>(
+    a: *const u8,
+    lda: usize,
+    rows: usize,
+    k0: usize,
+    kc: usize,
+    dst: *mut u8,
+) {
     let (sb0, nsb) = (k0 / 256, kc / 256);
-    for g in 0..rows.div_ceil(MR) {
+    for g in 0..rows.div_ceil(S * MR) * S {
         let live = rows.saturating_sub(g * MR).min(MR);
         for i in 0..nsb {
             let row: [*const u8; MR] = std::array::from_fn(|r| {
@@ -54,9 +88,9 @@ pub unsafe fn pack_q4_k(a: *const u8, lda: usize, rows: usize, k0: usize, kc: us
                     ZERO.as_ptr()
                 }
             });
-            let out = dst.wrapping_add((g * nsb + i) * SB);
-            // SAFETY: every row pointer covers a super-block; `out` has SB
-            // bytes for this group and super-block.
+            let out = dst.wrapping_add(((g / S * nsb + i) * S) * SB);
+            // SAFETY: every row pointer covers a super-block; `out` has
+            // S * SB bytes for this group and super-block.
             unsafe {
                 let q: [[__m256i; 8]; 4] = std::array::from_fn(|ch| {
                     let mut q: [__m256; 8] = std::array::from_fn(|r| {
@@ -65,7 +99,7 @@ pub unsafe fn pack_q4_k(a: *const u8, lda: usize, rows: usize, k0: usize, kc: us
                     super::gemm::transpose8(&mut q);
                     q.map(|x| _mm256_castps_si256(x))
                 });
-                write_group(out, &super::gemv::k4_lanes(row), &q);
+                write_group::<S>(out, g % S, &super::gemv::k4_lanes(row), &q);
             }
         }
     }
@@ -77,7 +111,6 @@ pub unsafe fn pack_q4_k(a: *const u8, lda: usize, rows: usize, k0: usize, kc: us
 /// # Safety
 /// As [`crate::simd::PackFn`], with `a` at a repacked group and `rows` a
 /// multiple of eight; the CPU must have AVX2, FMA and F16C.
-#[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn pack_q4_kx8(
     a: *const u8,
     lda: usize,
@@ -86,50 +119,105 @@ pub unsafe fn pack_q4_kx8(
     kc: usize,
     dst: *mut u8,
 ) {
+    // SAFETY: forwarded contract.
+    unsafe { pack_repacked::<1>(a, lda, rows, k0, kc, dst) }
+}
+
+/// [`pack_q4_kx8`] for the 512-bit panel of [`super::kgemm512`] (as
+/// [`pack_q4_k_x2`] lays groups out; a missing second eight rows zero).
+///
+/// # Safety
+/// As [`pack_q4_kx8`].
+pub unsafe fn pack_q4_kx8_x2(
+    a: *const u8,
+    lda: usize,
+    rows: usize,
+    k0: usize,
+    kc: usize,
+    dst: *mut u8,
+) {
+    // SAFETY: forwarded contract.
+    unsafe { pack_repacked::<2>(a, lda, rows, k0, kc, dst) }
+}
+
+/// Packs repacked q4_K groups in groups of `S` eight-row groups.
+///
+/// # Safety
+/// As [`pack_q4_kx8`].
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn pack_repacked<const S: usize>(
+    a: *const u8,
+    lda: usize,
+    rows: usize,
+    k0: usize,
+    kc: usize,
+    dst: *mut u8,
+) {
     let (sb0, nsb) = (k0 / 256, kc / 256);
-    for g in 0..rows / MR {
+    for g in 0..rows.div_ceil(S * MR) * S {
         for i in 0..nsb {
             let src = a.wrapping_add(g * MR * lda + (sb0 + i) * MR * A_BYTES);
-            let out = dst.wrapping_add((g * nsb + i) * SB);
-            // SAFETY: the group covers super-block sb0 + i; `out` has SB
-            // bytes for this group and super-block.
+            let out = dst.wrapping_add(((g / S * nsb + i) * S) * SB);
+            // SAFETY: the group covers super-block sb0 + i when it holds
+            // rows; `out` has S * SB bytes for this group and super-block.
             unsafe {
+                if g * MR >= rows {
+                    let zero = _mm256_setzero_si256();
+                    let q = [[zero; 8]; 4];
+                    let s = super::gemv::K4Lanes {
+                        d: _mm256_setzero_ps(),
+                        dmin: _mm256_setzero_ps(),
+                        sc: [zero; 8],
+                        mn: [zero; 4],
+                    };
+                    write_group::<S>(out, g % S, &s, &q);
+                    continue;
+                }
                 let hdr: [__m256i; 4] = std::array::from_fn(|t| load256(src.add(32 * t)));
                 let q: [[__m256i; 8]; 4] = std::array::from_fn(|ch| {
                     std::array::from_fn(|t| load256(src.add(128 + 32 * (8 * ch + t))))
                 });
-                write_group(out, &super::gemv::k4_lanes_of(hdr), &q);
+                write_group::<S>(out, g % S, &super::gemv::k4_lanes_of(hdr), &q);
             }
         }
     }
 }
 
-/// Writes one packed super-block of a group: headers `s` and, per
-/// 64-weight chunk, the eight 4-byte slices of quants in lanes.
+/// Writes one packed super-block of eight rows: headers `s` and, per
+/// 64-weight chunk, the eight 4-byte slices of quants in lanes. With
+/// `S == 2` the block is half `part` of a 16-row block whose 32-byte
+/// vectors alternate between the two halves, so that one 64-byte load at
+/// twice a vector's offset holds the vector of all 16 rows.
 ///
 /// # Safety
-/// `out` must have [`SB`] bytes.
+/// `out` must have `S * SB` bytes.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn write_group(out: *mut u8, s: &super::gemv::K4Lanes, q: &[[__m256i; 8]; 4]) {
+unsafe fn write_group<const S: usize>(
+    out: *mut u8,
+    part: usize,
+    s: &super::gemv::K4Lanes,
+    q: &[[__m256i; 8]; 4],
+) {
     let m4 = _mm256_set1_epi8(0x0F);
+    let at = |off: usize| out.wrapping_add(off * S + 32 * part);
     // SAFETY: caller's contract.
     unsafe {
-        _mm256_storeu_ps(out.add(OFF_D).cast(), s.d);
-        _mm256_storeu_ps(out.add(OFF_DMIN).cast(), s.dmin);
+        _mm256_storeu_ps(at(OFF_D).cast(), s.d);
+        _mm256_storeu_ps(at(OFF_DMIN).cast(), s.dmin);
         for (sb, v) in s.sc.iter().enumerate() {
-            _mm256_storeu_si256(out.add(OFF_SC + 32 * sb).cast(), *v);
+            _mm256_storeu_si256(at(OFF_SC + 32 * sb).cast(), *v);
         }
         for (p, v) in s.mn.iter().enumerate() {
-            _mm256_storeu_si256(out.add(OFF_MIN + 32 * p).cast(), *v);
+            _mm256_storeu_si256(at(OFF_MIN + 32 * p).cast(), *v);
         }
         for (ch, qc) in q.iter().enumerate() {
-            let base = out.add(OFF_Q + 32 * 16 * ch);
+            let base = OFF_Q + 32 * 16 * ch;
             for (t, v) in qc.iter().enumerate() {
                 let lo = _mm256_and_si256(*v, m4);
                 let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(*v), m4);
-                _mm256_storeu_si256(base.add(32 * t).cast(), lo);
-                _mm256_storeu_si256(base.add(32 * (8 + t)).cast(), hi);
+                _mm256_storeu_si256(at(base + 32 * t).cast(), lo);
+                _mm256_storeu_si256(at(base + 32 * (8 + t)).cast(), hi);
             }
         }
     }

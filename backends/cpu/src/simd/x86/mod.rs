@@ -25,6 +25,7 @@ mod gemm512;
 mod gemv;
 mod k6gemm;
 mod kgemm;
+mod kgemm512;
 mod kquants;
 mod legacy;
 mod qgemm;
@@ -142,8 +143,14 @@ pub fn kernel(dtype: DType) -> Option<MatKernel> {
         DType::Q4_K => MatKernel {
             mr_vec: gemv::ROWS,
             gemm: Some(Gemm {
-                pack: kgemm::pack_q4_k,
-                panel: if vnni() {
+                pack: if kgemm512::available() {
+                    kgemm::pack_q4_k_x2
+                } else {
+                    kgemm::pack_q4_k
+                },
+                panel: if kgemm512::available() {
+                    kgemm512::panel_q4_k
+                } else if vnni() {
                     kgemm::panel_q4_k_vnni
                 } else {
                     kgemm::panel_q4_k
@@ -151,9 +158,17 @@ pub fn kernel(dtype: DType) -> Option<MatKernel> {
                 vt: DType::Q8_K,
                 b_scales: false,
                 b_packed: false,
-                mr: kgemm::MR,
+                mr: if kgemm512::available() {
+                    kgemm512::MR
+                } else {
+                    kgemm::MR
+                },
                 nr: 4,
-                group_bytes: kgemm::GROUP_BYTES,
+                group_bytes: if kgemm512::available() {
+                    kgemm512::GROUP_BYTES
+                } else {
+                    kgemm::GROUP_BYTES
+                },
                 mc: 64,
                 nc: 64,
                 kc: 1024,
@@ -186,6 +201,11 @@ pub fn repacked_kernel(dtype: DType) -> Option<MatKernel> {
             DType::Q8_0,
         ),
         DType::Q8_0 => (repacked::tile_q8_0x8, repacked::pack_q8_0x8, DType::Q8_0),
+        DType::Q4_K if kgemm512::available() => (
+            repacked::tile_q4_kx8_vnni,
+            kgemm::pack_q4_kx8_x2,
+            DType::Q4_K,
+        ),
         DType::Q4_K if vnni => (repacked::tile_q4_kx8_vnni, kgemm::pack_q4_kx8, DType::Q4_K),
         DType::Q4_K => (repacked::tile_q4_kx8, kgemm::pack_q4_kx8, DType::Q4_K),
         DType::Q6_K if vnni => (repacked::tile_q6_kx8_vnni, no_pack, DType::Q6_K),
