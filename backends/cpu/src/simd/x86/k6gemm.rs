@@ -35,7 +35,6 @@ const OFF_Q: usize = OFF_SC + 16 * 32;
 /// # Safety
 /// As [`crate::simd::PackFn`], with `a` at a repacked group and `rows` a
 /// multiple of eight; the CPU must have AVX2, FMA and F16C.
-#[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn pack_q6_kx8(
     a: *const u8,
     lda: usize,
@@ -44,15 +43,59 @@ pub unsafe fn pack_q6_kx8(
     kc: usize,
     dst: *mut u8,
 ) {
+    // SAFETY: forwarded contract.
+    unsafe { pack::<1>(a, lda, rows, k0, kc, dst) }
+}
+
+/// [`pack_q6_kx8`] for [`panel_q6_k_512`]: groups of 16 rows, two
+/// eight-row groups with their 32-byte vectors interleaved (one 64-byte
+/// load at twice a vector's offset holds all 16 rows), a missing second
+/// eight rows zero.
+///
+/// # Safety
+/// As [`pack_q6_kx8`].
+pub unsafe fn pack_q6_kx8_x2(
+    a: *const u8,
+    lda: usize,
+    rows: usize,
+    k0: usize,
+    kc: usize,
+    dst: *mut u8,
+) {
+    // SAFETY: forwarded contract.
+    unsafe { pack::<2>(a, lda, rows, k0, kc, dst) }
+}
+
+/// Packs repacked q6_K groups in groups of `S` eight-row groups.
+///
+/// # Safety
+/// As [`pack_q6_kx8`].
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn pack<const S: usize>(
+    a: *const u8,
+    lda: usize,
+    rows: usize,
+    k0: usize,
+    kc: usize,
+    dst: *mut u8,
+) {
     let (sb0, nsb) = (k0 / 256, kc / 256);
-    for g in 0..rows / MR {
+    for g in 0..rows.div_ceil(S * MR) * S {
         for i in 0..nsb {
             let src = a.wrapping_add(g * MR * lda + (sb0 + i) * Q6_GROUP_BLOCK);
-            let out = dst.wrapping_add((g * nsb + i) * SB);
-            // SAFETY: the group covers super-block sb0 + i; `out` has SB
-            // bytes for this group and super-block.
+            let base = dst.wrapping_add(((g / S * nsb + i) * S) * SB);
+            let out = |off: usize| base.wrapping_add(off * S + 32 * (g % S));
+            if g * MR >= rows {
+                for v in (0..SB).step_by(32) {
+                    // SAFETY: `base` has S * SB bytes for this super-block.
+                    unsafe { _mm256_storeu_si256(out(v).cast(), _mm256_setzero_si256()) };
+                }
+                continue;
+            }
+            // SAFETY: the group covers super-block sb0 + i; `base` has
+            // S * SB bytes for this group and super-block.
             unsafe {
-                _mm256_storeu_ps(out.add(OFF_D).cast(), _mm256_cvtph_ps(load128(src)));
+                _mm256_storeu_ps(out(OFF_D).cast(), _mm256_cvtph_ps(load128(src)));
                 for t in 0..4 {
                     let v = load256(src.add(Q6_SCALES + 32 * t));
                     let lanes = [
@@ -62,7 +105,7 @@ pub unsafe fn pack_q6_kx8(
                         lane_byte::<3>(v),
                     ];
                     for (b, l) in lanes.iter().enumerate() {
-                        _mm256_storeu_si256(out.add(OFF_SC + 32 * (4 * t + b)).cast(), *l);
+                        _mm256_storeu_si256(out(OFF_SC + 32 * (4 * t + b)).cast(), *l);
                     }
                 }
                 for half in 0..2 {
@@ -72,7 +115,7 @@ pub unsafe fn pack_q6_kx8(
                         for (kq, v) in q.iter().enumerate() {
                             // Weights 128 half + 32 kq + 4c: sub-block s, slice t.
                             let (s, t) = (8 * half + 2 * kq + c / 4, c % 4);
-                            _mm256_storeu_si256(out.add(OFF_Q + 32 * (4 * s + t)).cast(), *v);
+                            _mm256_storeu_si256(out(OFF_Q + 32 * (4 * s + t)).cast(), *v);
                         }
                     }
                 }
@@ -155,6 +198,98 @@ unsafe fn columns<const N: usize>(
     }
 }
 
+/// [`crate::simd::PanelFn`] for q6_K groups of 16 rows
+/// ([`pack_q6_kx8_x2`]) on 512-bit vectors: the operations of
+/// [`panel_q6_k_vnni`] on both eight-row halves at once, bit-identical.
+///
+/// # Safety
+/// As [`crate::simd::PanelFn`] with at most 4 columns at a time; the CPU
+/// must have AVX-512F, BW and VNNI.
+pub unsafe fn panel_q6_k_512(
+    kc: usize,
+    a: *const u8,
+    b: &[*const u8],
+    _s: &[*const f32],
+    c: &[*mut f32],
+    mr: usize,
+    acc: bool,
+) {
+    // SAFETY: forwarded contract, four columns at a time.
+    unsafe { super::by_four_columns!(columns_512(kc, a, b, c, mr, acc)) }
+}
+
+/// [`panel_q6_k_512`] for `N` columns.
+///
+/// # Safety
+/// As [`panel_q6_k_512`], with `b.len() == c.len() == N`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+unsafe fn columns_512<const N: usize>(
+    kc: usize,
+    a: *const u8,
+    b: &[*const u8],
+    c: &[*mut f32],
+    mr: usize,
+    acc: bool,
+) {
+    // SAFETY: the caller passes N pointers of each kind.
+    let (bp, cp): ([*const u8; N], [*mut f32; N]) = unsafe { (first(b), first(c)) };
+    // The 16 rows' vector at offset `off` of an eight-row layout.
+    let load = |blk: *const u8, off: usize| {
+        // SAFETY: callers pass offsets inside the interleaved super-block.
+        unsafe { _mm512_loadu_si512(blk.add(2 * off).cast()) }
+    };
+    let mut sum = [_mm512_setzero_ps(); N];
+    for i in 0..kc / 256 {
+        let blk = a.wrapping_add(i * 2 * SB);
+        // SAFETY: the group holds super-block i, every column covers it.
+        unsafe {
+            let mut isum = [_mm512_setzero_si512(); N];
+            for s in 0..16 {
+                let mut dot = [_mm512_setzero_si512(); N];
+                for t in 0..4 {
+                    let w = load(blk, OFF_Q + 32 * (4 * s + t));
+                    for j in 0..N {
+                        let y = bp[j].add(i * K8_BYTES + K8_QS + 16 * s + 4 * t);
+                        let yv = _mm512_set1_epi32(y.cast::<i32>().read_unaligned());
+                        dot[j] = _mm512_dpbusd_epi32(dot[j], w, yv);
+                    }
+                }
+                let scale = load(blk, OFF_SC + 32 * s);
+                for j in 0..N {
+                    let bsum = bp[j]
+                        .add(i * K8_BYTES + K8_BSUMS + 2 * s)
+                        .cast::<i16>()
+                        .read_unaligned();
+                    let t = _mm512_sub_epi32(dot[j], _mm512_set1_epi32(32 * i32::from(bsum)));
+                    isum[j] = _mm512_add_epi32(isum[j], _mm512_mullo_epi32(t, scale));
+                }
+            }
+            let d = _mm512_castsi512_ps(load(blk, OFF_D));
+            for j in 0..N {
+                let db = bp[j].add(i * K8_BYTES).cast::<f32>().read_unaligned();
+                let dd = _mm512_mul_ps(d, _mm512_set1_ps(db));
+                sum[j] = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(isum[j]), sum[j]);
+            }
+        }
+    }
+    let mask: __mmask16 = if mr >= 2 * MR {
+        u16::MAX
+    } else {
+        (1u16 << mr) - 1
+    };
+    for j in 0..N {
+        // SAFETY: c[j] covers mr outputs; masked lanes are not touched.
+        unsafe {
+            let v = if acc {
+                _mm512_add_ps(sum[j], _mm512_maskz_loadu_ps(mask, cp[j]))
+            } else {
+                sum[j]
+            };
+            _mm512_mask_storeu_ps(cp[j], mask, v);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use backplane_abi::{DType, TensorDesc};
@@ -217,6 +352,37 @@ mod tests {
                 }
                 assert_eq!(got, want, "group {g}, {n} columns");
                 assert!(want[0].iter().any(|&x| x != 0.0));
+            }
+        }
+        if !super::super::kgemm512::available() {
+            return;
+        }
+        // The 512-bit panel over 16-row groups (the last one half empty).
+        for live in [16, 8] {
+            let mut wide = vec![0u8; 2 * MR * k * GROUP_BYTES];
+            // SAFETY: `live` repacked rows of k weights into one group.
+            unsafe {
+                let a = repacked.as_ptr();
+                pack_q6_kx8_x2(a, r.row_bytes(), live, 0, k, wide.as_mut_ptr());
+            }
+            for n in 1..=5 {
+                let b: Vec<*const u8> = cols[..n].iter().map(|c| c.as_ptr()).collect();
+                let mut want = vec![[0f32; 2 * MR]; n];
+                let mut got = vec![[0f32; 2 * MR]; n];
+                let cg: Vec<*mut f32> = got.iter_mut().map(|w| w.as_mut_ptr()).collect();
+                // SAFETY: packed groups of k weights, n columns.
+                unsafe {
+                    for g in 0..live / MR {
+                        let cw: Vec<*mut f32> = want
+                            .iter_mut()
+                            .map(|w| w.as_mut_ptr().add(MR * g))
+                            .collect();
+                        let panel = packed[g * k * GROUP_BYTES..].as_ptr();
+                        panel_q6_k_vnni(k, panel, &b, &[], &cw, MR, false);
+                    }
+                    panel_q6_k_512(k, wide.as_ptr(), &b, &[], &cg, live, false);
+                }
+                assert_eq!(got, want, "512-bit, {live} rows, {n} columns");
             }
         }
     }

@@ -230,23 +230,35 @@ pub fn repacked_kernel(dtype: DType) -> Option<MatKernel> {
         gemm: match ggml.gemm {
             Some(g) => Some(Gemm { pack, ..g }),
             // q6_K has a packed GEMM only from the repacked layout.
-            None if dtype == DType::Q6_K && vnni => Some(Gemm {
-                pack: k6gemm::pack_q6_kx8,
-                panel: k6gemm::panel_q6_k_vnni,
-                vt: DType::Q8_K,
-                b_scales: false,
-                b_packed: false,
-                mr: k6gemm::MR,
-                nr: 4,
-                group_bytes: k6gemm::GROUP_BYTES,
-                mc: 64,
-                nc: 64,
-                kc: 1024,
-                min_n: 16,
+            None if dtype == DType::Q6_K && kgemm512::available() => Some(Gemm {
+                pack: k6gemm::pack_q6_kx8_x2,
+                panel: k6gemm::panel_q6_k_512,
+                mr: 2 * k6gemm::MR,
+                group_bytes: 2 * k6gemm::GROUP_BYTES,
+                ..q6_k_gemm()
             }),
+            None if dtype == DType::Q6_K && vnni => Some(q6_k_gemm()),
             None => None,
         },
     })
+}
+
+/// The packed q6_K GEMM of eight-row groups (AVX-512 VNNI on 256 bits).
+fn q6_k_gemm() -> Gemm {
+    Gemm {
+        pack: k6gemm::pack_q6_kx8,
+        panel: k6gemm::panel_q6_k_vnni,
+        vt: DType::Q8_K,
+        b_scales: false,
+        b_packed: false,
+        mr: k6gemm::MR,
+        nr: 4,
+        group_bytes: k6gemm::GROUP_BYTES,
+        mc: 64,
+        nc: 64,
+        kc: 1024,
+        min_n: 16,
+    }
 }
 
 /// Stands in for a pack function where the weight type has no packed GEMM
