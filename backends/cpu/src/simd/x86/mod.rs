@@ -29,6 +29,7 @@ mod kgemm512;
 mod kquants;
 mod legacy;
 mod qgemm;
+mod qgemm512;
 mod repacked;
 pub mod vecmath;
 
@@ -66,14 +67,14 @@ pub fn kernel(dtype: DType) -> Option<MatKernel> {
         gemm: Some(float_gemm(pack)),
         ..kern
     };
-    let with_qgemm = |kern: MatKernel, pack: PackFn, panel, nr, group_bytes, mc| MatKernel {
+    let with_qgemm = |kern: MatKernel, (pack, panel, mr, group_bytes): QPanel, nr, mc| MatKernel {
         gemm: Some(Gemm {
             pack,
             panel,
             vt: DType::Q8_0,
             b_scales: true,
             b_packed: false,
-            mr: qgemm::MR,
+            mr,
             nr,
             group_bytes,
             mc,
@@ -110,14 +111,29 @@ pub fn kernel(dtype: DType) -> Option<MatKernel> {
                 mr_vec: gemv::ROWS,
                 ..k(gemv::tile_q4_0, 2, 4, 4096)
             },
-            qgemm::pack_q4_0,
-            if vnni() {
-                qgemm::panel_q4_0_vnni
+            if wide_q() {
+                (
+                    qgemm::pack_q4_0_x2,
+                    qgemm512::panel_q4_0,
+                    qgemm512::MR,
+                    qgemm512::GROUP_BYTES_Q4_0,
+                )
+            } else if vnni() {
+                (
+                    qgemm::pack_q4_0,
+                    qgemm::panel_q4_0_vnni,
+                    qgemm::MR,
+                    qgemm::GROUP_BYTES_Q4_0,
+                )
             } else {
-                qgemm::panel_q4_0
+                (
+                    qgemm::pack_q4_0,
+                    qgemm::panel_q4_0,
+                    qgemm::MR,
+                    qgemm::GROUP_BYTES_Q4_0,
+                )
             },
             6,
-            qgemm::GROUP_BYTES_Q4_0,
             128,
         ),
         DType::Q4_1 => k(legacy::tile_q4_1, 2, 4, 4096),
@@ -128,14 +144,29 @@ pub fn kernel(dtype: DType) -> Option<MatKernel> {
                 mr_vec: gemv::ROWS,
                 ..k(gemv::tile_q8_0, 2, 4, 4096)
             },
-            qgemm::pack_q8_0,
-            if vnni() {
-                qgemm::panel_q8_0_vnni
+            if wide_q() {
+                (
+                    qgemm::pack_q8_0_x2,
+                    qgemm512::panel_q8_0,
+                    qgemm512::MR,
+                    qgemm512::GROUP_BYTES_Q8_0,
+                )
+            } else if vnni() {
+                (
+                    qgemm::pack_q8_0,
+                    qgemm::panel_q8_0_vnni,
+                    qgemm::MR,
+                    qgemm::GROUP_BYTES_Q8_0,
+                )
             } else {
-                qgemm::panel_q8_0
+                (
+                    qgemm::pack_q8_0,
+                    qgemm::panel_q8_0,
+                    qgemm::MR,
+                    qgemm::GROUP_BYTES_Q8_0,
+                )
             },
             4,
-            qgemm::GROUP_BYTES_Q8_0,
             64,
         ),
         DType::Q2_K => k(kquants::tile_q2_k, 2, 4, 4096),
@@ -143,12 +174,12 @@ pub fn kernel(dtype: DType) -> Option<MatKernel> {
         DType::Q4_K => MatKernel {
             mr_vec: gemv::ROWS,
             gemm: Some(Gemm {
-                pack: if kgemm512::available() {
+                pack: if wide_q() {
                     kgemm::pack_q4_k_x2
                 } else {
                     kgemm::pack_q4_k
                 },
-                panel: if kgemm512::available() {
+                panel: if wide_q() {
                     kgemm512::panel_q4_k
                 } else if vnni() {
                     kgemm::panel_q4_k_vnni
@@ -158,13 +189,9 @@ pub fn kernel(dtype: DType) -> Option<MatKernel> {
                 vt: DType::Q8_K,
                 b_scales: false,
                 b_packed: false,
-                mr: if kgemm512::available() {
-                    kgemm512::MR
-                } else {
-                    kgemm::MR
-                },
+                mr: if wide_q() { kgemm512::MR } else { kgemm::MR },
                 nr: 4,
-                group_bytes: if kgemm512::available() {
+                group_bytes: if wide_q() {
                     kgemm512::GROUP_BYTES
                 } else {
                     kgemm::GROUP_BYTES
@@ -189,19 +216,29 @@ pub fn kernel(dtype: DType) -> Option<MatKernel> {
 pub fn repacked_kernel(dtype: DType) -> Option<MatKernel> {
     let vnni = vnni();
     let (tile, pack, base): (super::TileFn, PackFn, DType) = match dtype {
+        DType::Q4_0 if wide_q() => (
+            repacked::tile_q4_0x8_vnni,
+            repacked::pack_q4_0x8_x2,
+            DType::Q4_0,
+        ),
         DType::Q4_0 if vnni => (
             repacked::tile_q4_0x8_vnni,
             repacked::pack_q4_0x8,
             DType::Q4_0,
         ),
         DType::Q4_0 => (repacked::tile_q4_0x8, repacked::pack_q4_0x8, DType::Q4_0),
+        DType::Q8_0 if wide_q() => (
+            repacked::tile_q8_0x8_vnni,
+            repacked::pack_q8_0x8_x2,
+            DType::Q8_0,
+        ),
         DType::Q8_0 if vnni => (
             repacked::tile_q8_0x8_vnni,
             repacked::pack_q8_0x8,
             DType::Q8_0,
         ),
         DType::Q8_0 => (repacked::tile_q8_0x8, repacked::pack_q8_0x8, DType::Q8_0),
-        DType::Q4_K if kgemm512::available() => (
+        DType::Q4_K if wide_q() => (
             repacked::tile_q4_kx8_vnni,
             kgemm::pack_q4_kx8_x2,
             DType::Q4_K,
@@ -230,7 +267,7 @@ pub fn repacked_kernel(dtype: DType) -> Option<MatKernel> {
         gemm: match ggml.gemm {
             Some(g) => Some(Gemm { pack, ..g }),
             // q6_K has a packed GEMM only from the repacked layout.
-            None if dtype == DType::Q6_K && kgemm512::available() => Some(Gemm {
+            None if dtype == DType::Q6_K && wide_q() => Some(Gemm {
                 pack: k6gemm::pack_q6_kx8_x2,
                 panel: k6gemm::panel_q6_k_512,
                 mr: 2 * k6gemm::MR,
@@ -264,6 +301,16 @@ fn q6_k_gemm() -> Gemm {
 /// Stands in for a pack function where the weight type has no packed GEMM
 /// (never called: `gemm` is then `None`).
 unsafe fn no_pack(_: *const u8, _: usize, _: usize, _: usize, _: usize, _: *mut u8) {}
+
+/// A quantized packed GEMM's pack, panel, rows per group and packed bytes
+/// per K element of a group.
+type QPanel = (PackFn, super::PanelFn, usize, usize);
+
+/// Whether the CPU runs the 512-bit quantized GEMM panels
+/// ([`qgemm512`], [`kgemm512`], [`k6gemm::panel_q6_k_512`]).
+fn wide_q() -> bool {
+    kgemm512::available()
+}
 
 /// `wide` where the CPU runs the 512-bit float GEMM of [`gemm512`],
 /// else `narrow`: the packs, panels and shapes of the two go together.

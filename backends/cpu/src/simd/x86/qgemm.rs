@@ -23,8 +23,8 @@ use super::{dot_vnni, dot16, dot32, first, h2f, load128, load256};
 /// Rows per packed group.
 pub const MR: usize = 8;
 
-const Q4_0: u8 = 0;
-const Q8_0: u8 = 1;
+pub(super) const Q4_0: u8 = 0;
+pub(super) const Q8_0: u8 = 1;
 
 /// Bytes of a weight block.
 const fn a_bytes(t: u8) -> usize {
@@ -38,8 +38,8 @@ pub const fn group_block_bytes(t: u8) -> usize {
 }
 
 /// Bytes of a q8_0 activation block and the offset of its quants.
-const B_BYTES: usize = 34;
-const B_QS: usize = 2;
+pub(super) const B_BYTES: usize = 34;
+pub(super) const B_QS: usize = 2;
 
 /// Transposes eight rows of eight 32-bit groups.
 #[inline]
@@ -50,12 +50,14 @@ fn transpose8(v: &mut [__m256i; 8]) {
     *v = f.map(|x| _mm256_castps_si256(x));
 }
 
-/// Packs blocks `k0 / 32 .. (k0 + kc) / 32` of `rows` rows of type `T`.
+/// Packs blocks `k0 / 32 .. (k0 + kc) / 32` of `rows` rows of type `T`,
+/// in blocks of `S` groups: with `S == 2` (for [`super::qgemm512`]) 16
+/// rows whose two groups' 32-byte vectors alternate.
 ///
 /// # Safety
-/// As [`crate::simd::PackFn`] with `group_bytes = group_block_bytes(T) / 32`.
+/// As [`crate::simd::PackFn`] with `group_bytes = S * group_block_bytes(T) / 32`.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn pack<const T: u8>(
+unsafe fn pack<const T: u8, const S: usize>(
     a: *const u8,
     lda: usize,
     rows: usize,
@@ -66,11 +68,12 @@ unsafe fn pack<const T: u8>(
     let (blk0, nblk) = (k0 / 32, kc / 32);
     let gb = group_block_bytes(T);
     let m4 = _mm256_set1_epi8(0x0F);
-    for g in 0..rows.div_ceil(MR) {
+    for g in 0..rows.div_ceil(S * MR) * S {
         let live = rows.saturating_sub(g * MR).min(MR);
         let row = |r: usize, blk: usize| a.wrapping_add((g * MR + r) * lda + blk * a_bytes(T));
         for i in 0..nblk {
-            let out = dst.wrapping_add((g * nblk + i) * gb);
+            let base = dst.wrapping_add(((g / S * nblk + i) * S) * gb);
+            let out = |off: usize| base.wrapping_add(off * S + 32 * (g % S));
             let mut d = [0.0f32; MR];
             let mut v = [_mm256_setzero_si256(); 8];
             for r in 0..live {
@@ -88,16 +91,16 @@ unsafe fn pack<const T: u8>(
                 }
             }
             transpose8(&mut v);
-            // SAFETY: `out` has gb bytes for this group and block.
+            // SAFETY: `base` has S * gb bytes for this group and block.
             unsafe {
-                std::ptr::copy_nonoverlapping(d.as_ptr().cast::<u8>(), out, 32);
+                std::ptr::copy_nonoverlapping(d.as_ptr().cast::<u8>(), out(0), 32);
                 for (t, vt) in v.iter().enumerate() {
                     if T == Q4_0 {
-                        _mm256_storeu_si256(out.add(32 + 32 * t).cast(), *vt);
+                        _mm256_storeu_si256(out(32 + 32 * t).cast(), *vt);
                     } else {
-                        let q = out.add(32 + 64 * t);
-                        _mm256_storeu_si256(q.cast(), _mm256_sign_epi8(*vt, *vt));
-                        _mm256_storeu_si256(q.add(32).cast(), *vt);
+                        let q = 32 + 64 * t;
+                        _mm256_storeu_si256(out(q).cast(), _mm256_sign_epi8(*vt, *vt));
+                        _mm256_storeu_si256(out(q + 32).cast(), *vt);
                     }
                 }
             }
@@ -111,7 +114,7 @@ unsafe fn pack<const T: u8>(
 /// As [`crate::simd::PackFn`]; the CPU must have AVX2, FMA and F16C.
 pub unsafe fn pack_q4_0(a: *const u8, lda: usize, rows: usize, k0: usize, kc: usize, d: *mut u8) {
     // SAFETY: forwarded contract.
-    unsafe { pack::<Q4_0>(a, lda, rows, k0, kc, d) }
+    unsafe { pack::<Q4_0, 1>(a, lda, rows, k0, kc, d) }
 }
 
 /// [`crate::simd::PackFn`] for q8_0 weights.
@@ -120,7 +123,39 @@ pub unsafe fn pack_q4_0(a: *const u8, lda: usize, rows: usize, k0: usize, kc: us
 /// As [`crate::simd::PackFn`]; the CPU must have AVX2, FMA and F16C.
 pub unsafe fn pack_q8_0(a: *const u8, lda: usize, rows: usize, k0: usize, kc: usize, d: *mut u8) {
     // SAFETY: forwarded contract.
-    unsafe { pack::<Q8_0>(a, lda, rows, k0, kc, d) }
+    unsafe { pack::<Q8_0, 1>(a, lda, rows, k0, kc, d) }
+}
+
+/// [`pack_q4_0`] for the 512-bit panels (16-row blocks).
+///
+/// # Safety
+/// As [`crate::simd::PackFn`]; the CPU must have AVX2, FMA and F16C.
+pub unsafe fn pack_q4_0_x2(
+    a: *const u8,
+    lda: usize,
+    rows: usize,
+    k0: usize,
+    kc: usize,
+    d: *mut u8,
+) {
+    // SAFETY: forwarded contract.
+    unsafe { pack::<Q4_0, 2>(a, lda, rows, k0, kc, d) }
+}
+
+/// [`pack_q8_0`] for the 512-bit panels (16-row blocks).
+///
+/// # Safety
+/// As [`crate::simd::PackFn`]; the CPU must have AVX2, FMA and F16C.
+pub unsafe fn pack_q8_0_x2(
+    a: *const u8,
+    lda: usize,
+    rows: usize,
+    k0: usize,
+    kc: usize,
+    d: *mut u8,
+) {
+    // SAFETY: forwarded contract.
+    unsafe { pack::<Q8_0, 2>(a, lda, rows, k0, kc, d) }
 }
 
 /// Broadcasts quants `4t..4t + 4` of activation block `i` of column `b`.

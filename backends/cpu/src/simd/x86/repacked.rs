@@ -615,13 +615,15 @@ unsafe fn pack_f16x8<const S: usize>(
 
 /// Packs repacked groups for the packed GEMM of [`super::qgemm`]: its
 /// group block is eight f32 scales, then per 4-quant slice `t` one vector
-/// (q4_0: nibbles widened to bytes) or the pair `|q|`, `q` (q8_0).
+/// (q4_0: nibbles widened to bytes) or the pair `|q|`, `q` (q8_0). With
+/// `S == 2`, for [`super::qgemm512`]: blocks of 16 rows, two such groups'
+/// 32-byte vectors alternating (a missing second eight rows zero).
 ///
 /// # Safety
 /// As [`crate::simd::PackFn`], with `a` at the start of a repacked group
 /// and `rows` a multiple of eight.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn pack<const Q4: bool>(
+unsafe fn pack<const Q4: bool, const S: usize>(
     a: *const u8,
     lda: usize,
     rows: usize,
@@ -636,28 +638,36 @@ unsafe fn pack<const Q4: bool>(
     };
     let (blk0, nblk) = (k0 / 32, kc / 32);
     let m4 = _mm256_set1_epi8(0x0F);
-    for g in 0..rows / ROWS {
+    for g in 0..rows.div_ceil(S * ROWS) * S {
         let group = a.wrapping_add(g * ROWS * lda);
         for i in 0..nblk {
             let src = group.wrapping_add((blk0 + i) * src_block);
-            let out = dst.wrapping_add((g * nblk + i) * out_block);
-            // SAFETY: the group covers block blk0 + i; `out` has out_block
-            // bytes for this group and block.
+            let base = dst.wrapping_add(((g / S * nblk + i) * S) * out_block);
+            let out = |off: usize| base.wrapping_add(off * S + 32 * (g % S));
+            if g * ROWS >= rows {
+                for off in (0..out_block).step_by(32) {
+                    // SAFETY: `base` has S * out_block bytes for this block.
+                    unsafe { _mm256_storeu_si256(out(off).cast(), _mm256_setzero_si256()) };
+                }
+                continue;
+            }
+            // SAFETY: the group covers block blk0 + i; `base` has
+            // S * out_block bytes for this group and block.
             unsafe {
-                _mm256_storeu_ps(out.cast(), _mm256_cvtph_ps(load128(src)));
+                _mm256_storeu_ps(out(0).cast(), _mm256_cvtph_ps(load128(src)));
                 if Q4 {
                     for s in 0..4 {
                         let v = load256(src.add(SCALES + 32 * s));
                         let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), m4);
-                        _mm256_storeu_si256(out.add(32 + 32 * s).cast(), _mm256_and_si256(v, m4));
-                        _mm256_storeu_si256(out.add(32 + 32 * (4 + s)).cast(), hi);
+                        _mm256_storeu_si256(out(32 + 32 * s).cast(), _mm256_and_si256(v, m4));
+                        _mm256_storeu_si256(out(32 + 32 * (4 + s)).cast(), hi);
                     }
                 } else {
                     for t in 0..8 {
                         let v = load256(src.add(SCALES + 32 * t));
-                        let q = out.add(32 + 64 * t);
-                        _mm256_storeu_si256(q.cast(), _mm256_sign_epi8(v, v));
-                        _mm256_storeu_si256(q.add(32).cast(), v);
+                        let q = 32 + 64 * t;
+                        _mm256_storeu_si256(out(q).cast(), _mm256_sign_epi8(v, v));
+                        _mm256_storeu_si256(out(q + 32).cast(), v);
                     }
                 }
             }
@@ -671,7 +681,7 @@ unsafe fn pack<const Q4: bool>(
 /// As [`pack`]; the CPU must have AVX2, FMA and F16C.
 pub unsafe fn pack_q4_0x8(a: *const u8, lda: usize, rows: usize, k0: usize, kc: usize, d: *mut u8) {
     // SAFETY: forwarded contract.
-    unsafe { pack::<true>(a, lda, rows, k0, kc, d) }
+    unsafe { pack::<true, 1>(a, lda, rows, k0, kc, d) }
 }
 
 /// [`crate::simd::PackFn`] for repacked q8_0 groups.
@@ -680,7 +690,39 @@ pub unsafe fn pack_q4_0x8(a: *const u8, lda: usize, rows: usize, k0: usize, kc: 
 /// As [`pack`]; the CPU must have AVX2, FMA and F16C.
 pub unsafe fn pack_q8_0x8(a: *const u8, lda: usize, rows: usize, k0: usize, kc: usize, d: *mut u8) {
     // SAFETY: forwarded contract.
-    unsafe { pack::<false>(a, lda, rows, k0, kc, d) }
+    unsafe { pack::<false, 1>(a, lda, rows, k0, kc, d) }
+}
+
+/// [`pack_q4_0x8`] for the 512-bit panels (16-row blocks).
+///
+/// # Safety
+/// As [`pack`]; the CPU must have AVX2, FMA and F16C.
+pub unsafe fn pack_q4_0x8_x2(
+    a: *const u8,
+    lda: usize,
+    rows: usize,
+    k0: usize,
+    kc: usize,
+    d: *mut u8,
+) {
+    // SAFETY: forwarded contract.
+    unsafe { pack::<true, 2>(a, lda, rows, k0, kc, d) }
+}
+
+/// [`pack_q8_0x8`] for the 512-bit panels (16-row blocks).
+///
+/// # Safety
+/// As [`pack`]; the CPU must have AVX2, FMA and F16C.
+pub unsafe fn pack_q8_0x8_x2(
+    a: *const u8,
+    lda: usize,
+    rows: usize,
+    k0: usize,
+    kc: usize,
+    d: *mut u8,
+) {
+    // SAFETY: forwarded contract.
+    unsafe { pack::<false, 2>(a, lda, rows, k0, kc, d) }
 }
 
 #[cfg(test)]
