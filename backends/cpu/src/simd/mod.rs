@@ -264,6 +264,11 @@ pub fn convert_row(vt: DType, src: &[f32], dst: &mut [u8]) -> bool {
                 unsafe { x86::convert::to_f16(src, dst) };
                 return true;
             }
+            DType::Q8_K => {
+                // SAFETY: as above.
+                unsafe { x86::convert::quantize_q8_k(src, dst) };
+                return true;
+            }
             _ => {}
         }
     }
