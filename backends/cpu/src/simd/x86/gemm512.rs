@@ -212,9 +212,7 @@ mod tests {
     /// Runs one panel call of `panel` over `rows` packed by `pack`, for
     /// `n` columns, returning the outputs column by column.
     fn run(
-        pack: crate::simd::PackFn,
-        panel: crate::simd::PanelFn,
-        mr: usize,
+        (pack, panel, mr): (crate::simd::PackFn, crate::simd::PanelFn, usize),
         w: &[u8],
         es: usize,
         rows: usize,
@@ -264,31 +262,34 @@ mod tests {
             let narrow = n.min(gemm::NR);
             let cols_narrow = &cols[..narrow];
             let want16 = run(
-                gemm::pack_f16_half,
-                gemm::panel_f16,
-                gemm::MR,
+                (gemm::pack_f16_half, gemm::panel_f16, gemm::MR),
                 &w16,
                 2,
                 rows,
                 kc,
                 cols_narrow,
             );
-            let got16 = run(pack_f16_half, panel_f16, MR, &w16, 2, rows, kc, cols_narrow);
+            let got16 = run(
+                (pack_f16_half, panel_f16, MR),
+                &w16,
+                2,
+                rows,
+                kc,
+                cols_narrow,
+            );
             assert_eq!(want16, got16, "f16, {narrow} columns");
             let want32 = run(
-                gemm::pack_f32,
-                gemm::panel,
-                gemm::MR,
+                (gemm::pack_f32, gemm::panel, gemm::MR),
                 &w32b,
                 4,
                 rows,
                 kc,
                 cols_narrow,
             );
-            let got32 = run(pack_f32, panel, MR, &w32b, 4, rows, kc, cols_narrow);
+            let got32 = run((pack_f32, panel, MR), &w32b, 4, rows, kc, cols_narrow);
             assert_eq!(want32, got32, "f32, {narrow} columns");
             // The widths the 256-bit kernel has no tile for, against f64.
-            let all = run(pack_f16_half, panel_f16, MR, &w16, 2, rows, kc, &cols);
+            let all = run((pack_f16_half, panel_f16, MR), &w16, 2, rows, kc, &cols);
             for j in 0..n {
                 for r in 0..rows {
                     let want: f64 = (0..kc)
