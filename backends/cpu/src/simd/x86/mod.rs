@@ -13,10 +13,13 @@
 //!
 //! Two further forms put weight rows in vector lanes instead of K: the
 //! packed GEMMs used with many columns ([`gemm`] for float weights,
-//! [`qgemm`] for q4_0 / q8_0, [`kgemm`] for q4_K), which pack a block of
-//! weight rows once and reuse it for every column, and the eight-row
-//! mat-vec kernels of [`gemv`] (q4_0, q8_0, q4_K), which transpose on the
-//! fly.
+//! [`qgemm`] for q4_0 / q8_0, [`kgemm`] for q4_K, [`k6gemm`] for q6_K),
+//! which pack a block of weight rows once and reuse it for every column,
+//! and the eight-row mat-vec kernels of [`gemv`] (q4_0, q8_0, q4_K), which
+//! transpose on the fly. Where the CPU has AVX-512 the packed GEMMs run on
+//! 512-bit vectors over twice the rows ([`gemm512`], [`qgemm512`],
+//! [`kgemm512`], [`k6gemm::panel_q6_k_512`]), bit-identical to their
+//! 256-bit forms.
 
 pub mod convert;
 mod float;
