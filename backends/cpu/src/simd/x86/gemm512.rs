@@ -111,25 +111,13 @@ unsafe fn micro<const N: usize, const H: bool>(
     }
     for j in 0..N {
         for h in 0..2 {
-            let live = mr.saturating_sub(h * GROUP_ROWS).min(GROUP_ROWS);
-            if live == 0 {
-                break;
-            }
-            // Lanes 0..live of the 16 outputs this vector holds.
-            let mask: __mmask16 = if live == GROUP_ROWS {
-                u16::MAX
-            } else {
-                (1u16 << live) - 1
-            };
-            // SAFETY: c[j] covers mr outputs; masked lanes are not touched.
+            // SAFETY: c[j] covers mr outputs, those of this half from
+            // h * GROUP_ROWS.
             unsafe {
-                let p = cp[j].add(h * GROUP_ROWS);
-                let v = if acc {
-                    _mm512_add_ps(sum[j][h], _mm512_maskz_loadu_ps(mask, p))
-                } else {
-                    sum[j][h]
-                };
-                _mm512_mask_storeu_ps(p, mask, v);
+                let live = mr.saturating_sub(h * GROUP_ROWS);
+                if live > 0 {
+                    super::store_lanes16(cp[j].add(h * GROUP_ROWS), sum[j][h], live, acc);
+                }
             }
         }
     }

@@ -15,7 +15,7 @@ use std::arch::x86_64::*;
 use super::repacked::{
     K8_BSUMS, K8_BYTES, K8_QS, Q6_GROUP_BLOCK, Q6_QUANTS, Q6_SCALES, lane_byte, q6_quants,
 };
-use super::{first, load128, load256, store_lanes};
+use super::{first, load_pair, load128, load256, store_lanes, store_lanes16};
 
 /// Rows per packed group.
 pub const MR: usize = 8;
@@ -233,11 +233,6 @@ unsafe fn columns_512<const N: usize>(
 ) {
     // SAFETY: the caller passes N pointers of each kind.
     let (bp, cp): ([*const u8; N], [*mut f32; N]) = unsafe { (first(b), first(c)) };
-    // The 16 rows' vector at offset `off` of an eight-row layout.
-    let load = |blk: *const u8, off: usize| {
-        // SAFETY: callers pass offsets inside the interleaved super-block.
-        unsafe { _mm512_loadu_si512(blk.add(2 * off).cast()) }
-    };
     let mut sum = [_mm512_setzero_ps(); N];
     for i in 0..kc / 256 {
         let blk = a.wrapping_add(i * 2 * SB);
@@ -247,14 +242,14 @@ unsafe fn columns_512<const N: usize>(
             for s in 0..16 {
                 let mut dot = [_mm512_setzero_si512(); N];
                 for t in 0..4 {
-                    let w = load(blk, OFF_Q + 32 * (4 * s + t));
+                    let w = load_pair(blk, OFF_Q + 32 * (4 * s + t));
                     for j in 0..N {
                         let y = bp[j].add(i * K8_BYTES + K8_QS + 16 * s + 4 * t);
                         let yv = _mm512_set1_epi32(y.cast::<i32>().read_unaligned());
                         dot[j] = _mm512_dpbusd_epi32(dot[j], w, yv);
                     }
                 }
-                let scale = load(blk, OFF_SC + 32 * s);
+                let scale = load_pair(blk, OFF_SC + 32 * s);
                 for j in 0..N {
                     let bsum = bp[j]
                         .add(i * K8_BYTES + K8_BSUMS + 2 * s)
@@ -264,7 +259,7 @@ unsafe fn columns_512<const N: usize>(
                     isum[j] = _mm512_add_epi32(isum[j], _mm512_mullo_epi32(t, scale));
                 }
             }
-            let d = _mm512_castsi512_ps(load(blk, OFF_D));
+            let d = _mm512_castsi512_ps(load_pair(blk, OFF_D));
             for j in 0..N {
                 let db = bp[j].add(i * K8_BYTES).cast::<f32>().read_unaligned();
                 let dd = _mm512_mul_ps(d, _mm512_set1_ps(db));
@@ -272,21 +267,9 @@ unsafe fn columns_512<const N: usize>(
             }
         }
     }
-    let mask: __mmask16 = if mr >= 2 * MR {
-        u16::MAX
-    } else {
-        (1u16 << mr) - 1
-    };
     for j in 0..N {
-        // SAFETY: c[j] covers mr outputs; masked lanes are not touched.
-        unsafe {
-            let v = if acc {
-                _mm512_add_ps(sum[j], _mm512_maskz_loadu_ps(mask, cp[j]))
-            } else {
-                sum[j]
-            };
-            _mm512_mask_storeu_ps(cp[j], mask, v);
-        }
+        // SAFETY: c[j] covers mr outputs.
+        unsafe { store_lanes16(cp[j], sum[j], mr, acc) };
     }
 }
 

@@ -12,6 +12,7 @@
 use std::arch::x86_64::*;
 
 use super::kgemm::{B_BYTES, B_QS, OFF_D, OFF_DMIN, OFF_MIN, OFF_Q, OFF_SC, SB};
+use super::load_pair as load;
 
 /// Rows per packed group.
 pub const MR: usize = 16;
@@ -26,16 +27,6 @@ pub fn available() -> bool {
     is_x86_feature_detected!("avx512f")
         && is_x86_feature_detected!("avx512bw")
         && is_x86_feature_detected!("avx512vnni")
-}
-
-/// The 64-byte vector at offset `off` of an eight-row group's layout.
-///
-/// # Safety
-/// `blk` must cover the interleaved super-block.
-#[inline(always)]
-unsafe fn load(blk: *const u8, off: usize) -> __m512i {
-    // SAFETY: caller's contract.
-    unsafe { _mm512_loadu_si512(blk.add(2 * off).cast()) }
 }
 
 /// Each row's `sum over sub-blocks of min * (sum of its 32 q8)` for the
@@ -138,17 +129,9 @@ unsafe fn columns<const N: usize>(
             }
         }
     }
-    let mask: __mmask16 = if mr >= MR { u16::MAX } else { (1u16 << mr) - 1 };
     for j in 0..N {
-        // SAFETY: c[j] covers mr outputs; masked lanes are not touched.
-        unsafe {
-            let v = if acc {
-                _mm512_add_ps(sum[j], _mm512_maskz_loadu_ps(mask, cp[j]))
-            } else {
-                sum[j]
-            };
-            _mm512_mask_storeu_ps(cp[j], mask, v);
-        }
+        // SAFETY: c[j] covers mr outputs.
+        unsafe { super::store_lanes16(cp[j], sum[j], mr, acc) };
     }
 }
 

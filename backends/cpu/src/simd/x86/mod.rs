@@ -490,6 +490,40 @@ pub(super) unsafe fn store_lanes(c: *mut f32, v: __m256, mr: usize, acc: bool) {
     }
 }
 
+/// Writes (or adds) the first `mr` of the 16 lanes of `v` at `c` (all 16
+/// when `mr >= 16`); lanes past `mr` are neither read nor written.
+///
+/// # Safety
+/// `c` must cover `mr.min(16)` floats; the CPU must have AVX-512F.
+#[inline]
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn store_lanes16(c: *mut f32, v: __m512, mr: usize, acc: bool) {
+    let mask: __mmask16 = if mr >= 16 { u16::MAX } else { (1u16 << mr) - 1 };
+    // SAFETY: caller's contract; masked lanes are not touched.
+    unsafe {
+        let v = if acc {
+            _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, c))
+        } else {
+            v
+        };
+        _mm512_mask_storeu_ps(c, mask, v);
+    }
+}
+
+/// The vector at byte offset `off` of an eight-row group's packed layout,
+/// for all 16 rows of a block of two such groups whose 32-byte vectors
+/// alternate (the `_x2` packs): the 64 bytes at `2 * off`.
+///
+/// # Safety
+/// `blk` must cover the block's bytes at `2 * off .. 2 * off + 64`; the
+/// CPU must have AVX-512F.
+#[inline]
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn load_pair(blk: *const u8, off: usize) -> __m512i {
+    // SAFETY: caller's contract.
+    unsafe { _mm512_loadu_si512(blk.add(2 * off).cast()) }
+}
+
 /// Copies the first `N` pointers of `s` into an array.
 ///
 /// # Safety

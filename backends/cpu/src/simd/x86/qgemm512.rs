@@ -14,8 +14,8 @@
 
 use std::arch::x86_64::*;
 
-use super::first;
 use super::qgemm::{B_BYTES, B_QS, Q4_0, Q8_0, group_block_bytes};
+use super::{first, load_pair as load};
 
 /// Rows per packed block.
 pub const MR: usize = 16;
@@ -59,11 +59,6 @@ unsafe fn micro<const T: u8, const N: usize>(
     let (bp, sp, cp): ([*const u8; N], [*const f32; N], [*mut f32; N]) =
         unsafe { (first(b), first(s), first(c)) };
     let gb = 2 * group_block_bytes(T);
-    // The 16 rows' vector at offset `off` of an eight-row group block.
-    let load = |blk: *const u8, off: usize| {
-        // SAFETY: callers pass offsets inside the interleaved block.
-        unsafe { _mm512_loadu_si512(blk.add(2 * off).cast()) }
-    };
     let zero = _mm512_setzero_si512();
     let mut sum = [_mm512_setzero_ps(); N];
     for i in 0..kc / 32 {
@@ -105,17 +100,9 @@ unsafe fn micro<const T: u8, const N: usize>(
             }
         }
     }
-    let mask: __mmask16 = if mr >= MR { u16::MAX } else { (1u16 << mr) - 1 };
     for j in 0..N {
-        // SAFETY: c[j] covers mr outputs; masked lanes are not touched.
-        unsafe {
-            let v = if acc {
-                _mm512_add_ps(sum[j], _mm512_maskz_loadu_ps(mask, cp[j]))
-            } else {
-                sum[j]
-            };
-            _mm512_mask_storeu_ps(cp[j], mask, v);
-        }
+        // SAFETY: c[j] covers mr outputs.
+        unsafe { super::store_lanes16(cp[j], sum[j], mr, acc) };
     }
 }
 
