@@ -16,6 +16,8 @@ use std::arch::x86_64::*;
 
 use super::first;
 use super::float::{BF16, F16, F32, load1, load8};
+use super::load128;
+use super::repacked::ROWS;
 
 /// Weight rows per micro-tile (two vectors).
 pub const MR: usize = 16;
@@ -299,4 +301,76 @@ pub unsafe fn panel_f16(
 ) {
     // SAFETY: forwarded contract.
     unsafe { panel_of::<true>(kc, a, b, c, mr, acc) }
+}
+
+/// [`crate::simd::PackFn`] for repacked f16 groups, feeding the f16 GEMM
+/// of [`panel_f16`]: its group of 16 rows holds, per element,
+/// the 16 rows' halves side by side, which is two repacked groups' 16
+/// bytes each, copied as they are.
+///
+/// # Safety
+/// As [`crate::simd::PackFn`], with `a` at the start of a repacked group
+/// and `rows` a multiple of eight.
+pub unsafe fn pack_f16x8_half(
+    a: *const u8,
+    lda: usize,
+    rows: usize,
+    k0: usize,
+    kc: usize,
+    d: *mut u8,
+) {
+    // SAFETY: forwarded contract.
+    unsafe { pack_f16x8::<1>(a, lda, rows, k0, kc, d) }
+}
+
+/// [`pack_f16x8_half`] for the AVX-512 f16 GEMM of
+/// [`super::gemm512::panel_f16`], whose groups are two of those groups.
+///
+/// # Safety
+/// As [`pack_f16x8_half`].
+pub unsafe fn pack_f16x8_half_x2(
+    a: *const u8,
+    lda: usize,
+    rows: usize,
+    k0: usize,
+    kc: usize,
+    d: *mut u8,
+) {
+    // SAFETY: forwarded contract.
+    unsafe { pack_f16x8::<2>(a, lda, rows, k0, kc, d) }
+}
+
+/// Packs `rows.div_ceil(S * 16) * S` groups of 16 rows as
+/// [`pack_f16x8_half`] describes, rows past `rows` zero.
+///
+/// # Safety
+/// As [`pack_f16x8_half`].
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn pack_f16x8<const S: usize>(
+    a: *const u8,
+    lda: usize,
+    rows: usize,
+    k0: usize,
+    kc: usize,
+    d: *mut u8,
+) {
+    for g in 0..rows.div_ceil(S * MR) * S {
+        for half in 0..MR / ROWS {
+            let r0 = g * MR + half * ROWS;
+            let src = a.wrapping_add(r0 * lda + 16 * k0);
+            for k in 0..kc {
+                let at = 2 * ((g * kc + k) * MR + half * ROWS);
+                // SAFETY: the group covers k0 + kc elements when r0 <
+                // rows; the destination holds the whole packed block.
+                unsafe {
+                    let v = if r0 < rows {
+                        load128(src.add(16 * k))
+                    } else {
+                        _mm_setzero_si128()
+                    };
+                    _mm_storeu_si128(d.add(at).cast(), v);
+                }
+            }
+        }
+    }
 }

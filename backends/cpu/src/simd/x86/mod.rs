@@ -221,26 +221,18 @@ pub fn repacked_kernel(dtype: DType) -> Option<MatKernel> {
     let (tile, pack, base): (super::TileFn, PackFn, DType) = match dtype {
         DType::Q4_0 if wide_q() => (
             repacked::tile_q4_0x8_vnni,
-            repacked::pack_q4_0x8_x2,
+            qgemm::pack_q4_0x8_x2,
             DType::Q4_0,
         ),
-        DType::Q4_0 if vnni => (
-            repacked::tile_q4_0x8_vnni,
-            repacked::pack_q4_0x8,
-            DType::Q4_0,
-        ),
-        DType::Q4_0 => (repacked::tile_q4_0x8, repacked::pack_q4_0x8, DType::Q4_0),
+        DType::Q4_0 if vnni => (repacked::tile_q4_0x8_vnni, qgemm::pack_q4_0x8, DType::Q4_0),
+        DType::Q4_0 => (repacked::tile_q4_0x8, qgemm::pack_q4_0x8, DType::Q4_0),
         DType::Q8_0 if wide_q() => (
             repacked::tile_q8_0x8_vnni,
-            repacked::pack_q8_0x8_x2,
+            qgemm::pack_q8_0x8_x2,
             DType::Q8_0,
         ),
-        DType::Q8_0 if vnni => (
-            repacked::tile_q8_0x8_vnni,
-            repacked::pack_q8_0x8,
-            DType::Q8_0,
-        ),
-        DType::Q8_0 => (repacked::tile_q8_0x8, repacked::pack_q8_0x8, DType::Q8_0),
+        DType::Q8_0 if vnni => (repacked::tile_q8_0x8_vnni, qgemm::pack_q8_0x8, DType::Q8_0),
+        DType::Q8_0 => (repacked::tile_q8_0x8, qgemm::pack_q8_0x8, DType::Q8_0),
         DType::Q4_K if wide_q() => (
             repacked::tile_q4_kx8_vnni,
             kgemm::pack_q4_kx8_x2,
@@ -252,7 +244,7 @@ pub fn repacked_kernel(dtype: DType) -> Option<MatKernel> {
         DType::Q6_K => (repacked::tile_q6_kx8, no_pack, DType::Q6_K),
         DType::F16 => (
             repacked::tile_f16x8,
-            wide_or(repacked::pack_f16x8_half_x2, repacked::pack_f16x8_half),
+            wide_or(gemm::pack_f16x8_half_x2, gemm::pack_f16x8_half),
             DType::F16,
         ),
         _ => return None,

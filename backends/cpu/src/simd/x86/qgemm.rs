@@ -18,6 +18,7 @@
 
 use std::arch::x86_64::*;
 
+use super::repacked::{Q4_GROUP_BLOCK, Q8_GROUP_BLOCK, ROWS, SCALES};
 use super::{dot_vnni, dot16, dot32, first, h2f, load128, load256};
 
 /// Rows per packed group.
@@ -340,6 +341,118 @@ q_panel!(
 pub const GROUP_BYTES_Q4_0: usize = group_block_bytes(Q4_0) / 32;
 /// Packed bytes per K element of a q8_0 group.
 pub const GROUP_BYTES_Q8_0: usize = group_block_bytes(Q8_0) / 32;
+
+/// Packs repacked groups for the packed GEMM of this module's panels: its
+/// group block is eight f32 scales, then per 4-quant slice `t` one vector
+/// (q4_0: nibbles widened to bytes) or the pair `|q|`, `q` (q8_0). With
+/// `S == 2`, for [`super::qgemm512`]: blocks of 16 rows, two such groups'
+/// 32-byte vectors alternating (a missing second eight rows zero).
+///
+/// # Safety
+/// As [`crate::simd::PackFn`], with `a` at the start of a repacked group
+/// and `rows` a multiple of eight.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn pack_repacked<const Q4: bool, const S: usize>(
+    a: *const u8,
+    lda: usize,
+    rows: usize,
+    k0: usize,
+    kc: usize,
+    dst: *mut u8,
+) {
+    let (src_block, out_block) = if Q4 {
+        (Q4_GROUP_BLOCK, 32 + 256)
+    } else {
+        (Q8_GROUP_BLOCK, 32 + 512)
+    };
+    let (blk0, nblk) = (k0 / 32, kc / 32);
+    let m4 = _mm256_set1_epi8(0x0F);
+    for g in 0..rows.div_ceil(S * ROWS) * S {
+        let group = a.wrapping_add(g * ROWS * lda);
+        for i in 0..nblk {
+            let src = group.wrapping_add((blk0 + i) * src_block);
+            let base = dst.wrapping_add(((g / S * nblk + i) * S) * out_block);
+            let out = |off: usize| base.wrapping_add(off * S + 32 * (g % S));
+            if g * ROWS >= rows {
+                for off in (0..out_block).step_by(32) {
+                    // SAFETY: `base` has S * out_block bytes for this block.
+                    unsafe { _mm256_storeu_si256(out(off).cast(), _mm256_setzero_si256()) };
+                }
+                continue;
+            }
+            // SAFETY: the group covers block blk0 + i; `base` has
+            // S * out_block bytes for this group and block.
+            unsafe {
+                _mm256_storeu_ps(out(0).cast(), _mm256_cvtph_ps(load128(src)));
+                if Q4 {
+                    for s in 0..4 {
+                        let v = load256(src.add(SCALES + 32 * s));
+                        let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), m4);
+                        _mm256_storeu_si256(out(32 + 32 * s).cast(), _mm256_and_si256(v, m4));
+                        _mm256_storeu_si256(out(32 + 32 * (4 + s)).cast(), hi);
+                    }
+                } else {
+                    for t in 0..8 {
+                        let v = load256(src.add(SCALES + 32 * t));
+                        let q = 32 + 64 * t;
+                        _mm256_storeu_si256(out(q).cast(), _mm256_sign_epi8(v, v));
+                        _mm256_storeu_si256(out(q + 32).cast(), v);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// [`crate::simd::PackFn`] for repacked q4_0 groups.
+///
+/// # Safety
+/// As [`pack_repacked`]; the CPU must have AVX2, FMA and F16C.
+pub unsafe fn pack_q4_0x8(a: *const u8, lda: usize, rows: usize, k0: usize, kc: usize, d: *mut u8) {
+    // SAFETY: forwarded contract.
+    unsafe { pack_repacked::<true, 1>(a, lda, rows, k0, kc, d) }
+}
+
+/// [`crate::simd::PackFn`] for repacked q8_0 groups.
+///
+/// # Safety
+/// As [`pack_repacked`]; the CPU must have AVX2, FMA and F16C.
+pub unsafe fn pack_q8_0x8(a: *const u8, lda: usize, rows: usize, k0: usize, kc: usize, d: *mut u8) {
+    // SAFETY: forwarded contract.
+    unsafe { pack_repacked::<false, 1>(a, lda, rows, k0, kc, d) }
+}
+
+/// [`pack_q4_0x8`] for the 512-bit panels (16-row blocks).
+///
+/// # Safety
+/// As [`pack_repacked`]; the CPU must have AVX2, FMA and F16C.
+pub unsafe fn pack_q4_0x8_x2(
+    a: *const u8,
+    lda: usize,
+    rows: usize,
+    k0: usize,
+    kc: usize,
+    d: *mut u8,
+) {
+    // SAFETY: forwarded contract.
+    unsafe { pack_repacked::<true, 2>(a, lda, rows, k0, kc, d) }
+}
+
+/// [`pack_q8_0x8`] for the 512-bit panels (16-row blocks).
+///
+/// # Safety
+/// As [`pack_repacked`]; the CPU must have AVX2, FMA and F16C.
+pub unsafe fn pack_q8_0x8_x2(
+    a: *const u8,
+    lda: usize,
+    rows: usize,
+    k0: usize,
+    kc: usize,
+    d: *mut u8,
+) {
+    // SAFETY: forwarded contract.
+    unsafe { pack_repacked::<false, 2>(a, lda, rows, k0, kc, d) }
+}
 
 #[cfg(test)]
 mod tests {

@@ -2,10 +2,10 @@
 //! for CPUs with AVX-512F, BW and VNNI.
 //!
 //! Blocks of 16 rows: two of [`super::qgemm`]'s eight-row groups with
-//! their 32-byte vectors alternating ([`super::qgemm::pack_q4_0_x2`] and
-//! the repacked layout's `_x2` packs), so one 64-byte load holds a vector
-//! of all 16 rows and every instruction of the 256-bit VNNI panel does
-//! twice the work. q8_0's sign trick has no 512-bit `sign` instruction:
+//! their 32-byte vectors alternating ([`super::qgemm::pack_q4_0_x2`],
+//! [`super::qgemm::pack_q4_0x8_x2`] and their q8_0 twins), so one 64-byte
+//! load holds a vector of all 16 rows and every instruction of the
+//! 256-bit VNNI panel does twice the work. q8_0's sign trick has no 512-bit `sign` instruction:
 //! the activation bytes are negated under the mask of negative weights,
 //! which gives the same bytes wherever the weight is not zero (and a zero
 //! weight's `|q|` makes the product zero either way). Same integer sums and
@@ -165,7 +165,7 @@ mod tests {
     use super::*;
     use crate::repack::Repack;
     use crate::simd::test_values as values;
-    use crate::simd::x86::{qgemm, repacked};
+    use crate::simd::x86::qgemm;
 
     type Case = (
         DType,
@@ -191,7 +191,7 @@ mod tests {
                 DType::Q4_0,
                 qgemm::pack_q4_0,
                 qgemm::pack_q4_0_x2,
-                repacked::pack_q4_0x8_x2,
+                qgemm::pack_q4_0x8_x2,
                 qgemm::panel_q4_0_vnni,
                 panel_q4_0,
                 6,
@@ -200,7 +200,7 @@ mod tests {
                 DType::Q8_0,
                 qgemm::pack_q8_0,
                 qgemm::pack_q8_0_x2,
-                repacked::pack_q8_0x8_x2,
+                qgemm::pack_q8_0x8_x2,
                 qgemm::panel_q8_0_vnni,
                 panel_q8_0,
                 4,

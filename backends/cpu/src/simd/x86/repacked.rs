@@ -9,24 +9,25 @@
 //! The tiles take up to four activation columns at once, reusing each
 //! unpacked weight vector for all of them. `tile_*` use AVX2 `maddubs`;
 //! `tile_*_vnni` use AVX-512 VNNI's `dpbusd` on 256-bit vectors (one
-//! instruction for the multiply and the widening sum). The `pack_*`
-//! functions feed the packed GEMM of [`super::qgemm`] from the repacked
-//! layout: no transposes left, only unpacking nibbles and converting
-//! scales.
+//! instruction for the multiply and the widening sum). The packed GEMMs
+//! read the repacked layout through packs of their own (`pack_*x8` in
+//! [`super::qgemm`], [`super::kgemm`], [`super::k6gemm`] and
+//! [`super::gemm`]): no transposes left, only unpacking nibbles and
+//! converting scales.
 
 use std::arch::x86_64::*;
 
 use super::{dot_vnni, dot16, dot32, first, h2f, load128, load256, store_lanes};
 
 /// Rows per repacked group.
-const ROWS: usize = crate::repack::GROUP_ROWS;
+pub(super) const ROWS: usize = crate::repack::GROUP_ROWS;
 /// Bytes of a q8_0 activation block.
 const B_BYTES: usize = 34;
 /// Bytes of one block of a repacked q4_0 / q8_0 group.
-const Q4_GROUP_BLOCK: usize = 8 * 18;
-const Q8_GROUP_BLOCK: usize = 8 * 34;
+pub(super) const Q4_GROUP_BLOCK: usize = 8 * 18;
+pub(super) const Q8_GROUP_BLOCK: usize = 8 * 34;
 /// Bytes of the scales opening each group block.
-const SCALES: usize = 16;
+pub(super) const SCALES: usize = 16;
 
 /// Quants `4t..4t + 4` of activation block `i` of `b`, in every lane.
 ///
@@ -539,191 +540,6 @@ repacked_tile!(tile_q4_kx8_vnni, q4_kx8_vnni, "q4_K (AVX-512 VNNI)");
 repacked_tile!(tile_q6_kx8, q6_kx8, "q6_K (AVX2)");
 repacked_tile!(tile_q6_kx8_vnni, q6_kx8_vnni, "q6_K (AVX-512 VNNI)");
 repacked_tile!(tile_f16x8, f16x8, "f16");
-
-/// [`crate::simd::PackFn`] for repacked f16 groups, feeding the f16 GEMM
-/// of [`super::gemm::panel_f16`]: its group of 16 rows holds, per element,
-/// the 16 rows' halves side by side, which is two repacked groups' 16
-/// bytes each, copied as they are.
-///
-/// # Safety
-/// As [`crate::simd::PackFn`], with `a` at the start of a repacked group
-/// and `rows` a multiple of eight.
-pub unsafe fn pack_f16x8_half(
-    a: *const u8,
-    lda: usize,
-    rows: usize,
-    k0: usize,
-    kc: usize,
-    d: *mut u8,
-) {
-    // SAFETY: forwarded contract.
-    unsafe { pack_f16x8::<1>(a, lda, rows, k0, kc, d) }
-}
-
-/// [`pack_f16x8_half`] for the AVX-512 f16 GEMM of
-/// [`super::gemm512::panel_f16`], whose groups are two of those groups.
-///
-/// # Safety
-/// As [`pack_f16x8_half`].
-pub unsafe fn pack_f16x8_half_x2(
-    a: *const u8,
-    lda: usize,
-    rows: usize,
-    k0: usize,
-    kc: usize,
-    d: *mut u8,
-) {
-    // SAFETY: forwarded contract.
-    unsafe { pack_f16x8::<2>(a, lda, rows, k0, kc, d) }
-}
-
-/// Packs `rows.div_ceil(S * 16) * S` groups of 16 rows as
-/// [`pack_f16x8_half`] describes, rows past `rows` zero.
-///
-/// # Safety
-/// As [`pack_f16x8_half`].
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn pack_f16x8<const S: usize>(
-    a: *const u8,
-    lda: usize,
-    rows: usize,
-    k0: usize,
-    kc: usize,
-    d: *mut u8,
-) {
-    const MR: usize = super::gemm::MR;
-    for g in 0..rows.div_ceil(S * MR) * S {
-        for half in 0..MR / ROWS {
-            let r0 = g * MR + half * ROWS;
-            let src = a.wrapping_add(r0 * lda + 16 * k0);
-            for k in 0..kc {
-                let at = 2 * ((g * kc + k) * MR + half * ROWS);
-                // SAFETY: the group covers k0 + kc elements when r0 <
-                // rows; the destination holds the whole packed block.
-                unsafe {
-                    let v = if r0 < rows {
-                        load128(src.add(16 * k))
-                    } else {
-                        _mm_setzero_si128()
-                    };
-                    _mm_storeu_si128(d.add(at).cast(), v);
-                }
-            }
-        }
-    }
-}
-
-/// Packs repacked groups for the packed GEMM of [`super::qgemm`]: its
-/// group block is eight f32 scales, then per 4-quant slice `t` one vector
-/// (q4_0: nibbles widened to bytes) or the pair `|q|`, `q` (q8_0). With
-/// `S == 2`, for [`super::qgemm512`]: blocks of 16 rows, two such groups'
-/// 32-byte vectors alternating (a missing second eight rows zero).
-///
-/// # Safety
-/// As [`crate::simd::PackFn`], with `a` at the start of a repacked group
-/// and `rows` a multiple of eight.
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn pack<const Q4: bool, const S: usize>(
-    a: *const u8,
-    lda: usize,
-    rows: usize,
-    k0: usize,
-    kc: usize,
-    dst: *mut u8,
-) {
-    let (src_block, out_block) = if Q4 {
-        (Q4_GROUP_BLOCK, 32 + 256)
-    } else {
-        (Q8_GROUP_BLOCK, 32 + 512)
-    };
-    let (blk0, nblk) = (k0 / 32, kc / 32);
-    let m4 = _mm256_set1_epi8(0x0F);
-    for g in 0..rows.div_ceil(S * ROWS) * S {
-        let group = a.wrapping_add(g * ROWS * lda);
-        for i in 0..nblk {
-            let src = group.wrapping_add((blk0 + i) * src_block);
-            let base = dst.wrapping_add(((g / S * nblk + i) * S) * out_block);
-            let out = |off: usize| base.wrapping_add(off * S + 32 * (g % S));
-            if g * ROWS >= rows {
-                for off in (0..out_block).step_by(32) {
-                    // SAFETY: `base` has S * out_block bytes for this block.
-                    unsafe { _mm256_storeu_si256(out(off).cast(), _mm256_setzero_si256()) };
-                }
-                continue;
-            }
-            // SAFETY: the group covers block blk0 + i; `base` has
-            // S * out_block bytes for this group and block.
-            unsafe {
-                _mm256_storeu_ps(out(0).cast(), _mm256_cvtph_ps(load128(src)));
-                if Q4 {
-                    for s in 0..4 {
-                        let v = load256(src.add(SCALES + 32 * s));
-                        let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), m4);
-                        _mm256_storeu_si256(out(32 + 32 * s).cast(), _mm256_and_si256(v, m4));
-                        _mm256_storeu_si256(out(32 + 32 * (4 + s)).cast(), hi);
-                    }
-                } else {
-                    for t in 0..8 {
-                        let v = load256(src.add(SCALES + 32 * t));
-                        let q = 32 + 64 * t;
-                        _mm256_storeu_si256(out(q).cast(), _mm256_sign_epi8(v, v));
-                        _mm256_storeu_si256(out(q + 32).cast(), v);
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// [`crate::simd::PackFn`] for repacked q4_0 groups.
-///
-/// # Safety
-/// As [`pack`]; the CPU must have AVX2, FMA and F16C.
-pub unsafe fn pack_q4_0x8(a: *const u8, lda: usize, rows: usize, k0: usize, kc: usize, d: *mut u8) {
-    // SAFETY: forwarded contract.
-    unsafe { pack::<true, 1>(a, lda, rows, k0, kc, d) }
-}
-
-/// [`crate::simd::PackFn`] for repacked q8_0 groups.
-///
-/// # Safety
-/// As [`pack`]; the CPU must have AVX2, FMA and F16C.
-pub unsafe fn pack_q8_0x8(a: *const u8, lda: usize, rows: usize, k0: usize, kc: usize, d: *mut u8) {
-    // SAFETY: forwarded contract.
-    unsafe { pack::<false, 1>(a, lda, rows, k0, kc, d) }
-}
-
-/// [`pack_q4_0x8`] for the 512-bit panels (16-row blocks).
-///
-/// # Safety
-/// As [`pack`]; the CPU must have AVX2, FMA and F16C.
-pub unsafe fn pack_q4_0x8_x2(
-    a: *const u8,
-    lda: usize,
-    rows: usize,
-    k0: usize,
-    kc: usize,
-    d: *mut u8,
-) {
-    // SAFETY: forwarded contract.
-    unsafe { pack::<true, 2>(a, lda, rows, k0, kc, d) }
-}
-
-/// [`pack_q8_0x8`] for the 512-bit panels (16-row blocks).
-///
-/// # Safety
-/// As [`pack`]; the CPU must have AVX2, FMA and F16C.
-pub unsafe fn pack_q8_0x8_x2(
-    a: *const u8,
-    lda: usize,
-    rows: usize,
-    k0: usize,
-    kc: usize,
-    d: *mut u8,
-) {
-    // SAFETY: forwarded contract.
-    unsafe { pack::<false, 2>(a, lda, rows, k0, kc, d) }
-}
 
 #[cfg(test)]
 mod tests {
