@@ -17,7 +17,7 @@ use std::arch::x86_64::*;
 use super::first;
 use super::float::{BF16, F16, F32, load1, load8};
 use super::load128;
-use super::repacked::ROWS;
+use crate::repack::GROUP_ROWS as ROWS;
 
 /// Weight rows per micro-tile (two vectors).
 pub const MR: usize = 16;
