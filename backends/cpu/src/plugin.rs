@@ -227,9 +227,9 @@ impl Device for CpuDevice {
     fn description(&self) -> String {
         let brand = cpu_facts::brand().unwrap_or_else(|| std::env::consts::ARCH.to_string());
         format!(
-            "{brand} (variant {}, {} mat-mul kernels, {} cores)",
+            "{brand} (variant {}, mat-mul kernels: {}; {} cores)",
             self.isa.name(),
-            crate::simd::kernels().isa().name(),
+            crate::simd::kernels().describe(),
             num_cpus::get_physical()
         )
     }

@@ -220,6 +220,17 @@ impl Kernels {
         self.isa
     }
 
+    /// What the mat-mul kernels run on, for people: the instruction set,
+    /// and on x86 whether the VNNI dot products and the 512-bit GEMM
+    /// panels are in use (e.g. `avx2, avx512-vnni, 512-bit gemm`).
+    pub fn describe(&self) -> String {
+        #[cfg(target_arch = "x86_64")]
+        if self.isa == Isa::Avx2 {
+            return x86::describe();
+        }
+        self.isa.name().to_string()
+    }
+
     fn detect() -> Kernels {
         let mut k = Kernels {
             table: MAT_TYPES.map(scalar::kernel),

@@ -297,6 +297,22 @@ fn q6_k_gemm() -> Gemm {
 /// (never called: `gemm` is then `None`).
 unsafe fn no_pack(_: *const u8, _: usize, _: usize, _: usize, _: usize, _: *mut u8) {}
 
+/// What this module's kernels run on here, for [`super::Kernels::describe`].
+pub fn describe() -> String {
+    let mut parts = vec!["avx2"];
+    if vnni() {
+        parts.push("avx512-vnni");
+    }
+    if gemm512::available() {
+        parts.push(if wide_q() {
+            "512-bit gemm"
+        } else {
+            "512-bit float gemm"
+        });
+    }
+    parts.join(", ")
+}
+
 /// A quantized packed GEMM's pack, panel, rows per group and packed bytes
 /// per K element of a group.
 type QPanel = (PackFn, super::PanelFn, usize, usize);
