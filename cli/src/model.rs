@@ -348,6 +348,8 @@ fn bench(a: &BenchArgs) -> Result<(), String> {
                 "upload": r.tg_host_us.upload,
                 "download": r.tg_host_us.download,
                 "other": r.tg_host_us.other,
+                "other_in_scheduler": r.tg_host_us.scheduler,
+                "copies": r.tg_host_us.copies,
             },
             "repetitions": r.repetitions,
         });
@@ -374,8 +376,12 @@ fn bench(a: &BenchArgs) -> Result<(), String> {
                 r.host_share * 100.0
             );
             eprintln!(
-                "per decoded token: planning {:.1} us, input upload {:.1} us, logits download {:.1} us, other host work {:.1} us",
-                r.tg_host_us.plan, r.tg_host_us.upload, r.tg_host_us.download, r.tg_host_us.other
+                "per decoded token: planning {:.1} us, input upload {:.1} us, logits download {:.1} us, other host work {:.1} us ({:.1} of it inside the scheduler)",
+                r.tg_host_us.plan,
+                r.tg_host_us.upload,
+                r.tg_host_us.download,
+                r.tg_host_us.other,
+                r.tg_host_us.scheduler
             );
         }
     }

@@ -50,6 +50,16 @@ pub struct HostCost {
     /// work between the backends' calls), so that the four add up to the
     /// host share of the decode time.
     pub other: f64,
+    /// The part of `other` spent inside `Scheduler::run` (finding bound
+    /// descriptors, dispatching splits and copies, handing calls to the
+    /// devices' call threads, bookkeeping); the rest of `other` is outside
+    /// it (the session building its inputs, the benchmark's loop).
+    pub scheduler: f64,
+    /// Time copying tensors between backends (e.g. a token's embedding
+    /// row from the CPU to a GPU), waits included: a part of `scheduler`
+    /// where the copy itself is host work, of the backend time where a
+    /// backend call waits in it.
+    pub copies: f64,
 }
 
 /// Token ids for a benchmark: deterministic, spread over the vocabulary.
@@ -109,11 +119,15 @@ pub fn bench(
             per_token(after.upload_time, before.upload_time),
             per_token(after.download_time, before.download_time),
         );
+        let in_run = per_token(after.total_time, before.total_time)
+            - per_token(after.backend_time, before.backend_time);
         tg_host_us = HostCost {
             plan,
             upload,
             download,
             other: (per_token(host, Duration::ZERO) - plan - upload - download).max(0.0),
+            scheduler: (in_run - plan - upload - download).max(0.0),
+            copies: per_token(after.copy_time, before.copy_time),
         };
     }
     Ok(BenchResult {

@@ -42,6 +42,9 @@ pub struct RunStats {
     /// Time inside the backends' `graph_compute`, `synchronize` and event
     /// calls: the devices' work, or waiting for it.
     pub backend_time: Duration,
+    /// Time copying tensors between backends (the `copies` above), their
+    /// waits on other backends' work included.
+    pub copy_time: Duration,
     /// Time of whole [`Scheduler::run`] / [`Scheduler::compute`] calls.
     pub total_time: Duration,
 }
@@ -65,6 +68,12 @@ pub struct Scheduler {
     devices: Vec<Device>,
     caps: Vec<DeviceCaps>,
     streams: Vec<Arc<Stream>>,
+    /// Per device: nothing queued on its stream since its last
+    /// `synchronize` (no compute, async copy or event wait), so a
+    /// synchronize would wait for nothing and is skipped (a trip to the
+    /// device's call thread saved: a decode step copies its inputs from
+    /// the CPU to a GPU, each copy synchronizing both sides).
+    idle: Vec<bool>,
     events: Vec<Option<Event>>,
     compute: Vec<Option<Buffer>>,
     weights: WeightBlocks,
@@ -129,6 +138,7 @@ impl Scheduler {
             devices,
             caps,
             streams,
+            idle: vec![true; n],
             events,
             compute: (0..n).map(|_| None).collect(),
             weights: WeightBlocks::default(),

@@ -84,9 +84,11 @@ impl Scheduler {
             for r in std::mem::take(&mut pending[b]) {
                 self.wait_for(r, b)?;
             }
+            let t0 = Instant::now();
             for &c in &split.copies {
                 self.copy(graph, plan, c, &mut pending)?;
             }
+            self.stats.copy_time += t0.elapsed();
             let descs = Arc::clone(&bound[k]);
             let first = split.nodes[0];
             let then_sync = k + 1 == plan.splits.len() && synced == Some(b);
@@ -101,10 +103,13 @@ impl Scheduler {
                     if then_sync { ", then synchronize" } else { "" }
                 )
             };
+            self.idle[b] = false;
             self.device_call(b, what, move |s| {
                 s.graph_compute(&descs)?;
                 if then_sync { s.synchronize() } else { Ok(()) }
             })?;
+            // Without async ops, graph_compute returns when the work is done.
+            self.idle[b] = then_sync || !self.caps[b].async_ops;
             used[b] = true;
             if let Some(ev) = &self.events[b] {
                 self.streams[b]
@@ -164,13 +169,21 @@ impl Scheduler {
         result.map_err(|e| plugin_err(self.name(b), what(), e))
     }
 
+    /// Waits for backend `b`'s queued work; nothing to do (and no call)
+    /// when nothing was queued since its last synchronize.
     fn synchronize(&mut self, b: BackendId) -> Result<(), SchedError> {
-        self.device_call(b, || "synchronize".to_string(), |s| s.synchronize())
+        if self.idle[b] {
+            return Ok(());
+        }
+        self.device_call(b, || "synchronize".to_string(), |s| s.synchronize())?;
+        self.idle[b] = true;
+        Ok(())
     }
 
     /// Makes backend `m` wait until backend `r`'s queued work (reading `m`'s memory) is done.
     fn wait_for(&mut self, r: BackendId, m: BackendId) -> Result<(), SchedError> {
         if let (Some(ev), true) = (&self.events[r], self.caps[m].events) {
+            self.idle[m] = false;
             self.streams[r]
                 .event_record(ev)
                 .map_err(|e| plugin_err(self.name(r), "event_record", e))?;
@@ -211,12 +224,14 @@ impl Scheduler {
         let same_plugin = self.devices[m].backend() == self.devices[to].backend();
         if same_plugin && self.caps[to].async_ops && self.caps[to].events {
             if let Some(ev) = &self.events[m] {
+                self.idle[to] = false;
                 self.streams[to]
                     .event_wait(ev)
                     .map_err(|e| plugin_err(self.name(to), "event_wait", e))?;
             } else {
                 self.synchronize(m)?;
             }
+            self.idle[to] = false;
             if self.streams[to]
                 .cpy_tensor_async(&src, &dst)
                 .map_err(|e| plugin_err(self.name(to), what(), e))?
