@@ -176,34 +176,25 @@ pub fn kernel(dtype: DType) -> Option<MatKernel> {
         DType::Q3_K => k(kquants::tile_q3_k, 2, 4, 4096),
         DType::Q4_K => MatKernel {
             mr_vec: gemv::ROWS,
-            gemm: Some(Gemm {
-                pack: if wide_q() {
-                    kgemm::pack_q4_k_x2
-                } else {
-                    kgemm::pack_q4_k
-                },
-                panel: if wide_q() {
-                    kgemm512::panel_q4_k
-                } else if vnni() {
-                    kgemm::panel_q4_k_vnni
-                } else {
-                    kgemm::panel_q4_k
-                },
-                vt: DType::Q8_K,
-                b_scales: false,
-                b_packed: false,
-                mr: if wide_q() { kgemm512::MR } else { kgemm::MR },
-                nr: 4,
-                group_bytes: if wide_q() {
-                    kgemm512::GROUP_BYTES
-                } else {
-                    kgemm::GROUP_BYTES
-                },
-                mc: 64,
-                nc: 64,
-                kc: 1024,
-                min_n: 16,
-            }),
+            gemm: Some(k_gemm(if wide_q() {
+                (
+                    kgemm::pack_q4_k_x2,
+                    kgemm512::panel_q4_k,
+                    kgemm512::MR,
+                    kgemm512::GROUP_BYTES,
+                )
+            } else {
+                (
+                    kgemm::pack_q4_k,
+                    if vnni() {
+                        kgemm::panel_q4_k_vnni
+                    } else {
+                        kgemm::panel_q4_k
+                    },
+                    kgemm::MR,
+                    kgemm::GROUP_BYTES,
+                )
+            })),
             ..k(gemv::tile_q4_k, 2, 4, 4096)
         },
         DType::Q5_K => k(kquants::tile_q5_k, 2, 4, 4096),
@@ -262,30 +253,35 @@ pub fn repacked_kernel(dtype: DType) -> Option<MatKernel> {
         gemm: match ggml.gemm {
             Some(g) => Some(Gemm { pack, ..g }),
             // q6_K has a packed GEMM only from the repacked layout.
-            None if dtype == DType::Q6_K && wide_q() => Some(Gemm {
-                pack: k6gemm::pack_q6_kx8_x2,
-                panel: k6gemm::panel_q6_k_512,
-                mr: 2 * k6gemm::MR,
-                group_bytes: 2 * k6gemm::GROUP_BYTES,
-                ..q6_k_gemm()
-            }),
-            None if dtype == DType::Q6_K && vnni => Some(q6_k_gemm()),
+            None if dtype == DType::Q6_K && wide_q() => Some(k_gemm((
+                k6gemm::pack_q6_kx8_x2,
+                k6gemm::panel_q6_k_512,
+                2 * k6gemm::MR,
+                2 * k6gemm::GROUP_BYTES,
+            ))),
+            None if dtype == DType::Q6_K && vnni => Some(k_gemm((
+                k6gemm::pack_q6_kx8,
+                k6gemm::panel_q6_k_vnni,
+                k6gemm::MR,
+                k6gemm::GROUP_BYTES,
+            ))),
             None => None,
         },
     })
 }
 
-/// The packed q6_K GEMM of eight-row groups (AVX-512 VNNI on 256 bits).
-fn q6_k_gemm() -> Gemm {
+/// The packed GEMM of a K-quant (q4_K, q6_K) against q8_K activations,
+/// with the pack, panel, rows per group and packed bytes of `panel`.
+fn k_gemm((pack, panel, mr, group_bytes): QPanel) -> Gemm {
     Gemm {
-        pack: k6gemm::pack_q6_kx8,
-        panel: k6gemm::panel_q6_k_vnni,
+        pack,
+        panel,
         vt: DType::Q8_K,
         b_scales: false,
         b_packed: false,
-        mr: k6gemm::MR,
+        mr,
         nr: 4,
-        group_bytes: k6gemm::GROUP_BYTES,
+        group_bytes,
         mc: 64,
         nc: 64,
         kc: 1024,
