@@ -151,16 +151,30 @@ fn weights_on_a_backend_pull_their_ops_there() {
             a.cause[i]
         );
     }
-    // Spreading puts the whole block on the GPU: one split, inputs copied in.
+    // Spreading puts the whole block on the GPU: one split. Its inputs are
+    // read there only, so they live in the GPU's memory (nothing copied)
+    // and are written in one go.
     assert_eq!(plan.stats.splits, 1, "{}", Explanation::new(&plan, &g));
     assert_eq!(plan.splits[0].backend, 0);
-    let copied: Vec<&str> = plan
-        .copies
-        .iter()
-        .map(|c| g.name(TensorId(c.tensor)))
-        .collect();
-    assert_eq!(copied, ["x", "pos", "kq_mask"]);
-    assert!(plan.copies.iter().all(|c| c.from == 1 && c.to == 0));
+    assert!(plan.copies.is_empty(), "{:?}", plan.copies);
+    let inputs = ["x", "pos", "kq_mask"].map(|n| g.find(n).unwrap().index());
+    for i in inputs {
+        assert_eq!(a.backend[i], 0);
+        assert_eq!(a.cause[i], Cause::InputAtReader);
+    }
+    assert_eq!(plan.input_writes.len(), 1, "{:?}", plan.input_writes);
+    let w = &plan.input_writes[0];
+    assert_eq!(w.backend, 0);
+    let mut members: Vec<usize> = w.members.iter().map(|&(i, _)| i).collect();
+    members.sort_unstable();
+    assert_eq!(members, inputs);
+    for &(i, at) in &w.members {
+        let Loc::Compute { backend: 0, offset } = plan.allocation.tensor[i] else {
+            panic!("input {i} is not in the GPU's compute buffer");
+        };
+        assert_eq!(offset, w.offset + at);
+        assert!(at + g.desc(TensorId(i)).nbytes() <= w.len);
+    }
 }
 
 #[test]
@@ -340,11 +354,67 @@ fn unplaced_leaves_go_where_their_first_consumer_runs() {
     let wq = g.find("blk.0.attn_q.weight").unwrap().index();
     assert_eq!(plan.assignment.cause[wq], Cause::Consumer);
     assert_eq!(plan.assignment.backend[wq], 0);
-    // Inputs stay in host memory, on the last backend.
-    assert_eq!(plan.assignment.backend[g.find("x").unwrap().index()], 1);
+    // The block's inputs are read by the GPU only: they go into its memory.
+    for name in ["x", "pos", "kq_mask"] {
+        let t = g.find(name).unwrap().index();
+        let a = &plan.assignment;
+        assert_eq!(
+            (a.backend[t], a.cause[t]),
+            (0, Cause::InputAtReader),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn inputs_move_into_device_memory_only_when_one_device_reads_them() {
+    let mut g = Graph::new();
+    let shared = g.input("shared", DType::F32, &[64]).unwrap();
+    let gpu_only = g.input("gpu_only", DType::F32, &[64]).unwrap();
+    let cpu_only = g.input("cpu_only", DType::F32, &[64]).unwrap();
+    let on_gpu = g.add(shared, gpu_only).unwrap();
+    let on_cpu = g.mul(shared, cpu_only).unwrap();
+    let out = g.add(on_gpu, on_cpu).unwrap();
+    g.mark_output(out).unwrap();
+    let mut p = planner(
+        vec![Fake::gpu(vec![]), Fake::cpu()],
+        SchedOptions::default(),
+    );
+    p.pin(on_gpu.index(), 0).unwrap();
+    p.pin(on_cpu.index(), 1).unwrap();
+    let plan = p.plan(&g).unwrap();
+    let a = &plan.assignment;
+    let at = |t: TensorId| (a.backend[t.index()], a.cause[t.index()]);
+    assert_eq!(at(shared), (1, Cause::Input));
+    assert_eq!(at(cpu_only), (1, Cause::Input));
+    assert_eq!(at(gpu_only), (0, Cause::InputAtReader));
+    // Only 'shared' is copied to the GPU; 'gpu_only' is written there.
+    let copied: Vec<&str> = plan
+        .copies
+        .iter()
+        .filter(|c| c.to == 0)
+        .map(|c| g.name(TensorId(c.tensor)))
+        .collect();
+    assert_eq!(copied, ["shared"]);
+    // The CPU's two inputs are host memory: written one by one.
+    let mut writes: Vec<(usize, Vec<usize>)> = plan
+        .input_writes
+        .iter()
+        .map(|w| (w.backend, w.members.iter().map(|&(i, _)| i).collect()))
+        .collect();
+    writes.sort();
     assert_eq!(
-        plan.assignment.cause[g.find("x").unwrap().index()],
-        Cause::Input
+        writes,
+        [
+            (0, vec![gpu_only.index()]),
+            (1, vec![shared.index()]),
+            (1, vec![cpu_only.index()]),
+        ]
+    );
+    let text = Explanation::new(&plan, &g).to_string();
+    assert!(
+        text.contains("input write on gpu: 'gpu_only' (256 B)"),
+        "{text}"
     );
 }
 

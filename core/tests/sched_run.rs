@@ -316,6 +316,40 @@ fn run_uploads_only_the_given_inputs_and_reads_only_the_asked_outputs() {
 }
 
 #[test]
+fn inputs_read_only_by_a_device_are_written_there_in_one_set_tensor() {
+    let mut g = small_block();
+    let (host, want) = reference(&g);
+    let mut s = Scheduler::new(vec![fake_gpu(vec![]), cpu()], SchedOptions::default()).unwrap();
+    let w = weights(&g);
+    s.place_weights(&mut g, 0, &w).unwrap();
+    for &t in &w {
+        s.upload(&g, t, host.bytes(t)).unwrap();
+    }
+    let result = g.find("result").unwrap();
+    let mut out = vec![0u8; g.desc(result).nbytes() as usize];
+    // Twice: the second run rewrites the inputs over the first's values.
+    for _ in 0..2 {
+        s.run(&g, &inputs_of(&g, &host), &mut [(result, &mut out)])
+            .unwrap();
+        let got: Vec<f32> = out
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        assert_close(&got, &want);
+    }
+    let plan = s.planner_mut().plan(&g).unwrap();
+    assert!(plan.copies.is_empty(), "{}", Explanation::new(&plan, &g));
+    assert_eq!(plan.input_writes.len(), 1, "{:?}", plan.input_writes);
+    assert_eq!(plan.input_writes[0].members.len(), 3);
+    assert_eq!(s.stats().copies, 0);
+    // The same through `compute` (inputs from a HostTensors).
+    let mut host2 = HostTensors::new(&g);
+    fill(&g, &mut host2, 7);
+    s.compute(&g, &mut host2).unwrap();
+    assert_close(&host2.get_f32(&g, result), &want);
+}
+
+#[test]
 fn run_names_a_missing_input_an_unflagged_output_and_a_wrong_size() {
     let mut g = small_block();
     let (host, _) = reference(&g);

@@ -14,6 +14,9 @@ pub enum Cause {
     Preplaced,
     /// A graph input: host memory, the last backend.
     Input,
+    /// A graph input read only by nodes of this backend, which cannot read
+    /// host memory: written straight into its memory.
+    InputAtReader,
     /// It reads weights (tensor `src`) living in that backend's memory.
     Weights {
         /// The weight tensor.
@@ -54,6 +57,9 @@ impl Cause {
             Cause::Pinned => "pinned by the user".into(),
             Cause::Preplaced => "memory placed there before planning".into(),
             Cause::Input => "graph input (host memory)".into(),
+            Cause::InputAtReader => {
+                "graph input written straight into the memory of the only backend reading it".into()
+            }
             Cause::Weights { src } => format!("reads weights '{}' that live there", name(src)),
             Cause::Offload { src } => format!(
                 "batch large enough to copy weights '{}' in from host memory",

@@ -424,9 +424,11 @@ impl Scheduler {
         let start = Instant::now();
         let plan = self.plan_timed(graph)?;
         let t0 = Instant::now();
+        let mut data: Vec<Option<&[u8]>> = vec![None; graph.len()];
         for &i in &plan.inputs {
-            self.write_input(graph, &plan, TensorId(i), host.bytes(TensorId(i)))?;
+            data[i] = Some(host.bytes(TensorId(i)));
         }
+        self.write_inputs(graph, &plan, &data)?;
         self.stats.upload_time += t0.elapsed();
         self.run_splits(graph, &plan)?;
 
@@ -460,7 +462,7 @@ impl Scheduler {
         let plan = self.plan_timed(graph)?;
         let t0 = Instant::now();
         let a = &plan.assignment;
-        let mut given = vec![false; graph.len()];
+        let mut given: Vec<Option<&[u8]>> = vec![None; graph.len()];
         for &(t, data) in inputs {
             let d = graph
                 .try_desc(t)
@@ -479,16 +481,16 @@ impl Scheduler {
                     "is placed (weights, caches): write it with upload, not as an input".into(),
                 ));
             }
-            given[t.index()] = true;
-            self.write_input(graph, &plan, t, data)?;
+            given[t.index()] = Some(data);
         }
-        if let Some(&i) = plan.inputs.iter().find(|&&i| !given[i]) {
+        if let Some(&i) = plan.inputs.iter().find(|&&i| given[i].is_none()) {
             return Err(data_err(
                 graph,
                 TensorId(i),
                 "is read by the graph but neither given as an input nor placed".into(),
             ));
         }
+        self.write_inputs(graph, &plan, &given)?;
         self.stats.upload_time += t0.elapsed();
         self.run_splits(graph, &plan)?;
 
@@ -523,33 +525,63 @@ impl Scheduler {
         Ok(plan)
     }
 
-    /// Writes host bytes into an input leaf's memory.
-    fn write_input(
+    /// Writes the inputs' host bytes (`data`, by tensor) into their memory,
+    /// as the plan's [`InputWrite`](super::inputs::InputWrite)s: one `set_tensor` per write, of one
+    /// input or of several lying side by side.
+    fn write_inputs(
         &self,
         graph: &Graph,
         plan: &Plan,
-        t: TensorId,
-        data: &[u8],
+        data: &[Option<&[u8]>],
     ) -> Result<(), SchedError> {
-        let loc = plan.allocation.tensor[t.index()];
-        let Some(buf) = self.buffer_at(loc) else {
-            return Ok(()); // nothing reads it
-        };
-        let d = graph.desc(t);
-        if data.len() as u64 != d.nbytes() {
-            return Err(data_err(
-                graph,
-                t,
-                format!("input has {} bytes, the tensor {}", data.len(), d.nbytes()),
-            ));
+        for &i in &plan.inputs {
+            let t = TensorId(i);
+            let (have, want) = (data[i].map_or(0, <[u8]>::len), graph.desc(t).nbytes());
+            if have as u64 != want {
+                return Err(data_err(
+                    graph,
+                    t,
+                    format!("input has {have} bytes, the tensor {want}"),
+                ));
+            }
         }
-        buf.set_tensor(&self.bound(d, loc), 0, data).map_err(|e| {
-            plugin_err(
-                self.name(plan.assignment.backend[t.index()]),
-                format!("set_tensor of input '{}'", graph.name(t)),
-                e,
-            )
-        })
+        let mut joint = Vec::new();
+        for w in &plan.input_writes {
+            let loc = Loc::Compute {
+                backend: w.backend,
+                offset: w.offset,
+            };
+            let Some(buf) = self.buffer_at(loc) else {
+                continue; // nothing reads them
+            };
+            let bytes = |i: usize| data[i].unwrap_or_default();
+            let (desc, bytes) = match w.members[..] {
+                [(i, _)] => (*graph.desc(TensorId(i)), bytes(i)),
+                _ => {
+                    joint.clear();
+                    joint.resize(w.len as usize, 0u8);
+                    for &(i, at) in &w.members {
+                        let b = bytes(i);
+                        joint[at as usize..at as usize + b.len()].copy_from_slice(b);
+                    }
+                    (w.desc(), &joint[..])
+                }
+            };
+            buf.set_tensor(&self.bound(&desc, loc), 0, bytes)
+                .map_err(|e| {
+                    let names: Vec<String> = w
+                        .members
+                        .iter()
+                        .map(|&(i, _)| format!("'{}'", graph.name(TensorId(i))))
+                        .collect();
+                    plugin_err(
+                        self.name(w.backend),
+                        format!("set_tensor of input {}", names.join(", ")),
+                        e,
+                    )
+                })?;
+        }
+        Ok(())
     }
 
     /// Reads a tensor's bytes into `out` (exactly its size).

@@ -55,6 +55,9 @@ pub struct Explanation {
     pub memory: Vec<(u64, u64)>,
     /// Per split: the tensors copied in before it runs, as (name, from backend, bytes).
     pub copies_in: Vec<Vec<(String, String, u64)>>,
+    /// The host's writes of the graph inputs before a run, as (backend,
+    /// inputs, bytes): one entry per `set_tensor`.
+    pub input_writes: Vec<(String, Vec<String>, u64)>,
 }
 
 /// `ADD`, `UNARY(SILU)`, `GLU(SWIGLU)`.
@@ -136,6 +139,14 @@ impl Explanation {
                             (name(c.tensor), names[c.from].clone(), c.bytes)
                         })
                         .collect()
+                })
+                .collect(),
+            input_writes: plan
+                .input_writes
+                .iter()
+                .map(|w| {
+                    let members = w.members.iter().map(|&(i, _)| name(i)).collect();
+                    (names[w.backend].clone(), members, w.len)
                 })
                 .collect(),
         }
@@ -226,6 +237,15 @@ impl fmt::Display for Explanation {
             human_bytes(self.copies.1),
             fallbacks
         )?;
+        for (b, inputs, bytes) in &self.input_writes {
+            let inputs: Vec<String> = inputs.iter().map(|t| format!("'{t}'")).collect();
+            writeln!(
+                f,
+                "  input write on {b}: {} ({})",
+                inputs.join(", "),
+                human_bytes(*bytes)
+            )?;
+        }
         for (k, b) in self.backends.iter().enumerate() {
             let (peak, naive) = self.memory.get(k).copied().unwrap_or((0, 0));
             writeln!(

@@ -35,6 +35,7 @@ pub mod cache;
 pub mod dot;
 pub mod exec;
 pub mod explain;
+pub mod inputs;
 pub mod placement;
 pub mod plan;
 pub mod split;
@@ -152,6 +153,9 @@ pub struct Plan {
     /// Leaves the host writes on every run (inputs the scheduler placed in
     /// compute memory), in graph order.
     pub inputs: Vec<usize>,
+    /// How the host writes those inputs: one write per backend holding
+    /// several of them side by side in device memory, else one per input.
+    pub input_writes: Vec<inputs::InputWrite>,
     /// Backend per tensor.
     pub assignment: Assignment,
     /// Runs of nodes per backend, in execution order.

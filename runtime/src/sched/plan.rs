@@ -302,7 +302,7 @@ impl Planner {
             naive_bytes: allocation.naive_bytes.clone(),
             in_place: allocation.in_place,
         };
-        let inputs = (0..g.len())
+        let inputs: Vec<usize> = (0..g.len())
             .filter(|&i| {
                 g[i].op().is_ok_and(|op| op == Op::None)
                     && assignment.root[i] == i
@@ -310,8 +310,17 @@ impl Planner {
                     && allocation.tensor[i] != Loc::None
             })
             .collect();
+        let input_writes = super::inputs::plan_writes(
+            g,
+            &inputs,
+            &assignment.root,
+            &allocation,
+            &copies,
+            &self.facts,
+        );
         Ok(Plan {
             inputs,
+            input_writes,
             assignment,
             splits,
             copies,
@@ -571,6 +580,15 @@ impl Planner {
                 }
             }
         }
+        super::inputs::move_to_readers(
+            |j| graph.sources(crate::TensorId(j)).map(|s| s.0).collect(),
+            &kinds,
+            &root,
+            &mut be,
+            &mut cause,
+            facts,
+            last,
+        );
         for i in 0..n {
             match kinds[i] {
                 Kind::View => {
