@@ -26,8 +26,9 @@ export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json __EG
 # from bins2 whatever NEW is.
 # OLD: the baseline build (default .devbin/bins.tar.xz; OLD=none: no baseline).
 # VARIANTS: environment settings (space-separated words like
-#   BACKPLANE_WEBGPU_NATIVE_REPLAY=on) each benchmarked with NEW beside
-#   llama.cpp, and profiled (default: NEW as it is).
+#   BACKPLANE_WEBGPU_NATIVE_REPLAY=on; A=1+B=2 sets two) each benchmarked
+#   with NEW beside llama.cpp, and profiled (default: NEW as it is).
+# OLDFIRST=1 benchmarks the baseline once before anything else too.
 # EARLY=0 skips our first round (it runs while llama.cpp compiles);
 # PERF=0 skips the MUL_MAT layout timings; PROFILE=0 the host-time profiles; LLAMA=0 skips llama.cpp
 # (our VARIANTS then run alone); KPROFILE=1 keeps the per-kernel GPU times
@@ -61,7 +62,10 @@ done
 date
 VARIANTS=${VARIANTS:-NONE=1}
 # $1: build (old/new); $2: weight type; $3: an environment setting.
-ours() { env ${3:-NONE=1} BACKPLANE_PLUGIN_PATH=/tmp/$1 $T timeout 90 /tmp/$1/backplane bench --model /tmp/m-$2.gguf -p 512 -n 128 -r 3 --device webgpu --gpu-layers 99 --json 2>&1 | tail -2 | sed "s/^/$1 ${3:-} /" >> $S/bench.txt; keep bench.txt; }
+ours() { local e=${3:-NONE=1}; env ${e//+/ } BACKPLANE_PLUGIN_PATH=/tmp/$1 $T timeout 90 /tmp/$1/backplane bench --model /tmp/m-$2.gguf -p 512 -n 128 -r 3 --device webgpu --gpu-layers 99 --json 2>&1 | tail -2 | sed "s/^/$1 ${3:-} /" >> $S/bench.txt; keep bench.txt; }
+if [ "${OLDFIRST:-0}" = 1 ] && [ $OLD != none ]; then
+  for t in q4_0 q8_0 q4_K_M f16; do step old0-$t && { ours old $t; done_ old0-$t; }; done
+fi
 if [ "${EARLY:-1}" = 1 ]; then
   for t in q4_0 q8_0 q4_K_M f16; do step ours1-$t && { ours new $t; done_ ours1-$t; }; done
 fi

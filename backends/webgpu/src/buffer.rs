@@ -255,15 +255,20 @@ impl WebGpuBuffer {
         let end = start + data.len() as u64;
         let a_start = start - start % COPY_ALIGN;
         let a_end = end.next_multiple_of(COPY_ALIGN);
+        let ctx = &self.ctx;
         if a_start == start && a_end == end {
-            self.ctx.queue.write_buffer(&self.buffer, start, data);
+            if !ctx.uploads.stage(&ctx.device, &self.buffer, start, data) {
+                ctx.uploads.flush(&ctx.device, &ctx.queue);
+                ctx.queue.write_buffer(&self.buffer, start, data);
+            }
             return Ok(());
         }
         let mut window = vec![0u8; (a_end - a_start) as usize];
         self.read(a_start, &mut window)?;
         let at = (start - a_start) as usize;
         window[at..at + data.len()].copy_from_slice(data);
-        self.ctx.queue.write_buffer(&self.buffer, a_start, &window);
+        ctx.uploads.flush(&ctx.device, &ctx.queue);
+        ctx.queue.write_buffer(&self.buffer, a_start, &window);
         Ok(())
     }
 }
@@ -339,6 +344,7 @@ fn map_copy(
     len: u64,
     read: impl FnOnce(&[u8]),
 ) -> Result<(), String> {
+    ctx.uploads.flush(&ctx.device, &ctx.queue);
     let mut enc = ctx.device.create_command_encoder(&Default::default());
     enc.copy_buffer_to_buffer(buffer, from, staging, 0, len);
     ctx.queue.submit([enc.finish()]);
@@ -435,6 +441,7 @@ impl Buffer for WebGpuBuffer {
             return Ok(false);
         }
         self.ctx.prefetch.forget();
+        self.ctx.uploads.flush(&self.ctx.device, &self.ctx.queue);
         let mut enc = self.ctx.device.create_command_encoder(&Default::default());
         enc.copy_buffer_to_buffer(&sbuf, s, &self.buffer, d, n);
         self.ctx.queue.submit([enc.finish()]);
@@ -443,6 +450,7 @@ impl Buffer for WebGpuBuffer {
 
     fn clear(&self, value: u8) -> Result<(), PluginError> {
         self.ctx.prefetch.forget();
+        self.ctx.uploads.flush(&self.ctx.device, &self.ctx.queue);
         // Splitting only moves bytes, so a buffer of one value is that in
         // either layout.
         if value == 0 {

@@ -51,6 +51,8 @@ pub struct Ctx {
     /// ([`crate::prefetch`]); every write to the device's memory forgets
     /// them first.
     pub prefetch: crate::prefetch::Prefetch,
+    /// Small host writes staged for the next submission ([`crate::upload`]).
+    pub uploads: crate::upload::Uploads,
     /// The native Vulkan kernels' features and pipelines ([`crate::native`]).
     pub native: crate::native::NativeState,
     /// Native replay's shared state ([`crate::replay::native`]).
@@ -117,6 +119,7 @@ impl Ctx {
             param_pool: Arc::default(),
             readback: Mutex::default(),
             prefetch: Default::default(),
+            uploads: Default::default(),
             native: crate::native::NativeState::new(native),
             native_replay: Default::default(),
         })

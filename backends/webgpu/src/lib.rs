@@ -27,6 +27,7 @@ pub mod profile;
 pub mod replay;
 pub mod split;
 pub mod stream;
+pub mod upload;
 #[cfg(any(target_os = "linux", target_os = "windows", target_os = "android"))]
 pub mod vulkan;
 

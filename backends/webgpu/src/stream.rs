@@ -95,6 +95,7 @@ impl WebGpuStream {
                 queue: &self.ctx.queue,
                 state: &self.ctx.native_replay,
                 serial: self.facts.tuning.native_replay == NativeReplayMode::Serial,
+                uploads: &self.ctx.uploads,
             };
             crate::replay::native::try_submit(&target, r, &flag)
         });
@@ -119,6 +120,8 @@ impl WebGpuStream {
             }
             return self.flag_verdict(graph, flag_words);
         }
+        // The host's staged writes go before the graph's first submission.
+        self.ctx.uploads.flush(&self.ctx.device, &self.ctx.queue);
         let mut enc = Encoder::new(&self.ctx, &self.facts, graph, &mut state);
         let result = match &recording {
             Some(r) => {

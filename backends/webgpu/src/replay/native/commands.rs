@@ -190,10 +190,17 @@ impl NativeCommands {
     }
 
     /// Submits the kernels through wgpu's queue: one wgpu command buffer
-    /// that executes the recorded one. Waits first for this recording's
-    /// previous submission (normally long done: `graph_compute` waits for
-    /// the GPU before it returns).
-    pub fn submit(&self, device: &wgpu::Device, queue: &wgpu::Queue) -> Result<(), String> {
+    /// that executes the recorded one, after `first` (recorded with wgpu's
+    /// own commands, which may not share an encoder with raw ones) in the
+    /// same submission. Waits first for this recording's previous
+    /// submission (normally long done: `graph_compute` waits for the GPU
+    /// before it returns).
+    pub fn submit(
+        &self,
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        first: wgpu::CommandBuffer,
+    ) -> Result<(), String> {
         let mut last = lock(&self.last_submission);
         if let Some(index) = last.take() {
             device
@@ -222,7 +229,7 @@ impl NativeCommands {
         if executed.is_none() {
             return Err("wgpu gave no raw Vulkan command encoder".into());
         }
-        *last = Some(queue.submit([enc.finish()]));
+        *last = Some(queue.submit([first, enc.finish()]));
         Ok(())
     }
 }

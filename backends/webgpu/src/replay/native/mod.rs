@@ -37,6 +37,8 @@ pub struct Target<'a> {
     /// A barrier between every two kernels (`native_replay=serial`), not
     /// only where one depends on another's memory.
     pub serial: bool,
+    /// The host's staged writes, copied in the same submission first.
+    pub uploads: &'a crate::upload::Uploads,
 }
 
 #[cfg(any(target_os = "linux", target_os = "windows", target_os = "android"))]
@@ -151,10 +153,20 @@ fn submit(t: &Target, recording: &Recording, error_flag: &wgpu::Buffer) -> Resul
     } else {
         0
     };
-    // The flag clear a wgpu replay does in its first batch; written in the
-    // same submission, before the kernels.
-    t.queue.write_buffer(error_flag, 0, &[0u8; 16]);
-    commands.submit(t.device, t.queue)?;
+    // The flag clear a wgpu replay does in its first batch and the host's
+    // staged writes, in a command buffer of the same submission before the
+    // kernels (the native one's first barrier makes them visible).
+    let mut first = t
+        .device
+        .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+            label: Some("backplane native replay inputs"),
+        });
+    first.clear_buffer(error_flag, 0, None);
+    let staged = t.uploads.record(&mut first);
+    commands.submit(t.device, t.queue, first.finish())?;
+    if let Some(staged) = staged {
+        staged.submitted();
+    }
     Ok(built_ns)
 }
 
