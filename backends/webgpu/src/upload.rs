@@ -13,7 +13,7 @@
 //! A write that finds the buffer busy or full takes `queue.write_buffer`
 //! after the queued copies are submitted, so writes land in their order.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::lock;
@@ -22,8 +22,21 @@ use crate::lock;
 /// bytes queued between two submissions.
 pub const UPLOAD_BYTES: u64 = 1 << 20;
 
-/// Offsets in the staging buffer are kept to WebGPU's copy alignment.
+/// Writes must be whole 32-bit words (WebGPU's copy alignment).
 const ALIGN: u64 = wgpu::COPY_BUFFER_ALIGNMENT;
+
+/// Writes start at multiples of this in the staging buffer (a mapped
+/// range must start at one).
+const START_ALIGN: u64 = wgpu::MAP_ALIGNMENT;
+
+/// Writes staged in this process.
+static STAGED: AtomicU64 = AtomicU64::new(0);
+
+/// How many writes of this process went through the staging buffer (for
+/// tests and measurements).
+pub fn staged_writes() -> u64 {
+    STAGED.load(Ordering::Relaxed)
+}
 
 /// One queued copy: `len` bytes at `from` in the staging buffer to byte
 /// `to` of `dst`.
@@ -95,7 +108,7 @@ impl Uploads {
             }));
             s.mapped.store(true, Ordering::Release);
         }
-        let from = s.used;
+        let from = s.used.next_multiple_of(START_ALIGN);
         if !s.mapped.load(Ordering::Acquire) || from + len > UPLOAD_BYTES {
             return false;
         }
@@ -105,6 +118,7 @@ impl Uploads {
             Err(_) => return false,
         }
         s.used = from + len;
+        STAGED.fetch_add(1, Ordering::Relaxed);
         s.pending.push(Pending {
             dst: dst.clone(),
             to: at,
