@@ -283,31 +283,40 @@ fn inputs_of<'a>(g: &Graph, host: &'a HostTensors) -> Vec<(TensorId, &'a [u8])> 
         .collect()
 }
 
-#[test]
-fn run_uploads_only_the_given_inputs_and_reads_only_the_asked_outputs() {
+/// A small block with its weights on a fake GPU refusing `refuse`, the CPU
+/// behind it, and the reference result.
+fn block_on_fake_gpu(refuse: Vec<Op>) -> (Graph, HostTensors, Vec<f32>, Scheduler) {
     let mut g = small_block();
     let (host, want) = reference(&g);
-    let mut s = Scheduler::new(
-        vec![fake_gpu(vec![Op::Rope]), cpu()],
-        SchedOptions::default(),
-    )
-    .unwrap();
+    let mut s = Scheduler::new(vec![fake_gpu(refuse), cpu()], SchedOptions::default()).unwrap();
     let w = weights(&g);
     s.place_weights(&mut g, 0, &w).unwrap();
     for &t in &w {
         s.upload(&g, t, host.bytes(t)).unwrap();
     }
+    (g, host, want, s)
+}
+
+/// Runs `g` twice through `Scheduler::run` (the second run rewriting the
+/// inputs over the first's), checking the result each time.
+fn run_twice(s: &mut Scheduler, g: &Graph, host: &HostTensors, want: &[f32]) {
     let result = g.find("result").unwrap();
     let mut out = vec![0u8; g.desc(result).nbytes() as usize];
     for _ in 0..2 {
-        s.run(&g, &inputs_of(&g, &host), &mut [(result, &mut out)])
+        s.run(g, &inputs_of(g, host), &mut [(result, &mut out)])
             .unwrap();
         let got: Vec<f32> = out
             .chunks_exact(4)
             .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
             .collect();
-        assert_close(&got, &want);
+        assert_close(&got, want);
     }
+}
+
+#[test]
+fn run_uploads_only_the_given_inputs_and_reads_only_the_asked_outputs() {
+    let (g, host, want, mut s) = block_on_fake_gpu(vec![Op::Rope]);
+    run_twice(&mut s, &g, &host, &want);
     assert_eq!(s.planner().plans_built(), 1);
     let st = s.stats();
     assert_eq!(st.runs, 2);
@@ -317,26 +326,8 @@ fn run_uploads_only_the_given_inputs_and_reads_only_the_asked_outputs() {
 
 #[test]
 fn inputs_read_only_by_a_device_are_written_there_in_one_set_tensor() {
-    let mut g = small_block();
-    let (host, want) = reference(&g);
-    let mut s = Scheduler::new(vec![fake_gpu(vec![]), cpu()], SchedOptions::default()).unwrap();
-    let w = weights(&g);
-    s.place_weights(&mut g, 0, &w).unwrap();
-    for &t in &w {
-        s.upload(&g, t, host.bytes(t)).unwrap();
-    }
-    let result = g.find("result").unwrap();
-    let mut out = vec![0u8; g.desc(result).nbytes() as usize];
-    // Twice: the second run rewrites the inputs over the first's values.
-    for _ in 0..2 {
-        s.run(&g, &inputs_of(&g, &host), &mut [(result, &mut out)])
-            .unwrap();
-        let got: Vec<f32> = out
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect();
-        assert_close(&got, &want);
-    }
+    let (g, host, want, mut s) = block_on_fake_gpu(vec![]);
+    run_twice(&mut s, &g, &host, &want);
     let plan = s.planner_mut().plan(&g).unwrap();
     assert!(plan.copies.is_empty(), "{}", Explanation::new(&plan, &g));
     assert_eq!(plan.input_writes.len(), 1, "{:?}", plan.input_writes);
@@ -346,7 +337,7 @@ fn inputs_read_only_by_a_device_are_written_there_in_one_set_tensor() {
     let mut host2 = HostTensors::new(&g);
     fill(&g, &mut host2, 7);
     s.compute(&g, &mut host2).unwrap();
-    assert_close(&host2.get_f32(&g, result), &want);
+    assert_close(&host2.get_f32(&g, g.find("result").unwrap()), &want);
 }
 
 #[test]
