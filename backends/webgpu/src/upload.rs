@@ -14,7 +14,7 @@
 //! after the queued copies are submitted, so writes land in their order.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::lock;
 
@@ -67,16 +67,18 @@ pub struct Uploads {
 /// Copies recorded into a command encoder by [`Uploads::record`]; call
 /// [`Recorded::submitted`] once that encoder is submitted. Dropped
 /// without it (the encoder was never submitted), the copies stay queued.
+/// Holds the uploads' lock meanwhile: no other thread stages a write or
+/// records the same copies again in between.
 #[must_use]
 pub struct Recorded<'a> {
-    uploads: &'a Uploads,
+    state: MutexGuard<'a, State>,
 }
 
 impl Recorded<'_> {
     /// The encoder holding the copies was submitted: forget them and map
     /// the staging buffer again (ready once the submission is done).
-    pub fn submitted(self) {
-        let mut s = lock(&self.uploads.state);
+    pub fn submitted(mut self) {
+        let s = &mut *self.state;
         s.pending.clear();
         s.used = 0;
         if let Some(staging) = &s.staging {
@@ -142,7 +144,7 @@ impl Uploads {
         for p in &s.pending {
             enc.copy_buffer_to_buffer(&staging, p.from, &p.dst, p.to, p.len);
         }
-        Some(Recorded { uploads: self })
+        Some(Recorded { state: s })
     }
 
     /// Submits the queued copies on their own (before anything else reads
