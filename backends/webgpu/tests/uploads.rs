@@ -120,9 +120,12 @@ fn staged_writes_land_in_order_among_reads_large_writes_clears_and_copies() {
         first_bad, None,
         "the buffer's bytes differ from the host's copy"
     );
-    // Tests run side by side: the count is at least this test's own.
+    // Most small writes are staged; one right after a submission of its
+    // own (a flush) finds the staging buffer still being mapped again and
+    // takes `write_buffer`. Tests run side by side, so the count may
+    // include other tests' writes.
     assert!(
-        staged_writes() - staged_before >= small as u64,
+        staged_writes() - staged_before >= small as u64 / 2,
         "only {} of {small} small writes were staged",
         staged_writes() - staged_before
     );
