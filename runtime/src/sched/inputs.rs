@@ -17,7 +17,6 @@ use super::BackendId;
 use super::alloc::{Allocation, Loc};
 use super::assignment::Cause;
 use super::placement::BackendFacts;
-use super::plan::Kind;
 use super::split::Copy;
 
 /// Marks a tensor not assigned yet.
@@ -25,18 +24,19 @@ const NONE: BackendId = usize::MAX;
 
 /// Moves each graph input (`Cause::Input`, on `last`) that only nodes of one
 /// backend `b` read, and that `b` cannot read in host memory, into `b`'s
-/// memory. An input some node writes in place stays where it is (that
+/// memory. `compute` lists the compute nodes, `sources` gives a node's
+/// sources. An input some node writes in place stays where it is (that
 /// node's placement already depends on it).
 pub(crate) fn move_to_readers(
     sources: impl Fn(usize) -> Vec<usize>,
-    kinds: &[Kind],
+    compute: &[usize],
     root: &[usize],
     be: &mut [BackendId],
     cause: &mut [Cause],
     facts: &BackendFacts,
     last: BackendId,
 ) {
-    let n = kinds.len();
+    let n = root.len();
     // Per input: the one backend reading it so far, NONE, or `last` when
     // it must stay (several readers' backends, written in place).
     let mut reader = vec![NONE; n];
@@ -47,10 +47,7 @@ pub(crate) fn move_to_readers(
             _ => last,
         };
     };
-    for j in 0..n {
-        if kinds[j] != Kind::Compute {
-            continue;
-        }
+    for &j in compute {
         if root[j] != j && cause[root[j]] == Cause::Input {
             keep(root[j], last, &mut reader);
         }

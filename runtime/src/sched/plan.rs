@@ -582,7 +582,7 @@ impl Planner {
         }
         super::inputs::move_to_readers(
             |j| graph.sources(crate::TensorId(j)).map(|s| s.0).collect(),
-            &kinds,
+            &order,
             &root,
             &mut be,
             &mut cause,
