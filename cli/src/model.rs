@@ -1,5 +1,6 @@
-//! The model commands: `run`, `tokenize`, `logits` and `bench`, over
-//! GGUF models of the llama, qwen2 and qwen3 architectures.
+//! The model commands: `run`, `tokenize`, `logits`, `bench` and
+//! `explain-model`, over GGUF models of the llama, qwen2 and qwen3
+//! architectures.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -20,6 +21,10 @@ pub enum Command {
     Logits(LogitsArgs),
     /// Measure prefill and decode speed, like llama-bench's pp512 / tg128.
     Bench(BenchArgs),
+    /// Show how the scheduler routes a model's forward graph over the
+    /// devices: every node's backend and why, the refusals, the copies
+    /// between backends and the input writes.
+    ExplainModel(ExplainModelArgs),
 }
 
 /// Where and how a model is loaded.
@@ -147,6 +152,19 @@ pub struct BenchArgs {
     json: bool,
 }
 
+/// Arguments of `backplane explain-model`.
+#[derive(Args)]
+pub struct ExplainModelArgs {
+    #[command(flatten)]
+    model: ModelArgs,
+    /// Tokens in the graph: 1 is a decode step, more a prefill ubatch.
+    #[arg(long, default_value_t = 1)]
+    tokens: usize,
+    /// Print the schedule as Graphviz DOT instead.
+    #[arg(long)]
+    dot: bool,
+}
+
 /// Runs one model command.
 pub fn run(cmd: Command) -> Result<(), String> {
     match cmd {
@@ -154,6 +172,7 @@ pub fn run(cmd: Command) -> Result<(), String> {
         Command::Tokenize(a) => tokenize(&a),
         Command::Logits(a) => logits(&a),
         Command::Bench(a) => bench(&a),
+        Command::ExplainModel(a) => explain(&a),
     }
 }
 
@@ -315,6 +334,18 @@ fn logits(a: &LogitsArgs) -> Result<(), String> {
         rows.len(),
         a.json.display()
     );
+    Ok(())
+}
+
+fn explain(a: &ExplainModelArgs) -> Result<(), String> {
+    let model = load(&a.model)?;
+    let mut session = model.session(a.model.ctx_size).map_err(|e| e.to_string())?;
+    let out = if a.dot {
+        session.dot(a.tokens)
+    } else {
+        session.explain(a.tokens).map(|e| e.to_string())
+    };
+    print!("{}", out.map_err(|e| e.to_string())?);
     Ok(())
 }
 

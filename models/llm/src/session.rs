@@ -244,12 +244,8 @@ impl<'m> Session<'m> {
     fn ubatch(&mut self, chunk: &[u32], n_outputs: usize, row: usize) -> Result<(), LlmError> {
         let n = chunk.len();
         let used = self.n_past + n;
-        let n_kv = (used.div_ceil(KV_PAD) * KV_PAD).min(self.kv_size);
-        let shape = Shape {
-            n_tokens: n,
-            n_kv,
-            n_outputs,
-        };
+        let shape = self.shape(n, n_outputs);
+        let n_kv = shape.n_kv;
         let gi = self.graph_for(shape)?;
         self.tokens.clear();
         self.tokens.extend(chunk.iter().map(|&t| t as i32));
@@ -294,6 +290,61 @@ impl<'m> Session<'m> {
             })?;
         self.n_past = used;
         Ok(())
+    }
+
+    /// How the scheduler routes the forward graph of `n_tokens` new tokens
+    /// after the tokens already in the cache (1: a decode step), returning
+    /// the last token's logits: every node's backend and why, the copies
+    /// between backends and the input writes (`backplane explain-model`).
+    pub fn explain(&mut self, n_tokens: usize) -> Result<backplane::sched::Explanation, LlmError> {
+        let (gi, what) = self.graph_of(n_tokens)?;
+        let graph = &self.graphs[gi].graph;
+        let r = self.model.scheduler().explain(graph);
+        r.map_err(|e| LlmError::sched(what, e))
+    }
+
+    /// The same routing as Graphviz DOT, coloured by backend.
+    pub fn dot(&mut self, n_tokens: usize) -> Result<String, LlmError> {
+        let (gi, what) = self.graph_of(n_tokens)?;
+        let graph = &self.graphs[gi].graph;
+        let r = self.model.scheduler().dot(graph);
+        r.map_err(|e| LlmError::sched(what, e))
+    }
+
+    /// The forward graph [`Session::eval`] would run for `n_tokens` new
+    /// tokens (one ubatch, the last token's logits), and its description.
+    fn graph_of(&mut self, n_tokens: usize) -> Result<(usize, String), LlmError> {
+        if n_tokens == 0 || n_tokens > UBATCH {
+            return Err(LlmError::Input(format!(
+                "a forward graph takes 1 to {UBATCH} tokens, not {n_tokens}"
+            )));
+        }
+        let used = self.n_past + n_tokens;
+        if used > self.n_ctx {
+            return Err(LlmError::ContextFull {
+                used: self.n_past,
+                adding: n_tokens,
+                n_ctx: self.n_ctx,
+            });
+        }
+        let shape = self.shape(n_tokens, 1);
+        let what = format!(
+            "planning the forward pass of {n_tokens} tokens ({} KV cells)",
+            shape.n_kv
+        );
+        Ok((self.graph_for(shape)?, what))
+    }
+
+    /// The graph shape of `n_tokens` new tokens after the cached ones: the
+    /// KV length attended to padded to [`KV_PAD`], so a decode graph keeps
+    /// its shape (and its cached plan) for that many steps.
+    fn shape(&self, n_tokens: usize, n_outputs: usize) -> Shape {
+        let used = self.n_past + n_tokens;
+        Shape {
+            n_tokens,
+            n_kv: (used.div_ceil(KV_PAD) * KV_PAD).min(self.kv_size),
+            n_outputs,
+        }
     }
 
     /// Index of the forward graph of `shape`, built and bound on first use.
