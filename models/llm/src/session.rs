@@ -206,13 +206,7 @@ impl<'m> Session<'m> {
                 "token id {bad} is out of the vocabulary (n_vocab = {n_vocab})"
             )));
         }
-        if self.n_past + tokens.len() > self.n_ctx {
-            return Err(LlmError::ContextFull {
-                used: self.n_past,
-                adding: tokens.len(),
-                n_ctx: self.n_ctx,
-            });
-        }
+        self.room_for(tokens.len())?;
         let rows = match which {
             Logits::Last => 1,
             Logits::All => tokens.len(),
@@ -293,9 +287,10 @@ impl<'m> Session<'m> {
     }
 
     /// How the scheduler routes the forward graph of `n_tokens` new tokens
-    /// after the tokens already in the cache (1: a decode step), returning
-    /// the last token's logits: every node's backend and why, the copies
-    /// between backends and the input writes (`backplane explain-model`).
+    /// after the tokens already in the cache (1: a decode step), the graph
+    /// whose output is the last token's logits: every node's backend and
+    /// why, the copies between backends and the input writes (`backplane
+    /// explain-model`).
     pub fn explain(&mut self, n_tokens: usize) -> Result<backplane::sched::Explanation, LlmError> {
         let (gi, what) = self.graph_of(n_tokens)?;
         let graph = &self.graphs[gi].graph;
@@ -319,20 +314,25 @@ impl<'m> Session<'m> {
                 "a forward graph takes 1 to {UBATCH} tokens, not {n_tokens}"
             )));
         }
-        let used = self.n_past + n_tokens;
-        if used > self.n_ctx {
-            return Err(LlmError::ContextFull {
-                used: self.n_past,
-                adding: n_tokens,
-                n_ctx: self.n_ctx,
-            });
-        }
+        self.room_for(n_tokens)?;
         let shape = self.shape(n_tokens, 1);
         let what = format!(
             "planning the forward pass of {n_tokens} tokens ({} KV cells)",
             shape.n_kv
         );
         Ok((self.graph_for(shape)?, what))
+    }
+
+    /// Fails when `adding` more tokens would not fit in the cache.
+    fn room_for(&self, adding: usize) -> Result<(), LlmError> {
+        if self.n_past + adding > self.n_ctx {
+            return Err(LlmError::ContextFull {
+                used: self.n_past,
+                adding,
+                n_ctx: self.n_ctx,
+            });
+        }
+        Ok(())
     }
 
     /// The graph shape of `n_tokens` new tokens after the cached ones: the
