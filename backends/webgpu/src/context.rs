@@ -35,6 +35,8 @@ pub struct Ctx {
     pub profiler: Option<Profiler>,
     /// Host time per graph (the `profile` option at `graph`).
     pub graph_timing: bool,
+    /// GPU time per step of natively replayed graphs (`profile=steps`).
+    pub step_timing: bool,
     /// Live buffers by id, with their wgpu buffers.
     pub buffers: LiveBuffers<Arc<wgpu::Buffer>>,
     /// Ids of the live buffers whose tensors are in the split layout
@@ -109,6 +111,7 @@ impl Ctx {
             bind_groups: BindGroupCache::new(settings.bind_cache),
             recordings: crate::replay::Recordings::default(),
             graph_timing: settings.profile == "graph",
+            step_timing: settings.profile == "steps",
             facts,
             device,
             queue,

@@ -187,9 +187,9 @@ pub const WEBGPU_OPTIONS: &[OptionSpec] = &[
     },
     OptionSpec {
         name: "profile",
-        kind: OptionKind::Word(&["off", "kernels", "graph"]),
+        kind: OptionKind::Word(&["off", "kernels", "graph", "steps"]),
         default: "off",
-        meaning: "device-wide: per-kernel GPU times (kernels) or host time per graph (graph), printed at exit",
+        meaning: "device-wide: per-kernel GPU times (kernels), host time per graph (graph), or GPU time per step of a natively replayed graph (steps), printed at exit",
         env: "BACKPLANE_WEBGPU_PROFILE",
     },
     OptionSpec {
@@ -310,6 +310,7 @@ pub fn resolve(params: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Opt
                     "" => "",
                     "0" | "off" => "off",
                     "graph" => "graph",
+                    "steps" => "steps",
                     _ => "kernels",
                 }
                 .to_string(),
@@ -442,7 +443,7 @@ impl Tuning {
 /// What the device's shared context is opened with.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeviceSettings {
-    /// `profile`: `off`, `kernels` or `graph`.
+    /// `profile`: `off`, `kernels`, `graph` or `steps`.
     pub profile: String,
     /// `bind_cache`.
     pub bind_cache: bool,

@@ -95,6 +95,7 @@ impl WebGpuStream {
                 queue: &self.ctx.queue,
                 state: &self.ctx.native_replay,
                 serial: self.facts.tuning.native_replay == NativeReplayMode::Serial,
+                timed: self.ctx.step_timing,
                 uploads: &self.ctx.uploads,
             };
             crate::replay::native::try_submit(&target, r, &flag)

@@ -26,6 +26,7 @@ use ash::vk;
 
 use super::hazards::{Access, barriers_needed};
 use super::pipelines::{PipelineTwins, SpirvTarget, Twin, TwinSource};
+use super::timing::StepTimer;
 use crate::PARAM_SLOT_BYTES;
 use crate::lock;
 use crate::replay::Step;
@@ -37,6 +38,9 @@ pub struct Shared {
     device: wgpu::Device,
     /// The raw device.
     raw: ash::Device,
+    /// The raw instance and physical device (for the step timer).
+    instance: ash::Instance,
+    physical: vk::PhysicalDevice,
     /// The queue family wgpu's queue belongs to.
     family: u32,
     /// naga's SPIR-V settings for this device.
@@ -71,6 +75,8 @@ impl Shared {
         Ok(Shared {
             device: device.clone(),
             raw,
+            instance: instance.clone(),
+            physical: pd,
             family: hal.queue_family_index(),
             target: SpirvTarget::new(props.api_version, robust_buffer_access2),
             varying_subgroups: device.features().contains(wgpu::Features::SUBGROUP),
@@ -106,6 +112,8 @@ pub struct NativeCommands {
     /// The last submission that executed this, waited for before the
     /// next (the command buffer is not simultaneous-use) and on drop.
     last_submission: Mutex<Option<wgpu::SubmissionIndex>>,
+    /// Timestamps between its steps (`profile=steps`).
+    timer: Option<StepTimer>,
 }
 
 impl NativeCommands {
@@ -114,11 +122,14 @@ impl NativeCommands {
     /// depends on another's memory, or between every two when `serial`.
     /// The stream's `error_flag` makes no hazard: kernels only report into
     /// it atomically (`common/error_flag.wgsl`) and only the host reads it.
+    /// With `timed`, timestamps go between the steps ([`StepTimer`]; left
+    /// out, with the reason printed, where the queue has none).
     pub fn record(
         shared: &Arc<Shared>,
         queue: &wgpu::Queue,
         steps: &[Step],
         serial: bool,
+        timed: bool,
         error_flag: &wgpu::Buffer,
     ) -> Result<NativeCommands, String> {
         let dev = &shared.raw;
@@ -162,6 +173,20 @@ impl NativeCommands {
         } else {
             barriers_needed(&accesses(steps, &pipelines, raw_buffer(error_flag)?)?)
         };
+        let timer = timed
+            .then(|| {
+                StepTimer::new(
+                    &shared.instance,
+                    shared.physical,
+                    dev,
+                    shared.family,
+                    steps,
+                    &barriers,
+                )
+                .inspect_err(|e| eprintln!("backplane-webgpu: no step profile: {e}"))
+                .ok()
+            })
+            .flatten();
         let commands = record_commands(
             dev,
             objects.command_pool,
@@ -169,7 +194,18 @@ impl NativeCommands {
             &pipelines,
             &sets,
             &barriers,
-        )?;
+            timer.as_ref(),
+        );
+        let commands = match commands {
+            Ok(c) => c,
+            Err(e) => {
+                if let Some(t) = &timer {
+                    // SAFETY: never submitted.
+                    unsafe { t.destroy(dev) };
+                }
+                return Err(e);
+            }
+        };
         let between = barriers.iter().filter(|&&b| b).count();
         super::count_barriers(between as u64, steps.len().saturating_sub(1) as u64);
         let objects = guard.objects.take().expect("still held");
@@ -186,6 +222,7 @@ impl NativeCommands {
             _params: params,
             _bound: bound,
             last_submission: Mutex::default(),
+            timer,
         })
     }
 
@@ -209,6 +246,9 @@ impl NativeCommands {
                     timeout: None,
                 })
                 .map_err(|e| format!("waiting for the previous native replay: {e}"))?;
+            if let Some(t) = &self.timer {
+                t.collect(&self.shared.raw);
+            }
         }
         let mut enc = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
             label: Some("backplane native replay"),
@@ -238,14 +278,23 @@ impl Drop for NativeCommands {
     fn drop(&mut self) {
         if let Some(index) = lock(&self.last_submission).take() {
             // Nothing to do on failure but go on: the device is lost then.
-            let _ = self.shared.device.poll(wgpu::PollType::Wait {
+            let done = self.shared.device.poll(wgpu::PollType::Wait {
                 submission_index: Some(index),
                 timeout: None,
             });
+            if let (Ok(_), Some(t)) = (done, &self.timer) {
+                t.collect(&self.shared.raw);
+            }
         }
         // SAFETY: the last submission that executed the command buffer is
-        // done; the sets and the command buffer go with their pools.
-        unsafe { destroy_objects(&self.shared.raw, &self.objects) };
+        // done; the sets and the command buffer go with their pools, the
+        // queries with theirs.
+        unsafe {
+            destroy_objects(&self.shared.raw, &self.objects);
+            if let Some(t) = &self.timer {
+                t.destroy(&self.shared.raw);
+            }
+        }
     }
 }
 
@@ -442,6 +491,7 @@ fn record_commands(
     pipelines: &[Bound],
     sets: &[vk::DescriptorSet],
     barrier_before: &[bool],
+    timer: Option<&StepTimer>,
 ) -> Result<vk::CommandBuffer, String> {
     let info = vk::CommandBufferAllocateInfo::default()
         .command_pool(pool)
@@ -461,15 +511,34 @@ fn record_commands(
         | vk::AccessFlags::UNIFORM_READ;
     let all = vk::PipelineStageFlags::ALL_COMMANDS;
     let memory_rw = vk::AccessFlags::MEMORY_READ | vk::AccessFlags::MEMORY_WRITE;
+    if let Some(t) = timer {
+        t.reset(dev, cb);
+    }
     barrier(
         dev,
         cb,
         (all, vk::AccessFlags::MEMORY_WRITE),
         (compute, shader_rw),
     );
-    for (((step, (twin, layout)), set), &needs_barrier) in
-        steps.iter().zip(pipelines).zip(sets).zip(barrier_before)
+    // Timestamp k ends step k - 1 (the first marks the start).
+    let mut mark = 0;
+    let mut stamp = |cb| {
+        if let Some(t) = timer {
+            t.mark(dev, cb, mark);
+            mark += 1;
+        }
+    };
+    stamp(cb);
+    for (i, (((step, (twin, layout)), set), &needs_barrier)) in steps
+        .iter()
+        .zip(pipelines)
+        .zip(sets)
+        .zip(barrier_before)
+        .enumerate()
     {
+        if needs_barrier && i > 0 {
+            stamp(cb);
+        }
         if needs_barrier {
             barrier(
                 dev,
@@ -493,6 +562,7 @@ fn record_commands(
             dev.cmd_dispatch(cb, x, y, z);
         }
     }
+    stamp(cb);
     barrier(
         dev,
         cb,

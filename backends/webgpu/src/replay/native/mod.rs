@@ -37,6 +37,8 @@ pub struct Target<'a> {
     /// A barrier between every two kernels (`native_replay=serial`), not
     /// only where one depends on another's memory.
     pub serial: bool,
+    /// GPU timestamps between the steps (`profile=steps`).
+    pub timed: bool,
     /// The host's staged writes, copied in the same submission first.
     pub uploads: &'a crate::upload::Uploads,
 }
@@ -47,6 +49,8 @@ pub mod commands;
 pub mod hazards;
 #[cfg(any(target_os = "linux", target_os = "windows", target_os = "android"))]
 pub mod pipelines;
+#[cfg(any(target_os = "linux", target_os = "windows", target_os = "android"))]
+pub mod timing;
 
 /// Graphs submitted natively in this process (for tests and measurements).
 static NATIVE_REPLAYED: AtomicU64 = AtomicU64::new(0);
@@ -144,7 +148,14 @@ fn submit(t: &Target, recording: &Recording, error_flag: &wgpu::Buffer) -> Resul
         .0
         .get_or_init(|| {
             built = true;
-            Commands::record(shared, t.queue, &recording.steps, t.serial, error_flag)
+            Commands::record(
+                shared,
+                t.queue,
+                &recording.steps,
+                t.serial,
+                t.timed,
+                error_flag,
+            )
         })
         .as_ref()
         .map_err(Clone::clone)?;
