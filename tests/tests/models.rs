@@ -287,3 +287,34 @@ fn one_gpu_layer_puts_only_the_output_on_the_device() {
         assert!(e <= 1e-4, "{device} -ngl 1: nmse {e}");
     }
 }
+
+#[test]
+fn a_tied_embedding_is_read_where_the_output_projection_lives() {
+    // Qwen2's tiny model ties its output to the embeddings; Llama's does
+    // not. With every layer on the device, the tied matrix's rows are
+    // picked there: a decode step is one split with nothing copied. The
+    // untied embeddings stay on the CPU, as in llama.cpp: two splits and
+    // the row copied. The logits match the CPU either way.
+    for (arch, splits, copies, cpu_nodes) in [("qwen2", 1, 0, 0), ("llama", 2, 1, 1)] {
+        let path = tiny_model(arch, "q8_0");
+        let Some(model) = load_on(&path, "webgpu", None) else {
+            return;
+        };
+        let mut session = model.session(model.n_ctx()).expect("session");
+        let e = session.explain(1).expect("explain a decode step");
+        assert_eq!(
+            (e.splits, e.copies.0),
+            (splits, copies),
+            "{arch}: splits and copies of a decode step"
+        );
+        assert_eq!(
+            e.nodes_per_backend.last(),
+            Some(&cpu_nodes),
+            "{arch}: nodes on the CPU"
+        );
+        let cpu = Model::load(&path, &options("cpu", None)).expect("cpu");
+        let tokens = prompt(&cpu);
+        let err = nmse(&all_logits(&model, &tokens), &all_logits(&cpu, &tokens));
+        assert!(err <= bound("webgpu", "q8_0"), "{arch}: nmse {err}");
+    }
+}

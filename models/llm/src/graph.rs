@@ -7,7 +7,7 @@ use backplane::{DType, GluOp, Graph, RopeParams, TensorId};
 
 use crate::error::LlmError;
 use crate::hparams::HParams;
-use crate::weights::Weights;
+use crate::weights::{EndLeaves, Weights};
 
 /// The shape a forward graph is built for; graphs of one shape are reused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -50,12 +50,12 @@ pub fn kv_names(session: u64, layer: usize) -> (String, String) {
 }
 
 /// Builds the forward graph of `shape` over a cache of `kv_size` cells.
-/// `output_weight` names the leaf of the output projection
-/// (`token_embd.weight` when tied and kept on the embedding's device).
+/// `ends` names the leaves of the embedding rows and the output projection
+/// (one leaf for both when tied).
 pub fn build(
     hp: &HParams,
     w: &Weights,
-    output_weight: &str,
+    ends: &EndLeaves,
     session: u64,
     kv_size: usize,
     shape: Shape,
@@ -64,13 +64,13 @@ pub fn build(
         "forward ({} tokens, {} KV cells, {} outputs)",
         shape.n_tokens, shape.n_kv, shape.n_outputs
     );
-    build_inner(hp, w, output_weight, session, kv_size, shape).map_err(|e| LlmError::graph(what, e))
+    build_inner(hp, w, ends, session, kv_size, shape).map_err(|e| LlmError::graph(what, e))
 }
 
 fn build_inner(
     hp: &HParams,
     w: &Weights,
-    output_weight: &str,
+    ends: &EndLeaves,
     session: u64,
     kv_size: usize,
     shape: Shape,
@@ -110,7 +110,7 @@ fn build_inner(
     };
     let scale = 1.0 / (hd as f32).sqrt();
 
-    let embd = wt(&mut g, "token_embd.weight")?;
+    let embd = wt(&mut g, &ends.embed)?;
     let mut x = g.get_rows(embd, tokens)?; // [e, t]
     for l in 0..hp.n_layer {
         let p = |s: &str| format!("blk.{l}.{s}");
@@ -199,10 +199,10 @@ fn build_inner(
     let norm_w = wt(&mut g, "output_norm.weight")?;
     let cur = g.rms_norm(x, hp.rms_eps)?;
     let cur = g.mul(cur, norm_w)?;
-    let out_w = if output_weight == "token_embd.weight" {
+    let out_w = if ends.output == ends.embed {
         embd
     } else {
-        wt(&mut g, output_weight)?
+        wt(&mut g, &ends.output)?
     };
     let logits = g.mul_mat(out_w, cur)?;
     g.set_name(logits, "result_output");

@@ -13,7 +13,7 @@ use crate::hparams::HParams;
 use crate::placement::{self, Placement, Split};
 use crate::source::ModelSource;
 use crate::tok::Tokenizer;
-use crate::weights::Weights;
+use crate::weights::{EndLeaves, Weights};
 
 /// How to load a model.
 #[derive(Clone, Debug, PartialEq)]
@@ -67,9 +67,8 @@ pub struct Model {
     pub(crate) sched: Mutex<Scheduler>,
     pub(crate) hparams: HParams,
     pub(crate) weights: Weights,
-    /// Leaf name of the output projection (`token_embd.weight` when tied
-    /// and the output stays with the embedding on the CPU).
-    pub(crate) output_weight: String,
+    /// The leaves of the embedding rows and the output projection.
+    pub(crate) ends: EndLeaves,
     placement: Placement,
     tokenizer: Option<Tokenizer>,
     name: String,
@@ -112,18 +111,13 @@ impl Model {
         };
         let mut sched = Scheduler::new(devices, options_s)
             .map_err(|e| LlmError::sched("starting the scheduler", e))?;
-        let output_weight =
-            if weights.tied_output && placement.output_backend == placement.cpu_backend {
-                "token_embd.weight".to_string()
-            } else {
-                "output.weight".to_string()
-            };
+        let ends = end_leaves(&weights, &placement, &sched);
         let weight_bytes = upload_weights(
             &mut sched,
             source,
             (&hparams, &weights),
             &placement,
-            (&output_weight, options.repack),
+            (&ends, options.repack),
             progress,
         )?;
         let name = source
@@ -142,7 +136,7 @@ impl Model {
             sched: Mutex::new(sched),
             hparams,
             weights,
-            output_weight,
+            ends,
             placement,
             tokenizer: None,
             name,
@@ -211,6 +205,47 @@ impl Model {
     }
 }
 
+/// Where a forward graph reads its embedding rows and its output
+/// projection:
+/// - untied: `token_embd.weight` on the CPU (as llama.cpp keeps it: one
+///   row per token is picked there, and no device holds the matrix for
+///   that) and `output.weight` on the output's device;
+/// - tied, the output on the CPU: `token_embd.weight` for both;
+/// - tied, the output on a device that also holds the first layer and
+///   picks rows of the matrix's type itself: that device's copy
+///   (`output.weight`) for both. The matrix is there anyway, so a decode
+///   step then has no CPU part and copies no row to the device; the CPU
+///   does not read the matrix at all;
+/// - tied otherwise: `token_embd.weight` on the CPU, `output.weight` on
+///   the device.
+fn end_leaves(weights: &Weights, placement: &Placement, sched: &Scheduler) -> EndLeaves {
+    if !weights.tied_output {
+        return EndLeaves::untied();
+    }
+    let out = placement.output_backend;
+    if out == placement.cpu_backend {
+        return EndLeaves::both("token_embd.weight");
+    }
+    let first_layer_there = placement.layer_backend.first().is_none_or(|&b| b == out);
+    let picks_rows = weights.get("output.weight").is_some_and(|w| {
+        let mut g = backplane::Graph::new();
+        let rows = g
+            .weight("output.weight", w.dtype, &w.ne)
+            .and_then(|m| Ok((m, g.input("tokens", backplane::DType::I32, &[1])?)))
+            .and_then(|(m, ids)| g.get_rows(m, ids));
+        rows.is_ok_and(|r| {
+            sched.devices()[out]
+                .supports_op(g.tensors(), r.index())
+                .is_supported()
+        })
+    });
+    if first_layer_there && picks_rows {
+        EndLeaves::both("output.weight")
+    } else {
+        EndLeaves::untied()
+    }
+}
+
 fn file_stem(p: &Path) -> String {
     p.file_stem().map_or_else(
         || p.display().to_string(),
@@ -227,7 +262,7 @@ fn upload_weights(
     source: &dyn ModelSource,
     (hparams, weights): (&HParams, &Weights),
     placement: &Placement,
-    (output_weight, repack): (&str, bool),
+    (ends, repack): (&EndLeaves, bool),
     progress: &mut dyn FnMut(LoadProgress),
 ) -> Result<u64, LlmError> {
     // The graph whose ops decide each weight's buffer type; no session
@@ -237,12 +272,12 @@ fn upload_weights(
         n_kv: 256,
         n_outputs: 1,
     };
-    let mut g = crate::graph::build(hparams, weights, output_weight, u64::MAX, 256, shape)?.graph;
+    let mut g = crate::graph::build(hparams, weights, ends, u64::MAX, 256, shape)?.graph;
     let n_backends = placement.cpu_backend + 1;
     let mut by_backend = vec![Vec::new(); n_backends];
     let mut leaves = Vec::new();
     for spec in &weights.specs {
-        if spec.name == "output.weight" && output_weight != "output.weight" {
+        if !ends.reads(&spec.name) {
             continue;
         }
         let t = match g.find(&spec.name) {

@@ -356,7 +356,7 @@ impl<'m> Session<'m> {
         let mut fwd = graph::build(
             &m.hparams,
             &m.weights,
-            &m.output_weight,
+            &m.ends,
             self.id,
             self.kv_size,
             shape,

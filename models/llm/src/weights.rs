@@ -10,12 +10,50 @@ use crate::source::ModelSource;
 /// Which part of the model a weight belongs to (decides its device).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
-    /// The token embedding (always on the CPU, as llama.cpp keeps it).
+    /// The token embedding (on the CPU, as llama.cpp keeps it; a graph
+    /// may read a tied copy on the output's device instead: [`EndLeaves`]).
     Input,
     /// A transformer block.
     Layer(usize),
     /// The output norm and projection.
     Output,
+}
+
+/// The leaves a forward graph reads its embedding rows and its output
+/// projection from (see `Model`'s loading for how they are chosen).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EndLeaves {
+    /// GET_ROWS picks the tokens' rows from this leaf.
+    pub embed: String,
+    /// The output projection's weight.
+    pub output: String,
+}
+
+impl EndLeaves {
+    /// Untied: each its own tensor.
+    pub fn untied() -> EndLeaves {
+        EndLeaves {
+            embed: "token_embd.weight".into(),
+            output: "output.weight".into(),
+        }
+    }
+
+    /// Tied: both read the leaf `name`.
+    pub fn both(name: &str) -> EndLeaves {
+        EndLeaves {
+            embed: name.into(),
+            output: name.into(),
+        }
+    }
+
+    /// Whether the weight `name` is read by the graph (an untied name the
+    /// graph does not use is neither placed nor uploaded).
+    pub fn reads(&self, name: &str) -> bool {
+        match name {
+            "token_embd.weight" | "output.weight" => self.embed == name || self.output == name,
+            _ => true,
+        }
+    }
 }
 
 /// One weight of the model as the graph declares it.
