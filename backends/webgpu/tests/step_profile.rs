@@ -10,8 +10,8 @@ use common::{f32_bytes, leaf, node};
 
 use backplane_abi::plugin::Buffer;
 use backplane_abi::{Op, TensorDesc};
-use backplane_webgpu::replay::native::{native_barriers, native_replayed_graphs};
 use backplane_webgpu::replay::native::timing::step_profiles;
+use backplane_webgpu::replay::native::{native_barriers, native_replayed_graphs};
 
 const ROW: i64 = 256;
 

@@ -158,7 +158,10 @@ impl StepTimer {
         let mut cuts: Vec<usize> = (1..steps.len()).filter(|&i| barrier_before[i]).collect();
         cuts.insert(0, 0);
         cuts.push(steps.len());
-        let described: Vec<String> = cuts.windows(2).map(|w| describe(&steps[w[0]..w[1]])).collect();
+        let described: Vec<String> = cuts
+            .windows(2)
+            .map(|w| describe(&steps[w[0]..w[1]]))
+            .collect();
         let queries = described.len() as u32 + 1;
         let info = vk::QueryPoolCreateInfo::default()
             .query_type(vk::QueryType::TIMESTAMP)
