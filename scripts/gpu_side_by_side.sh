@@ -23,7 +23,7 @@ for f in .gl/*.deb; do dpkg -x $f /; done; ldconfig
 export XDG_RUNTIME_DIR=/tmp/xdg; mkdir -p -m700 $XDG_RUNTIME_DIR
 export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
 # NEW: the build to measure (default .devbin/bins2.tar.xz); make-model comes
-# from bins2 whatever NEW is.
+# from bins2 whatever NEW is, or from NEW when there is no bins2.
 # OLD: the baseline build (default .devbin/bins.tar.xz; OLD=none: no baseline).
 # VARIANTS: environment settings (space-separated words like
 #   BACKPLANE_WEBGPU_NATIVE_REPLAY=on; A=1+B=2 sets two) each benchmarked
@@ -43,7 +43,8 @@ export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json __EG
 # scripts/gpu_native.sh, while llama.cpp compiles.
 NEW=${NEW:-.devbin/bins2.tar.xz}
 OLD=${OLD:-.devbin/bins.tar.xz}
-[ -x /tmp/new/backplane ] || { mkdir -p /tmp/old /tmp/new /tmp/b2 && { [ $OLD = none ] || tar xJf $OLD -C /tmp/old; } && tar xJf $NEW -C /tmp/new && tar xJf .devbin/bins2.tar.xz -C /tmp/b2; }
+B2=.devbin/bins2.tar.xz; [ -e $B2 ] || B2=$NEW
+[ -x /tmp/new/backplane ] || { mkdir -p /tmp/old /tmp/new /tmp/b2 && { [ $OLD = none ] || tar xJf $OLD -C /tmp/old; } && tar xJf $NEW -C /tmp/new && tar xJf $B2 -C /tmp/b2; }
 nvidia-smi --query-gpu=name,memory.total,clocks.max.memory,driver_version --format=csv > $S/gpu.txt; keep gpu.txt
 nproc; nvcc --version | tail -1
 LB=/tmp/ll/b/bin/llama-bench
