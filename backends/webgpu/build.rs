@@ -51,7 +51,8 @@ mod native {
     }
 
     use crate::configs::{
-        CM2_CONFIGS, COOPMAT_SHAPES, GEMM_CONFIGS, MATVEC_CONFIGS, MATVEC_MAX_COLS,
+        CM2_CONFIGS, COOPMAT_SHAPES, FA_CM2_CONFIGS, FA_CM2_HEADS, GEMM_CONFIGS, MATVEC_CONFIGS,
+        MATVEC_MAX_COLS,
     };
 
     /// Weight types of the native mat-vec, with their macro.
@@ -143,6 +144,22 @@ mod native {
                 ],
                 vulkan_1_3: true,
             });
+        }
+        for c in FA_CM2_CONFIGS {
+            for &(dk, dv) in FA_CM2_HEADS {
+                out.push(Variant {
+                    name: format!("flash_attn_cm2_{}_{dk}x{dv}", c.name),
+                    file: "flash_attn_cm2.comp",
+                    defines: vec![
+                        ("BR", c.br.to_string()),
+                        ("BC", c.bc.to_string()),
+                        ("DKP", dk.to_string()),
+                        ("DVP", dv.to_string()),
+                        ("WG_SIZE", c.workgroup_size.to_string()),
+                    ],
+                    vulkan_1_3: true,
+                });
+            }
         }
         out
     }

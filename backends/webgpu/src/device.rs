@@ -218,10 +218,15 @@ impl Device for WebGpuDevice {
         if let Some(n) = f.compute_units {
             extras.push(format!("{n} multiprocessors"));
         }
-        extras.push(match self.ctx.get() {
-            Some(Ok(ctx)) => crate::ops::matmul::native::description(&ctx.native.features),
-            _ => crate::ops::matmul::native::description(&self.native),
-        });
+        let native = match self.ctx.get() {
+            Some(Ok(ctx)) => &ctx.native.features,
+            _ => &self.native,
+        };
+        let mut kernels = crate::ops::matmul::native::description(native);
+        if kernels.starts_with("native=on") && crate::ops::native_attention_runs(native) {
+            kernels.push_str(", attention f16 cm2");
+        }
+        extras.push(kernels);
         format!(
             "{} ({}, {}; max binding {}, workgroup storage {}; {})",
             f.adapter,

@@ -119,7 +119,7 @@ pub const WEBGPU_OPTIONS: &[OptionSpec] = &[
         name: "matmul_trace",
         kind: OptionKind::Bool,
         default: "off",
-        meaning: "print each MUL_MAT's kernel choice to stderr",
+        meaning: "print each MUL_MAT's kernel choice to stderr, and each FLASH_ATTN_EXT's native-or-WGSL choice",
         env: "BACKPLANE_WEBGPU_MATMUL_TRACE",
     },
     OptionSpec {
@@ -154,7 +154,7 @@ pub const WEBGPU_OPTIONS: &[OptionSpec] = &[
         name: "native",
         kind: OptionKind::Word(crate::native::NativeMode::WORDS),
         default: "auto",
-        meaning: "native Vulkan MUL_MAT kernels (SPIR-V from GLSL, docs/webgpu.md): auto, on wherever one can run, off (the WGSL kernels only), or emulated (on, with the GEMM's cooperative-matrix calls as plain code, for tests)",
+        meaning: "native Vulkan MUL_MAT and FLASH_ATTN_EXT kernels (SPIR-V from GLSL, docs/webgpu.md): auto, on wherever one can run, off (the WGSL kernels only), or emulated (on, with the GEMM's cooperative-matrix calls as plain code, for tests)",
         env: "BACKPLANE_WEBGPU_NATIVE",
     },
     OptionSpec {
@@ -389,7 +389,8 @@ pub struct Tuning {
     pub replay: bool,
     /// `native_replay`: submit replays as one native command buffer.
     pub native_replay: NativeReplayMode,
-    /// `native`: whether MUL_MAT may use the native Vulkan kernels.
+    /// `native`: whether MUL_MAT and FLASH_ATTN_EXT may use the native
+    /// Vulkan kernels.
     pub native: crate::native::NativeMode,
 }
 

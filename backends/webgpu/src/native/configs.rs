@@ -237,3 +237,75 @@ pub const MATVEC_MAX_COLS: u32 = 8;
 /// GEMM configuration is built for; the other configurations only for the
 /// first (16x16x16).
 pub const COOPMAT_SHAPES: &[(u32, u32, u32)] = &[(16, 16, 16), (16, 8, 16), (16, 16, 8)];
+
+/// One configuration of the `VK_NV_cooperative_matrix2` attention
+/// (`glsl/flash_attn_cm2.comp`): BR queries against BC keys per step, as
+/// workgroup-scope matrices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FaCm2Config {
+    /// Name in the kernel names (`flash_attn_cm2_64x32w128_256x256`) and
+    /// in `BACKPLANE_WEBGPU_NATIVE_FA`.
+    pub name: &'static str,
+    /// Query rows of a workgroup.
+    pub br: u32,
+    /// Keys per step.
+    pub bc: u32,
+    /// Invocations of a workgroup.
+    pub workgroup_size: u32,
+}
+
+/// Every cm2 attention configuration built. Without a name forced, head
+/// sizes above 128 take the first and the others the second (the blocks
+/// ggml's cm2 attention uses for such heads).
+pub const FA_CM2_CONFIGS: &[FaCm2Config] = &[
+    FaCm2Config {
+        name: "64x32w128",
+        br: 64,
+        bc: 32,
+        workgroup_size: 128,
+    },
+    FaCm2Config {
+        name: "64x64w128",
+        br: 64,
+        bc: 64,
+        workgroup_size: 128,
+    },
+    FaCm2Config {
+        name: "32x32w128",
+        br: 32,
+        bc: 32,
+        workgroup_size: 128,
+    },
+    FaCm2Config {
+        name: "64x32w256",
+        br: 64,
+        bc: 32,
+        workgroup_size: 256,
+    },
+    FaCm2Config {
+        name: "128x32w256",
+        br: 128,
+        bc: 32,
+        workgroup_size: 256,
+    },
+    FaCm2Config {
+        name: "128x64w256",
+        br: 128,
+        bc: 64,
+        workgroup_size: 256,
+    },
+];
+
+/// K and V head sizes, rounded up to multiples of 16, the cm2 attention
+/// is built for (matrix sizes are fixed when a kernel is compiled).
+pub const FA_CM2_HEADS: &[(u32, u32)] = &[
+    (48, 48),
+    (64, 64),
+    (80, 80),
+    (96, 96),
+    (112, 112),
+    (128, 128),
+    (192, 128),
+    (192, 192),
+    (256, 256),
+];

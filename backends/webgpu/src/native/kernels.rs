@@ -105,6 +105,11 @@ mod tests {
         for c in super::super::configs::CM2_CONFIGS {
             available(&format!("mul_mat_{}_f16", c.name)).unwrap();
         }
+        for c in super::super::configs::FA_CM2_CONFIGS {
+            for (dk, dv) in super::super::configs::FA_CM2_HEADS {
+                available(&format!("flash_attn_cm2_{}_{dk}x{dv}", c.name)).unwrap();
+            }
+        }
         assert!(
             available("mul_mat_vec_q4_1_n1")
                 .unwrap_err()

@@ -17,7 +17,8 @@ pub mod kernels;
 pub mod open;
 pub mod pipelines;
 
-/// The `native` option: whether MUL_MAT may use the native kernels.
+/// The `native` option: whether MUL_MAT and FLASH_ATTN_EXT may use the
+/// native kernels.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum NativeMode {
     /// The backend decides: native where a kernel is built, the device
@@ -97,6 +98,9 @@ pub struct NativeFeatures {
     /// The extension with the features the cm2 GEMM needs: workgroup
     /// scope, flexible dimensions, tensor addressing and conversions.
     pub coopmat2_gemm: bool,
+    /// As `coopmat2_gemm`, with the row reductions and per-element
+    /// operations the cm2 attention needs.
+    pub coopmat2_attention: bool,
 }
 
 impl NativeFeatures {

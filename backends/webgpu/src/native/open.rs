@@ -70,6 +70,12 @@ impl CoopMat2FeaturesNv {
         .all(|&b| b != 0)
     }
 
+    /// Whether the device also has what the cm2 attention uses: row
+    /// reductions and per-element operations.
+    fn attention(&self) -> bool {
+        self.gemm() && self.reductions != 0 && self.per_element_operations != 0
+    }
+
     /// Whether the device reported any of the extension's features.
     fn any(&self) -> bool {
         [
@@ -213,6 +219,7 @@ pub fn offered(adapter: &wgpu::Adapter, wanted: wgpu::Features) -> Result<Offere
                 coopmat_shapes: if coopmat { coopmat_shapes } else { Vec::new() },
                 coopmat2,
                 coopmat2_gemm: coopmat2 && coop2.gemm(),
+                coopmat2_attention: coopmat2 && coop2.attention(),
             },
             ext_8bit_storage: ext.has(ash::khr::_8bit_storage::NAME),
             coopmat2: coopmat2.then_some(coop2),

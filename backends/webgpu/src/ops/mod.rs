@@ -9,6 +9,7 @@
 //! within the binding limit.
 
 mod attention;
+pub(crate) use attention::native_attention_runs;
 mod binary;
 mod conv;
 mod epilogue;

@@ -16,13 +16,18 @@
 //! combining pass of a split) also writes its quantized copy for it, as
 //! `ops::fusion` describes.
 
+mod native;
 mod plan;
+
+pub(crate) use native::runs as native_attention_runs;
 
 use backplane_abi::{DType, TensorDesc};
 use backplane_shaders::PipelineKey;
 
+use crate::bind_cache::Binding;
 use crate::encode::{Encoder, Params};
 use crate::facts::Facts;
+use crate::kept::CopyOrigin;
 use crate::ops::fusion;
 use crate::ops::{dtype, nb_elems, ne_u32, src, src_index, want_type};
 use crate::pipelines::Checks;
@@ -117,9 +122,13 @@ pub fn supports(facts: &Facts, graph: &[TensorDesc], node: usize) -> Result<(), 
     Ok(())
 }
 
-/// Records the kernel(s) of `graph[node]`: one pass, or with the keys
-/// split, the partial pass into scratch and `flash_attn_combine`.
+/// Records the kernel(s) of `graph[node]`: the native kernel where it
+/// runs ([`native`]), else one WGSL pass, or with the keys split, the
+/// partial pass into scratch and `flash_attn_combine`.
 pub fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
+    if native::try_encode(e, node)? {
+        return Ok(());
+    }
     let g = e.graph;
     let d = &g[node];
     let (iq, ik, iv) = (
@@ -254,14 +263,8 @@ pub fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
                 && bindings.len() < e.facts().max_storage_buffers as usize
         }
     };
-    let copy = if writer_quantizes && d.is_contiguous() {
-        match fusion::quantized_copy_for_next(e, node)? {
-            Some((bytes, origin)) => {
-                e.forget_kept_copy();
-                Some((origin, e.scratch(bytes)?))
-            }
-            None => None,
-        }
+    let copy = if writer_quantizes {
+        next_copy(e, node)?
     } else {
         None
     };
@@ -273,17 +276,14 @@ pub fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
     let ml_off = u32::try_from(u64::from(splits) * n_rows * u64::from(dv))
         .map_err(|_| "partial rows do not fit u32 indices".to_string())?;
 
-    let scale = d.param_f32(0);
-    let max_bias = d.param_f32(1);
-    let softcap = d.param_f32(2);
-    let q_scale = if softcap != 0.0 {
-        scale / softcap
-    } else {
-        scale
-    };
-    let n_head_log2 = 1u32 << heads.max(1).ilog2();
-    let m0 = 2f32.powf(-max_bias / n_head_log2 as f32);
-    let m1 = 2f32.powf(-(max_bias / 2.0) / n_head_log2 as f32);
+    let Softmax {
+        q_scale,
+        softcap,
+        max_bias,
+        m0,
+        m1,
+        n_head_log2,
+    } = Softmax::of(d, heads);
     let params = Params::new()
         .u32(n_q)
         .u32(n_kv)
@@ -325,23 +325,112 @@ pub fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
         }
         return Ok(());
     };
+    let rows = Rows {
+        n_rows,
+        dv,
+        n_q,
+        heads,
+        splits,
+        ml_off,
+    };
+    combine(e, node, rows, part, sink, bd_, copy)
+}
+
+/// Scale, softcap and ALiBi parameters of a FLASH_ATTN_EXT over `heads`
+/// query heads, as the kernels take them.
+struct Softmax {
+    /// The scale, divided by the softcap when there is one (the kernels
+    /// then take `softcap * tanh(q k)`).
+    q_scale: f32,
+    softcap: f32,
+    max_bias: f32,
+    m0: f32,
+    m1: f32,
+    n_head_log2: u32,
+}
+
+impl Softmax {
+    fn of(d: &TensorDesc, heads: u32) -> Softmax {
+        let scale = d.param_f32(0);
+        let max_bias = d.param_f32(1);
+        let softcap = d.param_f32(2);
+        let q_scale = if softcap != 0.0 {
+            scale / softcap
+        } else {
+            scale
+        };
+        let n_head_log2 = 1u32 << heads.max(1).ilog2();
+        Softmax {
+            q_scale,
+            softcap,
+            max_bias,
+            m0: 2f32.powf(-max_bias / n_head_log2 as f32),
+            m1: 2f32.powf(-(max_bias / 2.0) / n_head_log2 as f32),
+            n_head_log2,
+        }
+    }
+}
+
+/// The quantized copy the MUL_MAT after `node` would make of its result,
+/// in fresh scratch memory, for the kernel that writes the result to fill
+/// (see `ops::fusion`); `None` when no such MUL_MAT follows.
+fn next_copy(e: &mut Encoder, node: usize) -> Result<Option<(CopyOrigin, Binding)>, String> {
+    if !e.graph[node].is_contiguous() {
+        return Ok(None);
+    }
+    match fusion::quantized_copy_for_next(e, node)? {
+        Some((bytes, origin)) => {
+            e.forget_kept_copy();
+            Ok(Some((origin, e.scratch(bytes)?)))
+        }
+        None => Ok(None),
+    }
+}
+
+/// The partial rows of a split pass: `n_rows` rows (query, head, batch)
+/// of `dv` values per split, their (max, sum) pairs from `ml_off`.
+#[derive(Clone, Copy)]
+struct Rows {
+    n_rows: u64,
+    dv: u32,
+    n_q: u32,
+    heads: u32,
+    splits: u32,
+    ml_off: u32,
+}
+
+/// Records `flash_attn_combine` for `node`: merges the splits' partial rows in
+/// `part` (with the sinks, when given: binding and `[offset, stride]`)
+/// into dst (`bd`), filling `copy` for the next MUL_MAT when given.
+fn combine(
+    e: &mut Encoder,
+    node: usize,
+    r: Rows,
+    part: Binding,
+    sink: Option<(Binding, [u32; 2])>,
+    bd: Binding,
+    copy: Option<(CopyOrigin, Binding)>,
+) -> Result<(), String> {
+    let sink_words = sink.as_ref().map_or([0; 2], |s| s.1);
+    let d_off = bd.elem_offset(4)?;
+    let ds = nb_elems(&e.graph[node], 4)?;
     let mut key = PipelineKey::new("flash_attn_combine", "").wg(COMBINE_WG);
     let mut bindings = vec![part];
     if let Some((bs, _)) = sink {
         key = key.define("HAS_SINKS", "");
         bindings.push(bs);
     }
-    bindings.push(bd_);
+    bindings.push(bd);
     if let Some((_, q)) = &copy {
         key = key.define("QUANTIZE", "");
         bindings.push(q.clone());
     }
     let params = Params::new()
-        .u32x4([n_rows as u32, dv / 4, splits, n_q])
-        .u32x4([heads, ml_off, sink_words[0], sink_words[1]])
+        .u32x4([r.n_rows as u32, r.dv / 4, r.splits, r.n_q])
+        .u32x4([r.heads, r.ml_off, sink_words[0], sink_words[1]])
         .u32(d_off)
         .u32x4(ds);
-    let total = n_rows * u64::from(dv / 4);
+    let total = r.n_rows * u64::from(r.dv / 4);
     e.dispatch_linear(
         &key,
         Checks::On,

@@ -202,6 +202,20 @@ pub(super) fn split_target(facts: &Facts, kernel: &Kernel, dk: u32, dv: u32) -> 
     }
 }
 
+/// Workgroups of the native cm2 attention (`super::native`) one
+/// multiprocessor is given when the keys are split: the WGSL kernel's
+/// count for large heads, not measured for this kernel.
+const NATIVE_PER_UNIT: u64 = 2;
+
+/// Most workgroups the native cm2 attention should be split into: one
+/// wave of [`NATIVE_PER_UNIT`] per multiprocessor where the device
+/// reports them, otherwise [`TARGET_WORKGROUPS`].
+pub(super) fn native_split_target(facts: &Facts) -> u64 {
+    facts.compute_units.map_or(TARGET_WORKGROUPS, |units| {
+        u64::from(units) * NATIVE_PER_UNIT
+    })
+}
+
 /// The pipeline key of the main kernel for plan `pl`.
 fn kernel_key(pl: &Plan, dk: u32, dv: u32, tk: DType, tv: DType) -> PipelineKey {
     let (dk4, dv4) = (dk / 4, dv / 4);

@@ -1,0 +1,380 @@
+//! FLASH_ATTN_EXT through the native `VK_NV_cooperative_matrix2` kernel
+//! (`glsl/flash_attn_cm2.comp`; docs/webgpu.md, "Native Vulkan kernels").
+//! It is tried before the WGSL kernels: it runs when the `native` option
+//! allows, the build has the kernel and the device and the node have what
+//! it needs; otherwise the WGSL kernels run and `matmul_trace` prints why.
+//! `supports_op` is unchanged: every node this kernel takes, the WGSL
+//! kernels also run.
+
+use backplane_abi::{DType, TensorDesc};
+
+use super::plan::{kv_splits, native_split_target};
+use super::{Rows, Softmax, combine, kv_strides, next_copy};
+use crate::bind_cache::Binding;
+use crate::encode::{Encoder, Params};
+use crate::native::configs::{FA_CM2_CONFIGS, FA_CM2_HEADS, FaCm2Config};
+use crate::native::{NativeFeatures, NativeMode, kernels};
+use crate::ops::{dtype, nb_elems, ne_u32, src_index};
+
+/// Names a cm2 attention configuration to run instead of the default
+/// (environment only: a kernel development switch).
+pub const FA_CONFIG_ENV: &str = "BACKPLANE_WEBGPU_NATIVE_FA";
+
+/// Why `native=auto` keeps the WGSL kernels.
+pub const FA_NOT_MEASURED: &str =
+    "native=auto takes the cm2 attention only where it measured faster than WGSL (not yet)";
+
+/// Storage bindings of the kernel: Q, K, V, mask, sinks, dst (or the
+/// split rows).
+const BINDINGS: usize = 6;
+
+/// Flags of the kernel's `Params`.
+const FLAG_MASK: u32 = 1;
+const FLAG_SINKS: u32 = 2;
+const FLAG_SPLIT: u32 = 4;
+
+/// What the choice of kernel looks at in a node.
+#[derive(Clone, Copy, Debug)]
+pub struct Attention {
+    /// K and V types.
+    pub kv: (DType, DType),
+    /// The mask's type and whether its rows are dense, when there is one.
+    pub mask: Option<(DType, bool)>,
+    /// K and V head sizes.
+    pub heads: (u32, u32),
+}
+
+/// A chosen kernel: its configuration and head sizes rounded up to 16.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Chosen {
+    pub config: &'static FaCm2Config,
+    pub padded: (u32, u32),
+}
+
+impl Chosen {
+    /// The kernel's name in the build (`flash_attn_cm2_64x32w128_256x256`).
+    pub fn name(&self) -> String {
+        format!(
+            "flash_attn_cm2_{}_{}x{}",
+            self.config.name, self.padded.0, self.padded.1
+        )
+    }
+}
+
+/// The configuration `wanted` names, or without a name the default for
+/// head sizes `(dk, dv)`.
+fn config(wanted: Option<&str>, (dk, dv): (u32, u32)) -> Result<&'static FaCm2Config, String> {
+    match wanted {
+        Some(name) => FA_CM2_CONFIGS
+            .iter()
+            .find(|c| c.name == name)
+            .ok_or_else(|| {
+                let names: Vec<&str> = FA_CM2_CONFIGS.iter().map(|c| c.name).collect();
+                format!(
+                    "{FA_CONFIG_ENV}={name} names no configuration (known: {})",
+                    names.join(", ")
+                )
+            }),
+        None if dk.max(dv) > 128 => Ok(&FA_CM2_CONFIGS[0]),
+        None => Ok(&FA_CM2_CONFIGS[1]),
+    }
+}
+
+/// Whether the device can run the cm2 attention, or what it lacks.
+pub fn device(f: &NativeFeatures) -> Result<(), String> {
+    let what = "native cm2 attention";
+    if let Some(why) = &f.unavailable {
+        return Err(format!("{what}: {why}"));
+    }
+    if !f.coopmat2 {
+        return Err(format!("{what}: device lacks VK_NV_cooperative_matrix2"));
+    }
+    if !f.coopmat2_attention {
+        return Err(format!(
+            "{what}: VK_NV_cooperative_matrix2 without workgroup scope, flexible dimensions, \
+             tensor addressing, conversions, reductions or per-element operations"
+        ));
+    }
+    if !f.float16 || !f.storage16 {
+        return Err(format!(
+            "{what}: device lacks shaderFloat16 or storageBuffer16BitAccess"
+        ));
+    }
+    Ok(())
+}
+
+/// Whether this build and a device with `f` run the cm2 attention (for
+/// the device's description).
+pub fn runs(f: &NativeFeatures) -> bool {
+    let default = Chosen {
+        config: &FA_CM2_CONFIGS[0],
+        padded: (128, 128),
+    };
+    device(f).is_ok() && kernels::available(&default.name()).is_ok()
+}
+
+/// The native kernel for attention `a` on a device with `f`, or why none.
+pub fn choose(
+    f: &NativeFeatures,
+    mode: NativeMode,
+    a: &Attention,
+    wanted: Option<&str>,
+) -> Result<Chosen, String> {
+    match mode {
+        NativeMode::Off => return Err("native=off".into()),
+        NativeMode::Emulated => return Err("the cm2 attention has no emulated variant".into()),
+        NativeMode::Auto | NativeMode::On => {}
+    }
+    if a.kv != (DType::F16, DType::F16) {
+        return Err(format!(
+            "the cm2 attention takes f16 K and V, not {} and {}",
+            a.kv.0.name(),
+            a.kv.1.name()
+        ));
+    }
+    match a.mask {
+        Some((t, _)) if t != DType::F16 => {
+            return Err(format!(
+                "the cm2 attention takes an f16 mask, not {}",
+                t.name()
+            ));
+        }
+        Some((_, false)) => return Err("the cm2 attention takes a mask with dense rows".into()),
+        _ => {}
+    }
+    let (dk, dv) = a.heads;
+    let padded = (dk.next_multiple_of(16), dv.next_multiple_of(16));
+    if !FA_CM2_HEADS.contains(&padded) {
+        return Err(format!(
+            "no cm2 attention built for head sizes {dk} and {dv}"
+        ));
+    }
+    device(f)?;
+    let chosen = Chosen {
+        config: config(wanted, (dk, dv))?,
+        padded,
+    };
+    kernels::available(&chosen.name())?;
+    if mode == NativeMode::Auto {
+        return Err(FA_NOT_MEASURED.into());
+    }
+    Ok(chosen)
+}
+
+/// The native kernel FLASH_ATTN_EXT `node` gets on this encoder's device,
+/// or why none.
+fn choice(e: &Encoder, node: usize) -> Result<Chosen, String> {
+    let g = e.graph;
+    let d = &g[node];
+    let (k, v) = (&g[src_index(g, node, 1)?], &g[src_index(g, node, 2)?]);
+    let mask = match d.src(3) {
+        Some(_) => {
+            let m = &g[src_index(g, node, 3)?];
+            let t = dtype(m)?;
+            Some((t, m.nb[0] == t.type_size() as u64))
+        }
+        None => None,
+    };
+    let a = Attention {
+        kv: (dtype(k)?, dtype(v)?),
+        mask,
+        heads: (k.ne[0] as u32, v.ne[0] as u32),
+    };
+    let wanted = std::env::var(FA_CONFIG_ENV)
+        .ok()
+        .filter(|w| !w.trim().is_empty());
+    choose(
+        &e.ctx().native.features,
+        e.facts().tuning.native,
+        &a,
+        wanted.as_deref(),
+    )
+}
+
+/// Encodes FLASH_ATTN_EXT `node` with the native kernel when it gets one
+/// (true), else leaves it to the WGSL kernels (false; `matmul_trace` says
+/// why).
+pub fn try_encode(e: &mut Encoder, node: usize) -> Result<bool, String> {
+    let trace = e.facts().tuning.matmul_trace;
+    let chosen = match choice(e, node) {
+        Ok(c) => c,
+        Err(why) => {
+            if trace {
+                eprintln!("backplane-webgpu: FLASH_ATTN_EXT node {node}: WGSL kernels: {why}");
+            }
+            return Ok(false);
+        }
+    };
+    if trace {
+        eprintln!(
+            "backplane-webgpu: FLASH_ATTN_EXT node {node}: native {}",
+            chosen.name()
+        );
+    }
+    encode(e, node, chosen)?;
+    Ok(true)
+}
+
+/// A u32 parameter, or an error naming it.
+fn word(v: u64, what: &str) -> Result<u32, String> {
+    u32::try_from(v).map_err(|_| format!("native attention: {what} = {v} does not fit u32"))
+}
+
+/// Offset and strides of dims 1..3 of an f16 tensor in halves.
+fn half_layout(what: &str, b: &Binding, t: &TensorDesc) -> Result<[u32; 4], String> {
+    let [s1, s2, s3] = kv_strides(what, t)?;
+    if !b.rem_bytes.is_multiple_of(2) {
+        return Err(format!("{what} offset remainder {} is odd", b.rem_bytes));
+    }
+    Ok([word(b.rem_bytes / 2, what)?, s1 / 2, s2 / 2, s3 / 2])
+}
+
+fn encode(e: &mut Encoder, node: usize, chosen: Chosen) -> Result<(), String> {
+    let g = e.graph;
+    let d = &g[node];
+    let (iq, ik, iv) = (
+        src_index(g, node, 0)?,
+        src_index(g, node, 1)?,
+        src_index(g, node, 2)?,
+    );
+    let mask = d.src(3).map(|_| src_index(g, node, 3)).transpose()?;
+    let sinks = d.src(4).map(|_| src_index(g, node, 4)).transpose()?;
+    let [dk, n_q, heads, batch] = ne_u32(&g[iq])?;
+    let [dv, n_kv, heads_kv, batch_kv] = ne_u32(&g[iv])?;
+    let config = chosen.config;
+    let q_blocks = n_q.div_ceil(config.br);
+    let facts = e.facts();
+    let n_rows = u64::from(n_q) * u64::from(heads) * u64::from(batch);
+    let part_floats = |splits: u32| u64::from(splits) * n_rows * (u64::from(dv) + 2);
+    let (mut splits, mut chunk) = kv_splits(
+        facts.tuning.flash_attn_splits,
+        u64::from(q_blocks) * u64::from(heads) * u64::from(batch),
+        n_kv,
+        config.bc,
+        native_split_target(facts),
+    );
+    if u64::from(batch) * u64::from(splits) > u64::from(facts.max_groups_per_dim)
+        || !facts.fits_binding(part_floats(splits) * 4)
+    {
+        (splits, chunk) = (1, n_kv.max(1));
+    }
+
+    let (bq, bk, bv, bd) = (
+        e.binding(iq)?,
+        e.binding(ik)?,
+        e.binding(iv)?,
+        e.binding(node)?,
+    );
+    let qs = nb_elems(&g[iq], 4).map_err(|x| format!("q: {x}"))?;
+    let k = half_layout("k", &bk, &g[ik])?;
+    let v = half_layout("v", &bv, &g[iv])?;
+    let mut flags = 0;
+    // Absent mask and sinks are bound as Q (never read).
+    let (bm, m_words) = match mask {
+        Some(im) => {
+            flags |= FLAG_MASK;
+            let bm = e.binding(im)?;
+            let m = &g[im];
+            let ms = nb_elems(m, 2).map_err(|x| format!("mask: {x}"))?;
+            let words = [
+                bm.elem_offset(2)?,
+                ms[1],
+                ms[2],
+                ms[3],
+                m.ne[1] as u32,
+                m.ne[2] as u32,
+                m.ne[3] as u32,
+            ];
+            (bm, words)
+        }
+        None => (bq.clone(), [0, 0, 0, 0, 1, 1, 1]),
+    };
+    let sink = match sinks {
+        Some(is) => {
+            let bs = e.binding(is)?;
+            let words = [bs.elem_offset(4)?, nb_elems(&g[is], 4)?[0]];
+            Some((bs, words))
+        }
+        None => None,
+    };
+    let s_words = sink.as_ref().map_or([0; 2], |s| s.1);
+    let bs = sink.as_ref().map_or_else(|| bq.clone(), |s| s.0.clone());
+    let (out, copy) = if splits > 1 {
+        flags |= FLAG_SPLIT;
+        let part = e.scratch(part_floats(splits) * 4)?;
+        let copy = next_copy(e, node)?;
+        (part, copy)
+    } else {
+        if sink.is_some() {
+            flags |= FLAG_SINKS;
+        }
+        (bd.clone(), None)
+    };
+    let ds = nb_elems(d, 4).map_err(|x| format!("dst: {x}"))?;
+    let ml_off = word(u64::from(splits) * n_rows * u64::from(dv), "partial rows")?;
+    let sm = Softmax::of(d, heads);
+    let mut p = Params::new()
+        .u32(n_q)
+        .u32(n_kv)
+        .u32(heads)
+        .u32(heads / heads_kv.max(1))
+        .u32(batch / batch_kv.max(1))
+        .u32(flags)
+        .u32(bq.elem_offset(4)?)
+        .u32x4(qs)
+        .u32x4(k)
+        .u32x4(v);
+    for w in m_words.into_iter().chain(s_words) {
+        p = p.u32(w);
+    }
+    let p = p
+        .u32(bd.elem_offset(4)?)
+        .u32x4(ds)
+        .u32(dk)
+        .u32(dv)
+        .f32(sm.q_scale)
+        .f32(sm.softcap)
+        .f32(sm.max_bias)
+        .f32(sm.m0)
+        .f32(sm.m1)
+        .u32(sm.n_head_log2)
+        .u32(splits)
+        .u32(chunk)
+        .u32(word(n_rows, "rows")?)
+        .u32(ml_off);
+    let ctx = e.ctx();
+    let pipeline = ctx.native.pipelines.get(
+        &ctx.device,
+        &ctx.pipelines,
+        &chosen.name(),
+        (config.workgroup_size, 1, 1),
+        BINDINGS,
+    )?;
+    let bindings = [bq, bk, bv, bm, bs, out.clone()];
+    let groups = [
+        q_blocks,
+        heads,
+        word(u64::from(batch) * u64::from(splits), "groups")?,
+    ];
+    e.dispatch_pipeline(pipeline, &bindings, &p, groups)?;
+    if splits == 1 {
+        return Ok(());
+    }
+    if e.facts().tuning.matmul_trace {
+        eprintln!(
+            "backplane-webgpu: FLASH_ATTN_EXT node {node}: keys split {splits} ways of {chunk}"
+        );
+    }
+    let rows = Rows {
+        n_rows,
+        dv,
+        n_q,
+        heads,
+        splits,
+        ml_off,
+    };
+    combine(e, node, rows, out, sink, bd, copy)
+}
+
+#[cfg(test)]
+mod tests;

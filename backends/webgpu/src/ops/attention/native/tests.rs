@@ -1,0 +1,164 @@
+use super::*;
+use crate::native::CoopShape;
+
+/// An H100's native features: KHR and NV cooperative matrices with every
+/// cm2 feature the attention needs.
+fn h100() -> NativeFeatures {
+    NativeFeatures {
+        passthrough: true,
+        storage8: true,
+        storage16: true,
+        float16: true,
+        int8: true,
+        subgroup_arithmetic: true,
+        subgroup_size: (32, 32),
+        subgroup_size_control: true,
+        integer_dot_product: true,
+        coopmat: true,
+        coopmat_shapes: vec![CoopShape {
+            m: 16,
+            n: 16,
+            k: 16,
+        }],
+        coopmat2: true,
+        coopmat2_gemm: true,
+        coopmat2_attention: true,
+        ..NativeFeatures::default()
+    }
+}
+
+fn f16_attention(dk: u32, dv: u32) -> Attention {
+    Attention {
+        kv: (DType::F16, DType::F16),
+        mask: Some((DType::F16, true)),
+        heads: (dk, dv),
+    }
+}
+
+#[test]
+fn the_configuration_follows_the_head_size_unless_one_is_named() {
+    let f = h100();
+    if !kernels::built() {
+        // Without the feature every choice ends at the build.
+        let why = choose(&f, NativeMode::On, &f16_attention(128, 128), None).unwrap_err();
+        assert!(why.contains(kernels::NOT_BUILT), "{why}");
+        return;
+    }
+    let c = choose(&f, NativeMode::On, &f16_attention(256, 256), None).unwrap();
+    assert_eq!(c.name(), "flash_attn_cm2_64x32w128_256x256");
+    let c = choose(&f, NativeMode::On, &f16_attention(128, 128), None).unwrap();
+    assert_eq!(c.name(), "flash_attn_cm2_64x64w128_128x128");
+    // Head sizes round up to the 16 the matrices are built for.
+    let c = choose(
+        &f,
+        NativeMode::On,
+        &f16_attention(40, 40),
+        Some("32x32w128"),
+    )
+    .unwrap();
+    assert_eq!(c.name(), "flash_attn_cm2_32x32w128_48x48");
+    let c = choose(&f, NativeMode::On, &f16_attention(192, 128), None).unwrap();
+    assert_eq!(c.padded, (192, 128));
+    let why = choose(&f, NativeMode::On, &f16_attention(128, 128), Some("9x9")).unwrap_err();
+    assert!(
+        why.contains("BACKPLANE_WEBGPU_NATIVE_FA=9x9 names no configuration"),
+        "{why}"
+    );
+    assert!(why.contains("64x32w128"), "{why}");
+}
+
+#[test]
+fn refusals_name_what_stops_the_kernel() {
+    let f = h100();
+    let on = NativeMode::On;
+    let a = f16_attention(128, 128);
+    assert_eq!(
+        choose(&f, NativeMode::Off, &a, None).unwrap_err(),
+        "native=off"
+    );
+    assert!(
+        choose(&f, NativeMode::Emulated, &a, None)
+            .unwrap_err()
+            .contains("no emulated variant")
+    );
+    let q8 = Attention {
+        kv: (DType::Q8_0, DType::Q8_0),
+        ..a
+    };
+    assert_eq!(
+        choose(&f, on, &q8, None).unwrap_err(),
+        "the cm2 attention takes f16 K and V, not q8_0 and q8_0"
+    );
+    let f32_mask = Attention {
+        mask: Some((DType::F32, true)),
+        ..a
+    };
+    assert!(
+        choose(&f, on, &f32_mask, None)
+            .unwrap_err()
+            .contains("f16 mask, not f32")
+    );
+    let strided_mask = Attention {
+        mask: Some((DType::F16, false)),
+        ..a
+    };
+    assert!(
+        choose(&f, on, &strided_mask, None)
+            .unwrap_err()
+            .contains("dense rows")
+    );
+    assert_eq!(
+        choose(&f, on, &f16_attention(576, 512), None).unwrap_err(),
+        "no cm2 attention built for head sizes 576 and 512"
+    );
+    let no_reductions = NativeFeatures {
+        coopmat2_attention: false,
+        ..h100()
+    };
+    assert!(
+        choose(&no_reductions, on, &a, None)
+            .unwrap_err()
+            .contains("reductions or per-element operations")
+    );
+    let no_cm2 = NativeFeatures {
+        coopmat2: false,
+        ..h100()
+    };
+    assert!(
+        choose(&no_cm2, on, &a, None)
+            .unwrap_err()
+            .contains("device lacks VK_NV_cooperative_matrix2")
+    );
+    let unavailable = NativeFeatures::unavailable("the adapter runs on Metal, not Vulkan");
+    assert!(
+        choose(&unavailable, on, &a, None)
+            .unwrap_err()
+            .contains("runs on Metal")
+    );
+    // No mask at all is fine.
+    let no_mask = Attention { mask: None, ..a };
+    match choose(&f, on, &no_mask, None) {
+        Ok(c) => assert_eq!(c.padded, (128, 128)),
+        Err(why) => assert!(why.contains(kernels::NOT_BUILT), "{why}"),
+    }
+}
+
+#[test]
+fn auto_keeps_wgsl_until_measured() {
+    let why = choose(&h100(), NativeMode::Auto, &f16_attention(256, 256), None).unwrap_err();
+    if kernels::built() {
+        assert_eq!(why, FA_NOT_MEASURED);
+    } else {
+        assert!(why.contains(kernels::NOT_BUILT), "{why}");
+    }
+}
+
+#[test]
+fn the_description_names_the_attention_where_it_runs() {
+    assert_eq!(runs(&h100()), kernels::built());
+    let no_cm2 = NativeFeatures {
+        coopmat2: false,
+        ..h100()
+    };
+    assert!(!runs(&no_cm2));
+}
