@@ -20,9 +20,11 @@ use crate::ops::{dtype, nb_elems, ne_u32, src_index};
 /// (environment only: a kernel development switch).
 pub const FA_CONFIG_ENV: &str = "BACKPLANE_WEBGPU_NATIVE_FA";
 
-/// Why `native=auto` keeps the WGSL kernels.
-pub const FA_NOT_MEASURED: &str =
-    "native=auto takes the cm2 attention only where it measured faster than WGSL (not yet)";
+/// Fewest queries per head `native=auto` gives the cm2 attention: its
+/// blocks are 64 or 128 query rows, and with fewer queries the WGSL
+/// kernels (which pack the query heads sharing K/V into one block) waste
+/// less of them.
+pub const AUTO_MIN_QUERIES: u32 = 64;
 
 /// Storage bindings of the kernel: Q, K, V, mask, sinks, dst (or the
 /// split rows).
@@ -42,6 +44,8 @@ pub struct Attention {
     pub mask: Option<(DType, bool)>,
     /// K and V head sizes.
     pub heads: (u32, u32),
+    /// Queries per head.
+    pub queries: u32,
 }
 
 /// A chosen kernel: its configuration and head sizes rounded up to 16.
@@ -52,7 +56,7 @@ pub struct Chosen {
 }
 
 impl Chosen {
-    /// The kernel's name in the build (`flash_attn_cm2_64x32w128_256x256`).
+    /// The kernel's name in the build (`flash_attn_cm2_128x64w256_256x256`).
     pub fn name(&self) -> String {
         format!(
             "flash_attn_cm2_{}_{}x{}",
@@ -155,8 +159,11 @@ pub fn choose(
         padded,
     };
     kernels::available(&chosen.name())?;
-    if mode == NativeMode::Auto {
-        return Err(FA_NOT_MEASURED.into());
+    if mode == NativeMode::Auto && a.queries < AUTO_MIN_QUERIES {
+        return Err(format!(
+            "native=auto takes the cm2 attention from {AUTO_MIN_QUERIES} queries per head, not {}",
+            a.queries
+        ));
     }
     Ok(chosen)
 }
@@ -175,10 +182,12 @@ fn choice(e: &Encoder, node: usize) -> Result<Chosen, String> {
         }
         None => None,
     };
+    let q = &g[src_index(g, node, 0)?];
     let a = Attention {
         kv: (dtype(k)?, dtype(v)?),
         mask,
         heads: (k.ne[0] as u32, v.ne[0] as u32),
+        queries: q.ne[1] as u32,
     };
     let wanted = std::env::var(FA_CONFIG_ENV)
         .ok()

@@ -32,6 +32,7 @@ fn f16_attention(dk: u32, dv: u32) -> Attention {
         kv: (DType::F16, DType::F16),
         mask: Some((DType::F16, true)),
         heads: (dk, dv),
+        queries: 512,
     }
 }
 
@@ -45,7 +46,7 @@ fn the_configuration_follows_the_head_size_unless_one_is_named() {
         return;
     }
     let c = choose(&f, NativeMode::On, &f16_attention(256, 256), None).unwrap();
-    assert_eq!(c.name(), "flash_attn_cm2_64x32w128_256x256");
+    assert_eq!(c.name(), "flash_attn_cm2_128x64w256_256x256");
     let c = choose(&f, NativeMode::On, &f16_attention(128, 128), None).unwrap();
     assert_eq!(c.name(), "flash_attn_cm2_64x64w128_128x128");
     // Head sizes round up to the 16 the matrices are built for.
@@ -64,7 +65,7 @@ fn the_configuration_follows_the_head_size_unless_one_is_named() {
         why.contains("BACKPLANE_WEBGPU_NATIVE_FA=9x9 names no configuration"),
         "{why}"
     );
-    assert!(why.contains("64x32w128"), "{why}");
+    assert!(why.contains("128x64w256"), "{why}");
 }
 
 #[test]
@@ -144,13 +145,25 @@ fn refusals_name_what_stops_the_kernel() {
 }
 
 #[test]
-fn auto_keeps_wgsl_until_measured() {
-    let why = choose(&h100(), NativeMode::Auto, &f16_attention(256, 256), None).unwrap_err();
-    if kernels::built() {
-        assert_eq!(why, FA_NOT_MEASURED);
-    } else {
+fn auto_takes_the_kernel_for_prefill_and_leaves_decode_to_wgsl() {
+    let f = h100();
+    let prefill = f16_attention(256, 256);
+    let decode = Attention {
+        queries: 1,
+        ..prefill
+    };
+    if !kernels::built() {
+        let why = choose(&f, NativeMode::Auto, &prefill, None).unwrap_err();
         assert!(why.contains(kernels::NOT_BUILT), "{why}");
+        return;
     }
+    assert!(choose(&f, NativeMode::Auto, &prefill, None).is_ok());
+    assert_eq!(
+        choose(&f, NativeMode::Auto, &decode, None).unwrap_err(),
+        "native=auto takes the cm2 attention from 64 queries per head, not 1"
+    );
+    // native=on takes it for any count (measuring, tests).
+    assert!(choose(&f, NativeMode::On, &decode, None).is_ok());
 }
 
 #[test]
