@@ -23,7 +23,8 @@ pub mod pipelines;
 pub enum NativeMode {
     /// The backend decides: native where a kernel is built, the device
     /// has what it needs and the kernel measured faster than the WGSL
-    /// path (none yet: see [`crate::ops::matmul::native::MATVEC_NOT_FASTER`]).
+    /// path: the cm2 attention for prefill; no MUL_MAT kernel yet (see
+    /// [`crate::ops::matmul::native::MATVEC_NOT_FASTER`]).
     #[default]
     Auto,
     /// Native wherever a kernel can run (measuring, tests).
