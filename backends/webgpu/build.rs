@@ -133,15 +133,19 @@ mod native {
             }
         }
         for c in CM2_CONFIGS {
+            let mut defines = vec![
+                ("BM", c.bm.to_string()),
+                ("BN", c.bn.to_string()),
+                ("BK", c.bk.to_string()),
+                ("WG_SIZE", c.workgroup_size.to_string()),
+            ];
+            if c.b_half {
+                defines.push(("B_F16", String::new()));
+            }
             out.push(Variant {
                 name: format!("mul_mat_{}_f16", c.name),
                 file: "mul_mat_cm2.comp",
-                defines: vec![
-                    ("BM", c.bm.to_string()),
-                    ("BN", c.bn.to_string()),
-                    ("BK", c.bk.to_string()),
-                    ("WG_SIZE", c.workgroup_size.to_string()),
-                ],
+                defines,
                 vulkan_1_3: true,
             });
         }

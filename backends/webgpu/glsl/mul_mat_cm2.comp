@@ -1,6 +1,7 @@
 #version 450
 // MUL_MAT GEMM with VK_NV_cooperative_matrix2: f16 weights, f32
-// activations (converted to f16 matrices after loading), f32 dst, ggml
+// activations (converted to f16 matrices after loading; B_F16: converted
+// to dense f16 rows by mul_mat_convert first), f32 dst, ggml
 // semantics as in mul_mat_vec.comp; the Params block is
 // mul_mat_coopmat.comp's.
 //
@@ -24,7 +25,12 @@
 layout(local_size_x = WG_SIZE, local_size_y = 1, local_size_z = 1) in;
 
 layout(binding = 0, std430) readonly buffer A { float16_t a[]; };
+#ifdef B_F16
+// Activations converted to f16 rows first (mul_mat_convert), dense.
+layout(binding = 1, std430) readonly buffer B { float16_t b[]; };
+#else
 layout(binding = 1, std430) readonly buffer B { float b[]; };
+#endif
 layout(binding = 2, std430) writeonly buffer D { float d[]; };
 
 layout(binding = 3, std140) uniform Params {
@@ -79,7 +85,11 @@ void main() {
     tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> lb =
         createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
     lb = setTensorLayoutDimensionNV(lb, p.N, p.K);
+#ifdef B_F16
+    lb = setTensorLayoutStrideNV(lb, p.b_nb1, 1);
+#else
     lb = setTensorLayoutStrideNV(lb, p.b_nb1, p.b_nb0);
+#endif
     tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> ld =
         createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
     ld = setTensorLayoutDimensionNV(ld, p.N, p.M);
@@ -90,12 +100,18 @@ void main() {
         coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(0.0);
     for (uint k0 = k_begin; k0 < k_end; k0 += BK) {
         coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> ma;
-        coopmat<float, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> mb32;
         coopMatLoadTensorNV(ma, a, a_base, sliceTensorLayoutNV(la, tile_m, BM, k0, BK));
+#ifdef B_F16
+        coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> mb;
+        coopMatLoadTensorNV(mb, b, b_base, sliceTensorLayoutNV(lb, tile_n, BN, k0, BK),
+                            transposed);
+#else
+        coopmat<float, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> mb32;
         coopMatLoadTensorNV(mb32, b, b_base, sliceTensorLayoutNV(lb, tile_n, BN, k0, BK),
                             transposed);
         coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> mb =
             coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB>(mb32);
+#endif
         acc = coopMatMulAdd(ma, mb, acc);
     }
     coopMatStoreTensorNV(acc, d, d_base, sliceTensorLayoutNV(ld, tile_n, BN, tile_m, BM),

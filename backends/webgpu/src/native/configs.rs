@@ -141,6 +141,8 @@ pub struct Cm2Config {
     pub bk: u32,
     /// Invocations of a workgroup.
     pub workgroup_size: u32,
+    /// Activations converted to dense f16 rows first (`mul_mat_convert`).
+    pub b_half: bool,
 }
 
 /// Every cm2 GEMM configuration built (chosen by name only).
@@ -151,6 +153,7 @@ pub const CM2_CONFIGS: &[Cm2Config] = &[
         bn: 128,
         bk: 32,
         workgroup_size: 256,
+        b_half: false,
     },
     Cm2Config {
         name: "cm2_128x256k32",
@@ -158,6 +161,7 @@ pub const CM2_CONFIGS: &[Cm2Config] = &[
         bn: 256,
         bk: 32,
         workgroup_size: 256,
+        b_half: false,
     },
     Cm2Config {
         name: "cm2_128x256k64",
@@ -165,6 +169,31 @@ pub const CM2_CONFIGS: &[Cm2Config] = &[
         bn: 256,
         bk: 64,
         workgroup_size: 256,
+        b_half: false,
+    },
+    Cm2Config {
+        name: "cm2_128x128k32h",
+        bm: 128,
+        bn: 128,
+        bk: 32,
+        workgroup_size: 256,
+        b_half: true,
+    },
+    Cm2Config {
+        name: "cm2_128x256k32h",
+        bm: 128,
+        bn: 256,
+        bk: 32,
+        workgroup_size: 256,
+        b_half: true,
+    },
+    Cm2Config {
+        name: "cm2_128x256k64h",
+        bm: 128,
+        bn: 256,
+        bk: 64,
+        workgroup_size: 256,
+        b_half: true,
     },
 ];
 

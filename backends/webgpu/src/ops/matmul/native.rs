@@ -523,7 +523,7 @@ pub fn try_encode(e: &mut Encoder, node: usize) -> Result<bool, String> {
             encode_gemm(e, node, kernel, tile)?
         }
         NativeKernel::Cm2 { config } => {
-            let tile = (config.bm, config.bn, config.workgroup_size, false);
+            let tile = (config.bm, config.bn, config.workgroup_size, config.b_half);
             encode_gemm(e, node, kernel, tile)?
         }
     }
