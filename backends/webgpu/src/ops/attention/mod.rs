@@ -229,14 +229,7 @@ pub fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
         key = key.define("HAS_MASK", "");
         bindings.push(bm);
     }
-    let sink = match sinks {
-        Some(is) => {
-            let bs = e.binding(is)?;
-            let words = [bs.elem_offset(4)?, nb_elems(&g[is], 4)?[0]];
-            Some((bs, words))
-        }
-        None => None,
-    };
+    let sink = sink_binding(e, sinks)?;
     let sink_words = sink.as_ref().map_or([0; 2], |s| s.1);
     let d_off = bd_.elem_offset(4)?;
     let ds = nb_elems(d, 4)?;
@@ -334,6 +327,20 @@ pub fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
         ml_off,
     };
     combine(e, node, rows, part, sink, bd_, copy)
+}
+
+/// The sinks' binding and `[offset, stride]` in f32 elements, when the
+/// node has sinks (source `sinks`).
+fn sink_binding(
+    e: &mut Encoder,
+    sinks: Option<usize>,
+) -> Result<Option<(Binding, [u32; 2])>, String> {
+    let Some(is) = sinks else {
+        return Ok(None);
+    };
+    let bs = e.binding(is)?;
+    let words = [bs.elem_offset(4)?, nb_elems(&e.graph[is], 4)?[0]];
+    Ok(Some((bs, words)))
 }
 
 /// Scale, softcap and ALiBi parameters of a FLASH_ATTN_EXT over `heads`

@@ -9,7 +9,7 @@
 use backplane_abi::{DType, TensorDesc};
 
 use super::plan::{kv_splits, native_split_target};
-use super::{Rows, Softmax, combine, kv_strides, next_copy};
+use super::{Rows, Softmax, combine, kv_strides, next_copy, sink_binding};
 use crate::bind_cache::Binding;
 use crate::encode::{Encoder, Params};
 use crate::native::configs::{FA_CM2_CONFIGS, FA_CM2_HEADS, FaCm2Config};
@@ -298,14 +298,7 @@ fn encode(e: &mut Encoder, node: usize, chosen: Chosen) -> Result<(), String> {
         }
         None => (bq.clone(), [0, 0, 0, 0, 1, 1, 1]),
     };
-    let sink = match sinks {
-        Some(is) => {
-            let bs = e.binding(is)?;
-            let words = [bs.elem_offset(4)?, nb_elems(&g[is], 4)?[0]];
-            Some((bs, words))
-        }
-        None => None,
-    };
+    let sink = sink_binding(e, sinks)?;
     let s_words = sink.as_ref().map_or([0; 2], |s| s.1);
     let bs = sink.as_ref().map_or_else(|| bq.clone(), |s| s.0.clone());
     let (out, copy) = if splits > 1 {
