@@ -22,7 +22,7 @@ export BACKPLANE_PLUGIN_PATH=$N
 export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp/xdg}; mkdir -p -m700 $XDG_RUNTIME_DIR
 export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
 GEMMS="128x128k32 128x128k32db 128x128k64 128x128k32w16 128x256k32 256x128k32 128x128k32h 256x128k32h"
-CM2S="cm2_128x128k32 cm2_128x256k32 cm2_128x256k64"
+CM2S="cm2_128x128k32 cm2_128x256k32 cm2_128x256k64 cm2_128x128k32h cm2_128x256k32h cm2_128x256k64h"
 MATVECS="r2w128 r1w128 r4w128 r2w64 r4w64 r2w128u32 r1w128u32"
 WIDE='n=(6[4-9]|[7-9][0-9]|[1-9][0-9][0-9]+),'
 C=$N/backplane-conformance

@@ -260,7 +260,7 @@ fn encode(e: &mut Encoder, node: usize, chosen: Chosen) -> Result<(), String> {
         u64::from(q_blocks) * u64::from(heads) * u64::from(batch),
         n_kv,
         config.bc,
-        native_split_target(facts),
+        native_split_target(facts, config.workgroup_size),
     );
     if u64::from(batch) * u64::from(splits) > u64::from(facts.max_groups_per_dim)
         || !facts.fits_binding(part_floats(splits) * 4)
