@@ -142,7 +142,7 @@ fn plan(facts: &Facts, dk: u32, dv: u32, n_q: u32, kv_f32: bool) -> Result<Plan,
 /// Workgroups the keys are split to fill when the device does not say how
 /// many it runs at once (flash decoding: few queries still occupy a large
 /// device).
-const TARGET_WORKGROUPS: u64 = 1024;
+pub(super) const TARGET_WORKGROUPS: u64 = 1024;
 
 /// Fewest key tiles one split takes.
 const MIN_TILES_PER_SPLIT: u32 = 2;
@@ -200,24 +200,6 @@ pub(super) fn split_target(facts: &Facts, kernel: &Kernel, dk: u32, dv: u32) -> 
         }
         _ => TARGET_WORKGROUPS,
     }
-}
-
-/// Invocations of the native cm2 attention (`super::native`) one
-/// multiprocessor is given when the keys are split. Measured on an H100
-/// (132 multiprocessors) at 512 queries and 20,000 keys: blocks of 256
-/// invocations at head 256 (32 workgroups before splitting) ran 759 us
-/// split 4 ways, 790 split 8 and 860 split 16; blocks of 128 at head 128
-/// (64 workgroups) 421-425 us split 4 ways, 463 split 8 and 737 split 2.
-const NATIVE_INVOCATIONS_PER_UNIT: u64 = 256;
-
-/// Most workgroups of `workgroup_size` invocations the native cm2
-/// attention should be split into: one wave of
-/// [`NATIVE_INVOCATIONS_PER_UNIT`] per multiprocessor where the device
-/// reports them, otherwise [`TARGET_WORKGROUPS`].
-pub(super) fn native_split_target(facts: &Facts, workgroup_size: u32) -> u64 {
-    facts.compute_units.map_or(TARGET_WORKGROUPS, |units| {
-        u64::from(units) * NATIVE_INVOCATIONS_PER_UNIT / u64::from(workgroup_size.max(1))
-    })
 }
 
 /// The pipeline key of the main kernel for plan `pl`.
@@ -658,22 +640,6 @@ mod tests {
             split_target(&h200, &plain.unwrap(), 128, 128),
             TARGET_WORKGROUPS
         );
-    }
-
-    #[test]
-    fn the_native_kernel_splits_into_the_counts_measured_best() {
-        let h100 = Facts {
-            compute_units: Some(132),
-            ..gpu()
-        };
-        // Head 256, blocks of 128 queries, 256 invocations, 64 keys: 4
-        // query blocks x 8 heads split 4 ways.
-        let target = native_split_target(&h100, 256);
-        assert_eq!(kv_splits(None, 32, 20000, 64, target), (4, 5056));
-        // Head 128, blocks of 64 queries, 128 invocations: 8 x 8 split 4.
-        let target = native_split_target(&h100, 128);
-        assert_eq!(kv_splits(None, 64, 20000, 64, target), (4, 5056));
-        assert_eq!(native_split_target(&gpu(), 128), TARGET_WORKGROUPS);
     }
 
     #[test]

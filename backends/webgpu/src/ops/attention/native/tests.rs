@@ -175,3 +175,22 @@ fn the_description_names_the_attention_where_it_runs() {
     };
     assert!(!runs(&no_cm2));
 }
+
+#[test]
+fn the_native_kernel_splits_into_the_counts_measured_best() {
+    let gpu = Facts {
+        compute_units: Some(132),
+        ..crate::facts::test_gpu()
+    };
+    // Head 256, blocks of 128 queries, 256 invocations, 64 keys: 4
+    // query blocks x 8 heads split 4 ways.
+    let target = native_split_target(&gpu, 256);
+    assert_eq!(kv_splits(None, 32, 20000, 64, target), (4, 5056));
+    // Head 128, blocks of 64 queries, 128 invocations: 8 x 8 split 4.
+    let target = native_split_target(&gpu, 128);
+    assert_eq!(kv_splits(None, 64, 20000, 64, target), (4, 5056));
+    assert_eq!(
+        native_split_target(&crate::facts::test_gpu(), 128),
+        TARGET_WORKGROUPS
+    );
+}
