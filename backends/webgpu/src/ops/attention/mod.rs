@@ -145,19 +145,15 @@ pub fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
     let facts = e.facts();
     let (kernel, q_blocks, head_blocks) = kernel_grid(facts, q, v, tk, tv)?;
     let n_rows = u64::from(n_q) * u64::from(heads) * u64::from(batch);
-    let (mut splits, mut chunk) = kv_splits(
-        facts.tuning.flash_attn_splits,
-        u64::from(q_blocks) * u64::from(head_blocks) * u64::from(batch),
-        n_kv,
-        kernel.keys(),
-        split_target(facts, &kernel, dk, dv),
-    );
     let part_floats = |splits: u32| u64::from(splits) * n_rows * (u64::from(dv) + 2);
-    if u64::from(batch) * u64::from(splits) > u64::from(facts.max_groups_per_dim)
-        || !facts.fits_binding(part_floats(splits) * 4)
-    {
-        (splits, chunk) = (1, n_kv.max(1));
-    }
+    let (splits, chunk) = key_split(
+        facts,
+        u64::from(q_blocks) * u64::from(head_blocks) * u64::from(batch),
+        batch,
+        (n_kv, kernel.keys()),
+        split_target(facts, &kernel, dk, dv),
+        part_floats,
+    );
     let mut key = kernel.key(dk, dv, tk, tv);
 
     let bq_ = e.binding(iq)?;
@@ -327,6 +323,28 @@ pub fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
         ml_off,
     };
     combine(e, node, rows, part, sink, bd_, copy)
+}
+
+/// How a node's keys are split: `(splits, chunk)` from [`kv_splits`] for
+/// `groups` workgroups (before splitting) over `batch` batches, `n_kv`
+/// keys in tiles of `bk`, toward `target` workgroups; `(1, n_kv)` where
+/// the split grid or its partial rows (`part_floats(splits)` floats)
+/// would not fit the device.
+fn key_split(
+    facts: &Facts,
+    groups: u64,
+    batch: u32,
+    (n_kv, bk): (u32, u32),
+    target: u64,
+    part_floats: impl Fn(u32) -> u64,
+) -> (u32, u32) {
+    let (splits, chunk) = kv_splits(facts.tuning.flash_attn_splits, groups, n_kv, bk, target);
+    if u64::from(batch) * u64::from(splits) > u64::from(facts.max_groups_per_dim)
+        || !facts.fits_binding(part_floats(splits) * 4)
+    {
+        return (1, n_kv.max(1));
+    }
+    (splits, chunk)
 }
 
 /// The sinks' binding and `[offset, stride]` in f32 elements, when the

@@ -8,8 +8,8 @@
 
 use backplane_abi::{DType, TensorDesc};
 
-use super::plan::{TARGET_WORKGROUPS, kv_splits};
-use super::{Rows, Softmax, combine, kv_strides, next_copy, sink_binding};
+use super::plan::TARGET_WORKGROUPS;
+use super::{Rows, Softmax, combine, key_split, kv_strides, next_copy, sink_binding};
 use crate::bind_cache::Binding;
 use crate::encode::{Encoder, Params};
 use crate::facts::Facts;
@@ -274,18 +274,14 @@ fn encode(e: &mut Encoder, node: usize, chosen: Chosen) -> Result<(), String> {
     let facts = e.facts();
     let n_rows = u64::from(n_q) * u64::from(heads) * u64::from(batch);
     let part_floats = |splits: u32| u64::from(splits) * n_rows * (u64::from(dv) + 2);
-    let (mut splits, mut chunk) = kv_splits(
-        facts.tuning.flash_attn_splits,
+    let (splits, chunk) = key_split(
+        facts,
         u64::from(q_blocks) * u64::from(heads) * u64::from(batch),
-        n_kv,
-        config.bc,
+        batch,
+        (n_kv, config.bc),
         native_split_target(facts, config.workgroup_size),
+        part_floats,
     );
-    if u64::from(batch) * u64::from(splits) > u64::from(facts.max_groups_per_dim)
-        || !facts.fits_binding(part_floats(splits) * 4)
-    {
-        (splits, chunk) = (1, n_kv.max(1));
-    }
 
     let (bq, bk, bv, bd) = (
         e.binding(iq)?,

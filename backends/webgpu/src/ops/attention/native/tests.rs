@@ -1,5 +1,6 @@
 use super::*;
 use crate::native::CoopShape;
+use crate::ops::attention::plan::kv_splits;
 
 /// An H100's native features: KHR and NV cooperative matrices with every
 /// cm2 feature the attention needs.
