@@ -144,15 +144,13 @@ pub fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
     let [dv, n_kv, heads_kv, batch_kv] = ne_u32(v)?;
     let facts = e.facts();
     let (kernel, q_blocks, head_blocks) = kernel_grid(facts, q, v, tk, tv)?;
-    let n_rows = u64::from(n_q) * u64::from(heads) * u64::from(batch);
-    let part_floats = |splits: u32| u64::from(splits) * n_rows * (u64::from(dv) + 2);
+    let rows = Rows::new(n_q, heads, batch, dv);
     let (splits, chunk) = key_split(
         facts,
         u64::from(q_blocks) * u64::from(head_blocks) * u64::from(batch),
-        batch,
         (n_kv, kernel.keys()),
         split_target(facts, &kernel, dk, dv),
-        part_floats,
+        &rows,
     );
     let mut key = kernel.key(dk, dv, tk, tv);
 
@@ -230,7 +228,7 @@ pub fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
     let d_off = bd_.elem_offset(4)?;
     let ds = nb_elems(d, 4)?;
     let part = if splits > 1 {
-        let scratch = e.scratch(part_floats(splits) * 4)?;
+        let scratch = e.scratch(rows.part_floats(splits) * 4)?;
         key = key.define("SPLIT_KV", "");
         bindings.push(scratch.clone());
         Some(scratch)
@@ -261,9 +259,7 @@ pub fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
         key = key.define("QUANTIZE", "");
         bindings.push(q.clone());
     }
-    // The (max, sum) pairs follow every split's partial rows.
-    let ml_off = u32::try_from(u64::from(splits) * n_rows * u64::from(dv))
-        .map_err(|_| "partial rows do not fit u32 indices".to_string())?;
+    let ml_off = rows.ml_off(splits)?;
 
     let Softmax {
         q_scale,
@@ -296,7 +292,7 @@ pub fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
         .f32(m0)
         .f32(m1)
         .u32(n_head_log2)
-        .u32x4([splits, chunk, n_rows as u32, ml_off]);
+        .u32x4([splits, chunk, rows.n_rows as u32, ml_off]);
     // Trusted: query rows, key tiles and head dims are bounded by the
     // tensor shapes before every access; conformance with guard regions
     // passes with and without runtime checks, which cost 5x on an H200.
@@ -314,33 +310,23 @@ pub fn encode(e: &mut Encoder, node: usize) -> Result<(), String> {
         }
         return Ok(());
     };
-    let rows = Rows {
-        n_rows,
-        dv,
-        n_q,
-        heads,
-        splits,
-        ml_off,
-    };
-    combine(e, node, rows, part, sink, bd_, copy)
+    combine(e, node, (&rows, splits), part, sink, bd_, copy)
 }
 
 /// How a node's keys are split: `(splits, chunk)` from [`kv_splits`] for
-/// `groups` workgroups (before splitting) over `batch` batches, `n_kv`
-/// keys in tiles of `bk`, toward `target` workgroups; `(1, n_kv)` where
-/// the split grid or its partial rows (`part_floats(splits)` floats)
-/// would not fit the device.
+/// `groups` workgroups (before splitting), `n_kv` keys in tiles of `bk`,
+/// toward `target` workgroups; `(1, n_kv)` where the split grid (batches
+/// x splits) or the partial rows would not fit the device.
 fn key_split(
     facts: &Facts,
     groups: u64,
-    batch: u32,
     (n_kv, bk): (u32, u32),
     target: u64,
-    part_floats: impl Fn(u32) -> u64,
+    rows: &Rows,
 ) -> (u32, u32) {
     let (splits, chunk) = kv_splits(facts.tuning.flash_attn_splits, groups, n_kv, bk, target);
-    if u64::from(batch) * u64::from(splits) > u64::from(facts.max_groups_per_dim)
-        || !facts.fits_binding(part_floats(splits) * 4)
+    if u64::from(rows.batch) * u64::from(splits) > u64::from(facts.max_groups_per_dim)
+        || !facts.fits_binding(rows.part_floats(splits) * 4)
     {
         return (1, n_kv.max(1));
     }
@@ -412,16 +398,39 @@ fn next_copy(e: &mut Encoder, node: usize) -> Result<Option<(CopyOrigin, Binding
     }
 }
 
-/// The partial rows of a split pass: `n_rows` rows (query, head, batch)
-/// of `dv` values per split, their (max, sum) pairs from `ml_off`.
-#[derive(Clone, Copy)]
+/// The output rows of a node, as the split passes lay them out: per
+/// split, `n_rows` rows (query, head, batch) of `dv` values; after every
+/// split's rows, each row's (max, sum) pair.
 struct Rows {
     n_rows: u64,
     dv: u32,
     n_q: u32,
     heads: u32,
-    splits: u32,
-    ml_off: u32,
+    batch: u32,
+}
+
+impl Rows {
+    fn new(n_q: u32, heads: u32, batch: u32, dv: u32) -> Rows {
+        Rows {
+            n_rows: u64::from(n_q) * u64::from(heads) * u64::from(batch),
+            dv,
+            n_q,
+            heads,
+            batch,
+        }
+    }
+
+    /// Floats of `splits` splits' partial rows and their (max, sum) pairs.
+    fn part_floats(&self, splits: u32) -> u64 {
+        u64::from(splits) * self.n_rows * (u64::from(self.dv) + 2)
+    }
+
+    /// Where the (max, sum) pairs start, in floats: after every split's
+    /// partial rows.
+    fn ml_off(&self, splits: u32) -> Result<u32, String> {
+        u32::try_from(u64::from(splits) * self.n_rows * u64::from(self.dv))
+            .map_err(|_| "partial rows do not fit u32 indices".to_string())
+    }
 }
 
 /// Records `flash_attn_combine` for `node`: merges the splits' partial rows in
@@ -430,7 +439,7 @@ struct Rows {
 fn combine(
     e: &mut Encoder,
     node: usize,
-    r: Rows,
+    (r, splits): (&Rows, u32),
     part: Binding,
     sink: Option<(Binding, [u32; 2])>,
     bd: Binding,
@@ -451,8 +460,8 @@ fn combine(
         bindings.push(q.clone());
     }
     let params = Params::new()
-        .u32x4([r.n_rows as u32, r.dv / 4, r.splits, r.n_q])
-        .u32x4([r.heads, r.ml_off, sink_words[0], sink_words[1]])
+        .u32x4([r.n_rows as u32, r.dv / 4, splits, r.n_q])
+        .u32x4([r.heads, r.ml_off(splits)?, sink_words[0], sink_words[1]])
         .u32(d_off)
         .u32x4(ds);
     let total = r.n_rows * u64::from(r.dv / 4);

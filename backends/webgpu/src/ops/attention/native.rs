@@ -272,15 +272,13 @@ fn encode(e: &mut Encoder, node: usize, chosen: Chosen) -> Result<(), String> {
     let config = chosen.config;
     let q_blocks = n_q.div_ceil(config.br);
     let facts = e.facts();
-    let n_rows = u64::from(n_q) * u64::from(heads) * u64::from(batch);
-    let part_floats = |splits: u32| u64::from(splits) * n_rows * (u64::from(dv) + 2);
+    let rows = Rows::new(n_q, heads, batch, dv);
     let (splits, chunk) = key_split(
         facts,
         u64::from(q_blocks) * u64::from(heads) * u64::from(batch),
-        batch,
         (n_kv, config.bc),
         native_split_target(facts, config.workgroup_size),
-        part_floats,
+        &rows,
     );
 
     let (bq, bk, bv, bd) = (
@@ -318,7 +316,7 @@ fn encode(e: &mut Encoder, node: usize, chosen: Chosen) -> Result<(), String> {
     let bs = sink.as_ref().map_or_else(|| bq.clone(), |s| s.0.clone());
     let (out, copy) = if splits > 1 {
         flags |= FLAG_SPLIT;
-        let part = e.scratch(part_floats(splits) * 4)?;
+        let part = e.scratch(rows.part_floats(splits) * 4)?;
         let copy = next_copy(e, node)?;
         (part, copy)
     } else {
@@ -328,7 +326,7 @@ fn encode(e: &mut Encoder, node: usize, chosen: Chosen) -> Result<(), String> {
         (bd.clone(), None)
     };
     let ds = nb_elems(d, 4).map_err(|x| format!("dst: {x}"))?;
-    let ml_off = word(u64::from(splits) * n_rows * u64::from(dv), "partial rows")?;
+    let ml_off = rows.ml_off(splits)?;
     let sm = Softmax::of(d, heads);
     let mut p = Params::new()
         .u32(n_q)
@@ -357,7 +355,7 @@ fn encode(e: &mut Encoder, node: usize, chosen: Chosen) -> Result<(), String> {
         .u32(sm.n_head_log2)
         .u32(splits)
         .u32(chunk)
-        .u32(word(n_rows, "rows")?)
+        .u32(word(rows.n_rows, "rows")?)
         .u32(ml_off);
     let ctx = e.ctx();
     let pipeline = ctx.native.pipelines.get(
@@ -382,15 +380,7 @@ fn encode(e: &mut Encoder, node: usize, chosen: Chosen) -> Result<(), String> {
             "backplane-webgpu: FLASH_ATTN_EXT node {node}: keys split {splits} ways of {chunk}"
         );
     }
-    let rows = Rows {
-        n_rows,
-        dv,
-        n_q,
-        heads,
-        splits,
-        ml_off,
-    };
-    combine(e, node, rows, out, sink, bd, copy)
+    combine(e, node, (&rows, splits), out, sink, bd, copy)
 }
 
 #[cfg(test)]
