@@ -609,15 +609,22 @@ fn flash_attn(c: &mut Catalogue) {
         }
     }
     // Prefill at the size the WebGPU issue benchmarks (head size 256), and
-    // at the head size of most current models (128): perf only.
-    for d in [256i64, 128] {
-        let (n_kv, n_q, h) = (20000i64, 512i64, 8i64);
+    // at the head size of most current models (128), f16 K/V; at head 128
+    // also q8_0 and q4_0 K/V (quantized caches), and 64 queries: perf only.
+    for (d, n_q, kv) in [
+        (256i64, 512i64, DType::F16),
+        (128, 512, DType::F16),
+        (128, 512, DType::Q8_0),
+        (128, 512, DType::Q4_0),
+        (128, 64, DType::Q8_0),
+    ] {
+        let (n_kv, h) = (20000i64, 8i64);
         let name = format!(
-            "FLASH_ATTN_EXT(hsk={d},hsv={d},nh={h},nr=1,kv={n_kv},nb={n_q},mask=true,type_KV=f16)"
+            "FLASH_ATTN_EXT(hsk={d},hsv={d},nh={h},nr=1,kv={n_kv},nb={n_q},mask=true,type_KV={kv})"
         );
         let flops = 2.0 * (n_q * n_kv * h * 2 * d) as f64;
         c.push_perf(Op::FlashAttnExt, name, Work::Flops(flops), move |b| {
-            masked_attention(b, [d, n_q, h, 1, n_kv], DType::F16)
+            masked_attention(b, [d, n_q, h, 1, n_kv], kv)
         });
     }
     // Decode (one query) over a 16,384-key cache, head size 128, 32 query

@@ -15,7 +15,7 @@ use crate::encode::{Encoder, Params};
 use crate::facts::Facts;
 use crate::native::configs::{FA_CM2_CONFIGS, FA_CM2_HEADS, FaCm2Config};
 use crate::native::{NativeFeatures, NativeMode, kernels};
-use crate::ops::{dtype, nb_elems, ne_u32, src_index};
+use crate::ops::{dtype, matmul, nb_elems, ne_u32, src_index};
 
 /// Names a cm2 attention configuration to run instead of the default
 /// (environment only: a kernel development switch).
@@ -49,11 +49,13 @@ pub struct Attention {
     pub queries: u32,
 }
 
-/// A chosen kernel: its configuration and head sizes rounded up to 16.
+/// A chosen kernel: its configuration, head sizes rounded up to 16, and
+/// whether K and V are converted to f16 rows first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Chosen {
     pub config: &'static FaCm2Config,
     pub padded: (u32, u32),
+    pub converted: (bool, bool),
 }
 
 impl Chosen {
@@ -63,6 +65,27 @@ impl Chosen {
             "flash_attn_cm2_{}_{}x{}",
             self.config.name, self.padded.0, self.padded.1
         )
+    }
+}
+
+/// K and V types converted to f16 rows before the kernel (by the weights'
+/// conversion, `mul_mat_dequant`): at prefill the conversion is a small
+/// part of the work, and the kernel's loads stay plain f16 ones.
+pub const CONVERTED_KV: [DType; 5] = [
+    DType::Q4_0,
+    DType::Q4_1,
+    DType::Q5_0,
+    DType::Q5_1,
+    DType::Q8_0,
+];
+
+/// Whether the kernel reads K or V of type `t` converted first (`Some(true)`),
+/// as it is (`Some(false)`, f16), or not at all.
+fn converted(t: DType) -> Option<bool> {
+    match t {
+        DType::F16 => Some(false),
+        t if CONVERTED_KV.contains(&t) => Some(true),
+        _ => None,
     }
 }
 
@@ -114,6 +137,7 @@ pub fn runs(f: &NativeFeatures) -> bool {
     let default = Chosen {
         config: &FA_CM2_CONFIGS[0],
         padded: (128, 128),
+        converted: (false, false),
     };
     device(f).is_ok() && kernels::available(&default.name()).is_ok()
 }
@@ -130,13 +154,18 @@ pub fn choose(
         NativeMode::Emulated => return Err("the cm2 attention has no emulated variant".into()),
         NativeMode::Auto | NativeMode::On => {}
     }
-    if a.kv != (DType::F16, DType::F16) {
-        return Err(format!(
-            "the cm2 attention takes f16 K and V, not {} and {}",
-            a.kv.0.name(),
-            a.kv.1.name()
-        ));
-    }
+    let converted = match (converted(a.kv.0), converted(a.kv.1)) {
+        (Some(k), Some(v)) => (k, v),
+        _ => {
+            let names: Vec<&str> = CONVERTED_KV.iter().map(|t| t.name()).collect();
+            return Err(format!(
+                "the cm2 attention takes f16 K and V (or {} converted to f16 first), not {} and {}",
+                names.join(", "),
+                a.kv.0.name(),
+                a.kv.1.name()
+            ));
+        }
+    };
     match a.mask {
         Some((t, _)) if t != DType::F16 => {
             return Err(format!(
@@ -158,6 +187,7 @@ pub fn choose(
     let chosen = Chosen {
         config: config(wanted, (dk, dv))?,
         padded,
+        converted,
     };
     kernels::available(&chosen.name())?;
     if mode == NativeMode::Auto && a.queries < AUTO_MIN_QUERIES {
@@ -193,12 +223,45 @@ fn choice(e: &Encoder, node: usize) -> Result<Chosen, String> {
     let wanted = std::env::var(FA_CONFIG_ENV)
         .ok()
         .filter(|w| !w.trim().is_empty());
-    choose(
+    let chosen = choose(
         &e.ctx().native.features,
         e.facts().tuning.native,
         &a,
         wanted.as_deref(),
-    )
+    )?;
+    for (what, t, conv) in [("K", k, chosen.converted.0), ("V", v, chosen.converted.1)] {
+        if conv {
+            matmul::converts_to_half_rows(t).map_err(|why| format!("{what}: {why}"))?;
+            let bytes = u64::try_from(t.nelements())
+                .unwrap_or(u64::MAX)
+                .saturating_mul(2);
+            if !e.facts().fits_binding(bytes) {
+                return Err(e
+                    .facts()
+                    .binding_refusal(&format!("{what} converted to f16"), bytes));
+            }
+        }
+    }
+    Ok(chosen)
+}
+
+/// K or V (graph index `index`) as the kernel reads it: the binding and
+/// its offset and strides of dims 1..3 in halves, converted to f16 rows
+/// first when `convert`.
+fn kv_operand(
+    e: &mut Encoder,
+    what: &str,
+    index: usize,
+    convert: bool,
+) -> Result<(Binding, [u32; 4]), String> {
+    if convert {
+        let (b, [s1, s2, s3]) = matmul::half_rows(e, index)?;
+        let off = word(b.rem_bytes / 2, what)?;
+        return Ok((b, [off, s1, s2, s3]));
+    }
+    let b = e.binding(index)?;
+    let layout = half_layout(what, &b, e.tensor(index))?;
+    Ok((b, layout))
 }
 
 /// Invocations of the native cm2 attention  one
@@ -234,8 +297,21 @@ pub fn try_encode(e: &mut Encoder, node: usize) -> Result<bool, String> {
         }
     };
     if trace {
+        let g = e.graph;
+        let kv = (
+            dtype(&g[src_index(g, node, 1)?])?,
+            dtype(&g[src_index(g, node, 2)?])?,
+        );
+        let conversion = match chosen.converted {
+            (false, false) => String::new(),
+            _ => format!(
+                " ({} and {} K and V, the block types converted to f16 rows first)",
+                kv.0.name(),
+                kv.1.name()
+            ),
+        };
         eprintln!(
-            "backplane-webgpu: FLASH_ATTN_EXT node {node}: native {}",
+            "backplane-webgpu: FLASH_ATTN_EXT node {node}: native {}{conversion}",
             chosen.name()
         );
     }
@@ -281,15 +357,17 @@ fn encode(e: &mut Encoder, node: usize, chosen: Chosen) -> Result<(), String> {
         &rows,
     );
 
-    let (bq, bk, bv, bd) = (
-        e.binding(iq)?,
-        e.binding(ik)?,
-        e.binding(iv)?,
-        e.binding(node)?,
-    );
+    // The quantized copy for the next MUL_MAT (kept for later nodes) takes
+    // scratch memory first, then the conversions, then the split rows.
+    let copy = if splits > 1 {
+        next_copy(e, node)?
+    } else {
+        None
+    };
+    let (bk, k) = kv_operand(e, "k", ik, chosen.converted.0)?;
+    let (bv, v) = kv_operand(e, "v", iv, chosen.converted.1)?;
+    let (bq, bd) = (e.binding(iq)?, e.binding(node)?);
     let qs = nb_elems(&g[iq], 4).map_err(|x| format!("q: {x}"))?;
-    let k = half_layout("k", &bk, &g[ik])?;
-    let v = half_layout("v", &bv, &g[iv])?;
     let mut flags = 0;
     // Absent mask and sinks are bound as Q (never read).
     let (bm, m_words) = match mask {
@@ -316,9 +394,7 @@ fn encode(e: &mut Encoder, node: usize, chosen: Chosen) -> Result<(), String> {
     let bs = sink.as_ref().map_or_else(|| bq.clone(), |s| s.0.clone());
     let (out, copy) = if splits > 1 {
         flags |= FLAG_SPLIT;
-        let part = e.scratch(rows.part_floats(splits) * 4)?;
-        let copy = next_copy(e, node)?;
-        (part, copy)
+        (e.scratch(rows.part_floats(splits) * 4)?, copy)
     } else {
         if sink.is_some() {
             flags |= FLAG_SINKS;

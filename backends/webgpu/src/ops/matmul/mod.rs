@@ -31,6 +31,7 @@ mod kernels;
 pub mod native;
 pub(crate) use kernels::Q8Copy;
 pub(crate) use kernels::glu::{self as glu_pair, GluPair};
+pub(crate) use kernels::half_rows;
 pub(crate) use kernels::{MATVEC_BINDINGS, MatVecExtra};
 pub(crate) mod plan;
 #[cfg(test)]
@@ -79,6 +80,21 @@ fn check_weights(a: &TensorDesc) -> Result<DType, String> {
         return Err("src0 stride does not fit u32".into());
     }
     Ok(t)
+}
+
+/// Whether [`half_rows`] can convert `t`, a block-quantized tensor: the
+/// types and addressing the weight conversion reads, and rows of whole
+/// runs of 4. Says why not otherwise.
+pub(crate) fn converts_to_half_rows(t: &TensorDesc) -> Result<DType, String> {
+    let ty = check_weights(t)?;
+    if !ty.is_quantized() || t.ne[0] % 4 != 0 {
+        return Err(format!(
+            "{} rows of {} are not converted to half rows",
+            ty.name(),
+            t.ne[0]
+        ));
+    }
+    Ok(ty)
 }
 
 /// Checks the activations and dst shared by MUL_MAT and MUL_MAT_ID.

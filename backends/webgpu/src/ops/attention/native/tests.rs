@@ -83,13 +83,14 @@ fn refusals_name_what_stops_the_kernel() {
             .unwrap_err()
             .contains("no emulated variant")
     );
-    let q8 = Attention {
-        kv: (DType::Q8_0, DType::Q8_0),
+    let bf16 = Attention {
+        kv: (DType::BF16, DType::BF16),
         ..a
     };
     assert_eq!(
-        choose(&f, on, &q8, None).unwrap_err(),
-        "the cm2 attention takes f16 K and V, not q8_0 and q8_0"
+        choose(&f, on, &bf16, None).unwrap_err(),
+        "the cm2 attention takes f16 K and V (or q4_0, q4_1, q5_0, q5_1, q8_0 converted to \
+         f16 first), not bf16 and bf16"
     );
     let f32_mask = Attention {
         mask: Some((DType::F32, true)),
@@ -194,4 +195,30 @@ fn the_native_kernel_splits_into_the_counts_measured_best() {
         native_split_target(&crate::facts::test_gpu(), 128),
         TARGET_WORKGROUPS
     );
+}
+
+#[test]
+fn block_typed_k_and_v_are_converted_first_and_f16_read_as_it_is() {
+    let f = h100();
+    if !kernels::built() {
+        return;
+    }
+    let with = |k, v| Attention {
+        kv: (k, v),
+        ..f16_attention(128, 128)
+    };
+    let c = choose(&f, NativeMode::On, &with(DType::Q8_0, DType::Q8_0), None).unwrap();
+    assert_eq!(c.converted, (true, true));
+    assert_eq!(c.name(), "flash_attn_cm2_64x64w128_128x128");
+    let c = choose(&f, NativeMode::On, &with(DType::F16, DType::Q4_0), None).unwrap();
+    assert_eq!(c.converted, (false, true));
+    let c = choose(&f, NativeMode::On, &with(DType::F16, DType::F16), None).unwrap();
+    assert_eq!(c.converted, (false, false));
+    for t in CONVERTED_KV {
+        assert!(
+            choose(&f, NativeMode::Auto, &with(t, t), None).is_ok(),
+            "{t:?}"
+        );
+    }
+    assert!(choose(&f, NativeMode::On, &with(DType::Q4_K, DType::Q4_K), None).is_err());
 }
