@@ -16,6 +16,8 @@ pub mod kernels;
 #[cfg(any(target_os = "linux", target_os = "windows", target_os = "android"))]
 pub mod open;
 pub mod pipelines;
+#[cfg(test)]
+pub(crate) mod test_devices;
 
 /// The `native` option: whether MUL_MAT and FLASH_ATTN_EXT may use the
 /// native kernels.

@@ -1,32 +1,6 @@
 use super::*;
-use crate::native::CoopShape;
+use crate::native::test_devices::nvidia;
 use crate::ops::attention::plan::kv_splits;
-
-/// An H100's native features: KHR and NV cooperative matrices with every
-/// cm2 feature the attention needs.
-fn h100() -> NativeFeatures {
-    NativeFeatures {
-        passthrough: true,
-        storage8: true,
-        storage16: true,
-        float16: true,
-        int8: true,
-        subgroup_arithmetic: true,
-        subgroup_size: (32, 32),
-        subgroup_size_control: true,
-        integer_dot_product: true,
-        coopmat: true,
-        coopmat_shapes: vec![CoopShape {
-            m: 16,
-            n: 16,
-            k: 16,
-        }],
-        coopmat2: true,
-        coopmat2_gemm: true,
-        coopmat2_attention: true,
-        ..NativeFeatures::default()
-    }
-}
 
 fn f16_attention(dk: u32, dv: u32) -> Attention {
     Attention {
@@ -39,7 +13,7 @@ fn f16_attention(dk: u32, dv: u32) -> Attention {
 
 #[test]
 fn the_configuration_follows_the_head_size_unless_one_is_named() {
-    let f = h100();
+    let f = nvidia();
     if !kernels::built() {
         // Without the feature every choice ends at the build.
         let why = choose(&f, NativeMode::On, &f16_attention(128, 128), None).unwrap_err();
@@ -71,7 +45,7 @@ fn the_configuration_follows_the_head_size_unless_one_is_named() {
 
 #[test]
 fn refusals_name_what_stops_the_kernel() {
-    let f = h100();
+    let f = nvidia();
     let on = NativeMode::On;
     let a = f16_attention(128, 128);
     assert_eq!(
@@ -116,7 +90,7 @@ fn refusals_name_what_stops_the_kernel() {
     );
     let no_reductions = NativeFeatures {
         coopmat2_attention: false,
-        ..h100()
+        ..nvidia()
     };
     assert!(
         choose(&no_reductions, on, &a, None)
@@ -125,7 +99,7 @@ fn refusals_name_what_stops_the_kernel() {
     );
     let no_cm2 = NativeFeatures {
         coopmat2: false,
-        ..h100()
+        ..nvidia()
     };
     assert!(
         choose(&no_cm2, on, &a, None)
@@ -148,7 +122,7 @@ fn refusals_name_what_stops_the_kernel() {
 
 #[test]
 fn auto_takes_the_kernel_for_prefill_and_leaves_decode_to_wgsl() {
-    let f = h100();
+    let f = nvidia();
     let prefill = f16_attention(256, 256);
     let decode = Attention {
         queries: 1,
@@ -170,10 +144,10 @@ fn auto_takes_the_kernel_for_prefill_and_leaves_decode_to_wgsl() {
 
 #[test]
 fn the_description_names_the_attention_where_it_runs() {
-    assert_eq!(runs(&h100()), kernels::built());
+    assert_eq!(runs(&nvidia()), kernels::built());
     let no_cm2 = NativeFeatures {
         coopmat2: false,
-        ..h100()
+        ..nvidia()
     };
     assert!(!runs(&no_cm2));
 }
@@ -199,7 +173,7 @@ fn the_native_kernel_splits_into_the_counts_measured_best() {
 
 #[test]
 fn block_typed_k_and_v_are_converted_first_and_f16_read_as_it_is() {
-    let f = h100();
+    let f = nvidia();
     if !kernels::built() {
         return;
     }

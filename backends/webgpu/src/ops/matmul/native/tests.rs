@@ -1,45 +1,10 @@
 //! The native kernel choice: devices, modes, types, columns, configurations.
 
 use super::*;
+use crate::native::test_devices::{lavapipe, nvidia};
 
 fn shape(m: u64, n: u64, k: u64) -> Shape {
     Shape::unbatched(m, n, k)
-}
-
-/// lavapipe: 8/16-bit storage, f16, subgroups of 8, integer dot
-/// products, no cooperative matrix.
-fn lavapipe() -> NativeFeatures {
-    NativeFeatures {
-        passthrough: true,
-        storage8: true,
-        storage16: true,
-        float16: true,
-        int8: true,
-        subgroup_arithmetic: true,
-        subgroup_size: (8, 8),
-        subgroup_size_control: true,
-        integer_dot_product: true,
-        ..NativeFeatures::default()
-    }
-}
-
-/// An H200: lavapipe's features plus KHR and NV cooperative matrices.
-fn h200() -> NativeFeatures {
-    NativeFeatures {
-        subgroup_size: (32, 32),
-        coopmat: true,
-        coopmat_shapes: vec![
-            CoopShape { m: 16, n: 8, k: 16 },
-            CoopShape {
-                m: 16,
-                n: 16,
-                k: 16,
-            },
-        ],
-        coopmat2: true,
-        coopmat2_gemm: true,
-        ..lavapipe()
-    }
 }
 
 fn ops(ta: DType, tb: DType) -> Operands {
@@ -110,7 +75,7 @@ fn the_description_names_the_kernels_the_device_can_run() {
     );
     if kernels::built() {
         assert_eq!(
-            description(&h200()),
+            description(&nvidia()),
             "native=on: mat-vec q4_0/q8_0, GEMM f16/q4_0/q8_0 16x16x16"
         );
     }
@@ -266,7 +231,7 @@ fn the_choice_follows_mode_types_and_columns() {
 
 #[test]
 fn the_gemm_takes_a_listed_shape_this_build_has_and_waits_for_native_on() {
-    let f = h200();
+    let f = nvidia();
     let wide = shape(4096, 512, 14336);
     let default = &GEMM_CONFIGS[0];
     let none = Configs::default();
@@ -289,7 +254,7 @@ fn the_gemm_takes_a_listed_shape_this_build_has_and_waits_for_native_on() {
     );
     let small = NativeFeatures {
         coopmat_shapes: vec![CoopShape { m: 16, n: 8, k: 16 }],
-        ..h200()
+        ..nvidia()
     };
     assert_eq!(
         coopmat_device(&small, DType::F16, default),
@@ -341,7 +306,7 @@ fn the_gemm_takes_a_listed_shape_this_build_has_and_waits_for_native_on() {
     );
     let odd = NativeFeatures {
         coopmat_shapes: vec![CoopShape { m: 8, n: 8, k: 32 }],
-        ..h200()
+        ..nvidia()
     };
     assert!(
         coopmat_device(&odd, DType::F16, default)
@@ -350,7 +315,7 @@ fn the_gemm_takes_a_listed_shape_this_build_has_and_waits_for_native_on() {
     );
     let wide_subgroups = NativeFeatures {
         subgroup_size: (32, 256),
-        ..h200()
+        ..nvidia()
     };
     assert!(
         coopmat_device(&wide_subgroups, DType::F16, default)
@@ -369,17 +334,17 @@ fn the_cm2_gemm_runs_f16_weights_when_named_and_the_device_has_its_features() {
     let f16 = ops(DType::F16, DType::F32);
     if kernels::built() {
         assert_eq!(
-            choose(&h200(), NativeMode::On, f16, &wide, &cm2).map(|k| k.name()),
+            choose(&nvidia(), NativeMode::On, f16, &wide, &cm2).map(|k| k.name()),
             Ok("mul_mat_cm2_128x256k32_f16".to_string())
         );
         assert_eq!(
-            choose(&h200(), NativeMode::Auto, f16, &wide, &cm2).unwrap_err(),
+            choose(&nvidia(), NativeMode::Auto, f16, &wide, &cm2).unwrap_err(),
             COOPMAT_NOT_MEASURED
         );
     }
     assert_eq!(
         choose(
-            &h200(),
+            &nvidia(),
             NativeMode::On,
             ops(DType::Q4_0, DType::F32),
             &wide,
@@ -390,7 +355,7 @@ fn the_cm2_gemm_runs_f16_weights_when_named_and_the_device_has_its_features() {
     );
     let no_tensors = NativeFeatures {
         coopmat2_gemm: false,
-        ..h200()
+        ..nvidia()
     };
     assert!(
         choose(&no_tensors, NativeMode::On, f16, &wide, &cm2)
