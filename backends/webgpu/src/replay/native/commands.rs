@@ -26,7 +26,7 @@ use ash::vk;
 
 use super::hazards::{Access, barriers_needed};
 use super::pipelines::{PipelineTwins, SpirvTarget, Twin, TwinSource};
-use super::timing::StepTimer;
+use super::timing::{StepTimer, starts_step};
 use crate::PARAM_SLOT_BYTES;
 use crate::lock;
 use crate::replay::Step;
@@ -520,7 +520,7 @@ fn record_commands(
         (all, vk::AccessFlags::MEMORY_WRITE),
         (compute, shader_rw),
     );
-    // Timestamp k ends step k - 1 (the first marks the start).
+    // Timestamp k ends step k - 1 and starts step k.
     let mut mark = 0;
     let mut stamp = |cb| {
         if let Some(t) = timer {
@@ -528,7 +528,6 @@ fn record_commands(
             mark += 1;
         }
     };
-    stamp(cb);
     for (i, (((step, (twin, layout)), set), &needs_barrier)) in steps
         .iter()
         .zip(pipelines)
@@ -536,7 +535,7 @@ fn record_commands(
         .zip(barrier_before)
         .enumerate()
     {
-        if needs_barrier && i > 0 {
+        if starts_step(i, barrier_before) {
             stamp(cb);
         }
         if needs_barrier {

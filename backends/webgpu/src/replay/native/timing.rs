@@ -121,6 +121,13 @@ fn describe(steps: &[Step]) -> String {
     parts.join(" + ")
 }
 
+/// Whether kernel `i` starts a timed step: the first kernel, and each
+/// one after a barrier (the kernels between two barriers run together, so
+/// only their sum can be timed).
+pub fn starts_step(i: usize, barrier_before: &[bool]) -> bool {
+    i == 0 || barrier_before[i]
+}
+
 /// The timestamps of one recording.
 pub struct StepTimer {
     pool: vk::QueryPool,
@@ -134,9 +141,8 @@ pub struct StepTimer {
 }
 
 impl StepTimer {
-    /// A timer for `steps` cut into steps before each kernel whose
-    /// `barrier_before` is set (the first kernel always starts one), or
-    /// why the device cannot time them.
+    /// A timer for `steps` cut where [`starts_step`] says, or why the
+    /// device cannot time them.
     pub fn new(
         instance: &ash::Instance,
         pd: vk::PhysicalDevice,
@@ -155,8 +161,9 @@ impl StepTimer {
         }
         // SAFETY: as above.
         let limits = unsafe { instance.get_physical_device_properties(pd) }.limits;
-        let mut cuts: Vec<usize> = (1..steps.len()).filter(|&i| barrier_before[i]).collect();
-        cuts.insert(0, 0);
+        let mut cuts: Vec<usize> = (0..steps.len())
+            .filter(|&i| starts_step(i, barrier_before))
+            .collect();
         cuts.push(steps.len());
         let described: Vec<String> = cuts
             .windows(2)
