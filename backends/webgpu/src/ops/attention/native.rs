@@ -256,8 +256,9 @@ fn kv_operand(
 ) -> Result<(Binding, [u32; 4]), String> {
     if convert {
         let (b, [s1, s2, s3]) = matmul::half_rows(e, index)?;
-        let off = word(b.rem_bytes / 2, what)?;
-        return Ok((b, [off, s1, s2, s3]));
+        let words = [b.rem_bytes / 2, s1, s2, s3].map(|x| word(x, what));
+        let [off, s1, s2, s3] = words;
+        return Ok((b, [off?, s1?, s2?, s3?]));
     }
     let b = e.binding(index)?;
     let layout = half_layout(what, &b, e.tensor(index))?;

@@ -198,14 +198,14 @@ impl Weights {
 /// converted to dense f16 rows in scratch memory by the weights'
 /// conversion (`mul_mat_dequant`): the binding and the strides of dims
 /// 1..3 in halves.
-pub(crate) fn half_rows(e: &mut Encoder, index: usize) -> Result<(Binding, [u32; 3]), String> {
+pub(crate) fn half_rows(e: &mut Encoder, index: usize) -> Result<(Binding, [u64; 3]), String> {
     let w = if e.ctx().is_split(e.tensor(index).buffer) {
         Weights::joined(e, index)?
     } else {
         Weights::new(e, index)?
     };
     let w = Weights::dequantized(e, index, w)?;
-    Ok((w.binding, w.strides.map(|s| s * 4)))
+    Ok((w.binding, w.strides.map(|s| u64::from(s) * 4)))
 }
 
 /// Activations as vec4 rows: the f32 tensor itself, or a copy converted

@@ -28,12 +28,13 @@
 
 use backplane_abi::{DType, Op};
 
-use crate::encode::{Encoder, Params, split_groups};
+use crate::encode::{Binding, Encoder, Params, split_groups};
 use crate::native::configs::{
     CM2_CONFIGS, Cm2Config, GEMM_CONFIGS, GemmConfig, MATVEC_CONFIGS, MatVecConfig,
 };
 use crate::native::{CoopShape, NativeFeatures, NativeMode, kernels};
 use crate::ops::matmul::plan::{self, Shape};
+use crate::ops::matmul::quant_flag;
 use crate::ops::{dtype, nb_elems, src_index};
 
 /// Weight types of the native mat-vec.
@@ -105,10 +106,13 @@ pub enum NativeKernel {
         /// (plain code for the matrix calls, `native=emulated`).
         shape: Option<CoopShape>,
     },
-    /// `mul_mat_cm2` (f16 weights).
+    /// `mul_mat_cm2`: f16 weights, or weights of a block type converted
+    /// to f16 rows first.
     Cm2 {
         /// Tiles.
         config: &'static Cm2Config,
+        /// The block type converted first, if any.
+        converted: Option<DType>,
     },
 }
 
@@ -142,7 +146,7 @@ impl NativeKernel {
                 weights.name(),
                 config.name
             ),
-            NativeKernel::Cm2 { config } => format!("mul_mat_{}_f16", config.name),
+            NativeKernel::Cm2 { config, .. } => format!("mul_mat_{}_f16", config.name),
         }
     }
 
@@ -426,30 +430,35 @@ pub fn choose(
         return Err("weights stored split (the native kernels read ggml's blocks)".into());
     }
     if s.n >= COOPMAT_MIN_N {
-        if !COOPMAT_TYPES.contains(&ta) {
-            return Err(format!(
-                "no native cooperative-matrix GEMM for {} weights",
-                ta.name()
-            ));
-        }
         if let Some(config) = cm2_config(configs.gemm.as_deref()) {
-            if ta != DType::F16 {
-                return Err(format!(
-                    "{GEMM_CONFIG_ENV}={}: the cm2 GEMM takes f16 weights, not {}",
-                    config.name,
-                    ta.name()
-                ));
-            }
+            let converted = match ta {
+                DType::F16 => None,
+                t if quant_flag(t).is_some() => Some(t),
+                t => {
+                    return Err(format!(
+                        "{GEMM_CONFIG_ENV}={}: the cm2 GEMM takes f16 weights or block types \
+                         converted to f16 rows, not {}",
+                        config.name,
+                        t.name()
+                    ));
+                }
+            };
             if mode == NativeMode::Emulated {
                 return Err("the cm2 GEMM has no emulated variant".into());
             }
             cm2_device(f)?;
-            let k = NativeKernel::Cm2 { config };
+            let k = NativeKernel::Cm2 { config, converted };
             kernels::available(&k.name())?;
             if mode == NativeMode::Auto {
                 return Err(COOPMAT_NOT_MEASURED.into());
             }
             return Ok(k);
+        }
+        if !COOPMAT_TYPES.contains(&ta) {
+            return Err(format!(
+                "no native cooperative-matrix GEMM for {} weights",
+                ta.name()
+            ));
         }
         let config = gemm_config(configs.gemm.as_deref())?;
         if mode == NativeMode::Emulated {
@@ -489,13 +498,24 @@ pub fn choice(e: &Encoder, node: usize) -> Result<NativeKernel, String> {
         tb: dtype(&g[ib])?,
         split: e.ctx().is_split(g[ia].buffer),
     };
-    choose(
+    let kernel = choose(
         &e.ctx().native.features,
         e.facts().tuning.native,
         o,
         &s,
         &Configs::from_env(),
-    )
+    )?;
+    if let NativeKernel::Cm2 {
+        converted: Some(_), ..
+    } = kernel
+    {
+        super::converts_to_half_rows(&g[ia]).map_err(|why| format!("cm2 GEMM: {why}"))?;
+        let bytes = s.m * s.k * s.batches() * 2;
+        if !e.facts().fits_binding(bytes) {
+            return Err(e.facts().binding_refusal("src0 converted to f16", bytes));
+        }
+    }
+    Ok(kernel)
 }
 
 /// Encodes MUL_MAT `node` with a native kernel when it gets one (true),
@@ -511,8 +531,14 @@ pub fn try_encode(e: &mut Encoder, node: usize) -> Result<bool, String> {
         }
     };
     if e.facts().tuning.matmul_trace {
+        let converted = match kernel {
+            NativeKernel::Cm2 {
+                converted: Some(t), ..
+            } => format!(" ({} weights converted to f16 rows first)", t.name()),
+            _ => String::new(),
+        };
         eprintln!(
-            "backplane-webgpu: MUL_MAT node {node}: native {}",
+            "backplane-webgpu: MUL_MAT node {node}: native {}{converted}",
             kernel.name()
         );
     }
@@ -522,7 +548,7 @@ pub fn try_encode(e: &mut Encoder, node: usize) -> Result<bool, String> {
             let tile = (config.bm, config.bn, config.workgroup_size(), config.b_half);
             encode_gemm(e, node, kernel, tile)?
         }
-        NativeKernel::Cm2 { config } => {
+        NativeKernel::Cm2 { config, .. } => {
             let tile = (config.bm, config.bn, config.workgroup_size, config.b_half);
             encode_gemm(e, node, kernel, tile)?
         }
@@ -535,13 +561,24 @@ fn word(v: u64, what: &str) -> Result<u32, String> {
     u32::try_from(v).map_err(|_| format!("native MUL_MAT: {what} = {v} does not fit u32"))
 }
 
-/// The parameters every native MUL_MAT kernel starts with: sizes, then
-/// the weights' offset and strides in bytes, in the order of the GLSL's
-/// `Params`.
-fn head_params(e: &Encoder, node: usize, s: &Shape, groups: u64) -> Result<Params, String> {
+/// The weights' binding, and their offset in it and strides of dims 1..3
+/// in bytes.
+type WeightBytes = (Binding, u64, [u64; 3]);
+
+/// MUL_MAT `node`'s weights as they are in the graph.
+fn graph_weights(e: &Encoder, node: usize) -> Result<WeightBytes, String> {
     let g = e.graph;
     let ia = src_index(g, node, 0)?;
     let ba = e.binding(ia)?;
+    let off = ba.rem_bytes;
+    Ok((ba, off, [g[ia].nb[1], g[ia].nb[2], g[ia].nb[3]]))
+}
+
+/// The parameters every native MUL_MAT kernel starts with: sizes, then
+/// the weights' offset and strides in bytes (`w`), in the order of the
+/// GLSL's `Params`.
+fn head_params(s: &Shape, groups: u64, w: &WeightBytes) -> Result<Params, String> {
+    let (_, off, nb) = w;
     let mut p = Params::new()
         .u32(word(s.k, "K")?)
         .u32(word(s.m, "M")?)
@@ -549,8 +586,8 @@ fn head_params(e: &Encoder, node: usize, s: &Shape, groups: u64) -> Result<Param
         .u32(word(s.r2, "r2")?)
         .u32(word(s.r3, "r3")?)
         .u32(word(groups, "row groups")?)
-        .u32(word(ba.rem_bytes, "src0 offset")?);
-    for (i, &nb) in g[ia].nb[1..].iter().enumerate() {
+        .u32(word(*off, "src0 offset")?);
+    for (i, &nb) in nb.iter().enumerate() {
         p = p.u32(word(nb, &format!("src0 nb{}", i + 1))?);
     }
     Ok(p)
@@ -575,7 +612,8 @@ fn encode_matvec(
     let row_groups = s.m.div_ceil(u64::from(config.rows));
     let (x, x_off, x_nb) = super::kernels::quantized_src1(e, ib)?;
     let (d_off, d_nb) = dst_layout(e, node)?;
-    let p = head_params(e, node, &s, row_groups)?
+    let w = graph_weights(e, node)?;
+    let p = head_params(&s, row_groups, &w)?
         .u32(x_off)
         .u32(x_nb[0])
         .u32(x_nb[1])
@@ -586,7 +624,7 @@ fn encode_matvec(
     let [gx, gy, _] = split_groups(row_groups, max)
         .ok_or_else(|| format!("native mat-vec: {row_groups} row groups are too many"))?;
     let z = word(s.batches(), "batches")?;
-    let bindings = [e.binding(ia)?, x, e.binding(node)?];
+    let bindings = [w.0, x, e.binding(node)?];
     dispatch(e, &kernel, config.workgroup_size, bindings, &p, [gx, gy, z])
 }
 
@@ -609,10 +647,10 @@ fn encode_gemm(
     let s = Shape::of(&g[ia], &g[ib])?;
     let tiles_m = s.m.div_ceil(u64::from(bm));
     let tiles_n = s.n.div_ceil(u64::from(bn));
-    let (a, b) = (&g[ia], &g[ib]);
-    let ba = e.binding(ia)?;
+    let b = &g[ib];
     // The converted copy takes scratch memory first, so a copy kept for
-    // the next nodes sits at its start (as on the WGSL path).
+    // the next nodes sits at its start (as on the WGSL path); converted
+    // weights come after it.
     let (bb, b_off, b_nb) = if b_half {
         let (bb, off, [s1, s2, s3]) = super::kernels::half_src1(e, ib)?;
         (bb, off, [1, s1, s2, s3])
@@ -620,6 +658,16 @@ fn encode_gemm(
         let bb = e.binding(ib)?;
         let off = bb.elem_offset(4)?;
         (bb, off, nb_elems(b, 4).map_err(|x| format!("src1: {x}"))?)
+    };
+    let w = match kernel {
+        NativeKernel::Cm2 {
+            converted: Some(_), ..
+        } => {
+            let (bw, halves) = super::half_rows(e, ia)?;
+            let off = bw.rem_bytes;
+            (bw, off, halves.map(|h| h * 2))
+        }
+        _ => graph_weights(e, node)?,
     };
     let (mut d_off, mut d_nb) = dst_layout(e, node)?;
     let batches = s.batches();
@@ -648,7 +696,7 @@ fn encode_gemm(
     let all16 =
         |off: u64, nb: &[u64]| off.is_multiple_of(16) && nb.iter().all(|n| n.is_multiple_of(16));
     let mut flags = 0;
-    if all16(ba.rem_bytes, &a.nb[1..]) {
+    if all16(w.1, &w.2) {
         flags |= FLAG_A_VEC4;
     }
     let vec4 = |off: u32, nb: [u32; 4]| {
@@ -660,7 +708,7 @@ fn encode_gemm(
     if vec4(d_off, d_nb) {
         flags |= FLAG_D_DIRECT;
     }
-    let p = head_params(e, node, &s, tiles_m)?
+    let p = head_params(&s, tiles_m, &w)?
         .u32(b_off)
         .u32x4(b_nb)
         .u32(d_off)
@@ -675,7 +723,7 @@ fn encode_gemm(
         word(tiles_n, "column tiles")?,
         word(batches * splits, "batches x K splits")?,
     ];
-    dispatch(e, &kernel, wg, [ba, bb, out.clone()], &p, groups)?;
+    dispatch(e, &kernel, wg, [w.0, bb, out.clone()], &p, groups)?;
     if splits == 1 {
         return Ok(());
     }
@@ -698,7 +746,7 @@ fn dispatch(
     e: &mut Encoder,
     kernel: &NativeKernel,
     wg: u32,
-    bindings: [crate::bind_cache::Binding; 3],
+    bindings: [Binding; 3],
     p: &Params,
     groups: [u32; 3],
 ) -> Result<(), String> {

@@ -325,7 +325,7 @@ fn the_gemm_takes_a_listed_shape_this_build_has_and_waits_for_native_on() {
 }
 
 #[test]
-fn the_cm2_gemm_runs_f16_weights_when_named_and_the_device_has_its_features() {
+fn the_cm2_gemm_runs_f16_and_converted_block_weights_when_named_on_a_device_with_its_features() {
     let wide = shape(4096, 512, 14336);
     let cm2 = Configs {
         gemm: Some("cm2_128x256k32".into()),
@@ -342,16 +342,29 @@ fn the_cm2_gemm_runs_f16_weights_when_named_and_the_device_has_its_features() {
             COOPMAT_NOT_MEASURED
         );
     }
+    // Block types are converted to f16 rows first; other types refused.
+    if kernels::built() {
+        for t in [DType::Q4_0, DType::Q8_0, DType::Q4_K] {
+            assert_eq!(
+                choose(&nvidia(), NativeMode::On, ops(t, DType::F32), &wide, &cm2),
+                Ok(NativeKernel::Cm2 {
+                    config: &CM2_CONFIGS[1],
+                    converted: Some(t)
+                })
+            );
+        }
+    }
     assert_eq!(
         choose(
             &nvidia(),
             NativeMode::On,
-            ops(DType::Q4_0, DType::F32),
+            ops(DType::BF16, DType::F32),
             &wide,
             &cm2
         )
         .unwrap_err(),
-        "BACKPLANE_WEBGPU_NATIVE_GEMM=cm2_128x256k32: the cm2 GEMM takes f16 weights, not q4_0"
+        "BACKPLANE_WEBGPU_NATIVE_GEMM=cm2_128x256k32: the cm2 GEMM takes f16 weights or block \
+         types converted to f16 rows, not bf16"
     );
     let no_tensors = NativeFeatures {
         coopmat2_gemm: false,
