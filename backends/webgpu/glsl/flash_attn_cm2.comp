@@ -17,8 +17,7 @@
 //                           that keeps one element)
 // All matrices of one type hold the same elements in the same
 // invocations, so element loops combine O with the resized e and L.
-// Keys past n_kv (zeros from the clamped loads of a last partial tile;
-// whole tiles load unclamped where rows are aligned) get -inf scores, so they
+// Keys past n_kv (zeros from the clamped loads) get -inf scores, so they
 // add nothing; M starts at -FLT_MAX / 2, so a row whose keys are all
 // masked keeps finite differences and ends with L = 0 (output 0, as
 // ggml's CPU kernel gives).
@@ -173,19 +172,6 @@ void main() {
     const uint q_base = p.q_off + h * p.q_s2 + b * p.q_s3;
     const uint k_base = p.k_off + (h / p.rk2) * p.k_s2 + (b / p.rk3) * p.k_s3;
     const uint v_base = p.v_off + (h / p.rk2) * p.v_s2 + (b / p.rk3) * p.v_s3;
-
-    // Whole tiles of keys load without bounds checks where the head sizes
-    // need no padding and K and V rows start on 16 bytes: these layouts
-    // (no clamp; strides and bases with their low bits cleared, so the
-    // compiler knows the alignment) serve every tile but a last partial
-    // one.
-    const bool aligned = p.dk == DKP && p.dv == DVP && ((p.k_s1 | p.v_s1 | k_base | v_base) & 7u) == 0u;
-    tensorLayoutNV<2> lk_whole = createTensorLayoutNV(2);
-    lk_whole = setTensorLayoutDimensionNV(lk_whole, p.n_kv, DKP);
-    lk_whole = setTensorLayoutStrideNV(lk_whole, p.k_s1 & ~7u, 1);
-    tensorLayoutNV<2> lv_whole = createTensorLayoutNV(2);
-    lv_whole = setTensorLayoutDimensionNV(lv_whole, p.n_kv, DVP);
-    lv_whole = setTensorLayoutStrideNV(lv_whole, p.v_s1 & ~7u, 1);
     const uint m_base = p.m_off + (h % p.m_ne2) * p.m_s2 + (b % p.m_ne3) * p.m_s3;
     const float slope = alibi_slope(h);
 
@@ -206,15 +192,9 @@ void main() {
 
     [[dont_unroll]]
     for (uint j0 = kv_begin; j0 < kv_end; j0 += BC) {
-        const bool whole = aligned && j0 + BC <= p.n_kv;
         coopmat<float16_t, gl_ScopeWorkgroup, DKP, BC, gl_MatrixUseB> kt;
-        if (whole) {
-            coopMatLoadTensorNV(kt, kbuf, k_base & ~7u, sliceTensorLayoutNV(lk_whole, j0, BC, 0, DKP),
-                                transposed);
-        } else {
-            coopMatLoadTensorNV(kt, kbuf, k_base, sliceTensorLayoutNV(lk, j0, BC, 0, DKP),
-                                transposed);
-        }
+        coopMatLoadTensorNV(kt, kbuf, k_base, sliceTensorLayoutNV(lk, j0, BC, 0, DKP),
+                            transposed);
         coopmat<float, gl_ScopeWorkgroup, BR, BC, gl_MatrixUseAccumulator> s =
             coopmat<float, gl_ScopeWorkgroup, BR, BC, gl_MatrixUseAccumulator>(0.0);
         s = coopMatMulAdd(qa, kt, s);
@@ -251,11 +231,7 @@ void main() {
         }
 
         coopmat<float16_t, gl_ScopeWorkgroup, BC, DVP, gl_MatrixUseB> vb;
-        if (whole) {
-            coopMatLoadTensorNV(vb, vbuf, v_base & ~7u, sliceTensorLayoutNV(lv_whole, j0, BC, 0, DVP));
-        } else {
-            coopMatLoadTensorNV(vb, vbuf, v_base, sliceTensorLayoutNV(lv, j0, BC, 0, DVP));
-        }
+        coopMatLoadTensorNV(vb, vbuf, v_base, sliceTensorLayoutNV(lv, j0, BC, 0, DVP));
         coopmat<float, gl_ScopeWorkgroup, BR, DVP, gl_MatrixUseAccumulator> e_wide;
         coopMatReduceNV(e_wide, e, gl_CooperativeMatrixReduceRowNV, keep_op);
         [[unroll]] for (int i = 0; i < o.length(); ++i) {

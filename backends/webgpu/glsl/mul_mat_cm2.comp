@@ -13,9 +13,7 @@
 // stride (weights: rows a_nb1 bytes apart; activations and dst: any
 // element strides, read and written through a transposing view) and
 // clamp to the tensors' sizes: loads past M, N or K give zeros and stores
-// past M or N are dropped, so partial tiles need no code either. Tiles
-// wholly inside, with aligned rows, load through unclamped layouts
-// instead (the common case, and the faster one).
+// past M or N are dropped, so partial tiles need no code either.
 
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
@@ -28,10 +26,13 @@ layout(local_size_x = WG_SIZE, local_size_y = 1, local_size_z = 1) in;
 
 layout(binding = 0, std430) readonly buffer A { float16_t a[]; };
 #ifdef B_F16
-// Activations converted to f16 rows first (mul_mat_convert), dense.
+// Activations converted to f16 rows first (mul_mat_convert), dense; the
+// host gives their offset and strides in units of 4 halves.
 layout(binding = 1, std430) readonly buffer B { float16_t b[]; };
+const uint B_UNIT = 4u;
 #else
 layout(binding = 1, std430) readonly buffer B { float b[]; };
+const uint B_UNIT = 1u;
 #endif
 layout(binding = 2, std430) writeonly buffer D { float d[]; };
 
@@ -63,41 +64,6 @@ layout(binding = 3, std140) uniform Params {
     uint split_plane;   // elements of dst between splits
 } p;
 
-// BK steps per unrolled round of a whole tile.
-const uint UNROLL_K = 8u;
-
-// One BK step: the BM x BK weight block times the BK x BN activation
-// block, added to acc, through the layouts and bases given.
-#ifdef B_F16
-// f16 rows start on 16 bytes when their index has 3 low zero bits.
-const uint B_ALIGN = 7u;
-#define B_DENSE_ROWS true
-#define STEP(LA, A_BASE, LB, B_BASE)                                                           \
-    {                                                                                          \
-        coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> ma;                       \
-        coopMatLoadTensorNV(ma, a, A_BASE, sliceTensorLayoutNV(LA, tile_m, BM, k0, BK));       \
-        coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> mb;                       \
-        coopMatLoadTensorNV(mb, b, B_BASE, sliceTensorLayoutNV(LB, tile_n, BN, k0, BK),        \
-                            transposed);                                                       \
-        acc = coopMatMulAdd(ma, mb, acc);                                                      \
-    }
-#else
-// f32 rows start on 16 bytes when their index has 2 low zero bits.
-const uint B_ALIGN = 3u;
-#define B_DENSE_ROWS (p.b_nb0 == 1u)
-#define STEP(LA, A_BASE, LB, B_BASE)                                                           \
-    {                                                                                          \
-        coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> ma;                       \
-        coopMatLoadTensorNV(ma, a, A_BASE, sliceTensorLayoutNV(LA, tile_m, BM, k0, BK));       \
-        coopmat<float, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> mb32;                         \
-        coopMatLoadTensorNV(mb32, b, B_BASE, sliceTensorLayoutNV(LB, tile_n, BN, k0, BK),      \
-                            transposed);                                                       \
-        coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> mb =                      \
-            coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB>(mb32);                \
-        acc = coopMatMulAdd(ma, mb, acc);                                                      \
-    }
-#endif
-
 void main() {
     const uint tile_m = gl_WorkGroupID.x * BM;
     const uint tile_n = gl_WorkGroupID.y * BN;
@@ -110,7 +76,7 @@ void main() {
     const uint i13 = batch / p.ne12;
     // In elements of each binding (weight offsets and strides are even).
     const uint a_base = (p.a_off + (i12 / p.r2) * p.a_nb2 + (i13 / p.r3) * p.a_nb3) >> 1;
-    const uint b_base = p.b_off + i12 * p.b_nb2 + i13 * p.b_nb3;
+    const uint b_base = (p.b_off + i12 * p.b_nb2 + i13 * p.b_nb3) * B_UNIT;
     const uint d_base = p.d_off + split * p.split_plane + i12 * p.d_nb2 + i13 * p.d_nb3;
 
     // Weights (m, k); activations and dst indexed (n, k) and (n, m), read
@@ -123,7 +89,7 @@ void main() {
         createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
     lb = setTensorLayoutDimensionNV(lb, p.N, p.K);
 #ifdef B_F16
-    lb = setTensorLayoutStrideNV(lb, p.b_nb1, 1);
+    lb = setTensorLayoutStrideNV(lb, p.b_nb1 * B_UNIT, 1);
 #else
     lb = setTensorLayoutStrideNV(lb, p.b_nb1, p.b_nb0);
 #endif
@@ -135,40 +101,21 @@ void main() {
 
     coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> acc =
         coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(0.0);
-    // A tile wholly inside M and N, over a whole number of BK steps, with
-    // rows starting on 16 bytes, loads through layouts without clamping
-    // (strides and bases with their low bits cleared, so the compiler
-    // knows the alignment), BK steps unrolled by UNROLL_K.
-    const uint a_stride = p.a_nb1 >> 1;
-    const bool whole = tile_m + BM <= p.M && tile_n + BN <= p.N && (k_end - k_begin) % BK == 0u &&
-                       ((a_stride | a_base) & 7u) == 0u && ((p.b_nb1 | b_base) & B_ALIGN) == 0u &&
-                       B_DENSE_ROWS;
-    if (whole) {
-        tensorLayoutNV<2> wa = createTensorLayoutNV(2);
-        wa = setTensorLayoutDimensionNV(wa, p.M, p.K);
-        wa = setTensorLayoutStrideNV(wa, a_stride & ~7u, 1);
-        tensorLayoutNV<2> wb = createTensorLayoutNV(2);
-        wb = setTensorLayoutDimensionNV(wb, p.N, p.K);
-        wb = setTensorLayoutStrideNV(wb, p.b_nb1 & ~B_ALIGN, 1);
-        const uint wa_base = a_base & ~7u;
-        const uint wb_base = b_base & ~B_ALIGN;
-        uint k0 = k_begin;
-        [[dont_unroll]]
-        for (; k0 + UNROLL_K * BK <= k_end;) {
-            [[unroll]] for (uint u = 0u; u < UNROLL_K; ++u) {
-                STEP(wa, wa_base, wb, wb_base);
-                k0 += BK;
-            }
-        }
-        [[dont_unroll]]
-        for (; k0 < k_end; k0 += BK) {
-            STEP(wa, wa_base, wb, wb_base);
-        }
-    } else {
-        [[dont_unroll]]
-        for (uint k0 = k_begin; k0 < k_end; k0 += BK) {
-            STEP(la, a_base, lb, b_base);
-        }
+    for (uint k0 = k_begin; k0 < k_end; k0 += BK) {
+        coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> ma;
+        coopMatLoadTensorNV(ma, a, a_base, sliceTensorLayoutNV(la, tile_m, BM, k0, BK));
+#ifdef B_F16
+        coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> mb;
+        coopMatLoadTensorNV(mb, b, b_base, sliceTensorLayoutNV(lb, tile_n, BN, k0, BK),
+                            transposed);
+#else
+        coopmat<float, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> mb32;
+        coopMatLoadTensorNV(mb32, b, b_base, sliceTensorLayoutNV(lb, tile_n, BN, k0, BK),
+                            transposed);
+        coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> mb =
+            coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB>(mb32);
+#endif
+        acc = coopMatMulAdd(ma, mb, acc);
     }
     coopMatStoreTensorNV(acc, d, d_base, sliceTensorLayoutNV(ld, tile_n, BN, tile_m, BM),
                          transposed);
