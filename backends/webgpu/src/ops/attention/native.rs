@@ -29,10 +29,10 @@ pub const AUTO_MIN_QUERIES: u32 = 64;
 
 /// Fewest queries per head `native=auto` gives the cm2 attention when K
 /// or V is converted first: the conversion costs the same at any query
-/// count. H100, head 128, 20,000 q8_0 keys: 64 queries took 153.9 us
-/// converted against the WGSL kernel's 124.6; 512 queries 553.5 against
-/// 745.1 (q4_0: 549.9 against 804.5).
-pub const AUTO_MIN_QUERIES_CONVERTED: u32 = 256;
+/// count. H200, head 128, 20,000 keys, us: q8_0 at 64 queries 121.3
+/// converted against the WGSL kernel's 125.4-125.9 (parity); at 512
+/// queries 497.7 against 749.0-758.0, q4_0 470.7 against 829.0-837.6.
+pub const AUTO_MIN_QUERIES_CONVERTED: u32 = 128;
 
 /// Storage bindings of the kernel: Q, K, V, mask, sinks, dst (or the
 /// split rows).

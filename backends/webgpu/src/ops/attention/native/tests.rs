@@ -196,17 +196,17 @@ fn block_typed_k_and_v_are_converted_first_and_f16_read_as_it_is() {
     }
     // The conversion pays off only with more queries than f16 K/V need.
     let short = Attention {
-        queries: 128,
+        queries: 64,
         ..with(DType::Q8_0, DType::Q8_0)
     };
     assert_eq!(
         choose(&f, NativeMode::Auto, &short, None).unwrap_err(),
-        "native=auto takes the cm2 attention with K or V converted from 256 queries per head, \
-         not 128"
+        "native=auto takes the cm2 attention with K or V converted from 128 queries per head, \
+         not 64"
     );
     assert!(choose(&f, NativeMode::On, &short, None).is_ok());
     let f16_short = Attention {
-        queries: 128,
+        queries: 64,
         ..with(DType::F16, DType::F16)
     };
     assert!(choose(&f, NativeMode::Auto, &f16_short, None).is_ok());
