@@ -17,28 +17,17 @@
 #    (BACKPLANE_WEBGPU_NATIVE_MATVEC). Results are appended as they come,
 #    so a run cut short keeps what it finished.
 set -x
-N=$1
-export BACKPLANE_PLUGIN_PATH=$N
-export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp/xdg}; mkdir -p -m700 $XDG_RUNTIME_DIR
-export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
+. "$(dirname "$0")/gpu_native_env.sh" "$1"
 GEMMS="128x128k32 128x128k32db 128x128k64 128x128k32w16 128x256k32 256x128k32 128x128k32h 256x128k32h"
 CM2S="cm2_128x128k32 cm2_128x256k32 cm2_128x256k64 cm2_128x128k32h cm2_128x256k32h cm2_128x256k64h"
-MATVECS="r2w128 r1w128 r4w128 r2w64 r4w64 r2w128u32 r1w128u32"
+MATVECS="r2w128u32 r2w128 r1w128 r4w128 r2w64 r4w64 r1w128u32"
 WIDE='n=(6[4-9]|[7-9][0-9]|[1-9][0-9][0-9]+),'
-C=$N/backplane-conformance
 $N/backplane devices 2>&1 | grep -A1 "backend webgpu" | tee $OUT/native-devices.txt
 BACKPLANE_WEBGPU_MATMUL_TRACE=1 $N/backplane devices 2>&1 | grep -m1 "native Vulkan" | tee -a $OUT/native-devices.txt
 
-# $1: label; the rest: the command. Prints the summary, which native kernels
-# ran (how many cases each) and the first failures.
-conf() {
-  local label=$1; shift
-  BACKPLANE_WEBGPU_MATMUL_TRACE=1 timeout 200 "$@" > /tmp/conf.txt 2>&1
-  echo "== $label: $(tail -1 /tmp/conf.txt)" | tee -a $OUT/native-conformance.txt
-  grep -o "native mul_mat_[a-z0-9_]*" /tmp/conf.txt | sort | uniq -c | tee -a $OUT/native-conformance.txt
-  grep -m5 "FAIL\|failed to build\|error" /tmp/conf.txt | tee -a $OUT/native-conformance.txt
-}
-conf "native=on, default configurations, whole catalogue" \
+# conf LABEL COMMAND...: the summary, the native kernels that ran, failures.
+mm_conf() { conf native-conformance.txt 'mul_mat_[a-z0-9_]*' "$@"; }
+mm_conf "native=on, default configurations, whole catalogue" \
   env BACKPLANE_WEBGPU_NATIVE=on $C test --backend webgpu --op MUL_MAT
 
 # $1: label; $2: case regex; the rest: environment words.
@@ -75,11 +64,11 @@ perf "WGSL (native=off) again" "$ALL" BACKPLANE_WEBGPU_NATIVE=off
 # Last (a time limit cuts these first): the other configurations' conformance.
 for g in $GEMMS $CM2S; do
   [ $g = 128x128k32 ] && continue
-  conf "GEMM $g, n >= 64" env BACKPLANE_WEBGPU_NATIVE=on BACKPLANE_WEBGPU_NATIVE_GEMM=$g \
+  mm_conf "GEMM $g, n >= 64" env BACKPLANE_WEBGPU_NATIVE=on BACKPLANE_WEBGPU_NATIVE_GEMM=$g \
     $C test --backend webgpu --op MUL_MAT --tier sampled --case "$WIDE"
 done
 for v in $MATVECS; do
-  [ $v = r2w128 ] && continue
-  conf "mat-vec $v, q4_0/q8_0" env BACKPLANE_WEBGPU_NATIVE=on BACKPLANE_WEBGPU_NATIVE_MATVEC=$v \
+  [ $v = r2w128u32 ] && continue
+  mm_conf "mat-vec $v, q4_0/q8_0" env BACKPLANE_WEBGPU_NATIVE=on BACKPLANE_WEBGPU_NATIVE_MATVEC=$v \
     $C test --backend webgpu --op MUL_MAT --tier sampled --case 'type_a=q[48]_0,'
 done

@@ -17,12 +17,8 @@
 #    the default configurations, then the sampled tier under every other
 #    configuration.
 set -x
-N=$1
-export BACKPLANE_PLUGIN_PATH=$N
-export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp/xdg}; mkdir -p -m700 $XDG_RUNTIME_DIR
-export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
+. "$(dirname "$0")/gpu_native_env.sh" "$1"
 CONFIGS="128x64w256 64x64w128 64x32w128 32x32w128 128x32w256"
-C=$N/backplane-conformance
 
 # $1: label; $2: case regex; the rest: environment words.
 perf() {
@@ -34,15 +30,8 @@ perf() {
     | sort -u | head -5 | tee -a $OUT/attention-perf.txt
   grep "FLASH_ATTN_EXT(" /tmp/perf.txt | tee -a $OUT/attention-perf.txt
 }
-# $1: label; the rest: the command. The summary, the kernels that ran
-# (how many times each) and the first failures.
-conf() {
-  local label=$1; shift
-  BACKPLANE_WEBGPU_MATMUL_TRACE=1 timeout 200 "$@" > /tmp/conf.txt 2>&1
-  echo "== $label: $(grep '^conformance:' /tmp/conf.txt | tail -1)" | tee -a $OUT/attention-conformance.txt
-  grep -o "native flash_attn_cm2_[a-z0-9_]*" /tmp/conf.txt | sort | uniq -c | tee -a $OUT/attention-conformance.txt
-  grep -m5 "FAIL\|failed to build" /tmp/conf.txt | cut -c1-300 | tee -a $OUT/attention-conformance.txt
-}
+# fa_conf LABEL COMMAND...: the summary, the native kernels that ran, failures.
+fa_conf() { conf attention-conformance.txt 'flash_attn_cm2_[a-z0-9_]*' "$@"; }
 ALL='kv=20000,nb=512|kv=16384,nb=1,mask=true,type_KV=f16'
 PRE='kv=20000,nb=512'
 perf "auto (warming up)" "$ALL"
@@ -54,10 +43,10 @@ for s in 2 4 8 16; do perf "defaults, keys split $s ways" "$PRE" BACKPLANE_WEBGP
 for c in $CONFIGS; do perf "configuration $c" "$PRE" BACKPLANE_WEBGPU_NATIVE_FA=$c; done
 perf "WGSL again" "$PRE" BACKPLANE_WEBGPU_NATIVE=off
 
-conf "native=on, defaults, full tier, f16 K/V" env BACKPLANE_WEBGPU_NATIVE=on \
+fa_conf "native=on, defaults, full tier, f16 K/V" env BACKPLANE_WEBGPU_NATIVE=on \
   $C test --backend webgpu --op FLASH_ATTN_EXT --tier full --case 'type_KV=f16'
 for c in $CONFIGS; do
   [ $c = 128x64w256 ] || [ $c = 64x64w128 ] && continue
-  conf "configuration $c, sampled" env BACKPLANE_WEBGPU_NATIVE=on BACKPLANE_WEBGPU_NATIVE_FA=$c \
+  fa_conf "configuration $c, sampled" env BACKPLANE_WEBGPU_NATIVE=on BACKPLANE_WEBGPU_NATIVE_FA=$c \
     $C test --backend webgpu --op FLASH_ATTN_EXT --tier sampled
 done

@@ -289,7 +289,7 @@ fn native_mat_vec_matches_the_wgsl_path_and_the_reference() {
         // Both kernels quantize the activations to 8 bits first (ggml's
         // q8_1) and multiply integers: up to the order of the f32 sums,
         // the q8_1 reference, and within MUL_MAT's bound of the f32 one.
-        let kernel = format!("mul_mat_vec_{}_n{}_r2w128", case.t.name(), case.n);
+        let kernel = format!("mul_mat_vec_{}_n{}_r2w128u32", case.t.name(), case.n);
         assert!(
             pipelines::built_in_process(&kernel),
             "{label}: native=on did not run {kernel}"

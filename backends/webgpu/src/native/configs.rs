@@ -213,8 +213,15 @@ pub struct MatVecConfig {
     pub word_loads: bool,
 }
 
-/// Every mat-vec configuration built; the first is the default.
+/// Every mat-vec configuration built; the first is the default (the
+/// fastest for q4_0 on an H100, an H200 and lavapipe: docs/webgpu.md).
 pub const MATVEC_CONFIGS: &[MatVecConfig] = &[
+    MatVecConfig {
+        name: "r2w128u32",
+        rows: 2,
+        workgroup_size: 128,
+        word_loads: true,
+    },
     MatVecConfig {
         name: "r2w128",
         rows: 2,
@@ -244,12 +251,6 @@ pub const MATVEC_CONFIGS: &[MatVecConfig] = &[
         rows: 4,
         workgroup_size: 64,
         word_loads: false,
-    },
-    MatVecConfig {
-        name: "r2w128u32",
-        rows: 2,
-        workgroup_size: 128,
-        word_loads: true,
     },
     MatVecConfig {
         name: "r1w128u32",

@@ -95,7 +95,7 @@ fn configurations_are_found_by_name_or_refused_with_the_known_names() {
     assert!(
         matvec_config(Some("r9"))
             .unwrap_err()
-            .contains("known: r2w128")
+            .contains("known: r2w128u32, r2w128")
     );
     // Every configuration splits its tiles evenly over its subgroups.
     for c in GEMM_CONFIGS {
@@ -135,7 +135,7 @@ fn the_choice_follows_mode_types_and_columns() {
                 &shape(64, 7, 256)
             )
             .map(|k| k.name()),
-            Ok("mul_mat_vec_q8_0_n7_r2w128".to_string())
+            Ok("mul_mat_vec_q8_0_n7_r2w128u32".to_string())
         );
         let r4 = Configs {
             matvec: Some("r4w64".into()),
