@@ -397,8 +397,9 @@ unsafe fn h2f(p: *const u8) -> f32 {
     _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)))
 }
 
-/// How far ahead of the current position the mat-vec tiles (one column,
-/// several weight rows, each its own memory stream) prefetch each row.
+/// How far ahead of the current position the mat-vec tiles prefetch:
+/// each row of ggml's layout (one column, several weight rows, each its
+/// own memory stream), or the one stream of repacked groups.
 pub(crate) const PREFETCH_AHEAD: usize = 1024;
 
 /// Prefetches the cache line holding `p` into L1. Never faults, so `p` may

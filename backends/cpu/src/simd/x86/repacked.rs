@@ -17,7 +17,9 @@
 
 use std::arch::x86_64::*;
 
-use super::{dot_vnni, dot16, dot32, first, h2f, load128, load256, store_lanes};
+use super::{
+    PREFETCH_AHEAD, dot_vnni, dot16, dot32, first, h2f, load128, load256, prefetch, store_lanes,
+};
 
 /// Rows per repacked group.
 pub(super) const ROWS: usize = crate::repack::GROUP_ROWS;
@@ -28,6 +30,19 @@ pub(super) const Q4_GROUP_BLOCK: usize = 8 * 18;
 pub(super) const Q8_GROUP_BLOCK: usize = 8 * 34;
 /// Bytes of the scales opening each group block.
 pub(super) const SCALES: usize = 16;
+
+/// Prefetches the `bytes` bytes `ahead` bytes after `blk` into L1, a
+/// cache line at a time. A thread's repacked groups are one forward
+/// stream, yet the hardware prefetcher alone kept decode below the
+/// memory's rate on a Zen 3 (docs/models.md). Never faults.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn prefetch_ahead(blk: *const u8, bytes: usize, ahead: usize) {
+    let at = blk.wrapping_add(ahead);
+    for line in (0..bytes).step_by(64) {
+        prefetch(at.wrapping_add(line));
+    }
+}
 
 /// Quants `4t..4t + 4` of activation block `i` of `b`, in every lane.
 ///
@@ -56,6 +71,7 @@ macro_rules! q4_0x8_body {
         let mut sum = [_mm256_setzero_ps(); $n];
         for i in 0..$k / 32 {
             let blk = $a.wrapping_add(i * Q4_GROUP_BLOCK);
+            prefetch_ahead(blk, Q4_GROUP_BLOCK, PREFETCH_AHEAD);
             // SAFETY: the group holds block i; every column covers it.
             unsafe {
                 let da = _mm256_cvtph_ps(load128(blk));
@@ -95,6 +111,7 @@ macro_rules! q8_0x8_body {
         let mut sum = [_mm256_setzero_ps(); $n];
         for i in 0..$k / 32 {
             let blk = $a.wrapping_add(i * Q8_GROUP_BLOCK);
+            prefetch_ahead(blk, Q8_GROUP_BLOCK, PREFETCH_AHEAD);
             // SAFETY: the group holds block i; every column covers it.
             unsafe {
                 let da = _mm256_cvtph_ps(load128(blk));
@@ -171,19 +188,7 @@ unsafe fn q8_0x8_vnni<const N: usize>(
 /// How many blocks ahead of the one being read the q6_K tiles prefetch:
 /// a super-block's fields are read out of order (scales, then low and
 /// high quant bits in step), which the hardware prefetcher follows late.
-const PREFETCH_BLOCKS: usize = 2;
-
-/// Prefetches the block `PREFETCH_BLOCKS` blocks of `bytes` after `blk`
-/// into L1, a cache line at a time. Never faults.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-fn prefetch_ahead(blk: *const u8, bytes: usize) {
-    let ahead = blk.wrapping_add(PREFETCH_BLOCKS * bytes);
-    for line in (0..bytes).step_by(64) {
-        // A prefetch reads nothing architecturally and never faults.
-        _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(line).cast());
-    }
-}
+const Q6_PREFETCH_BLOCKS: usize = 2;
 
 /// Bytes of one super-block of a repacked q6_K group and the offsets of
 /// its fields (eight `d`, scales, then per half and slice column the two
@@ -247,7 +252,7 @@ macro_rules! q6_kx8_body {
         let mut sum = [_mm256_setzero_ps(); $n];
         for i in 0..$k / 256 {
             let blk = $a.wrapping_add(i * Q6_GROUP_BLOCK);
-            prefetch_ahead(blk, Q6_GROUP_BLOCK);
+            prefetch_ahead(blk, Q6_GROUP_BLOCK, Q6_PREFETCH_BLOCKS * Q6_GROUP_BLOCK);
             // SAFETY: the group holds super-block i; every column covers it.
             unsafe {
                 let d = _mm256_cvtph_ps(load128(blk));
@@ -351,6 +356,7 @@ macro_rules! q4_kx8_body {
         let mut sum = [_mm256_setzero_ps(); $n];
         for i in 0..$k / 256 {
             let blk = $a.wrapping_add(i * Q4K_GROUP_BLOCK);
+            prefetch_ahead(blk, Q4K_GROUP_BLOCK, Q4K_GROUP_BLOCK);
             // SAFETY: the group holds super-block i; every column covers it.
             unsafe {
                 let s = super::gemv::k4_lanes_of(std::array::from_fn(|t| load256(blk.add(32 * t))));
@@ -471,6 +477,7 @@ unsafe fn f16x8<const N: usize>(
         // SAFETY: the group holds 16 bytes per element, k elements.
         unsafe {
             while t + 4 <= len {
+                prefetch_ahead(a.wrapping_add(16 * (k0 + t)), 64, PREFETCH_AHEAD);
                 for u in 0..4 {
                     let w = _mm256_cvtph_ps(load128(a.add(16 * (k0 + t + u))));
                     for j in 0..N {
