@@ -142,6 +142,9 @@ mod native {
             if c.b_half {
                 defines.push(("B_F16", String::new()));
             }
+            if c.prefetch {
+                defines.push(("PREFETCH", String::new()));
+            }
             out.push(Variant {
                 name: format!("mul_mat_{}_f16", c.name),
                 file: "mul_mat_cm2.comp",
@@ -151,16 +154,26 @@ mod native {
         }
         for c in FA_CM2_CONFIGS {
             for &(dk, dv) in FA_CM2_HEADS {
+                let mut defines = vec![
+                    ("BR", c.br.to_string()),
+                    ("BC", c.bc.to_string()),
+                    ("DKP", dk.to_string()),
+                    ("DVP", dv.to_string()),
+                    ("WG_SIZE", c.workgroup_size.to_string()),
+                ];
+                if c.rowsum_reduce {
+                    defines.push(("ROWSUM_REDUCE", String::new()));
+                }
+                if c.pv_half {
+                    defines.push(("PV_HALF", String::new()));
+                }
+                if c.v_early {
+                    defines.push(("V_EARLY", String::new()));
+                }
                 out.push(Variant {
                     name: format!("flash_attn_cm2_{}_{dk}x{dv}", c.name),
                     file: "flash_attn_cm2.comp",
-                    defines: vec![
-                        ("BR", c.br.to_string()),
-                        ("BC", c.bc.to_string()),
-                        ("DKP", dk.to_string()),
-                        ("DVP", dv.to_string()),
-                        ("WG_SIZE", c.workgroup_size.to_string()),
-                    ],
+                    defines,
                     vulkan_1_3: true,
                 });
             }

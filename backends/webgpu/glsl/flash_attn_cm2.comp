@@ -12,9 +12,13 @@
 //     S = Q K^T            (K loaded transposed, DKP x BC)
 //     S = softcap tanh(S) + slope mask
 //     M' = max(M, rowmax S), P = exp(S - M'), e = exp(M - M')
-//     L = e L + rowsum P   (rowsum as P times a matrix of ones)
+//     L = e L + rowsum P   (rowsum as P times a matrix of ones, or with
+//                           ROWSUM_REDUCE a row reduce of P in f32)
 //     O = e O + P V        (e and L resized to O's shape by a row reduce
-//                           that keeps one element)
+//                           that keeps one element; with PV_HALF, P V is
+//                           summed in f16 over the BC keys of the block,
+//                           as ggml's kernels do, then added in f32;
+//                           with V_EARLY, V is loaded with K)
 // All matrices of one type hold the same elements in the same
 // invocations, so element loops combine O with the resized e and L.
 // Keys past n_kv (zeros from the clamped loads) get -inf scores, so they
@@ -107,6 +111,10 @@ float max_op(const in float x, const in float y) {
     return max(x, y);
 }
 
+float add_op(const in float x, const in float y) {
+    return x + y;
+}
+
 // A row reduce that keeps one element: resizes a row-constant matrix.
 float keep_op(const in float x, const in float y) {
     return x;
@@ -187,14 +195,20 @@ void main() {
         coopmat<float, gl_ScopeWorkgroup, BR, BC, gl_MatrixUseAccumulator>(0.0);
     coopmat<float, gl_ScopeWorkgroup, BR, BC, gl_MatrixUseAccumulator> m =
         coopmat<float, gl_ScopeWorkgroup, BR, BC, gl_MatrixUseAccumulator>(NEG_HALF_MAX);
+#ifndef ROWSUM_REDUCE
     const coopmat<float16_t, gl_ScopeWorkgroup, BC, BC, gl_MatrixUseB> ones =
         coopmat<float16_t, gl_ScopeWorkgroup, BC, BC, gl_MatrixUseB>(1.0);
+#endif
 
     [[dont_unroll]]
     for (uint j0 = kv_begin; j0 < kv_end; j0 += BC) {
         coopmat<float16_t, gl_ScopeWorkgroup, DKP, BC, gl_MatrixUseB> kt;
         coopMatLoadTensorNV(kt, kbuf, k_base, sliceTensorLayoutNV(lk, j0, BC, 0, DKP),
                             transposed);
+#ifdef V_EARLY
+        coopmat<float16_t, gl_ScopeWorkgroup, BC, DVP, gl_MatrixUseB> vb;
+        coopMatLoadTensorNV(vb, vbuf, v_base, sliceTensorLayoutNV(lv, j0, BC, 0, DVP));
+#endif
         coopmat<float, gl_ScopeWorkgroup, BR, BC, gl_MatrixUseAccumulator> s =
             coopmat<float, gl_ScopeWorkgroup, BR, BC, gl_MatrixUseAccumulator>(0.0);
         s = coopMatMulAdd(qa, kt, s);
@@ -223,21 +237,34 @@ void main() {
         }
         const coopmat<float16_t, gl_ScopeWorkgroup, BR, BC, gl_MatrixUseA> pa =
             coopmat<float16_t, gl_ScopeWorkgroup, BR, BC, gl_MatrixUseA>(s);
-        coopmat<float, gl_ScopeWorkgroup, BR, BC, gl_MatrixUseAccumulator> rowsum =
-            coopmat<float, gl_ScopeWorkgroup, BR, BC, gl_MatrixUseAccumulator>(0.0);
+        coopmat<float, gl_ScopeWorkgroup, BR, BC, gl_MatrixUseAccumulator> rowsum;
+#ifdef ROWSUM_REDUCE
+        coopMatReduceNV(rowsum, s, gl_CooperativeMatrixReduceRowNV, add_op);
+#else
+        rowsum = coopmat<float, gl_ScopeWorkgroup, BR, BC, gl_MatrixUseAccumulator>(0.0);
         rowsum = coopMatMulAdd(pa, ones, rowsum);
+#endif
         [[unroll]] for (int i = 0; i < l.length(); ++i) {
             l[i] = e[i] * l[i] + rowsum[i];
         }
 
+#ifndef V_EARLY
         coopmat<float16_t, gl_ScopeWorkgroup, BC, DVP, gl_MatrixUseB> vb;
         coopMatLoadTensorNV(vb, vbuf, v_base, sliceTensorLayoutNV(lv, j0, BC, 0, DVP));
+#endif
         coopmat<float, gl_ScopeWorkgroup, BR, DVP, gl_MatrixUseAccumulator> e_wide;
         coopMatReduceNV(e_wide, e, gl_CooperativeMatrixReduceRowNV, keep_op);
         [[unroll]] for (int i = 0; i < o.length(); ++i) {
             o[i] *= e_wide[i];
         }
+#ifdef PV_HALF
+        coopmat<float16_t, gl_ScopeWorkgroup, BR, DVP, gl_MatrixUseAccumulator> pv =
+            coopmat<float16_t, gl_ScopeWorkgroup, BR, DVP, gl_MatrixUseAccumulator>(0.0);
+        pv = coopMatMulAdd(pa, vb, pv);
+        o += coopmat<float, gl_ScopeWorkgroup, BR, DVP, gl_MatrixUseAccumulator>(pv);
+#else
         o = coopMatMulAdd(pa, vb, o);
+#endif
     }
 
     if ((p.flags & FLAG_SPLIT) != 0u) {

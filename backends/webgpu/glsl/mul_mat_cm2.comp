@@ -13,7 +13,8 @@
 // stride (weights: rows a_nb1 bytes apart; activations and dst: any
 // element strides, read and written through a transposing view) and
 // clamp to the tensors' sizes: loads past M, N or K give zeros and stores
-// past M or N are dropped, so partial tiles need no code either.
+// past M or N are dropped, so partial tiles need no code either. With
+// PREFETCH the next step's blocks are loaded before this step's product.
 
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
@@ -101,21 +102,37 @@ void main() {
 
     coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> acc =
         coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(0.0);
-    for (uint k0 = k_begin; k0 < k_end; k0 += BK) {
-        coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> ma;
-        coopMatLoadTensorNV(ma, a, a_base, sliceTensorLayoutNV(la, tile_m, BM, k0, BK));
 #ifdef B_F16
-        coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> mb;
+    coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> mb;
+#else
+    coopmat<float, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> mb;
+#endif
+    coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> ma;
+#ifdef PREFETCH
+    // The first step's blocks; each step then loads the next before its
+    // product (past k_end the clamped loads give zeros, never used).
+    coopMatLoadTensorNV(ma, a, a_base, sliceTensorLayoutNV(la, tile_m, BM, k_begin, BK));
+    coopMatLoadTensorNV(mb, b, b_base, sliceTensorLayoutNV(lb, tile_n, BN, k_begin, BK),
+                        transposed);
+#endif
+    for (uint k0 = k_begin; k0 < k_end; k0 += BK) {
+#ifdef PREFETCH
+        const coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> ma_now = ma;
+        const coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> mb_now =
+            coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB>(mb);
+        if (k0 + BK < k_end) {
+            coopMatLoadTensorNV(ma, a, a_base, sliceTensorLayoutNV(la, tile_m, BM, k0 + BK, BK));
+            coopMatLoadTensorNV(mb, b, b_base,
+                                sliceTensorLayoutNV(lb, tile_n, BN, k0 + BK, BK), transposed);
+        }
+        acc = coopMatMulAdd(ma_now, mb_now, acc);
+#else
+        coopMatLoadTensorNV(ma, a, a_base, sliceTensorLayoutNV(la, tile_m, BM, k0, BK));
         coopMatLoadTensorNV(mb, b, b_base, sliceTensorLayoutNV(lb, tile_n, BN, k0, BK),
                             transposed);
-#else
-        coopmat<float, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> mb32;
-        coopMatLoadTensorNV(mb32, b, b_base, sliceTensorLayoutNV(lb, tile_n, BN, k0, BK),
-                            transposed);
-        coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> mb =
-            coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB>(mb32);
+        acc = coopMatMulAdd(ma, coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB>(mb),
+                            acc);
 #endif
-        acc = coopMatMulAdd(ma, mb, acc);
     }
     coopMatStoreTensorNV(acc, d, d_base, sliceTensorLayoutNV(ld, tile_n, BN, tile_m, BM),
                          transposed);

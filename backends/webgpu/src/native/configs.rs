@@ -143,6 +143,9 @@ pub struct Cm2Config {
     pub workgroup_size: u32,
     /// Activations converted to dense f16 rows first (`mul_mat_convert`).
     pub b_half: bool,
+    /// The next step's blocks loaded before this step's product
+    /// (`PREFETCH`), so the loads can overlap the multiply.
+    pub prefetch: bool,
 }
 
 /// Every cm2 GEMM configuration built (chosen by name only).
@@ -154,6 +157,7 @@ pub const CM2_CONFIGS: &[Cm2Config] = &[
         bk: 32,
         workgroup_size: 256,
         b_half: false,
+        prefetch: false,
     },
     Cm2Config {
         name: "cm2_128x256k32",
@@ -162,6 +166,7 @@ pub const CM2_CONFIGS: &[Cm2Config] = &[
         bk: 32,
         workgroup_size: 256,
         b_half: false,
+        prefetch: false,
     },
     Cm2Config {
         name: "cm2_128x256k64",
@@ -170,6 +175,7 @@ pub const CM2_CONFIGS: &[Cm2Config] = &[
         bk: 64,
         workgroup_size: 256,
         b_half: false,
+        prefetch: false,
     },
     Cm2Config {
         name: "cm2_128x128k32h",
@@ -178,6 +184,7 @@ pub const CM2_CONFIGS: &[Cm2Config] = &[
         bk: 32,
         workgroup_size: 256,
         b_half: true,
+        prefetch: false,
     },
     Cm2Config {
         name: "cm2_128x256k32h",
@@ -186,6 +193,7 @@ pub const CM2_CONFIGS: &[Cm2Config] = &[
         bk: 32,
         workgroup_size: 256,
         b_half: true,
+        prefetch: false,
     },
     Cm2Config {
         name: "cm2_128x256k64h",
@@ -194,6 +202,25 @@ pub const CM2_CONFIGS: &[Cm2Config] = &[
         bk: 64,
         workgroup_size: 256,
         b_half: true,
+        prefetch: false,
+    },
+    Cm2Config {
+        name: "cm2_128x256k32hp",
+        bm: 128,
+        bn: 256,
+        bk: 32,
+        workgroup_size: 256,
+        b_half: true,
+        prefetch: true,
+    },
+    Cm2Config {
+        name: "cm2_128x128k32hp",
+        bm: 128,
+        bn: 128,
+        bk: 32,
+        workgroup_size: 256,
+        b_half: true,
+        prefetch: true,
     },
 ];
 
@@ -282,6 +309,15 @@ pub struct FaCm2Config {
     pub bc: u32,
     /// Invocations of a workgroup.
     pub workgroup_size: u32,
+    /// Row sums of P by a row reduce of the f32 scores instead of P times
+    /// a matrix of ones (`ROWSUM_REDUCE`).
+    pub rowsum_reduce: bool,
+    /// P V summed in f16 over each block of keys, then added to the f32
+    /// output (`PV_HALF`; ggml's CPU kernel keeps f16 V sums too).
+    pub pv_half: bool,
+    /// V loaded with K, before the scores (`V_EARLY`), so its load
+    /// overlaps them.
+    pub v_early: bool,
 }
 
 /// Every cm2 attention configuration built. Without a name forced, head
@@ -297,30 +333,108 @@ pub const FA_CM2_CONFIGS: &[FaCm2Config] = &[
         br: 128,
         bc: 64,
         workgroup_size: 256,
+        rowsum_reduce: false,
+        pv_half: false,
+        v_early: false,
     },
     FaCm2Config {
         name: "64x64w128",
         br: 64,
         bc: 64,
         workgroup_size: 128,
+        rowsum_reduce: false,
+        pv_half: false,
+        v_early: false,
     },
     FaCm2Config {
         name: "64x32w128",
         br: 64,
         bc: 32,
         workgroup_size: 128,
+        rowsum_reduce: false,
+        pv_half: false,
+        v_early: false,
     },
     FaCm2Config {
         name: "32x32w128",
         br: 32,
         bc: 32,
         workgroup_size: 128,
+        rowsum_reduce: false,
+        pv_half: false,
+        v_early: false,
     },
     FaCm2Config {
         name: "128x32w256",
         br: 128,
         bc: 32,
         workgroup_size: 256,
+        rowsum_reduce: false,
+        pv_half: false,
+        v_early: false,
+    },
+    FaCm2Config {
+        name: "128x64w256r",
+        br: 128,
+        bc: 64,
+        workgroup_size: 256,
+        rowsum_reduce: true,
+        pv_half: false,
+        v_early: false,
+    },
+    FaCm2Config {
+        name: "128x64w256rh",
+        br: 128,
+        bc: 64,
+        workgroup_size: 256,
+        rowsum_reduce: true,
+        pv_half: true,
+        v_early: false,
+    },
+    FaCm2Config {
+        name: "64x64w128rh",
+        br: 64,
+        bc: 64,
+        workgroup_size: 128,
+        rowsum_reduce: true,
+        pv_half: true,
+        v_early: false,
+    },
+    FaCm2Config {
+        name: "64x32w128rh",
+        br: 64,
+        bc: 32,
+        workgroup_size: 128,
+        rowsum_reduce: true,
+        pv_half: true,
+        v_early: false,
+    },
+    FaCm2Config {
+        name: "64x32w128h",
+        br: 64,
+        bc: 32,
+        workgroup_size: 128,
+        rowsum_reduce: false,
+        pv_half: true,
+        v_early: false,
+    },
+    FaCm2Config {
+        name: "128x64w256rhv",
+        br: 128,
+        bc: 64,
+        workgroup_size: 256,
+        rowsum_reduce: true,
+        pv_half: true,
+        v_early: true,
+    },
+    FaCm2Config {
+        name: "64x32w128rhv",
+        br: 64,
+        bc: 32,
+        workgroup_size: 128,
+        rowsum_reduce: true,
+        pv_half: true,
+        v_early: true,
     },
 ];
 

@@ -64,15 +64,14 @@ pub const GEMM_CONFIG_ENV: &str = "BACKPLANE_WEBGPU_NATIVE_GEMM";
 /// [`MATVEC_CONFIGS`]) the native mat-vec uses; unset: the first.
 pub const MATVEC_CONFIG_ENV: &str = "BACKPLANE_WEBGPU_NATIVE_MATVEC";
 
-/// Why `native=auto` leaves the mat-vec to WGSL: no GPU has measured the
-/// integer mat-vec faster than the WGSL one yet (docs/webgpu.md, "Native
-/// Vulkan kernels").
-pub const MATVEC_NOT_FASTER: &str =
-    "native mat-vec not measured faster than the WGSL one on any device yet: only with native=on";
+/// Why `native=auto` leaves the mat-vec to WGSL: alone it is faster for
+/// q4_0 on an H100 and an H200, but a model's decode ran slower with it,
+/// off the fused WGSL paths (docs/webgpu.md, "Native Vulkan kernels").
+pub const MATVEC_NOT_FASTER: &str = "native mat-vec: a model's decode ran slower with it \
+     (it leaves the fused WGSL paths; q8_0 is slower alone too): only with native=on";
 
 /// Why `native=auto` leaves wide products to WGSL.
-pub const COOPMAT_NOT_MEASURED: &str =
-    "native cooperative-matrix GEMM not measured faster than the WGSL one yet: only with native=on";
+pub const GEMM_SLOWER: &str = "native GEMMs measured slower than the WGSL one (an H100: both; an H200: cm2): only with native=on";
 
 /// GEMM flag: weight rows, offset and strides are multiples of 16 bytes
 /// (f16 weights read as 16-byte words). Bits as in the GLSL.
@@ -450,7 +449,7 @@ pub fn choose(
             let k = NativeKernel::Cm2 { config, converted };
             kernels::available(&k.name())?;
             if mode == NativeMode::Auto {
-                return Err(COOPMAT_NOT_MEASURED.into());
+                return Err(GEMM_SLOWER.into());
             }
             return Ok(k);
         }
@@ -473,7 +472,7 @@ pub fn choose(
         }
         let shape = coopmat_device(f, ta, config)?;
         if mode == NativeMode::Auto {
-            return Err(COOPMAT_NOT_MEASURED.into());
+            return Err(GEMM_SLOWER.into());
         }
         return Ok(NativeKernel::CoopMat {
             weights: ta,

@@ -302,7 +302,7 @@ fn the_gemm_takes_a_listed_shape_this_build_has_and_waits_for_native_on() {
             &none
         )
         .unwrap_err(),
-        COOPMAT_NOT_MEASURED
+        GEMM_SLOWER
     );
     let odd = NativeFeatures {
         coopmat_shapes: vec![CoopShape { m: 8, n: 8, k: 32 }],
@@ -339,7 +339,7 @@ fn the_cm2_gemm_runs_f16_and_converted_block_weights_when_named_on_a_device_with
         );
         assert_eq!(
             choose(&nvidia(), NativeMode::Auto, f16, &wide, &cm2).unwrap_err(),
-            COOPMAT_NOT_MEASURED
+            GEMM_SLOWER
         );
     }
     // Block types are converted to f16 rows first; other types refused.
