@@ -170,6 +170,9 @@ mod native {
                 if c.v_early {
                     defines.push(("V_EARLY", String::new()));
                 }
+                if c.o_half {
+                    defines.push(("O_HALF", String::new()));
+                }
                 out.push(Variant {
                     name: format!("flash_attn_cm2_{}_{dk}x{dv}", c.name),
                     file: "flash_attn_cm2.comp",

@@ -18,7 +18,9 @@
 //                           that keeps one element; with PV_HALF, P V is
 //                           summed in f16 over the BC keys of the block,
 //                           as ggml's kernels do, then added in f32;
-//                           with V_EARLY, V is loaded with K)
+//                           with V_EARLY, V is loaded with K; with O_HALF,
+//                           O itself is kept in f16, as ggml's CPU
+//                           kernel keeps its f16 V sums)
 // All matrices of one type hold the same elements in the same
 // invocations, so element loops combine O with the resized e and L.
 // Keys past n_kv (zeros from the clamped loads) get -inf scores, so they
@@ -189,8 +191,13 @@ void main() {
     const coopmat<float16_t, gl_ScopeWorkgroup, BR, DKP, gl_MatrixUseA> qa =
         coopmat<float16_t, gl_ScopeWorkgroup, BR, DKP, gl_MatrixUseA>(q32);
 
+#ifdef O_HALF
+    coopmat<float16_t, gl_ScopeWorkgroup, BR, DVP, gl_MatrixUseAccumulator> oh =
+        coopmat<float16_t, gl_ScopeWorkgroup, BR, DVP, gl_MatrixUseAccumulator>(0.0);
+#else
     coopmat<float, gl_ScopeWorkgroup, BR, DVP, gl_MatrixUseAccumulator> o =
         coopmat<float, gl_ScopeWorkgroup, BR, DVP, gl_MatrixUseAccumulator>(0.0);
+#endif
     coopmat<float, gl_ScopeWorkgroup, BR, BC, gl_MatrixUseAccumulator> l =
         coopmat<float, gl_ScopeWorkgroup, BR, BC, gl_MatrixUseAccumulator>(0.0);
     coopmat<float, gl_ScopeWorkgroup, BR, BC, gl_MatrixUseAccumulator> m =
@@ -254,10 +261,16 @@ void main() {
 #endif
         coopmat<float, gl_ScopeWorkgroup, BR, DVP, gl_MatrixUseAccumulator> e_wide;
         coopMatReduceNV(e_wide, e, gl_CooperativeMatrixReduceRowNV, keep_op);
+#ifdef O_HALF
+        oh *= coopmat<float16_t, gl_ScopeWorkgroup, BR, DVP, gl_MatrixUseAccumulator>(e_wide);
+        oh = coopMatMulAdd(pa, vb, oh);
+#else
         [[unroll]] for (int i = 0; i < o.length(); ++i) {
             o[i] *= e_wide[i];
         }
-#ifdef PV_HALF
+#endif
+#ifdef O_HALF
+#elif defined(PV_HALF)
         coopmat<float16_t, gl_ScopeWorkgroup, BR, DVP, gl_MatrixUseAccumulator> pv =
             coopmat<float16_t, gl_ScopeWorkgroup, BR, DVP, gl_MatrixUseAccumulator>(0.0);
         pv = coopMatMulAdd(pa, vb, pv);
@@ -266,6 +279,10 @@ void main() {
         o = coopMatMulAdd(pa, vb, o);
 #endif
     }
+#ifdef O_HALF
+    coopmat<float, gl_ScopeWorkgroup, BR, DVP, gl_MatrixUseAccumulator> o =
+        coopmat<float, gl_ScopeWorkgroup, BR, DVP, gl_MatrixUseAccumulator>(oh);
+#endif
 
     if ((p.flags & FLAG_SPLIT) != 0u) {
         // Row (b, iq, h) of split `split`: (split * n_rows + (b * n_q +

@@ -318,6 +318,8 @@ pub struct FaCm2Config {
     /// V loaded with K, before the scores (`V_EARLY`), so its load
     /// overlaps them.
     pub v_early: bool,
+    /// O kept in f16 (`O_HALF`; ggml's CPU kernel sums f16 V in f16).
+    pub o_half: bool,
 }
 
 /// Every cm2 attention configuration built. Without a name forced, head
@@ -336,6 +338,7 @@ pub const FA_CM2_CONFIGS: &[FaCm2Config] = &[
         rowsum_reduce: false,
         pv_half: false,
         v_early: false,
+        o_half: false,
     },
     FaCm2Config {
         name: "64x64w128",
@@ -345,6 +348,7 @@ pub const FA_CM2_CONFIGS: &[FaCm2Config] = &[
         rowsum_reduce: false,
         pv_half: false,
         v_early: false,
+        o_half: false,
     },
     FaCm2Config {
         name: "64x32w128",
@@ -354,6 +358,7 @@ pub const FA_CM2_CONFIGS: &[FaCm2Config] = &[
         rowsum_reduce: false,
         pv_half: false,
         v_early: false,
+        o_half: false,
     },
     FaCm2Config {
         name: "32x32w128",
@@ -363,6 +368,7 @@ pub const FA_CM2_CONFIGS: &[FaCm2Config] = &[
         rowsum_reduce: false,
         pv_half: false,
         v_early: false,
+        o_half: false,
     },
     FaCm2Config {
         name: "128x32w256",
@@ -372,6 +378,7 @@ pub const FA_CM2_CONFIGS: &[FaCm2Config] = &[
         rowsum_reduce: false,
         pv_half: false,
         v_early: false,
+        o_half: false,
     },
     FaCm2Config {
         name: "128x64w256r",
@@ -381,6 +388,7 @@ pub const FA_CM2_CONFIGS: &[FaCm2Config] = &[
         rowsum_reduce: true,
         pv_half: false,
         v_early: false,
+        o_half: false,
     },
     FaCm2Config {
         name: "128x64w256rh",
@@ -390,6 +398,7 @@ pub const FA_CM2_CONFIGS: &[FaCm2Config] = &[
         rowsum_reduce: true,
         pv_half: true,
         v_early: false,
+        o_half: false,
     },
     FaCm2Config {
         name: "64x64w128rh",
@@ -399,6 +408,7 @@ pub const FA_CM2_CONFIGS: &[FaCm2Config] = &[
         rowsum_reduce: true,
         pv_half: true,
         v_early: false,
+        o_half: false,
     },
     FaCm2Config {
         name: "64x32w128rh",
@@ -408,6 +418,7 @@ pub const FA_CM2_CONFIGS: &[FaCm2Config] = &[
         rowsum_reduce: true,
         pv_half: true,
         v_early: false,
+        o_half: false,
     },
     FaCm2Config {
         name: "64x32w128h",
@@ -417,6 +428,7 @@ pub const FA_CM2_CONFIGS: &[FaCm2Config] = &[
         rowsum_reduce: false,
         pv_half: true,
         v_early: false,
+        o_half: false,
     },
     FaCm2Config {
         name: "128x64w256rhv",
@@ -426,6 +438,7 @@ pub const FA_CM2_CONFIGS: &[FaCm2Config] = &[
         rowsum_reduce: true,
         pv_half: true,
         v_early: true,
+        o_half: false,
     },
     FaCm2Config {
         name: "64x32w128rhv",
@@ -435,6 +448,27 @@ pub const FA_CM2_CONFIGS: &[FaCm2Config] = &[
         rowsum_reduce: true,
         pv_half: true,
         v_early: true,
+        o_half: false,
+    },
+    FaCm2Config {
+        name: "128x64w256ro",
+        br: 128,
+        bc: 64,
+        workgroup_size: 256,
+        rowsum_reduce: true,
+        pv_half: false,
+        v_early: false,
+        o_half: true,
+    },
+    FaCm2Config {
+        name: "64x32w128ro",
+        br: 64,
+        bc: 32,
+        workgroup_size: 128,
+        rowsum_reduce: true,
+        pv_half: false,
+        v_early: false,
+        o_half: true,
     },
 ];
 
