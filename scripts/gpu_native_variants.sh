@@ -1,0 +1,45 @@
+#!/bin/bash
+# The cm2 attention and GEMM variants not yet timed on a GPU
+# (docs/webgpu.md, "Native Vulkan kernels": the attention's r/h/o/v
+# letters, the GEMM's `p`), beside the defaults, WGSL and PyTorch, on an
+# NVIDIA GPU machine with the Vulkan loader installed (see
+# scripts/gpu_side_by_side.sh). $1: a folder holding backplane,
+# backplane-conformance and libbackplane_webgpu.so built with
+# `--features native-vulkan`. Results in $OUT/variants-perf.txt,
+# $OUT/torch.txt and $OUT/variants-conformance.txt, appended as they come
+# (an estimated 6-8 minutes in all; the most telling first). FA_CASE and
+# GEMM_CASE replace the timed cases (e.g. small ones for a dry run on
+# lavapipe, with VK_DRIVER_FILES set to its manifest).
+. "$(dirname "$0")/gpu_native_env.sh" "$1"
+FA=${FA_CASE:-'kv=20000,nb=512,mask=true,type_KV=f16'}
+GEMM=${GEMM_CASE:-'type_a=f16,type_b=f32,m=4096,n=512,k=14336'}
+FA_VARIANTS="128x64w256 128x64w256ro 128x64w256rh 64x32w128ro 128x64w256r 128x64w256rhv 64x32w128rh 64x32w128rhv 64x64w128 64x64w128rh 64x32w128h"
+# perf LABEL CASES OP ENV...: the kernels that ran and the timings.
+perf() {
+  local label=$1 cases=$2 op=$3; shift 3
+  echo "== $label" | tee -a $OUT/variants-perf.txt
+  env "$@" BACKPLANE_WEBGPU_MATMUL_TRACE=1 timeout 90 $C perf --backend webgpu --op $op \
+    --min-time-ms 300 --case "$cases" > /tmp/perf.txt 2>&1
+  grep -o "native \(mul_mat\|flash_attn\)_[a-z0-9_]*\|keys split [0-9]* ways of [0-9]*" /tmp/perf.txt | sort | uniq -c \
+    | head -6 | tee -a $OUT/variants-perf.txt
+  grep "$op(" /tmp/perf.txt | tee -a $OUT/variants-perf.txt
+}
+# The first timing processes of a call run slow (docs/webgpu.md): warm up.
+perf "attention, auto (warming up)" "$FA" FLASH_ATTN_EXT
+perf "attention, WGSL" "$FA" FLASH_ATTN_EXT BACKPLANE_WEBGPU_NATIVE=off
+for c in $FA_VARIANTS; do
+  perf "attention $c" "$FA" FLASH_ATTN_EXT BACKPLANE_WEBGPU_NATIVE=on BACKPLANE_WEBGPU_NATIVE_FA=$c
+done
+perf "f16 GEMM, WGSL" "$GEMM" MUL_MAT BACKPLANE_WEBGPU_NATIVE=off
+for g in cm2_128x256k32h cm2_128x256k32hp cm2_128x128k32h cm2_128x128k32hp; do
+  perf "f16 GEMM $g" "$GEMM" MUL_MAT BACKPLANE_WEBGPU_NATIVE=on BACKPLANE_WEBGPU_NATIVE_GEMM=$g
+done
+perf "attention 128x64w256 again" "$FA" FLASH_ATTN_EXT BACKPLANE_WEBGPU_NATIVE=on \
+  BACKPLANE_WEBGPU_NATIVE_FA=128x64w256
+timeout 120 python3 "$(dirname "$0")/torch-baseline.py" 2>&1 | tee $OUT/torch.txt
+# Sampled conformance of the attention variants a default could take.
+for c in 128x64w256ro 128x64w256rh 64x32w128ro 128x64w256rhv; do
+  CONF_LIMIT=${CONF_LIMIT:-100} conf variants-conformance.txt 'flash_attn_cm2_[a-z0-9_]*' \
+    "attention $c, native=on, sampled" env BACKPLANE_WEBGPU_NATIVE=on BACKPLANE_WEBGPU_NATIVE_FA=$c \
+    $C test --backend webgpu --op FLASH_ATTN_EXT --tier sampled
+done
