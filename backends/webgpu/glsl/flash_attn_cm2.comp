@@ -268,15 +268,14 @@ void main() {
         [[unroll]] for (int i = 0; i < o.length(); ++i) {
             o[i] *= e_wide[i];
         }
-#endif
-#ifdef O_HALF
-#elif defined(PV_HALF)
+#ifdef PV_HALF
         coopmat<float16_t, gl_ScopeWorkgroup, BR, DVP, gl_MatrixUseAccumulator> pv =
             coopmat<float16_t, gl_ScopeWorkgroup, BR, DVP, gl_MatrixUseAccumulator>(0.0);
         pv = coopMatMulAdd(pa, vb, pv);
         o += coopmat<float, gl_ScopeWorkgroup, BR, DVP, gl_MatrixUseAccumulator>(pv);
 #else
         o = coopMatMulAdd(pa, vb, o);
+#endif
 #endif
     }
 #ifdef O_HALF
