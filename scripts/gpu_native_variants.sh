@@ -1,7 +1,7 @@
 #!/bin/bash
 # The cm2 attention and GEMM variants not yet timed on a GPU
 # (docs/webgpu.md, "Native Vulkan kernels": the attention's r/h/o/v
-# letters, the GEMM's `p`), beside the defaults, WGSL and PyTorch, on an
+# letters, the GEMM's `p` and `u`), beside the defaults, WGSL and PyTorch, on an
 # NVIDIA GPU machine with the Vulkan loader installed (see
 # scripts/gpu_side_by_side.sh). $1: a folder holding backplane,
 # backplane-conformance and libbackplane_webgpu.so built with
@@ -31,7 +31,8 @@ for c in $FA_VARIANTS; do
   perf "attention $c" "$FA" FLASH_ATTN_EXT BACKPLANE_WEBGPU_NATIVE=on BACKPLANE_WEBGPU_NATIVE_FA=$c
 done
 perf "f16 GEMM, WGSL" "$GEMM" MUL_MAT BACKPLANE_WEBGPU_NATIVE=off
-for g in cm2_128x256k32h cm2_128x256k32hp cm2_128x128k32h cm2_128x128k32hp; do
+for g in cm2_128x256k32h cm2_128x256k32hu cm2_128x256k64hu cm2_128x128k32hu cm2_128x128k64hu \
+  cm2_128x256k32hp cm2_128x128k32h cm2_128x128k32hp; do
   perf "f16 GEMM $g" "$GEMM" MUL_MAT BACKPLANE_WEBGPU_NATIVE=on BACKPLANE_WEBGPU_NATIVE_GEMM=$g
 done
 perf "attention 128x64w256 again" "$FA" FLASH_ATTN_EXT BACKPLANE_WEBGPU_NATIVE=on \
@@ -42,4 +43,10 @@ for c in 128x64w256ro 128x64w256rh 64x32w128ro 128x64w256rhv; do
   CONF_LIMIT=${CONF_LIMIT:-100} conf variants-conformance.txt 'flash_attn_cm2_[a-z0-9_]*' \
     "attention $c, native=on, sampled" env BACKPLANE_WEBGPU_NATIVE=on BACKPLANE_WEBGPU_NATIVE_FA=$c \
     $C test --backend webgpu --op FLASH_ATTN_EXT --tier sampled
+done
+# Sampled conformance of the unclamped GEMMs.
+for g in cm2_128x256k32hu cm2_128x128k32hu; do
+  CONF_LIMIT=${CONF_LIMIT:-100} conf variants-conformance.txt 'mul_mat_cm2_[a-z0-9_]*' \
+    "f16 GEMM $g, native=on, sampled" env BACKPLANE_WEBGPU_NATIVE=on BACKPLANE_WEBGPU_NATIVE_GEMM=$g \
+    $C test --backend webgpu --op MUL_MAT --tier sampled
 done

@@ -145,6 +145,11 @@ mod native {
             if c.prefetch {
                 defines.push(("PREFETCH", String::new()));
             }
+            if c.unclamped_unroll > 0 {
+                assert!(c.b_half, "{}: UNCLAMPED needs B_F16", c.name);
+                defines.push(("UNCLAMPED", String::new()));
+                defines.push(("UNROLL", format!("{}u", c.unclamped_unroll)));
+            }
             out.push(Variant {
                 name: format!("mul_mat_{}_f16", c.name),
                 file: "mul_mat_cm2.comp",

@@ -15,6 +15,11 @@
 // clamp to the tensors' sizes: loads past M, N or K give zeros and stores
 // past M or N are dropped, so partial tiles need no code either. With
 // PREFETCH the next step's blocks are loaded before this step's product.
+// With UNCLAMPED (B_F16 only) a tile that lies wholly inside M, N and
+// its K range, with 16-byte aligned rows, is loaded through layouts that
+// do not clamp, with its strides and offsets masked so the compiler sees
+// the alignment, and the K loop unrolled UNROLL steps deep; other tiles
+// take the clamped loop.
 
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
@@ -102,6 +107,42 @@ void main() {
 
     coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> acc =
         coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(0.0);
+#ifdef UNCLAMPED
+    const uint a_stride = p.a_nb1 >> 1;
+    const uint b_stride = p.b_nb1 * B_UNIT;
+    if (tile_m + BM <= p.M && tile_n + BN <= p.N && (k_end - k_begin) % BK == 0u &&
+        (a_stride | a_base | b_stride | b_base) % 8u == 0u) {
+        tensorLayoutNV<2> ua = createTensorLayoutNV(2);
+        ua = setTensorLayoutDimensionNV(ua, p.M, k_end);
+        ua = setTensorLayoutStrideNV(ua, a_stride & ~7u, 1);
+        tensorLayoutNV<2> ub = createTensorLayoutNV(2);
+        ub = setTensorLayoutDimensionNV(ub, p.N, k_end);
+        ub = setTensorLayoutStrideNV(ub, b_stride & ~7u, 1);
+        const uint a_at = a_base & ~7u;
+        const uint b_at = b_base & ~7u;
+        uint k0 = k_begin;
+        for (; k0 + UNROLL * BK <= k_end; k0 += UNROLL * BK) {
+            [[unroll]] for (uint j = 0u; j < UNROLL; ++j) {
+                coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> ua_m;
+                coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> ub_m;
+                coopMatLoadTensorNV(ua_m, a, a_at, sliceTensorLayoutNV(ua, tile_m, BM, k0 + j * BK, BK));
+                coopMatLoadTensorNV(ub_m, b, b_at, sliceTensorLayoutNV(ub, tile_n, BN, k0 + j * BK, BK),
+                                    transposed);
+                acc = coopMatMulAdd(ua_m, ub_m, acc);
+            }
+        }
+        for (; k0 < k_end; k0 += BK) {
+            coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> ua_m;
+            coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> ub_m;
+            coopMatLoadTensorNV(ua_m, a, a_at, sliceTensorLayoutNV(ua, tile_m, BM, k0, BK));
+            coopMatLoadTensorNV(ub_m, b, b_at, sliceTensorLayoutNV(ub, tile_n, BN, k0, BK), transposed);
+            acc = coopMatMulAdd(ua_m, ub_m, acc);
+        }
+        coopMatStoreTensorNV(acc, d, d_base, sliceTensorLayoutNV(ld, tile_n, BN, tile_m, BM),
+                             transposed);
+        return;
+    }
+#endif
 #ifdef B_F16
     coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> mb;
 #else

@@ -146,6 +146,10 @@ pub struct Cm2Config {
     /// The next step's blocks loaded before this step's product
     /// (`PREFETCH`), so the loads can overlap the multiply.
     pub prefetch: bool,
+    /// Whole, aligned tiles loaded without clamping, the K loop unrolled
+    /// this many steps deep (`UNCLAMPED`, `UNROLL`; needs `b_half`); 0:
+    /// every tile loaded through clamping layouts.
+    pub unclamped_unroll: u32,
 }
 
 /// Every cm2 GEMM configuration built (chosen by name only).
@@ -158,6 +162,7 @@ pub const CM2_CONFIGS: &[Cm2Config] = &[
         workgroup_size: 256,
         b_half: false,
         prefetch: false,
+        unclamped_unroll: 0,
     },
     Cm2Config {
         name: "cm2_128x256k32",
@@ -167,6 +172,7 @@ pub const CM2_CONFIGS: &[Cm2Config] = &[
         workgroup_size: 256,
         b_half: false,
         prefetch: false,
+        unclamped_unroll: 0,
     },
     Cm2Config {
         name: "cm2_128x256k64",
@@ -176,6 +182,7 @@ pub const CM2_CONFIGS: &[Cm2Config] = &[
         workgroup_size: 256,
         b_half: false,
         prefetch: false,
+        unclamped_unroll: 0,
     },
     Cm2Config {
         name: "cm2_128x128k32h",
@@ -185,6 +192,7 @@ pub const CM2_CONFIGS: &[Cm2Config] = &[
         workgroup_size: 256,
         b_half: true,
         prefetch: false,
+        unclamped_unroll: 0,
     },
     Cm2Config {
         name: "cm2_128x256k32h",
@@ -194,6 +202,7 @@ pub const CM2_CONFIGS: &[Cm2Config] = &[
         workgroup_size: 256,
         b_half: true,
         prefetch: false,
+        unclamped_unroll: 0,
     },
     Cm2Config {
         name: "cm2_128x256k64h",
@@ -203,6 +212,7 @@ pub const CM2_CONFIGS: &[Cm2Config] = &[
         workgroup_size: 256,
         b_half: true,
         prefetch: false,
+        unclamped_unroll: 0,
     },
     Cm2Config {
         name: "cm2_128x256k32hp",
@@ -212,6 +222,7 @@ pub const CM2_CONFIGS: &[Cm2Config] = &[
         workgroup_size: 256,
         b_half: true,
         prefetch: true,
+        unclamped_unroll: 0,
     },
     Cm2Config {
         name: "cm2_128x128k32hp",
@@ -221,6 +232,67 @@ pub const CM2_CONFIGS: &[Cm2Config] = &[
         workgroup_size: 256,
         b_half: true,
         prefetch: true,
+        unclamped_unroll: 0,
+    },
+    Cm2Config {
+        name: "cm2_128x256k32hu",
+        bm: 128,
+        bn: 256,
+        bk: 32,
+        workgroup_size: 256,
+        b_half: true,
+        prefetch: false,
+        unclamped_unroll: 8,
+    },
+    Cm2Config {
+        name: "cm2_128x256k64hu",
+        bm: 128,
+        bn: 256,
+        bk: 64,
+        workgroup_size: 256,
+        b_half: true,
+        prefetch: false,
+        unclamped_unroll: 8,
+    },
+    Cm2Config {
+        name: "cm2_128x128k32hu",
+        bm: 128,
+        bn: 128,
+        bk: 32,
+        workgroup_size: 256,
+        b_half: true,
+        prefetch: false,
+        unclamped_unroll: 8,
+    },
+    Cm2Config {
+        name: "cm2_128x128k64hu",
+        bm: 128,
+        bn: 128,
+        bk: 64,
+        workgroup_size: 256,
+        b_half: true,
+        prefetch: false,
+        unclamped_unroll: 8,
+    },
+    Cm2Config {
+        name: "cm2_128x256k32hu1",
+        bm: 128,
+        bn: 256,
+        bk: 32,
+        workgroup_size: 256,
+        b_half: true,
+        prefetch: false,
+        unclamped_unroll: 1,
+    },
+    Cm2Config {
+        name: "cm2_128x256k64hu1",
+        bm: 128,
+        bn: 256,
+        bk: 64,
+        workgroup_size: 256,
+        b_half: true,
+        prefetch: false,
+        unclamped_unroll: 1,
     },
 ];
 
