@@ -120,24 +120,21 @@ void main() {
         ub = setTensorLayoutStrideNV(ub, b_stride & ~7u, 1);
         const uint a_at = a_base & ~7u;
         const uint b_at = b_base & ~7u;
+        // One K step at k: its two blocks and their product.
+#define UNCLAMPED_STEP(k)                                                                      \
+        {                                                                                      \
+            coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> ua_m;                 \
+            coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> ub_m;                 \
+            coopMatLoadTensorNV(ua_m, a, a_at, sliceTensorLayoutNV(ua, tile_m, BM, k, BK));    \
+            coopMatLoadTensorNV(ub_m, b, b_at, sliceTensorLayoutNV(ub, tile_n, BN, k, BK),     \
+                                transposed);                                                   \
+            acc = coopMatMulAdd(ua_m, ub_m, acc);                                              \
+        }
         uint k0 = k_begin;
         for (; k0 + UNROLL * BK <= k_end; k0 += UNROLL * BK) {
-            [[unroll]] for (uint j = 0u; j < UNROLL; ++j) {
-                coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> ua_m;
-                coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> ub_m;
-                coopMatLoadTensorNV(ua_m, a, a_at, sliceTensorLayoutNV(ua, tile_m, BM, k0 + j * BK, BK));
-                coopMatLoadTensorNV(ub_m, b, b_at, sliceTensorLayoutNV(ub, tile_n, BN, k0 + j * BK, BK),
-                                    transposed);
-                acc = coopMatMulAdd(ua_m, ub_m, acc);
-            }
+            [[unroll]] for (uint j = 0u; j < UNROLL; ++j) UNCLAMPED_STEP(k0 + j * BK)
         }
-        for (; k0 < k_end; k0 += BK) {
-            coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> ua_m;
-            coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> ub_m;
-            coopMatLoadTensorNV(ua_m, a, a_at, sliceTensorLayoutNV(ua, tile_m, BM, k0, BK));
-            coopMatLoadTensorNV(ub_m, b, b_at, sliceTensorLayoutNV(ub, tile_n, BN, k0, BK), transposed);
-            acc = coopMatMulAdd(ua_m, ub_m, acc);
-        }
+        for (; k0 < k_end; k0 += BK) UNCLAMPED_STEP(k0)
         coopMatStoreTensorNV(acc, d, d_base, sliceTensorLayoutNV(ld, tile_n, BN, tile_m, BM),
                              transposed);
         return;

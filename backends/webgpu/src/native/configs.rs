@@ -152,147 +152,83 @@ pub struct Cm2Config {
     pub unclamped_unroll: u32,
 }
 
-/// Every cm2 GEMM configuration built (chosen by name only).
+impl Cm2Config {
+    /// A `bm` x `bn` tile, `bk` per step, 256 invocations, f32 activations
+    /// loaded as they are, every tile through clamping layouts, no
+    /// prefetch: the base the table's variants change.
+    pub const fn tile(name: &'static str, bm: u32, bn: u32, bk: u32) -> Cm2Config {
+        Cm2Config {
+            name,
+            bm,
+            bn,
+            bk,
+            workgroup_size: 256,
+            b_half: false,
+            prefetch: false,
+            unclamped_unroll: 0,
+        }
+    }
+}
+
+/// Every cm2 GEMM configuration built (chosen by name only). A name is
+/// `cm2_{bm}x{bn}k{bk}` and the letters of what differs from
+/// [`Cm2Config::tile`]: `h` f16 activations, `p` prefetch, `u` (`u1`)
+/// unclamped loads unrolled 8 (1) deep.
 pub const CM2_CONFIGS: &[Cm2Config] = &[
+    Cm2Config::tile("cm2_128x128k32", 128, 128, 32),
+    Cm2Config::tile("cm2_128x256k32", 128, 256, 32),
+    Cm2Config::tile("cm2_128x256k64", 128, 256, 64),
     Cm2Config {
-        name: "cm2_128x128k32",
-        bm: 128,
-        bn: 128,
-        bk: 32,
-        workgroup_size: 256,
-        b_half: false,
-        prefetch: false,
-        unclamped_unroll: 0,
-    },
-    Cm2Config {
-        name: "cm2_128x256k32",
-        bm: 128,
-        bn: 256,
-        bk: 32,
-        workgroup_size: 256,
-        b_half: false,
-        prefetch: false,
-        unclamped_unroll: 0,
-    },
-    Cm2Config {
-        name: "cm2_128x256k64",
-        bm: 128,
-        bn: 256,
-        bk: 64,
-        workgroup_size: 256,
-        b_half: false,
-        prefetch: false,
-        unclamped_unroll: 0,
-    },
-    Cm2Config {
-        name: "cm2_128x128k32h",
-        bm: 128,
-        bn: 128,
-        bk: 32,
-        workgroup_size: 256,
         b_half: true,
-        prefetch: false,
-        unclamped_unroll: 0,
+        ..Cm2Config::tile("cm2_128x128k32h", 128, 128, 32)
     },
     Cm2Config {
-        name: "cm2_128x256k32h",
-        bm: 128,
-        bn: 256,
-        bk: 32,
-        workgroup_size: 256,
         b_half: true,
-        prefetch: false,
-        unclamped_unroll: 0,
+        ..Cm2Config::tile("cm2_128x256k32h", 128, 256, 32)
     },
     Cm2Config {
-        name: "cm2_128x256k64h",
-        bm: 128,
-        bn: 256,
-        bk: 64,
-        workgroup_size: 256,
         b_half: true,
-        prefetch: false,
-        unclamped_unroll: 0,
+        ..Cm2Config::tile("cm2_128x256k64h", 128, 256, 64)
     },
     Cm2Config {
-        name: "cm2_128x256k32hp",
-        bm: 128,
-        bn: 256,
-        bk: 32,
-        workgroup_size: 256,
         b_half: true,
         prefetch: true,
-        unclamped_unroll: 0,
+        ..Cm2Config::tile("cm2_128x256k32hp", 128, 256, 32)
     },
     Cm2Config {
-        name: "cm2_128x128k32hp",
-        bm: 128,
-        bn: 128,
-        bk: 32,
-        workgroup_size: 256,
         b_half: true,
         prefetch: true,
-        unclamped_unroll: 0,
+        ..Cm2Config::tile("cm2_128x128k32hp", 128, 128, 32)
     },
     Cm2Config {
-        name: "cm2_128x256k32hu",
-        bm: 128,
-        bn: 256,
-        bk: 32,
-        workgroup_size: 256,
         b_half: true,
-        prefetch: false,
         unclamped_unroll: 8,
+        ..Cm2Config::tile("cm2_128x256k32hu", 128, 256, 32)
     },
     Cm2Config {
-        name: "cm2_128x256k64hu",
-        bm: 128,
-        bn: 256,
-        bk: 64,
-        workgroup_size: 256,
         b_half: true,
-        prefetch: false,
         unclamped_unroll: 8,
+        ..Cm2Config::tile("cm2_128x256k64hu", 128, 256, 64)
     },
     Cm2Config {
-        name: "cm2_128x128k32hu",
-        bm: 128,
-        bn: 128,
-        bk: 32,
-        workgroup_size: 256,
         b_half: true,
-        prefetch: false,
         unclamped_unroll: 8,
+        ..Cm2Config::tile("cm2_128x128k32hu", 128, 128, 32)
     },
     Cm2Config {
-        name: "cm2_128x128k64hu",
-        bm: 128,
-        bn: 128,
-        bk: 64,
-        workgroup_size: 256,
         b_half: true,
-        prefetch: false,
         unclamped_unroll: 8,
+        ..Cm2Config::tile("cm2_128x128k64hu", 128, 128, 64)
     },
     Cm2Config {
-        name: "cm2_128x256k32hu1",
-        bm: 128,
-        bn: 256,
-        bk: 32,
-        workgroup_size: 256,
         b_half: true,
-        prefetch: false,
         unclamped_unroll: 1,
+        ..Cm2Config::tile("cm2_128x256k32hu1", 128, 256, 32)
     },
     Cm2Config {
-        name: "cm2_128x256k64hu1",
-        bm: 128,
-        bn: 256,
-        bk: 64,
-        workgroup_size: 256,
         b_half: true,
-        prefetch: false,
         unclamped_unroll: 1,
+        ..Cm2Config::tile("cm2_128x256k64hu1", 128, 256, 64)
     },
 ];
 

@@ -225,6 +225,31 @@ mod tests {
     }
 
     #[test]
+    fn every_cm2_gemm_name_says_what_its_configuration_is() {
+        for c in configs::CM2_CONFIGS {
+            let unclamped = match c.unclamped_unroll {
+                0 => String::new(),
+                8 => "u".into(),
+                n => format!("u{n}"),
+            };
+            let name = format!(
+                "cm2_{}x{}k{}{}{}{unclamped}",
+                c.bm,
+                c.bn,
+                c.bk,
+                if c.b_half { "h" } else { "" },
+                if c.prefetch { "p" } else { "" },
+            );
+            assert_eq!(c.name, name);
+            assert!(
+                c.unclamped_unroll == 0 || c.b_half,
+                "{}: UNCLAMPED needs B_F16",
+                c.name
+            );
+        }
+    }
+
+    #[test]
     fn the_summary_names_what_is_enabled_or_why_nothing_is() {
         let none = NativeFeatures::unavailable("not a Vulkan adapter");
         assert_eq!(none.summary(), "no native kernels: not a Vulkan adapter");
