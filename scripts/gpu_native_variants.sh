@@ -1,27 +1,34 @@
 #!/bin/bash
 # The cm2 attention and GEMM variants (docs/webgpu.md, "Native Vulkan
-# kernels": the attention's r/h/o/v letters, the GEMM's `p` and `u`)
+# kernels": the attention's letters, the GEMM's `w`, `p`, `u` and `f`)
 # beside the defaults, WGSL and PyTorch, on an NVIDIA GPU machine with
 # the Vulkan loader installed (see scripts/gpu_side_by_side.sh). $1: a
-# folder holding backplane, backplane-conformance and
-# libbackplane_webgpu.so built with `--features native-vulkan`. Results
-# in $OUT/variants-perf.txt, $OUT/torch.txt and
-# $OUT/variants-conformance.txt, appended as they come (an estimated 6-8
-# minutes in all). A process timing the GPU sometimes runs 2-4x slow
-# whichever kernel it runs (docs/webgpu.md), so the candidates are timed
-# in two rounds, each beside the defaults, and only a figure repeated in
-# both rounds counts. FA_CASE and GEMM_CASE replace the timed cases (e.g.
+# folder holding backplane, backplane-conformance, libbackplane_webgpu.so
+# and the example coopmat_peak, built with `--features native-vulkan`.
+# $2: `perf` (the peak probe, the timings and PyTorch: about 6 minutes)
+# or `conformance` (the candidates' conformance: about 8 minutes); both
+# when absent. Results in $OUT/peak.txt, $OUT/variants-perf.txt,
+# $OUT/torch.txt and $OUT/variants-conformance.txt, appended as they
+# come. A process timing the GPU sometimes runs 2-4x slow whichever
+# kernel it runs (docs/webgpu.md), so the candidates are timed in two
+# rounds, each beside the defaults, and only a figure repeated in both
+# rounds counts. FA_CASE and GEMM_CASE replace the timed cases (e.g.
 # small ones for a dry run on lavapipe, with VK_DRIVER_FILES set to its
 # manifest).
 . "$(dirname "$0")/gpu_native_env.sh" "$1"
 FA=${FA_CASE:-'kv=20000,nb=512,mask=true,type_KV=f16'}
 GEMM=${GEMM_CASE:-'type_a=f16,type_b=f32,m=4096,n=512,k=14336'}
+STEPS=${2:-perf conformance}
 # The defaults first, then the candidates: the ones near the defaults on
 # the H200 on 2026-12-07 (`ro`), the ones whose figures there looked like
 # a slow process (`r`, `rh`, `64x32w128ro`, ggml's tile with O in f16),
-# and the unclamped GEMMs not unrolled (`hu1`, built after that run).
-FA_VARIANTS="128x64w256 64x64w128 128x64w256ro 128x64w256r 128x64w256rh 64x32w128ro"
-GEMM_VARIANTS="cm2_128x256k32h cm2_128x256k32hu1 cm2_128x256k64hu1"
+# the unclamped GEMMs not unrolled (`hu1`), 512 invocations sharing the
+# same tiles (`w512`: half the accumulator per invocation), and, to
+# measure what f16 sums give (ggml's default precision; backplane
+# computes at f32, so these are never chosen), the scores in f16 (`s`,
+# `so`) and the GEMM's accumulator in f16 (`f`).
+FA_VARIANTS="128x64w256 64x64w128 128x64w256ro 128x64w256r 128x64w256rh 64x32w128ro 128x64w512 128x64w256s 128x64w256so"
+GEMM_VARIANTS="cm2_128x256k32h cm2_128x256k32hu1 cm2_128x256k64hu1 cm2_128x256k32w512h cm2_128x256k64w512h cm2_128x256k32hf cm2_128x256k64hf"
 # perf LABEL CASES OP ENV...: the kernels that ran and the timings.
 perf() {
   local label=$1 cases=$2 op=$3; shift 3
@@ -32,6 +39,11 @@ perf() {
     | head -6 | tee -a $OUT/variants-perf.txt
   grep "$op(" /tmp/perf.txt | tee -a $OUT/variants-perf.txt
 }
+if [[ " $STEPS " == *" perf "* ]]; then
+if [ -x $N/coopmat_peak ]; then
+  echo "== cooperative-matrix peak (coopmat_peak)" | tee -a $OUT/peak.txt
+  timeout 60 $N/coopmat_peak 2>&1 | tee -a $OUT/peak.txt
+fi
 perf "attention, auto (warming up)" "$FA" FLASH_ATTN_EXT
 perf "attention, WGSL" "$FA" FLASH_ATTN_EXT BACKPLANE_WEBGPU_NATIVE=off
 perf "f16 GEMM, WGSL" "$GEMM" MUL_MAT BACKPLANE_WEBGPU_NATIVE=off
@@ -48,13 +60,15 @@ for round in 1 2; do
   done
 done
 timeout 120 python3 "$(dirname "$0")/torch-baseline.py" 2>&1 | tee $OUT/torch.txt
+fi
+[[ " $STEPS " == *" conformance "* ]] || exit 0
 # Conformance of the candidates not yet checked on a GPU.
-for g in cm2_128x256k32hu1 cm2_128x256k64hu1; do
+for g in cm2_128x256k32hu1 cm2_128x256k64hu1 cm2_128x256k32w512h cm2_128x256k64w512h; do
   CONF_LIMIT=${CONF_LIMIT:-100} conf variants-conformance.txt 'mul_mat_cm2_[a-z0-9_]*' \
     "f16 GEMM $g, native=on, default tier" env BACKPLANE_WEBGPU_NATIVE=on \
     BACKPLANE_WEBGPU_NATIVE_GEMM=$g $C test --backend webgpu --op MUL_MAT
 done
-for c in 128x64w256r 128x64w256rh 64x32w128ro; do
+for c in 128x64w512 128x64w256r 128x64w256rh 64x32w128ro; do
   CONF_LIMIT=${CONF_LIMIT:-100} conf variants-conformance.txt 'flash_attn_cm2_[a-z0-9_]*' \
     "attention $c, native=on, sampled" env BACKPLANE_WEBGPU_NATIVE=on BACKPLANE_WEBGPU_NATIVE_FA=$c \
     $C test --backend webgpu --op FLASH_ATTN_EXT --tier sampled

@@ -52,7 +52,7 @@ mod native {
 
     use crate::configs::{
         CM2_CONFIGS, COOPMAT_SHAPES, FA_CM2_CONFIGS, FA_CM2_HEADS, GEMM_CONFIGS, MATVEC_CONFIGS,
-        MATVEC_MAX_COLS,
+        MATVEC_MAX_COLS, PEAK_CONFIGS,
     };
 
     /// Weight types of the native mat-vec, with their macro.
@@ -150,11 +150,38 @@ mod native {
                 defines.push(("UNCLAMPED", String::new()));
                 defines.push(("UNROLL", format!("{}u", c.unclamped_unroll)));
             }
+            if c.f16_acc {
+                defines.push(("ACC_F16", String::new()));
+            }
             out.push(Variant {
                 name: format!("mul_mat_{}_f16", c.name),
                 file: "mul_mat_cm2.comp",
                 defines,
                 vulkan_1_3: true,
+            });
+        }
+        for c in PEAK_CONFIGS {
+            let mut defines = vec![
+                ("BM", c.bm.to_string()),
+                ("BN", c.bn.to_string()),
+                ("BK", c.bk.to_string()),
+                ("WG_SIZE", c.workgroup_size.to_string()),
+            ];
+            if c.workgroup_scope {
+                defines.push(("WORKGROUP_SCOPE", String::new()));
+            }
+            if c.shared {
+                assert!(!c.workgroup_scope, "{}: SHARED is for KHR matrices", c.name);
+                defines.push(("SHARED", String::new()));
+            }
+            if c.f16_acc {
+                defines.push(("ACC_F16", String::new()));
+            }
+            out.push(Variant {
+                name: format!("coopmat_peak_{}", c.name),
+                file: "coopmat_peak.comp",
+                defines,
+                vulkan_1_3: c.workgroup_scope,
             });
         }
         for c in FA_CM2_CONFIGS {
@@ -177,6 +204,9 @@ mod native {
                 }
                 if c.o_half {
                     defines.push(("O_HALF", String::new()));
+                }
+                if c.s_half {
+                    defines.push(("S_HALF", String::new()));
                 }
                 out.push(Variant {
                     name: format!("flash_attn_cm2_{}_{dk}x{dv}", c.name),

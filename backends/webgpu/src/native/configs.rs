@@ -150,6 +150,10 @@ pub struct Cm2Config {
     /// this many steps deep (`UNCLAMPED`, `UNROLL`; needs `b_half`); 0:
     /// every tile loaded through clamping layouts.
     pub unclamped_unroll: u32,
+    /// The accumulator in f16 (`ACC_F16`), as ggml's Vulkan GEMMs at
+    /// their default precision. Below f32 precision: a measuring variant
+    /// only, never chosen by default.
+    pub f16_acc: bool,
 }
 
 impl Cm2Config {
@@ -166,14 +170,15 @@ impl Cm2Config {
             b_half: false,
             prefetch: false,
             unclamped_unroll: 0,
+            f16_acc: false,
         }
     }
 }
 
 /// Every cm2 GEMM configuration built (chosen by name only). A name is
-/// `cm2_{bm}x{bn}k{bk}` and the letters of what differs from
-/// [`Cm2Config::tile`]: `h` f16 activations, `p` prefetch, `u` (`u1`)
-/// unclamped loads unrolled 8 (1) deep.
+/// `cm2_{bm}x{bn}k{bk}` and what differs from [`Cm2Config::tile`]:
+/// `w{n}` n invocations, `h` f16 activations, `p` prefetch, `u` (`u1`)
+/// unclamped loads unrolled 8 (1) deep, `f` f16 accumulator.
 pub const CM2_CONFIGS: &[Cm2Config] = &[
     Cm2Config::tile("cm2_128x128k32", 128, 128, 32),
     Cm2Config::tile("cm2_128x256k32", 128, 256, 32),
@@ -229,6 +234,26 @@ pub const CM2_CONFIGS: &[Cm2Config] = &[
         b_half: true,
         unclamped_unroll: 1,
         ..Cm2Config::tile("cm2_128x256k64hu1", 128, 256, 64)
+    },
+    Cm2Config {
+        workgroup_size: 512,
+        b_half: true,
+        ..Cm2Config::tile("cm2_128x256k32w512h", 128, 256, 32)
+    },
+    Cm2Config {
+        workgroup_size: 512,
+        b_half: true,
+        ..Cm2Config::tile("cm2_128x256k64w512h", 128, 256, 64)
+    },
+    Cm2Config {
+        b_half: true,
+        f16_acc: true,
+        ..Cm2Config::tile("cm2_128x256k32hf", 128, 256, 32)
+    },
+    Cm2Config {
+        b_half: true,
+        f16_acc: true,
+        ..Cm2Config::tile("cm2_128x256k64hf", 128, 256, 64)
     },
 ];
 
@@ -328,6 +353,29 @@ pub struct FaCm2Config {
     pub v_early: bool,
     /// O kept in f16 (`O_HALF`; ggml's CPU kernel sums f16 V in f16).
     pub o_half: bool,
+    /// The scores Q K^T summed in f16 before the f32 softmax (`S_HALF`),
+    /// as ggml's Vulkan kernels do at their default precision. Below f32
+    /// precision: a measuring variant only, never chosen by `auto`.
+    pub s_half: bool,
+}
+
+impl FaCm2Config {
+    /// `br` queries against `bc` keys per step over `workgroup_size`
+    /// invocations, every sum in f32, K and V loaded in turn: the base the
+    /// table's variants change.
+    pub const fn tile(name: &'static str, br: u32, bc: u32, workgroup_size: u32) -> FaCm2Config {
+        FaCm2Config {
+            name,
+            br,
+            bc,
+            workgroup_size,
+            rowsum_reduce: false,
+            pv_half: false,
+            v_early: false,
+            o_half: false,
+            s_half: false,
+        }
+    }
 }
 
 /// Every cm2 attention configuration built. Without a name forced, head
@@ -336,147 +384,70 @@ pub struct FaCm2Config {
 /// subgroup at least 16 query rows: on an H100 (driver 580.159.04) 64
 /// rows over 8 subgroups gave wrong results in 87 of 1,333 cases; 128
 /// rows over 4 subgroups, and 128 x 128 blocks, ran far slower or not at
-/// all there, and are not built either.
+/// all there, and are not built either. A name is `{br}x{bc}w{invocations}`
+/// and the letters of what differs from [`FaCm2Config::tile`], in this
+/// order: `r` row-sum reduce, `h` P V in f16, `s` scores in f16, `v` V
+/// loaded early, `o` O in f16.
 pub const FA_CM2_CONFIGS: &[FaCm2Config] = &[
+    FaCm2Config::tile("128x64w256", 128, 64, 256),
+    FaCm2Config::tile("64x64w128", 64, 64, 128),
+    FaCm2Config::tile("64x32w128", 64, 32, 128),
+    FaCm2Config::tile("32x32w128", 32, 32, 128),
+    FaCm2Config::tile("128x32w256", 128, 32, 256),
     FaCm2Config {
-        name: "128x64w256",
-        br: 128,
-        bc: 64,
-        workgroup_size: 256,
-        rowsum_reduce: false,
-        pv_half: false,
-        v_early: false,
-        o_half: false,
-    },
-    FaCm2Config {
-        name: "64x64w128",
-        br: 64,
-        bc: 64,
-        workgroup_size: 128,
-        rowsum_reduce: false,
-        pv_half: false,
-        v_early: false,
-        o_half: false,
-    },
-    FaCm2Config {
-        name: "64x32w128",
-        br: 64,
-        bc: 32,
-        workgroup_size: 128,
-        rowsum_reduce: false,
-        pv_half: false,
-        v_early: false,
-        o_half: false,
-    },
-    FaCm2Config {
-        name: "32x32w128",
-        br: 32,
-        bc: 32,
-        workgroup_size: 128,
-        rowsum_reduce: false,
-        pv_half: false,
-        v_early: false,
-        o_half: false,
-    },
-    FaCm2Config {
-        name: "128x32w256",
-        br: 128,
-        bc: 32,
-        workgroup_size: 256,
-        rowsum_reduce: false,
-        pv_half: false,
-        v_early: false,
-        o_half: false,
-    },
-    FaCm2Config {
-        name: "128x64w256r",
-        br: 128,
-        bc: 64,
-        workgroup_size: 256,
         rowsum_reduce: true,
-        pv_half: false,
-        v_early: false,
-        o_half: false,
+        ..FaCm2Config::tile("128x64w256r", 128, 64, 256)
     },
     FaCm2Config {
-        name: "128x64w256rh",
-        br: 128,
-        bc: 64,
-        workgroup_size: 256,
         rowsum_reduce: true,
         pv_half: true,
-        v_early: false,
-        o_half: false,
+        ..FaCm2Config::tile("128x64w256rh", 128, 64, 256)
     },
     FaCm2Config {
-        name: "64x64w128rh",
-        br: 64,
-        bc: 64,
-        workgroup_size: 128,
         rowsum_reduce: true,
         pv_half: true,
-        v_early: false,
-        o_half: false,
+        ..FaCm2Config::tile("64x64w128rh", 64, 64, 128)
     },
     FaCm2Config {
-        name: "64x32w128rh",
-        br: 64,
-        bc: 32,
-        workgroup_size: 128,
         rowsum_reduce: true,
         pv_half: true,
-        v_early: false,
-        o_half: false,
+        ..FaCm2Config::tile("64x32w128rh", 64, 32, 128)
     },
     FaCm2Config {
-        name: "64x32w128h",
-        br: 64,
-        bc: 32,
-        workgroup_size: 128,
-        rowsum_reduce: false,
         pv_half: true,
-        v_early: false,
-        o_half: false,
+        ..FaCm2Config::tile("64x32w128h", 64, 32, 128)
     },
     FaCm2Config {
-        name: "128x64w256rhv",
-        br: 128,
-        bc: 64,
-        workgroup_size: 256,
         rowsum_reduce: true,
         pv_half: true,
         v_early: true,
-        o_half: false,
+        ..FaCm2Config::tile("128x64w256rhv", 128, 64, 256)
     },
     FaCm2Config {
-        name: "64x32w128rhv",
-        br: 64,
-        bc: 32,
-        workgroup_size: 128,
         rowsum_reduce: true,
         pv_half: true,
         v_early: true,
-        o_half: false,
+        ..FaCm2Config::tile("64x32w128rhv", 64, 32, 128)
     },
     FaCm2Config {
-        name: "128x64w256ro",
-        br: 128,
-        bc: 64,
-        workgroup_size: 256,
         rowsum_reduce: true,
-        pv_half: false,
-        v_early: false,
         o_half: true,
+        ..FaCm2Config::tile("128x64w256ro", 128, 64, 256)
     },
     FaCm2Config {
-        name: "64x32w128ro",
-        br: 64,
-        bc: 32,
-        workgroup_size: 128,
         rowsum_reduce: true,
-        pv_half: false,
-        v_early: false,
         o_half: true,
+        ..FaCm2Config::tile("64x32w128ro", 64, 32, 128)
+    },
+    FaCm2Config::tile("128x64w512", 128, 64, 512),
+    FaCm2Config {
+        s_half: true,
+        ..FaCm2Config::tile("128x64w256s", 128, 64, 256)
+    },
+    FaCm2Config {
+        s_half: true,
+        o_half: true,
+        ..FaCm2Config::tile("128x64w256so", 128, 64, 256)
     },
 ];
 
@@ -492,4 +463,149 @@ pub const FA_CM2_HEADS: &[(u32, u32)] = &[
     (192, 128),
     (192, 192),
     (256, 256),
+];
+
+/// One configuration of the cooperative-matrix peak probe
+/// (`glsl/coopmat_peak.comp`, run by `examples/coopmat_peak.rs`):
+/// matrices held in registers and multiplied in a loop with no memory
+/// traffic, so the multiply-add rate the device reaches through this API.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeakConfig {
+    /// Name in the kernel names (`coopmat_peak_khr32x64`).
+    pub name: &'static str,
+    /// `VK_NV_cooperative_matrix2` workgroup-scope matrices (one BM x BN
+    /// accumulator per workgroup) instead of KHR subgroup-scope 16 x 16
+    /// ones (a BM x BN grid of them per subgroup, K = 16).
+    pub workgroup_scope: bool,
+    /// Accumulator rows (of a workgroup or of a subgroup).
+    pub bm: u32,
+    /// Accumulator columns.
+    pub bn: u32,
+    /// K of one multiply-add (16 at subgroup scope).
+    pub bk: u32,
+    /// Invocations of a workgroup.
+    pub workgroup_size: u32,
+    /// f16 accumulators instead of f32.
+    pub f16_acc: bool,
+    /// Each step loads its matrices from workgroup memory first
+    /// (`SHARED`, subgroup scope only), as a GEMM's inner loop does.
+    pub shared: bool,
+}
+
+impl PeakConfig {
+    /// Multiply-add flops one workgroup does per loop step, with
+    /// subgroups of `subgroup_size` invocations.
+    pub const fn flops_per_step(&self, subgroup_size: u32) -> u64 {
+        let one = 2 * self.bm as u64 * self.bn as u64 * self.bk as u64;
+        if self.workgroup_scope {
+            one
+        } else {
+            one * (self.workgroup_size / subgroup_size) as u64
+        }
+    }
+}
+
+/// Every peak-probe configuration built: the KHR shapes of one subgroup's
+/// share of the GEMM tiles, and the cm2 GEMM's workgroup tiles.
+pub const PEAK_CONFIGS: &[PeakConfig] = &[
+    PeakConfig {
+        name: "khr32x32s",
+        workgroup_scope: false,
+        bm: 32,
+        bn: 32,
+        bk: 16,
+        workgroup_size: 128,
+        f16_acc: false,
+        shared: true,
+    },
+    PeakConfig {
+        name: "khr32x64s",
+        workgroup_scope: false,
+        bm: 32,
+        bn: 64,
+        bk: 16,
+        workgroup_size: 128,
+        f16_acc: false,
+        shared: true,
+    },
+    PeakConfig {
+        name: "khr64x64s",
+        workgroup_scope: false,
+        bm: 64,
+        bn: 64,
+        bk: 16,
+        workgroup_size: 128,
+        f16_acc: false,
+        shared: true,
+    },
+    PeakConfig {
+        name: "khr32x64",
+        workgroup_scope: false,
+        bm: 32,
+        bn: 64,
+        bk: 16,
+        workgroup_size: 128,
+        f16_acc: false,
+        shared: false,
+    },
+    PeakConfig {
+        name: "khr32x64f",
+        workgroup_scope: false,
+        bm: 32,
+        bn: 64,
+        bk: 16,
+        workgroup_size: 128,
+        f16_acc: true,
+        shared: false,
+    },
+    PeakConfig {
+        name: "khr64x64",
+        workgroup_scope: false,
+        bm: 64,
+        bn: 64,
+        bk: 16,
+        workgroup_size: 128,
+        f16_acc: false,
+        shared: false,
+    },
+    PeakConfig {
+        name: "cm2_128x256k32",
+        workgroup_scope: true,
+        bm: 128,
+        bn: 256,
+        bk: 32,
+        workgroup_size: 256,
+        f16_acc: false,
+        shared: false,
+    },
+    PeakConfig {
+        name: "cm2_128x256k32f",
+        workgroup_scope: true,
+        bm: 128,
+        bn: 256,
+        bk: 32,
+        workgroup_size: 256,
+        f16_acc: true,
+        shared: false,
+    },
+    PeakConfig {
+        name: "cm2_128x256k32w512",
+        workgroup_scope: true,
+        bm: 128,
+        bn: 256,
+        bk: 32,
+        workgroup_size: 512,
+        f16_acc: false,
+        shared: false,
+    },
+    PeakConfig {
+        name: "cm2_128x128k32",
+        workgroup_scope: true,
+        bm: 128,
+        bn: 128,
+        bk: 32,
+        workgroup_size: 256,
+        f16_acc: false,
+        shared: false,
+    },
 ];

@@ -110,6 +110,9 @@ mod tests {
                 available(&format!("flash_attn_cm2_{}_{dk}x{dv}", c.name)).unwrap();
             }
         }
+        for c in super::super::configs::PEAK_CONFIGS {
+            available(&format!("coopmat_peak_{}", c.name)).unwrap();
+        }
         assert!(
             available("mul_mat_vec_q4_1_n1")
                 .unwrap_err()

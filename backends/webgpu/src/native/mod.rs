@@ -104,6 +104,22 @@ pub struct NativeFeatures {
     /// As `coopmat2_gemm`, with the row reductions and per-element
     /// operations the cm2 attention needs.
     pub coopmat2_attention: bool,
+    /// The most invocations a workgroup using workgroup-scope matrices
+    /// may have (`cooperativeMatrixWorkgroupScopeMaxWorkgroupSize`).
+    pub coopmat2_max_workgroup: u32,
+}
+
+/// Whether a cm2 kernel of `invocations` fits the device's workgroup-scope
+/// limit, or why not (`what` names the kernel).
+pub fn cm2_workgroup_fits(f: &NativeFeatures, what: &str, invocations: u32) -> Result<(), String> {
+    if invocations > f.coopmat2_max_workgroup {
+        return Err(format!(
+            "{what}: {invocations} invocations, past the device's \
+             cooperativeMatrixWorkgroupScopeMaxWorkgroupSize of {}",
+            f.coopmat2_max_workgroup
+        ));
+    }
+    Ok(())
 }
 
 impl NativeFeatures {
@@ -144,7 +160,10 @@ impl NativeFeatures {
             parts.push(format!("KHR cooperative matrix {}", shapes.join("/")));
         }
         if self.coopmat2 {
-            parts.push("NV cooperative matrix 2".into());
+            parts.push(format!(
+                "NV cooperative matrix 2 (workgroup scope up to {} invocations)",
+                self.coopmat2_max_workgroup
+            ));
         }
         format!("native Vulkan: {}", parts.join(", "))
     }
@@ -232,13 +251,18 @@ mod tests {
                 8 => "u".into(),
                 n => format!("u{n}"),
             };
+            let invocations = match c.workgroup_size {
+                256 => String::new(),
+                n => format!("w{n}"),
+            };
             let name = format!(
-                "cm2_{}x{}k{}{}{}{unclamped}",
+                "cm2_{}x{}k{}{invocations}{}{}{unclamped}{}",
                 c.bm,
                 c.bn,
                 c.bk,
                 if c.b_half { "h" } else { "" },
                 if c.prefetch { "p" } else { "" },
+                if c.f16_acc { "f" } else { "" },
             );
             assert_eq!(c.name, name);
             assert!(
@@ -246,6 +270,24 @@ mod tests {
                 "{}: UNCLAMPED needs B_F16",
                 c.name
             );
+        }
+    }
+
+    #[test]
+    fn every_cm2_attention_name_says_what_its_configuration_is() {
+        for c in configs::FA_CM2_CONFIGS {
+            let letters: String = [
+                (c.rowsum_reduce, 'r'),
+                (c.pv_half, 'h'),
+                (c.s_half, 's'),
+                (c.v_early, 'v'),
+                (c.o_half, 'o'),
+            ]
+            .iter()
+            .filter_map(|&(on, letter)| on.then_some(letter))
+            .collect();
+            let name = format!("{}x{}w{}{letters}", c.br, c.bc, c.workgroup_size);
+            assert_eq!(c.name, name);
         }
     }
 

@@ -37,6 +37,38 @@ pub struct CoopMat2FeaturesNv {
 /// return nothing, and the extension would stay off.
 const COOPMAT2_FEATURES_NV: vk::StructureType = vk::StructureType::from_raw(1_000_593_000);
 
+/// `VkPhysicalDeviceCooperativeMatrix2PropertiesNV`: the fields in the
+/// registry's order.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+struct CoopMat2PropertiesNv {
+    s_type: vk::StructureType,
+    p_next: *mut c_void,
+    workgroup_scope_max_workgroup_size: u32,
+    flexible_dimensions_max_dimension: u32,
+    workgroup_scope_reserved_shared_memory: u32,
+}
+
+/// `VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_PROPERTIES_NV`
+/// (extension 594, offset 2).
+const COOPMAT2_PROPERTIES_NV: vk::StructureType = vk::StructureType::from_raw(1_000_593_002);
+
+impl Default for CoopMat2PropertiesNv {
+    fn default() -> Self {
+        CoopMat2PropertiesNv {
+            s_type: COOPMAT2_PROPERTIES_NV,
+            p_next: std::ptr::null_mut(),
+            workgroup_scope_max_workgroup_size: 0,
+            flexible_dimensions_max_dimension: 0,
+            workgroup_scope_reserved_shared_memory: 0,
+        }
+    }
+}
+
+// SAFETY: a Vulkan structure starting with sType and pNext, valid in the
+// pNext chain of VkPhysicalDeviceProperties2.
+unsafe impl vk::ExtendsPhysicalDeviceProperties2 for CoopMat2PropertiesNv {}
+
 /// The extension's name.
 pub const COOPMAT2_NV: &CStr = c"VK_NV_cooperative_matrix2";
 
@@ -179,9 +211,13 @@ pub fn offered(adapter: &wgpu::Adapter, wanted: wgpu::Features) -> Result<Offere
         unsafe { instance.get_physical_device_features2(pd, &mut f2) };
         let mut subgroup = vk::PhysicalDeviceSubgroupProperties::default();
         let mut ssc_props = vk::PhysicalDeviceSubgroupSizeControlProperties::default();
+        let mut coop2_props = CoopMat2PropertiesNv::default();
         let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut subgroup);
         if has_ssc {
             p2 = p2.push_next(&mut ssc_props);
+        }
+        if has_coop2 {
+            p2 = p2.push_next(&mut coop2_props);
         }
         // SAFETY: as above.
         unsafe { instance.get_physical_device_properties2(pd, &mut p2) };
@@ -220,6 +256,11 @@ pub fn offered(adapter: &wgpu::Adapter, wanted: wgpu::Features) -> Result<Offere
                 coopmat2,
                 coopmat2_gemm: coopmat2 && coop2.gemm(),
                 coopmat2_attention: coopmat2 && coop2.attention(),
+                coopmat2_max_workgroup: if coopmat2 {
+                    coop2_props.workgroup_scope_max_workgroup_size
+                } else {
+                    0
+                },
             },
             ext_8bit_storage: ext.has(ash::khr::_8bit_storage::NAME),
             coopmat2: coopmat2.then_some(coop2),

@@ -37,6 +37,7 @@ pub fn nvidia() -> NativeFeatures {
         coopmat2: true,
         coopmat2_gemm: true,
         coopmat2_attention: true,
+        coopmat2_max_workgroup: 256,
         ..lavapipe()
     }
 }

@@ -196,6 +196,11 @@ pub fn choose(
         padded,
         converted,
     };
+    crate::native::cm2_workgroup_fits(
+        f,
+        &format!("cm2 attention {}", chosen.config.name),
+        chosen.config.workgroup_size,
+    )?;
     kernels::available(&chosen.name())?;
     let (min, converting) = match converted {
         (false, false) => (AUTO_MIN_QUERIES, ""),

@@ -446,6 +446,11 @@ pub fn choose(
                 return Err("the cm2 GEMM has no emulated variant".into());
             }
             cm2_device(f)?;
+            crate::native::cm2_workgroup_fits(
+                f,
+                &format!("cm2 GEMM {}", config.name),
+                config.workgroup_size,
+            )?;
             let k = NativeKernel::Cm2 { config, converted };
             kernels::available(&k.name())?;
             if mode == NativeMode::Auto {

@@ -41,6 +41,19 @@ fn the_configuration_follows_the_head_size_unless_one_is_named() {
         "{why}"
     );
     assert!(why.contains("128x64w256"), "{why}");
+    // A tile of more invocations than the device's workgroup-scope limit.
+    let why = choose(
+        &f,
+        NativeMode::On,
+        &f16_attention(256, 256),
+        Some("128x64w512"),
+    )
+    .unwrap_err();
+    assert_eq!(
+        why,
+        "cm2 attention 128x64w512: 512 invocations, past the device's \
+         cooperativeMatrixWorkgroupScopeMaxWorkgroupSize of 256"
+    );
 }
 
 #[test]

@@ -1,0 +1,119 @@
+#version 450
+// The cooperative-matrix multiply-add rate a device reaches through this
+// API, with no memory traffic: matrices loaded once, then multiplied
+// p.iters times in registers, the accumulators stored only when p.store
+// asks (never while timing; the compiler cannot know that).
+//
+// Without WORKGROUP_SCOPE (KHR cooperative matrices) each subgroup holds a
+// BM x BN grid of 16 x 16 accumulators, (BM / 16) A and (BN / 16) B
+// matrices of 16 x 16, and multiplies them with K = 16: the shape of one
+// subgroup's share of a GEMM tile. With WORKGROUP_SCOPE
+// (VK_NV_cooperative_matrix2) the workgroup holds one BM x BN accumulator
+// and multiplies a BM x BK by a BK x BN matrix, as the cm2 GEMM's K step
+// does. ACC_F16: f16 accumulators. SHARED (KHR only): every step loads
+// its A and B matrices from workgroup memory first (rows padded to 24
+// halves, alternating between two copies so the loads cannot be hoisted),
+// as a GEMM's inner loop does, still with no global memory traffic.
+
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_cooperative_matrix : require
+#ifdef WORKGROUP_SCOPE
+#extension GL_NV_cooperative_matrix2 : require
+#endif
+#extension GL_EXT_control_flow_attributes : require
+
+layout(local_size_x = WG_SIZE, local_size_y = 1, local_size_z = 1) in;
+
+// One buffer seen as halves (the inputs, zeros) and as the accumulators'
+// type (the stores).
+layout(binding = 0, std430) buffer InH { float16_t ih[]; };
+#ifdef ACC_F16
+#define ACC_TYPE float16_t
+layout(binding = 0, std430) buffer Out { float16_t o[]; };
+#else
+#define ACC_TYPE float
+layout(binding = 0, std430) buffer Out { float o[]; };
+#endif
+
+layout(binding = 1, std140) uniform Params {
+    uint iters;
+    uint store;
+} p;
+
+#ifdef SHARED
+// Row pitch of the staged 16 x 16 matrices, in halves.
+const uint PITCH = 24u;
+const uint MATRICES = BM / 16u + BN / 16u;
+shared float16_t staged[2u * MATRICES * 16u * PITCH];
+#endif
+
+void main() {
+#ifdef WORKGROUP_SCOPE
+    tensorLayoutNV<2> la = createTensorLayoutNV(2);
+    la = setTensorLayoutDimensionNV(la, BM, BK);
+    tensorLayoutNV<2> lb = createTensorLayoutNV(2);
+    lb = setTensorLayoutDimensionNV(lb, BK, BN);
+    coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> a;
+    coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> b;
+    coopMatLoadTensorNV(a, ih, 0, sliceTensorLayoutNV(la, 0, BM, 0, BK));
+    coopMatLoadTensorNV(b, ih, 0, sliceTensorLayoutNV(lb, 0, BK, 0, BN));
+    coopmat<ACC_TYPE, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> c =
+        coopmat<ACC_TYPE, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(0.0);
+    [[dont_unroll]]
+    for (uint i = 0u; i < p.iters; ++i) {
+        c = coopMatMulAdd(a, b, c);
+    }
+    if (p.store != 0u) {
+        tensorLayoutNV<2> lc = createTensorLayoutNV(2);
+        lc = setTensorLayoutDimensionNV(lc, BM, BN);
+        coopMatStoreTensorNV(c, o, 0, sliceTensorLayoutNV(lc, 0, BM, 0, BN));
+    }
+#else
+    const uint TM = BM / 16u;
+    const uint TN = BN / 16u;
+    coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a[TM];
+    coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> b[TN];
+    coopmat<ACC_TYPE, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c[TM * TN];
+    [[unroll]] for (uint i = 0u; i < TM; ++i) {
+        coopMatLoad(a[i], ih, i * 256u, 16u, gl_CooperativeMatrixLayoutRowMajor);
+    }
+    [[unroll]] for (uint j = 0u; j < TN; ++j) {
+        coopMatLoad(b[j], ih, (TM + j) * 256u, 16u, gl_CooperativeMatrixLayoutRowMajor);
+    }
+    [[unroll]] for (uint t = 0u; t < TM * TN; ++t) {
+        c[t] = coopmat<ACC_TYPE, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(0.0);
+    }
+#ifdef SHARED
+    for (uint e = gl_LocalInvocationIndex; e < staged.length(); e += WG_SIZE) {
+        staged[e] = float16_t(0.0);
+    }
+    barrier();
+#endif
+    [[dont_unroll]]
+    for (uint it = 0u; it < p.iters; ++it) {
+#ifdef SHARED
+        const uint copy = (it & 1u) * MATRICES * 16u * PITCH;
+        [[unroll]] for (uint i = 0u; i < TM; ++i) {
+            coopMatLoad(a[i], staged, copy + i * 16u * PITCH, PITCH,
+                        gl_CooperativeMatrixLayoutRowMajor);
+        }
+        [[unroll]] for (uint j = 0u; j < TN; ++j) {
+            coopMatLoad(b[j], staged, copy + (TM + j) * 16u * PITCH, PITCH,
+                        gl_CooperativeMatrixLayoutRowMajor);
+        }
+#endif
+        [[unroll]] for (uint i = 0u; i < TM; ++i) {
+            [[unroll]] for (uint j = 0u; j < TN; ++j) {
+                c[i * TN + j] = coopMatMulAdd(a[i], b[j], c[i * TN + j]);
+            }
+        }
+    }
+    if (p.store != 0u) {
+        [[unroll]] for (uint t = 0u; t < TM * TN; ++t) {
+            coopMatStore(c[t], o, t * 256u, 16u, gl_CooperativeMatrixLayoutRowMajor);
+        }
+    }
+#endif
+}
