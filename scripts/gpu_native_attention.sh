@@ -18,7 +18,7 @@
 #    configuration.
 set -x
 . "$(dirname "$0")/gpu_native_env.sh" "$1"
-CONFIGS="128x64w256 64x64w128 64x32w128 32x32w128 128x32w256"
+CONFIGS="128x64w256r 64x64w128 128x64w256 64x32w128 32x32w128 128x32w256"
 
 # $1: label; $2: case regex; the rest: environment words.
 perf() {
@@ -46,7 +46,7 @@ perf "WGSL again" "$PRE" BACKPLANE_WEBGPU_NATIVE=off
 fa_conf "native=on, defaults, full tier, f16 K/V" env BACKPLANE_WEBGPU_NATIVE=on \
   $C test --backend webgpu --op FLASH_ATTN_EXT --tier full --case 'type_KV=f16'
 for c in $CONFIGS; do
-  [ $c = 128x64w256 ] || [ $c = 64x64w128 ] && continue
+  [ $c = 128x64w256r ] || [ $c = 64x64w128 ] && continue
   fa_conf "configuration $c, sampled" env BACKPLANE_WEBGPU_NATIVE=on BACKPLANE_WEBGPU_NATIVE_FA=$c \
     $C test --backend webgpu --op FLASH_ATTN_EXT --tier sampled
 done

@@ -1,13 +1,13 @@
 #!/bin/bash
 # The cm2 attention and GEMM variants (docs/webgpu.md, "Native Vulkan
-# kernels": the attention's letters, the GEMM's `w`, `p`, `u` and `f`)
+# kernels": the attention's letters, the GEMM's `p` and `u`)
 # beside the defaults, WGSL and PyTorch, on an NVIDIA GPU machine with
 # the Vulkan loader installed (see scripts/gpu_side_by_side.sh). $1: a
 # folder holding backplane, backplane-conformance, libbackplane_webgpu.so
 # and the example coopmat_peak, built with `--features native-vulkan`.
-# $2: `perf` (the peak probe, the timings and PyTorch: about 6 minutes)
-# or `conformance` (the candidates' conformance: about 8 minutes); both
-# when absent. Results in $OUT/peak.txt, $OUT/variants-perf.txt,
+# $2: `perf` (the peak probe, the timings and PyTorch: about 4 minutes
+# on an H100) or `conformance` (the candidates' conformance: about 3
+# minutes); both when absent. Results in $OUT/peak.txt, $OUT/variants-perf.txt,
 # $OUT/torch.txt and $OUT/variants-conformance.txt, appended as they
 # come. A process timing the GPU sometimes runs 2-4x slow whichever
 # kernel it runs (docs/webgpu.md), so the candidates are timed in two
@@ -19,16 +19,13 @@
 FA=${FA_CASE:-'kv=20000,nb=512,mask=true,type_KV=f16'}
 GEMM=${GEMM_CASE:-'type_a=f16,type_b=f32,m=4096,n=512,k=14336'}
 STEPS=${2:-perf conformance}
-# The defaults first, then the candidates: the ones near the defaults on
-# the H200 on 2026-12-07 (`ro`), the ones whose figures there looked like
-# a slow process (`r`, `rh`, `64x32w128ro`, ggml's tile with O in f16),
-# the unclamped GEMMs not unrolled (`hu1`), 512 invocations sharing the
-# same tiles (`w512`: half the accumulator per invocation), and, to
-# measure what f16 sums give (ggml's default precision; backplane
-# computes at f32, so these are never chosen), the scores in f16 (`s`,
-# `so`) and the GEMM's accumulator in f16 (`f`).
-FA_VARIANTS="128x64w256 64x64w128 128x64w256ro 128x64w256r 128x64w256rh 64x32w128ro 128x64w512 128x64w256s 128x64w256so"
-GEMM_VARIANTS="cm2_128x256k32h cm2_128x256k32hu1 cm2_128x256k64hu1 cm2_128x256k32w512h cm2_128x256k64w512h cm2_128x256k32hf cm2_128x256k64hf"
+# The defaults first, then the candidates: the attention variants that
+# ran near or ahead of the defaults on an H100 on 2026-12-07 (`ro`, the
+# former head-256 default `128x64w256`), the ones whose H200 figures
+# looked like a slow process (`rh`, `64x32w128ro`), and the cm2 GEMMs
+# nearest the WGSL one.
+FA_VARIANTS="128x64w256r 64x64w128 128x64w256 128x64w256ro 128x64w256rh 64x32w128ro"
+GEMM_VARIANTS="cm2_128x256k32h cm2_128x256k64h cm2_128x256k32hu1"
 # perf LABEL CASES OP ENV...: the kernels that ran and the timings.
 perf() {
   local label=$1 cases=$2 op=$3; shift 3
@@ -63,12 +60,12 @@ timeout 120 python3 "$(dirname "$0")/torch-baseline.py" 2>&1 | tee $OUT/torch.tx
 fi
 [[ " $STEPS " == *" conformance "* ]] || exit 0
 # Conformance of the candidates not yet checked on a GPU.
-for g in cm2_128x256k32hu1 cm2_128x256k64hu1 cm2_128x256k32w512h cm2_128x256k64w512h; do
+for g in cm2_128x256k64h; do
   CONF_LIMIT=${CONF_LIMIT:-100} conf variants-conformance.txt 'mul_mat_cm2_[a-z0-9_]*' \
     "f16 GEMM $g, native=on, default tier" env BACKPLANE_WEBGPU_NATIVE=on \
     BACKPLANE_WEBGPU_NATIVE_GEMM=$g $C test --backend webgpu --op MUL_MAT
 done
-for c in 128x64w512 128x64w256r 128x64w256rh 64x32w128ro; do
+for c in 128x64w256ro 128x64w256; do
   CONF_LIMIT=${CONF_LIMIT:-100} conf variants-conformance.txt 'flash_attn_cm2_[a-z0-9_]*' \
     "attention $c, native=on, sampled" env BACKPLANE_WEBGPU_NATIVE=on BACKPLANE_WEBGPU_NATIVE_FA=$c \
     $C test --backend webgpu --op FLASH_ATTN_EXT --tier sampled

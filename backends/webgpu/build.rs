@@ -150,9 +150,6 @@ mod native {
                 defines.push(("UNCLAMPED", String::new()));
                 defines.push(("UNROLL", format!("{}u", c.unclamped_unroll)));
             }
-            if c.f16_acc {
-                defines.push(("ACC_F16", String::new()));
-            }
             out.push(Variant {
                 name: format!("mul_mat_{}_f16", c.name),
                 file: "mul_mat_cm2.comp",
@@ -204,9 +201,6 @@ mod native {
                 }
                 if c.o_half {
                     defines.push(("O_HALF", String::new()));
-                }
-                if c.s_half {
-                    defines.push(("S_HALF", String::new()));
                 }
                 out.push(Variant {
                     name: format!("flash_attn_cm2_{}_{dk}x{dv}", c.name),

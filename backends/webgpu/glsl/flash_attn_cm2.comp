@@ -9,9 +9,7 @@
 // how the tiles are staged and shared:
 //   Q (BR x DKP) is loaded once by tensor addressing, scaled in f32 and
 //   converted to f16. Per tile of BC keys:
-//     S = Q K^T            (K loaded transposed, DKP x BC; with S_HALF
-//                           summed in f16, as ggml's kernels at their
-//                           default precision, then made f32)
+//     S = Q K^T            (K loaded transposed, DKP x BC)
 //     S = softcap tanh(S) + slope mask
 //     M' = max(M, rowmax S), P = exp(S - M'), e = exp(M - M')
 //     L = e L + rowsum P   (rowsum as P times a matrix of ones, or with
@@ -218,17 +216,9 @@ void main() {
         coopmat<float16_t, gl_ScopeWorkgroup, BC, DVP, gl_MatrixUseB> vb;
         coopMatLoadTensorNV(vb, vbuf, v_base, sliceTensorLayoutNV(lv, j0, BC, 0, DVP));
 #endif
-#ifdef S_HALF
-        coopmat<float16_t, gl_ScopeWorkgroup, BR, BC, gl_MatrixUseAccumulator> sh =
-            coopmat<float16_t, gl_ScopeWorkgroup, BR, BC, gl_MatrixUseAccumulator>(0.0);
-        sh = coopMatMulAdd(qa, kt, sh);
-        coopmat<float, gl_ScopeWorkgroup, BR, BC, gl_MatrixUseAccumulator> s =
-            coopmat<float, gl_ScopeWorkgroup, BR, BC, gl_MatrixUseAccumulator>(sh);
-#else
         coopmat<float, gl_ScopeWorkgroup, BR, BC, gl_MatrixUseAccumulator> s =
             coopmat<float, gl_ScopeWorkgroup, BR, BC, gl_MatrixUseAccumulator>(0.0);
         s = coopMatMulAdd(qa, kt, s);
-#endif
         if (p.softcap != 0.0) {
             [[unroll]] for (int i = 0; i < s.length(); ++i) {
                 s[i] = p.softcap * tanh(s[i]);

@@ -19,8 +19,7 @@
 // its K range, with 16-byte aligned rows, is loaded through layouts that
 // do not clamp, with its strides and offsets masked so the compiler sees
 // the alignment, and the K loop unrolled UNROLL steps deep; other tiles
-// take the clamped loop. With ACC_F16 the accumulator is f16 (ggml's
-// Vulkan GEMMs at their default precision), converted to f32 at the store.
+// take the clamped loop.
 
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
@@ -30,15 +29,6 @@
 #extension GL_EXT_control_flow_attributes : require
 
 layout(local_size_x = WG_SIZE, local_size_y = 1, local_size_z = 1) in;
-
-#ifdef ACC_F16
-#define ACC_TYPE float16_t
-// The f16 accumulator as the f32 matrix dst is stored from.
-#define ACC_OUT(x) coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(x)
-#else
-#define ACC_TYPE float
-#define ACC_OUT(x) (x)
-#endif
 
 layout(binding = 0, std430) readonly buffer A { float16_t a[]; };
 #ifdef B_F16
@@ -115,8 +105,8 @@ void main() {
     ld = setTensorLayoutStrideNV(ld, p.d_nb1, p.d_nb0);
     tensorViewNV<2, false, 1, 0> transposed = createTensorViewNV(2, false, 1, 0);
 
-    coopmat<ACC_TYPE, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> acc =
-        coopmat<ACC_TYPE, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(0.0);
+    coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> acc =
+        coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(0.0);
 #ifdef UNCLAMPED
     const uint a_stride = p.a_nb1 >> 1;
     const uint b_stride = p.b_nb1 * B_UNIT;
@@ -145,7 +135,7 @@ void main() {
             [[unroll]] for (uint j = 0u; j < UNROLL; ++j) UNCLAMPED_STEP(k0 + j * BK)
         }
         for (; k0 < k_end; k0 += BK) UNCLAMPED_STEP(k0)
-        coopMatStoreTensorNV(ACC_OUT(acc), d, d_base, sliceTensorLayoutNV(ld, tile_n, BN, tile_m, BM),
+        coopMatStoreTensorNV(acc, d, d_base, sliceTensorLayoutNV(ld, tile_n, BN, tile_m, BM),
                              transposed);
         return;
     }
@@ -182,6 +172,6 @@ void main() {
                             acc);
 #endif
     }
-    coopMatStoreTensorNV(ACC_OUT(acc), d, d_base, sliceTensorLayoutNV(ld, tile_n, BN, tile_m, BM),
+    coopMatStoreTensorNV(acc, d, d_base, sliceTensorLayoutNV(ld, tile_n, BN, tile_m, BM),
                          transposed);
 }

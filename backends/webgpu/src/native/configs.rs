@@ -150,10 +150,6 @@ pub struct Cm2Config {
     /// this many steps deep (`UNCLAMPED`, `UNROLL`; needs `b_half`); 0:
     /// every tile loaded through clamping layouts.
     pub unclamped_unroll: u32,
-    /// The accumulator in f16 (`ACC_F16`), as ggml's Vulkan GEMMs at
-    /// their default precision. Below f32 precision: a measuring variant
-    /// only, never chosen by default.
-    pub f16_acc: bool,
 }
 
 impl Cm2Config {
@@ -170,15 +166,14 @@ impl Cm2Config {
             b_half: false,
             prefetch: false,
             unclamped_unroll: 0,
-            f16_acc: false,
         }
     }
 }
 
 /// Every cm2 GEMM configuration built (chosen by name only). A name is
-/// `cm2_{bm}x{bn}k{bk}` and what differs from [`Cm2Config::tile`]:
-/// `w{n}` n invocations, `h` f16 activations, `p` prefetch, `u` (`u1`)
-/// unclamped loads unrolled 8 (1) deep, `f` f16 accumulator.
+/// `cm2_{bm}x{bn}k{bk}` and the letters of what differs from
+/// [`Cm2Config::tile`]: `h` f16 activations, `p` prefetch, `u` (`u1`)
+/// unclamped loads unrolled 8 (1) deep.
 pub const CM2_CONFIGS: &[Cm2Config] = &[
     Cm2Config::tile("cm2_128x128k32", 128, 128, 32),
     Cm2Config::tile("cm2_128x256k32", 128, 256, 32),
@@ -234,26 +229,6 @@ pub const CM2_CONFIGS: &[Cm2Config] = &[
         b_half: true,
         unclamped_unroll: 1,
         ..Cm2Config::tile("cm2_128x256k64hu1", 128, 256, 64)
-    },
-    Cm2Config {
-        workgroup_size: 512,
-        b_half: true,
-        ..Cm2Config::tile("cm2_128x256k32w512h", 128, 256, 32)
-    },
-    Cm2Config {
-        workgroup_size: 512,
-        b_half: true,
-        ..Cm2Config::tile("cm2_128x256k64w512h", 128, 256, 64)
-    },
-    Cm2Config {
-        b_half: true,
-        f16_acc: true,
-        ..Cm2Config::tile("cm2_128x256k32hf", 128, 256, 32)
-    },
-    Cm2Config {
-        b_half: true,
-        f16_acc: true,
-        ..Cm2Config::tile("cm2_128x256k64hf", 128, 256, 64)
     },
 ];
 
@@ -353,10 +328,6 @@ pub struct FaCm2Config {
     pub v_early: bool,
     /// O kept in f16 (`O_HALF`; ggml's CPU kernel sums f16 V in f16).
     pub o_half: bool,
-    /// The scores Q K^T summed in f16 before the f32 softmax (`S_HALF`),
-    /// as ggml's Vulkan kernels do at their default precision. Below f32
-    /// precision: a measuring variant only, never chosen by `auto`.
-    pub s_half: bool,
 }
 
 impl FaCm2Config {
@@ -373,31 +344,31 @@ impl FaCm2Config {
             pv_half: false,
             v_early: false,
             o_half: false,
-            s_half: false,
         }
     }
 }
 
 /// Every cm2 attention configuration built. Without a name forced, head
 /// sizes above 128 take the first and the others the second (the fastest
-/// of each on an H100: docs/webgpu.md). Every configuration gives each
+/// of each at head 256 and head 128 on an H100 in alternating runs:
+/// docs/webgpu.md). Every configuration gives each
 /// subgroup at least 16 query rows: on an H100 (driver 580.159.04) 64
 /// rows over 8 subgroups gave wrong results in 87 of 1,333 cases; 128
 /// rows over 4 subgroups, and 128 x 128 blocks, ran far slower or not at
 /// all there, and are not built either. A name is `{br}x{bc}w{invocations}`
 /// and the letters of what differs from [`FaCm2Config::tile`], in this
-/// order: `r` row-sum reduce, `h` P V in f16, `s` scores in f16, `v` V
-/// loaded early, `o` O in f16.
+/// order: `r` row-sum reduce, `h` P V in f16, `v` V loaded early, `o` O
+/// in f16.
 pub const FA_CM2_CONFIGS: &[FaCm2Config] = &[
-    FaCm2Config::tile("128x64w256", 128, 64, 256),
-    FaCm2Config::tile("64x64w128", 64, 64, 128),
-    FaCm2Config::tile("64x32w128", 64, 32, 128),
-    FaCm2Config::tile("32x32w128", 32, 32, 128),
-    FaCm2Config::tile("128x32w256", 128, 32, 256),
     FaCm2Config {
         rowsum_reduce: true,
         ..FaCm2Config::tile("128x64w256r", 128, 64, 256)
     },
+    FaCm2Config::tile("64x64w128", 64, 64, 128),
+    FaCm2Config::tile("128x64w256", 128, 64, 256),
+    FaCm2Config::tile("64x32w128", 64, 32, 128),
+    FaCm2Config::tile("32x32w128", 32, 32, 128),
+    FaCm2Config::tile("128x32w256", 128, 32, 256),
     FaCm2Config {
         rowsum_reduce: true,
         pv_half: true,
@@ -438,16 +409,6 @@ pub const FA_CM2_CONFIGS: &[FaCm2Config] = &[
         rowsum_reduce: true,
         o_half: true,
         ..FaCm2Config::tile("64x32w128ro", 64, 32, 128)
-    },
-    FaCm2Config::tile("128x64w512", 128, 64, 512),
-    FaCm2Config {
-        s_half: true,
-        ..FaCm2Config::tile("128x64w256s", 128, 64, 256)
-    },
-    FaCm2Config {
-        s_half: true,
-        o_half: true,
-        ..FaCm2Config::tile("128x64w256so", 128, 64, 256)
     },
 ];
 
@@ -586,16 +547,6 @@ pub const PEAK_CONFIGS: &[PeakConfig] = &[
         bk: 32,
         workgroup_size: 256,
         f16_acc: true,
-        shared: false,
-    },
-    PeakConfig {
-        name: "cm2_128x256k32w512",
-        workgroup_scope: true,
-        bm: 128,
-        bn: 256,
-        bk: 32,
-        workgroup_size: 512,
-        f16_acc: false,
         shared: false,
     },
     PeakConfig {

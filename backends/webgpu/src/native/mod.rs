@@ -251,19 +251,15 @@ mod tests {
                 8 => "u".into(),
                 n => format!("u{n}"),
             };
-            let invocations = match c.workgroup_size {
-                256 => String::new(),
-                n => format!("w{n}"),
-            };
             let name = format!(
-                "cm2_{}x{}k{}{invocations}{}{}{unclamped}{}",
+                "cm2_{}x{}k{}{}{}{unclamped}",
                 c.bm,
                 c.bn,
                 c.bk,
                 if c.b_half { "h" } else { "" },
                 if c.prefetch { "p" } else { "" },
-                if c.f16_acc { "f" } else { "" },
             );
+            assert_eq!(c.workgroup_size, 256, "{}", c.name);
             assert_eq!(c.name, name);
             assert!(
                 c.unclamped_unroll == 0 || c.b_half,
@@ -279,7 +275,6 @@ mod tests {
             let letters: String = [
                 (c.rowsum_reduce, 'r'),
                 (c.pv_half, 'h'),
-                (c.s_half, 's'),
                 (c.v_early, 'v'),
                 (c.o_half, 'o'),
             ]

@@ -66,7 +66,7 @@ pub struct Chosen {
 }
 
 impl Chosen {
-    /// The kernel's name in the build (`flash_attn_cm2_128x64w256_256x256`).
+    /// The kernel's name in the build (`flash_attn_cm2_128x64w256r_256x256`).
     pub fn name(&self) -> String {
         format!(
             "flash_attn_cm2_{}_{}x{}",
