@@ -62,6 +62,25 @@ mod native {
     const COOPMAT_TYPES: &[(&str, &str)] =
         &[("f16", "A_F16"), ("q4_0", "A_Q4_0"), ("q8_0", "A_Q8_0")];
 
+    /// The macros of a `bm` x `bn` tile, `bk` per step, `wg` invocations.
+    fn tile_defines(bm: u32, bn: u32, bk: u32, wg: u32) -> Vec<(&'static str, String)> {
+        vec![
+            ("BM", bm.to_string()),
+            ("BN", bn.to_string()),
+            ("BK", bk.to_string()),
+            ("WG_SIZE", wg.to_string()),
+        ]
+    }
+
+    /// Defines each macro whose flag is on (with no value).
+    fn push_flags(defines: &mut Vec<(&'static str, String)>, flags: &[(bool, &'static str)]) {
+        for &(on, name) in flags {
+            if on {
+                defines.push((name, String::new()));
+            }
+        }
+    }
+
     fn variants() -> Vec<Variant> {
         let mut out = Vec::new();
         for &(ty, flag) in MATVEC_TYPES {
@@ -133,12 +152,7 @@ mod native {
             }
         }
         for c in CM2_CONFIGS {
-            let mut defines = vec![
-                ("BM", c.bm.to_string()),
-                ("BN", c.bn.to_string()),
-                ("BK", c.bk.to_string()),
-                ("WG_SIZE", c.workgroup_size.to_string()),
-            ];
+            let mut defines = tile_defines(c.bm, c.bn, c.bk, c.workgroup_size);
             if c.b_half {
                 defines.push(("B_F16", String::new()));
             }
@@ -158,22 +172,20 @@ mod native {
             });
         }
         for c in PEAK_CONFIGS {
-            let mut defines = vec![
-                ("BM", c.bm.to_string()),
-                ("BN", c.bn.to_string()),
-                ("BK", c.bk.to_string()),
-                ("WG_SIZE", c.workgroup_size.to_string()),
-            ];
-            if c.workgroup_scope {
-                defines.push(("WORKGROUP_SCOPE", String::new()));
-            }
-            if c.shared {
-                assert!(!c.workgroup_scope, "{}: SHARED is for KHR matrices", c.name);
-                defines.push(("SHARED", String::new()));
-            }
-            if c.f16_acc {
-                defines.push(("ACC_F16", String::new()));
-            }
+            let mut defines = tile_defines(c.bm, c.bn, c.bk, c.workgroup_size);
+            assert!(
+                !(c.shared && c.workgroup_scope),
+                "{}: SHARED is for KHR matrices",
+                c.name
+            );
+            push_flags(
+                &mut defines,
+                &[
+                    (c.workgroup_scope, "WORKGROUP_SCOPE"),
+                    (c.shared, "SHARED"),
+                    (c.f16_acc, "ACC_F16"),
+                ],
+            );
             out.push(Variant {
                 name: format!("coopmat_peak_{}", c.name),
                 file: "coopmat_peak.comp",
@@ -190,18 +202,15 @@ mod native {
                     ("DVP", dv.to_string()),
                     ("WG_SIZE", c.workgroup_size.to_string()),
                 ];
-                if c.rowsum_reduce {
-                    defines.push(("ROWSUM_REDUCE", String::new()));
-                }
-                if c.pv_half {
-                    defines.push(("PV_HALF", String::new()));
-                }
-                if c.v_early {
-                    defines.push(("V_EARLY", String::new()));
-                }
-                if c.o_half {
-                    defines.push(("O_HALF", String::new()));
-                }
+                push_flags(
+                    &mut defines,
+                    &[
+                        (c.rowsum_reduce, "ROWSUM_REDUCE"),
+                        (c.pv_half, "PV_HALF"),
+                        (c.v_early, "V_EARLY"),
+                        (c.o_half, "O_HALF"),
+                    ],
+                );
                 out.push(Variant {
                     name: format!("flash_attn_cm2_{}_{dk}x{dv}", c.name),
                     file: "flash_attn_cm2.comp",

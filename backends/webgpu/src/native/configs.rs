@@ -454,6 +454,36 @@ pub struct PeakConfig {
 }
 
 impl PeakConfig {
+    /// KHR 16 x 16 x 16 matrices, a `bm` x `bn` grid per subgroup, 128
+    /// invocations, f32 accumulators, the matrices kept in registers.
+    pub const fn khr(name: &'static str, bm: u32, bn: u32) -> PeakConfig {
+        PeakConfig {
+            name,
+            workgroup_scope: false,
+            bm,
+            bn,
+            bk: 16,
+            workgroup_size: 128,
+            f16_acc: false,
+            shared: false,
+        }
+    }
+
+    /// One NV cm2 workgroup-scope `bm` x `bn` accumulator, K `bk`, 256
+    /// invocations, f32.
+    pub const fn cm2(name: &'static str, bm: u32, bn: u32, bk: u32) -> PeakConfig {
+        PeakConfig {
+            name,
+            workgroup_scope: true,
+            bm,
+            bn,
+            bk,
+            workgroup_size: 256,
+            f16_acc: false,
+            shared: false,
+        }
+    }
+
     /// Multiply-add flops one workgroup does per loop step, with
     /// subgroups of `subgroup_size` invocations.
     pub const fn flops_per_step(&self, subgroup_size: u32) -> u64 {
@@ -467,96 +497,31 @@ impl PeakConfig {
 }
 
 /// Every peak-probe configuration built: the KHR shapes of one subgroup's
-/// share of the GEMM tiles, and the cm2 GEMM's workgroup tiles.
+/// share of the GEMM tiles (`s`: fed from workgroup memory), and the cm2
+/// GEMM's workgroup tiles (`f`: f16 accumulators).
 pub const PEAK_CONFIGS: &[PeakConfig] = &[
     PeakConfig {
-        name: "khr32x32s",
-        workgroup_scope: false,
-        bm: 32,
-        bn: 32,
-        bk: 16,
-        workgroup_size: 128,
-        f16_acc: false,
         shared: true,
+        ..PeakConfig::khr("khr32x32s", 32, 32)
     },
     PeakConfig {
-        name: "khr32x64s",
-        workgroup_scope: false,
-        bm: 32,
-        bn: 64,
-        bk: 16,
-        workgroup_size: 128,
-        f16_acc: false,
         shared: true,
+        ..PeakConfig::khr("khr32x64s", 32, 64)
     },
     PeakConfig {
-        name: "khr64x64s",
-        workgroup_scope: false,
-        bm: 64,
-        bn: 64,
-        bk: 16,
-        workgroup_size: 128,
-        f16_acc: false,
         shared: true,
+        ..PeakConfig::khr("khr64x64s", 64, 64)
     },
+    PeakConfig::khr("khr32x64", 32, 64),
     PeakConfig {
-        name: "khr32x64",
-        workgroup_scope: false,
-        bm: 32,
-        bn: 64,
-        bk: 16,
-        workgroup_size: 128,
-        f16_acc: false,
-        shared: false,
-    },
-    PeakConfig {
-        name: "khr32x64f",
-        workgroup_scope: false,
-        bm: 32,
-        bn: 64,
-        bk: 16,
-        workgroup_size: 128,
         f16_acc: true,
-        shared: false,
+        ..PeakConfig::khr("khr32x64f", 32, 64)
     },
+    PeakConfig::khr("khr64x64", 64, 64),
+    PeakConfig::cm2("cm2_128x256k32", 128, 256, 32),
     PeakConfig {
-        name: "khr64x64",
-        workgroup_scope: false,
-        bm: 64,
-        bn: 64,
-        bk: 16,
-        workgroup_size: 128,
-        f16_acc: false,
-        shared: false,
-    },
-    PeakConfig {
-        name: "cm2_128x256k32",
-        workgroup_scope: true,
-        bm: 128,
-        bn: 256,
-        bk: 32,
-        workgroup_size: 256,
-        f16_acc: false,
-        shared: false,
-    },
-    PeakConfig {
-        name: "cm2_128x256k32f",
-        workgroup_scope: true,
-        bm: 128,
-        bn: 256,
-        bk: 32,
-        workgroup_size: 256,
         f16_acc: true,
-        shared: false,
+        ..PeakConfig::cm2("cm2_128x256k32f", 128, 256, 32)
     },
-    PeakConfig {
-        name: "cm2_128x128k32",
-        workgroup_scope: true,
-        bm: 128,
-        bn: 128,
-        bk: 32,
-        workgroup_size: 256,
-        f16_acc: false,
-        shared: false,
-    },
+    PeakConfig::cm2("cm2_128x128k32", 128, 128, 32),
 ];
