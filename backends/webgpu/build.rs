@@ -173,16 +173,27 @@ mod native {
         }
         for c in PEAK_CONFIGS {
             let mut defines = tile_defines(c.bm, c.bn, c.bk, c.workgroup_size);
+            use crate::configs::PeakFeed;
             assert!(
-                !(c.shared && c.workgroup_scope),
-                "{}: SHARED is for KHR matrices",
+                c.feed == PeakFeed::Registers || !c.workgroup_scope,
+                "{}: fed matrices are KHR only",
+                c.name
+            );
+            assert!(
+                c.workgroup_scope || c.bk == 16 || c.feed != PeakFeed::Registers,
+                "{}: K steps past 16 need fed matrices",
                 c.name
             );
             push_flags(
                 &mut defines,
                 &[
                     (c.workgroup_scope, "WORKGROUP_SCOPE"),
-                    (c.shared, "SHARED"),
+                    (c.feed != PeakFeed::Registers, "SHARED"),
+                    (
+                        matches!(c.feed, PeakFeed::Staged | PeakFeed::Global),
+                        "STAGE",
+                    ),
+                    (c.feed == PeakFeed::Global, "GLOBAL"),
                     (c.f16_acc, "ACC_F16"),
                 ],
             );

@@ -10,10 +10,18 @@
 // subgroup's share of a GEMM tile. With WORKGROUP_SCOPE
 // (VK_NV_cooperative_matrix2) the workgroup holds one BM x BN accumulator
 // and multiplies a BM x BK by a BK x BN matrix, as the cm2 GEMM's K step
-// does. ACC_F16: f16 accumulators. SHARED (KHR only): every step loads
-// its A and B matrices from workgroup memory first (rows padded to 24
-// halves, alternating between two copies so the loads cannot be hoisted),
-// as a GEMM's inner loop does, still with no global memory traffic.
+// does. ACC_F16: f16 accumulators.
+//
+// KHR only, each adding one part of a GEMM's K step to the loop:
+// SHARED: every step loads its A and B matrices (BK / 16 slices of
+// them) from workgroup memory first (rows padded to 24 halves,
+// alternating between two copies so the loads cannot be hoisted), as a
+// GEMM's inner loop does. STAGE: before that, the workgroup writes the
+// step's copy (each invocation its share, 8 bytes a store) and waits at
+// a barrier, as a GEMM stages its tiles; the values come from registers,
+// or with GLOBAL from loads of the storage buffer (a 64-step cycle of
+// small tiles that stays in the L2 cache): everything a GEMM's step does
+// except reading DRAM.
 
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
@@ -29,6 +37,7 @@ layout(local_size_x = WG_SIZE, local_size_y = 1, local_size_z = 1) in;
 // One buffer seen as halves (the inputs, zeros) and as the accumulators'
 // type (the stores).
 layout(binding = 0, std430) buffer InH { float16_t ih[]; };
+layout(binding = 0, std430) buffer InV { f16vec4 iv[]; };
 #ifdef ACC_F16
 #define ACC_TYPE float16_t
 layout(binding = 0, std430) buffer Out { float16_t o[]; };
@@ -43,10 +52,13 @@ layout(binding = 1, std140) uniform Params {
 } p;
 
 #ifdef SHARED
-// Row pitch of the staged 16 x 16 matrices, in halves.
-const uint PITCH = 24u;
-const uint MATRICES = BM / 16u + BN / 16u;
-shared float16_t staged[2u * MATRICES * 16u * PITCH];
+// Row pitch of the staged 16 x 16 matrices, in f16vec4s (24 halves).
+const uint PITCH4 = 6u;
+const uint SLICES = BK / 16u;
+// Matrices of one copy: (BM / 16) A and (BN / 16) B per K slice.
+const uint MATRICES = (BM / 16u + BN / 16u) * SLICES;
+const uint COPY = MATRICES * 16u * PITCH4;
+shared f16vec4 staged[2u * COPY];
 #endif
 
 void main() {
@@ -87,28 +99,49 @@ void main() {
     }
 #ifdef SHARED
     for (uint e = gl_LocalInvocationIndex; e < staged.length(); e += WG_SIZE) {
-        staged[e] = float16_t(0.0);
+        staged[e] = f16vec4(0.0);
     }
     barrier();
 #endif
     [[dont_unroll]]
     for (uint it = 0u; it < p.iters; ++it) {
 #ifdef SHARED
-        const uint copy = (it & 1u) * MATRICES * 16u * PITCH;
-        [[unroll]] for (uint i = 0u; i < TM; ++i) {
-            coopMatLoad(a[i], staged, copy + i * 16u * PITCH, PITCH,
-                        gl_CooperativeMatrixLayoutRowMajor);
-        }
-        [[unroll]] for (uint j = 0u; j < TN; ++j) {
-            coopMatLoad(b[j], staged, copy + (TM + j) * 16u * PITCH, PITCH,
-                        gl_CooperativeMatrixLayoutRowMajor);
-        }
+        const uint copy = (it & 1u) * COPY;
+#ifdef STAGE
+        // Vector e of the copy: matrix e / 64, row (e % 64) / 4, vector e % 4.
+        for (uint e = gl_LocalInvocationIndex; e < MATRICES * 64u; e += WG_SIZE) {
+#ifdef GLOBAL
+            const f16vec4 v = iv[(it & 63u) * MATRICES * 64u + e];
+#else
+            const f16vec4 v = f16vec4(float16_t(it & 7u));
 #endif
+            staged[copy + (e / 64u) * 16u * PITCH4 + ((e % 64u) / 4u) * PITCH4 + e % 4u] = v;
+        }
+        barrier();
+#endif
+        [[unroll]] for (uint sl = 0u; sl < SLICES; ++sl) {
+            const uint at = copy + sl * (TM + TN) * 16u * PITCH4;
+            [[unroll]] for (uint i = 0u; i < TM; ++i) {
+                coopMatLoad(a[i], staged, at + i * 16u * PITCH4, PITCH4,
+                            gl_CooperativeMatrixLayoutRowMajor);
+            }
+            [[unroll]] for (uint j = 0u; j < TN; ++j) {
+                coopMatLoad(b[j], staged, at + (TM + j) * 16u * PITCH4, PITCH4,
+                            gl_CooperativeMatrixLayoutRowMajor);
+            }
+            [[unroll]] for (uint i = 0u; i < TM; ++i) {
+                [[unroll]] for (uint j = 0u; j < TN; ++j) {
+                    c[i * TN + j] = coopMatMulAdd(a[i], b[j], c[i * TN + j]);
+                }
+            }
+        }
+#else
         [[unroll]] for (uint i = 0u; i < TM; ++i) {
             [[unroll]] for (uint j = 0u; j < TN; ++j) {
                 c[i * TN + j] = coopMatMulAdd(a[i], b[j], c[i * TN + j]);
             }
         }
+#endif
     }
     if (p.store != 0u) {
         [[unroll]] for (uint t = 0u; t < TM * TN; ++t) {

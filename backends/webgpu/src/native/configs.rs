@@ -448,14 +448,30 @@ pub struct PeakConfig {
     pub workgroup_size: u32,
     /// f16 accumulators instead of f32.
     pub f16_acc: bool,
-    /// Each step loads its matrices from workgroup memory first
-    /// (`SHARED`, subgroup scope only), as a GEMM's inner loop does.
-    pub shared: bool,
+    /// Where each step's matrices come from (subgroup scope only).
+    pub feed: PeakFeed,
+}
+
+/// Where a peak-probe step's A and B matrices come from: each level adds
+/// one part of a GEMM's K step to the loop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PeakFeed {
+    /// Registers: loaded once, before the loop.
+    Registers,
+    /// Workgroup memory, loaded every step (`SHARED`).
+    Shared,
+    /// As `Shared`, the step's tiles first written by the workgroup from
+    /// registers and a barrier (`STAGE`).
+    Staged,
+    /// As `Staged`, the values loaded from the storage buffer (L2-resident
+    /// tiles) first (`GLOBAL`).
+    Global,
 }
 
 impl PeakConfig {
-    /// KHR 16 x 16 x 16 matrices, a `bm` x `bn` grid per subgroup, 128
-    /// invocations, f32 accumulators, the matrices kept in registers.
+    /// KHR 16 x 16 x 16 matrices, a `bm` x `bn` grid per subgroup, one K
+    /// slice of 16 per step, 128 invocations, f32 accumulators, the
+    /// matrices kept in registers.
     pub const fn khr(name: &'static str, bm: u32, bn: u32) -> PeakConfig {
         PeakConfig {
             name,
@@ -465,7 +481,7 @@ impl PeakConfig {
             bk: 16,
             workgroup_size: 128,
             f16_acc: false,
-            shared: false,
+            feed: PeakFeed::Registers,
         }
     }
 
@@ -480,7 +496,7 @@ impl PeakConfig {
             bk,
             workgroup_size: 256,
             f16_acc: false,
-            shared: false,
+            feed: PeakFeed::Registers,
         }
     }
 
@@ -497,27 +513,59 @@ impl PeakConfig {
 }
 
 /// Every peak-probe configuration built: the KHR shapes of one subgroup's
-/// share of the GEMM tiles (`s`: fed from workgroup memory), and the cm2
-/// GEMM's workgroup tiles (`f`: f16 accumulators).
+/// share of the GEMM tiles, fed from registers, then (`s`) from workgroup
+/// memory, (`b`) staged by the workgroup behind a barrier, (`g`) staged
+/// from L2-resident loads, with K steps of 32 or 64 (`k32`, `k64`), and
+/// the cm2 GEMM's workgroup tiles (`f`: f16 accumulators).
 pub const PEAK_CONFIGS: &[PeakConfig] = &[
-    PeakConfig {
-        shared: true,
-        ..PeakConfig::khr("khr32x32s", 32, 32)
-    },
-    PeakConfig {
-        shared: true,
-        ..PeakConfig::khr("khr32x64s", 32, 64)
-    },
-    PeakConfig {
-        shared: true,
-        ..PeakConfig::khr("khr64x64s", 64, 64)
-    },
     PeakConfig::khr("khr32x64", 32, 64),
     PeakConfig {
         f16_acc: true,
         ..PeakConfig::khr("khr32x64f", 32, 64)
     },
     PeakConfig::khr("khr64x64", 64, 64),
+    PeakConfig {
+        feed: PeakFeed::Shared,
+        ..PeakConfig::khr("khr32x32s", 32, 32)
+    },
+    PeakConfig {
+        feed: PeakFeed::Shared,
+        ..PeakConfig::khr("khr32x64s", 32, 64)
+    },
+    PeakConfig {
+        feed: PeakFeed::Shared,
+        ..PeakConfig::khr("khr64x64s", 64, 64)
+    },
+    PeakConfig {
+        bk: 32,
+        feed: PeakFeed::Staged,
+        ..PeakConfig::khr("khr32x64k32b", 32, 64)
+    },
+    PeakConfig {
+        bk: 32,
+        feed: PeakFeed::Global,
+        ..PeakConfig::khr("khr32x64k32g", 32, 64)
+    },
+    PeakConfig {
+        bk: 64,
+        feed: PeakFeed::Global,
+        ..PeakConfig::khr("khr32x64k64g", 32, 64)
+    },
+    PeakConfig {
+        bk: 32,
+        feed: PeakFeed::Staged,
+        ..PeakConfig::khr("khr64x64k32b", 64, 64)
+    },
+    PeakConfig {
+        bk: 32,
+        feed: PeakFeed::Global,
+        ..PeakConfig::khr("khr64x64k32g", 64, 64)
+    },
+    PeakConfig {
+        bk: 64,
+        feed: PeakFeed::Global,
+        ..PeakConfig::khr("khr64x64k64g", 64, 64)
+    },
     PeakConfig::cm2("cm2_128x256k32", 128, 256, 32),
     PeakConfig {
         f16_acc: true,
