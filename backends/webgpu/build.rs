@@ -190,10 +190,17 @@ mod native {
                     (c.workgroup_scope, "WORKGROUP_SCOPE"),
                     (c.feed != PeakFeed::Registers, "SHARED"),
                     (
-                        matches!(c.feed, PeakFeed::Staged | PeakFeed::Global),
+                        matches!(
+                            c.feed,
+                            PeakFeed::Staged | PeakFeed::Global | PeakFeed::Prefetched
+                        ),
                         "STAGE",
                     ),
-                    (c.feed == PeakFeed::Global, "GLOBAL"),
+                    (
+                        matches!(c.feed, PeakFeed::Global | PeakFeed::Prefetched),
+                        "GLOBAL",
+                    ),
+                    (c.feed == PeakFeed::Prefetched, "PREFETCH"),
                     (c.f16_acc, "ACC_F16"),
                 ],
             );

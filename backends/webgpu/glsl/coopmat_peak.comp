@@ -21,7 +21,9 @@
 // a barrier, as a GEMM stages its tiles; the values come from registers,
 // or with GLOBAL from loads of the storage buffer (a 64-step cycle of
 // small tiles that stays in the L2 cache): everything a GEMM's step does
-// except reading DRAM.
+// except reading DRAM. PREFETCH (with GLOBAL): the loads for the next
+// step are issued after the barrier, before this step's products, and
+// wait in registers, as the GEMMs here stage their tiles.
 
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
@@ -103,11 +105,28 @@ void main() {
     }
     barrier();
 #endif
+#ifdef PREFETCH
+    // The vectors of a copy each invocation stages, loaded a step ahead.
+    const uint PER_INVOCATION = MATRICES * 64u / WG_SIZE;
+    f16vec4 next[PER_INVOCATION];
+    [[unroll]] for (uint l = 0u; l < PER_INVOCATION; ++l) {
+        next[l] = iv[gl_LocalInvocationIndex + l * WG_SIZE];
+    }
+#endif
     [[dont_unroll]]
     for (uint it = 0u; it < p.iters; ++it) {
 #ifdef SHARED
         const uint copy = (it & 1u) * COPY;
-#ifdef STAGE
+#ifdef PREFETCH
+        [[unroll]] for (uint l = 0u; l < PER_INVOCATION; ++l) {
+            const uint e = gl_LocalInvocationIndex + l * WG_SIZE;
+            staged[copy + (e / 64u) * 16u * PITCH4 + ((e % 64u) / 4u) * PITCH4 + e % 4u] = next[l];
+        }
+        barrier();
+        [[unroll]] for (uint l = 0u; l < PER_INVOCATION; ++l) {
+            next[l] = iv[((it + 1u) & 63u) * MATRICES * 64u + gl_LocalInvocationIndex + l * WG_SIZE];
+        }
+#elif defined(STAGE)
         // Vector e of the copy: matrix e / 64, row (e % 64) / 4, vector e % 4.
         for (uint e = gl_LocalInvocationIndex; e < MATRICES * 64u; e += WG_SIZE) {
 #ifdef GLOBAL

@@ -466,6 +466,9 @@ pub enum PeakFeed {
     /// As `Staged`, the values loaded from the storage buffer (L2-resident
     /// tiles) first (`GLOBAL`).
     Global,
+    /// As `Global`, the next step's loads issued before this step's
+    /// products and kept in registers (`PREFETCH`), as the GEMMs do.
+    Prefetched,
 }
 
 impl PeakConfig {
@@ -515,7 +518,8 @@ impl PeakConfig {
 /// Every peak-probe configuration built: the KHR shapes of one subgroup's
 /// share of the GEMM tiles, fed from registers, then (`s`) from workgroup
 /// memory, (`b`) staged by the workgroup behind a barrier, (`g`) staged
-/// from L2-resident loads, with K steps of 32 or 64 (`k32`, `k64`), and
+/// from L2-resident loads, (`p`) those loads a step ahead, with K steps
+/// of 32 or 64 (`k32`, `k64`), and
 /// the cm2 GEMM's workgroup tiles (`f`: f16 accumulators).
 pub const PEAK_CONFIGS: &[PeakConfig] = &[
     PeakConfig::khr("khr32x64", 32, 64),
@@ -565,6 +569,21 @@ pub const PEAK_CONFIGS: &[PeakConfig] = &[
         bk: 64,
         feed: PeakFeed::Global,
         ..PeakConfig::khr("khr64x64k64g", 64, 64)
+    },
+    PeakConfig {
+        bk: 32,
+        feed: PeakFeed::Prefetched,
+        ..PeakConfig::khr("khr32x64k32p", 32, 64)
+    },
+    PeakConfig {
+        bk: 32,
+        feed: PeakFeed::Prefetched,
+        ..PeakConfig::khr("khr64x64k32p", 64, 64)
+    },
+    PeakConfig {
+        bk: 64,
+        feed: PeakFeed::Prefetched,
+        ..PeakConfig::khr("khr64x64k64p", 64, 64)
     },
     PeakConfig::cm2("cm2_128x256k32", 128, 256, 32),
     PeakConfig {
