@@ -4,9 +4,10 @@
 # beside the defaults, WGSL and PyTorch, on an NVIDIA GPU machine with
 # the Vulkan loader installed (see scripts/gpu_side_by_side.sh). $1: a
 # folder holding backplane, backplane-conformance, libbackplane_webgpu.so
-# and the example coopmat_peak, built with `--features native-vulkan`.
+# and the examples coopmat_peak and pipeline_stats, built with
+# `--features native-vulkan`.
 # $2: `perf` (the peak probe, the timings and PyTorch: about 4 minutes
-# on an H100) or `conformance` (the candidates' conformance: about 3
+# on an H100; the driver's pipeline statistics in $OUT/stats.txt) or `conformance` (the candidates' conformance: about 3
 # minutes); both when absent. Results in $OUT/peak.txt, $OUT/variants-perf.txt,
 # $OUT/torch.txt and $OUT/variants-conformance.txt, appended as they
 # come. A process timing the GPU sometimes runs 2-4x slow whichever
@@ -25,7 +26,7 @@ STEPS=${2:-perf conformance}
 # looked like a slow process (`rh`, `64x32w128ro`), and the cm2 GEMMs
 # nearest the WGSL one.
 FA_VARIANTS="128x64w256r 64x64w128 128x64w256 128x64w256ro 128x64w256rh 64x32w128ro"
-GEMM_VARIANTS="cm2_128x256k32h cm2_128x256k64h cm2_128x256k32hu1"
+GEMM_VARIANTS="128x128k32w64h 128x128k32w64hdb 128x128k32w64db 256x128k32h cm2_128x256k32h"
 # perf LABEL CASES OP ENV...: the kernels that ran and the timings.
 perf() {
   local label=$1 cases=$2 op=$3; shift 3
@@ -40,6 +41,9 @@ if [[ " $STEPS " == *" perf "* ]]; then
 if [ -x $N/coopmat_peak ]; then
   echo "== cooperative-matrix peak (coopmat_peak)" | tee -a $OUT/peak.txt
   timeout 60 $N/coopmat_peak 2>&1 | tee -a $OUT/peak.txt
+fi
+if [ -x $N/pipeline_stats ]; then
+  timeout 120 $N/pipeline_stats > $OUT/stats.txt 2>&1
 fi
 perf "attention, auto (warming up)" "$FA" FLASH_ATTN_EXT
 perf "attention, WGSL" "$FA" FLASH_ATTN_EXT BACKPLANE_WEBGPU_NATIVE=off

@@ -126,6 +126,9 @@ const OUT_PER_THREAD: u32 = BM * BN / WG_SIZE;
 
 @compute @workgroup_size(WG_SIZE)
 fn main(@builtin(workgroup_id) wid: vec3<u32>,
+#ifdef COLUMNS_FIRST
+        @builtin(num_workgroups) groups: vec3<u32>,
+#endif
 #ifndef EMULATE_COOPMAT
         @builtin(subgroup_id) sg: u32,
 #endif
@@ -148,8 +151,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 #endif
     let i12 = batch % p.ne12;
     let i13 = batch / p.ne12;
+#ifdef COLUMNS_FIRST
+    // Consecutive workgroups (x fastest) take the column tiles of one row
+    // tile, so those running together share weight rows.
+    let linear = wid.x + wid.y * groups.x;
+    let m0 = (linear / groups.y) * BM;
+    let n0 = (linear % groups.y) * BN;
+#else
     let m0 = wid.x * BM;
     let n0 = wid.y * BN;
+#endif
     let w_base = p.w_off + (i13 / p.r3) * p.w_s3 + (i12 / p.r2) * p.w_s2;
     let x_base = p.x_off + i13 * p.x_s3 + i12 * p.x_s2;
     let d_base = p.d_off + d_split + i13 * p.d_s3 + i12 * p.d_s2;

@@ -9,8 +9,11 @@
 
 use std::time::Instant;
 
+use backplane_webgpu::PARAM_SLOT_BYTES;
 use backplane_webgpu::native::configs::{PEAK_CONFIGS, PeakConfig};
-use backplane_webgpu::native::{NativeFeatures, cm2_workgroup_fits, kernels, open};
+use backplane_webgpu::native::pipelines::NativePipelines;
+use backplane_webgpu::native::{NativeFeatures, cm2_workgroup_fits, open};
+use backplane_webgpu::pipelines::{Pipeline, PipelineCache};
 
 /// Bytes of the one buffer: the zero inputs and room for every store.
 const BUFFER_BYTES: u64 = 1 << 20;
@@ -64,13 +67,11 @@ fn main() -> Result<(), String> {
         info.driver_info,
         features.summary()
     );
-    let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-        label: Some("coopmat_peak"),
-        entries: &[
-            entry(0, wgpu::BufferBindingType::Storage { read_only: false }),
-            entry(1, wgpu::BufferBindingType::Uniform),
-        ],
-    });
+    // The backend's own pipeline path: the shared layout (storage buffer
+    // 0, the parameters a uniform at 1 with a dynamic offset).
+    let cache = PipelineCache::default();
+    let pipelines = NativePipelines::default();
+    let layout = cache.shared_layout(&device, 1);
     let buffer = device.create_buffer(&wgpu::BufferDescriptor {
         label: Some("coopmat_peak"),
         size: BUFFER_BYTES,
@@ -79,7 +80,7 @@ fn main() -> Result<(), String> {
     });
     let params = device.create_buffer(&wgpu::BufferDescriptor {
         label: Some("coopmat_peak.params"),
-        size: 16,
+        size: PARAM_SLOT_BYTES,
         usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
         mapped_at_creation: false,
     });
@@ -93,14 +94,19 @@ fn main() -> Result<(), String> {
             },
             wgpu::BindGroupEntry {
                 binding: 1,
-                resource: params.as_entire_binding(),
+                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                    buffer: &params,
+                    offset: 0,
+                    size: wgpu::BufferSize::new(PARAM_SLOT_BYTES),
+                }),
             },
         ],
     });
     let probe = Probe {
         device: &device,
         queue: &queue,
-        layout: &layout,
+        cache: &cache,
+        pipelines: &pipelines,
         bind: &bind,
         params: &params,
         workgroups,
@@ -122,25 +128,12 @@ fn main() -> Result<(), String> {
     Ok(())
 }
 
-/// A bind group layout entry of a compute buffer binding.
-fn entry(binding: u32, ty: wgpu::BufferBindingType) -> wgpu::BindGroupLayoutEntry {
-    wgpu::BindGroupLayoutEntry {
-        binding,
-        visibility: wgpu::ShaderStages::COMPUTE,
-        ty: wgpu::BindingType::Buffer {
-            ty,
-            has_dynamic_offset: false,
-            min_binding_size: None,
-        },
-        count: None,
-    }
-}
-
 /// What every configuration's run shares.
 struct Probe<'a> {
     device: &'a wgpu::Device,
     queue: &'a wgpu::Queue,
-    layout: &'a wgpu::BindGroupLayout,
+    cache: &'a PipelineCache,
+    pipelines: &'a NativePipelines,
     bind: &'a wgpu::BindGroup,
     params: &'a wgpu::Buffer,
     workgroups: u32,
@@ -160,43 +153,9 @@ impl Probe<'_> {
             return Err("no VK_KHR_cooperative_matrix".into());
         }
         let name = format!("coopmat_peak_{}", c.name);
-        let words = kernels::spirv(&name)?;
-        let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        // SAFETY: the module passed SPIRV-Tools' validator at build time,
-        // and the device offers the matrices it declares (checked above).
-        let module = unsafe {
-            self.device
-                .create_shader_module_passthrough(wgpu::ShaderModuleDescriptorPassthrough {
-                    label: Some(&name),
-                    entry_points: vec![wgpu::PassthroughShaderEntryPoint {
-                        name: "main".into(),
-                        workgroup_size: (c.workgroup_size, 1, 1),
-                    }]
-                    .into(),
-                    spirv: Some(words.into()),
-                    ..Default::default()
-                })
-        };
-        let pl = self
-            .device
-            .create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-                label: Some(&name),
-                bind_group_layouts: &[Some(self.layout)],
-                immediate_size: 0,
-            });
-        let pipeline = self
-            .device
-            .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: Some(&name),
-                layout: Some(&pl),
-                module: &module,
-                entry_point: Some("main"),
-                compilation_options: Default::default(),
-                cache: None,
-            });
-        if let Some(e) = pollster::block_on(scope.pop()) {
-            return Err(format!("pipeline failed to build: {e}"));
-        }
+        let pipeline =
+            self.pipelines
+                .get(self.device, self.cache, &name, (c.workgroup_size, 1, 1), 1)?;
         let mut iters: u64 = 64;
         let mut seconds = self.dispatch(&pipeline, iters)?;
         while seconds < MIN_SECONDS {
@@ -213,7 +172,7 @@ impl Probe<'_> {
 
     /// Seconds from submission to completion of one dispatch of
     /// `iters` steps per workgroup.
-    fn dispatch(&self, pipeline: &wgpu::ComputePipeline, iters: u64) -> Result<f64, String> {
+    fn dispatch(&self, pipeline: &Pipeline, iters: u64) -> Result<f64, String> {
         let words = [iters as u32, 0, 0, 0];
         self.queue
             .write_buffer(self.params, 0, bytemuck::cast_slice(&words));
@@ -224,8 +183,8 @@ impl Probe<'_> {
             .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
         {
             let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
-            pass.set_pipeline(pipeline);
-            pass.set_bind_group(0, self.bind, &[]);
+            pass.set_pipeline(&pipeline.pipeline);
+            pass.set_bind_group(0, self.bind, &[0]);
             pass.dispatch_workgroups(self.workgroups, 1, 1);
         }
         let t = Instant::now();

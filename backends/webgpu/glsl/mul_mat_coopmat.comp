@@ -71,6 +71,7 @@
 #define FLAG_A_VEC4 1u
 #define FLAG_B_VEC4 2u
 #define FLAG_D_DIRECT 4u
+#define FLAG_COLUMNS_FIRST 8u
 
 layout(local_size_x = WG_SIZE, local_size_y = 1, local_size_z = 1) in;
 
@@ -237,8 +238,18 @@ void stash_b(uint stage, uint i, vec4 x) {
 #endif
 
 void main() {
-    const uint tile_m = gl_WorkGroupID.x * BM;
-    const uint tile_n = gl_WorkGroupID.y * BN;
+    // Workgroups run in dispatch order (x fastest). FLAG_COLUMNS_FIRST:
+    // consecutive workgroups take the column tiles of one row tile, so
+    // those running together share weight rows.
+    uint row_tile = gl_WorkGroupID.x;
+    uint col_tile = gl_WorkGroupID.y;
+    if ((p.flags & FLAG_COLUMNS_FIRST) != 0) {
+        const uint linear = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
+        row_tile = linear / gl_NumWorkGroups.y;
+        col_tile = linear % gl_NumWorkGroups.y;
+    }
+    const uint tile_m = row_tile * BM;
+    const uint tile_n = col_tile * BN;
     const uint split = gl_WorkGroupID.z / p.batches;
     const uint batch = gl_WorkGroupID.z % p.batches;
     const uint k_begin = split * p.k_chunk;

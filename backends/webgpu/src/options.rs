@@ -84,6 +84,10 @@ pub const WEBGPU_OPTIONS: &[OptionSpec] = &[
         "never dequantize weights before a cooperative-matrix MUL_MAT",
     ),
     flag(
+        "matmul_colfirst",
+        "cooperative-matrix MUL_MAT workgroups take the column tiles of one row tile together (its weight rows read from memory once), not one column tile's row tiles",
+    ),
+    flag(
         "matmul_dequant",
         "dequantize weights before a cooperative-matrix MUL_MAT at any batch",
     ),
@@ -362,6 +366,8 @@ pub struct Tuning {
     pub matmul_nodequant: bool,
     /// `matmul_dequant`.
     pub matmul_dequant: bool,
+    /// `matmul_colfirst`.
+    pub matmul_colfirst: bool,
     /// `matmul_rows`.
     pub matmul_rows: Option<u32>,
     /// `matmul_wg`.
@@ -422,6 +428,7 @@ impl Tuning {
             matmul_nohalf8: o.bool("matmul_nohalf8"),
             matmul_nodequant: o.bool("matmul_nodequant"),
             matmul_dequant: o.bool("matmul_dequant"),
+            matmul_colfirst: o.bool("matmul_colfirst"),
             matmul_rows: small(o, "matmul_rows"),
             matmul_wg: small(o, "matmul_wg"),
             matmul_dqruns: o.text("matmul_dqruns").and_then(|w| w.parse().ok()),

@@ -733,6 +733,9 @@ fn coopmat(
     if !s.k.is_multiple_of(plan::COOPMAT_BK) || splits * k_chunk != s.k {
         key = key.define("K_TAIL", "");
     }
+    if e.facts().tuning.matmul_colfirst {
+        key = key.define("COLUMNS_FIRST", "");
+    }
     let out = part.as_ref().unwrap_or(d);
     let groups = [
         u32_of(tiles[0], "row tiles")?,

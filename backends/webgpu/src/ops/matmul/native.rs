@@ -82,6 +82,9 @@ const FLAG_B_VEC4: u32 = 2;
 /// GEMM flag: dst rows dense, offset and strides multiples of 16 bytes
 /// (whole accumulators stored straight to dst).
 const FLAG_D_DIRECT: u32 = 4;
+/// GEMM flag: workgroups in dispatch order take the column tiles of one
+/// row tile together (the `matmul_colfirst` option).
+const FLAG_COLUMNS_FIRST: u32 = 8;
 
 /// A native MUL_MAT kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -711,6 +714,9 @@ fn encode_gemm(
     }
     if vec4(d_off, d_nb) {
         flags |= FLAG_D_DIRECT;
+    }
+    if e.facts().tuning.matmul_colfirst {
+        flags |= FLAG_COLUMNS_FIRST;
     }
     let p = head_params(&s, tiles_m, &w)?
         .u32(b_off)
