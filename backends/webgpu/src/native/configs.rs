@@ -27,9 +27,37 @@ pub struct GemmConfig {
     /// `mul_mat_convert`, as the WGSL GEMM does) and staged from those:
     /// half the bytes in every tile that reads them.
     pub b_half: bool,
+    /// Measuring only (`SYNTHETIC`): every step stages values made from
+    /// the K step instead of loading them, so the kernel times staging,
+    /// barriers and products without memory reads; its results are wrong
+    /// and the backend never chooses it unless named.
+    pub synthetic: bool,
 }
 
 impl GemmConfig {
+    /// A `bm` x `bn` tile, `bk` per step, subgroup shares `wm` x `wn`,
+    /// one stage, f32 activations: the base the table's variants change.
+    pub const fn tile(
+        name: &'static str,
+        bm: u32,
+        bn: u32,
+        bk: u32,
+        wm: u32,
+        wn: u32,
+    ) -> GemmConfig {
+        GemmConfig {
+            name,
+            bm,
+            bn,
+            bk,
+            wm,
+            wn,
+            double_buffer: false,
+            b_half: false,
+            synthetic: false,
+        }
+    }
+
     /// Subgroups of 32 invocations in a workgroup.
     pub const fn subgroups(&self) -> u32 {
         (self.bm / self.wm) * (self.bn / self.wn)
@@ -41,117 +69,51 @@ impl GemmConfig {
     }
 }
 
-/// Every GEMM configuration built; the first is the default.
+/// Every GEMM configuration built; the first is the default. A name is
+/// `{bm}x{bn}k{bk}`, then `w{wm}` where shares are not the base's, and
+/// the letters of what differs from [`GemmConfig::tile`]: `h` f16
+/// activations, `db` two stages, `x` synthetic staging (measuring only).
 pub const GEMM_CONFIGS: &[GemmConfig] = &[
+    GemmConfig::tile("128x128k32", 128, 128, 32, 64, 32),
     GemmConfig {
-        name: "128x128k32",
-        bm: 128,
-        bn: 128,
-        bk: 32,
-        wm: 64,
-        wn: 32,
-        double_buffer: false,
-        b_half: false,
-    },
-    GemmConfig {
-        name: "128x128k32db",
-        bm: 128,
-        bn: 128,
-        bk: 32,
-        wm: 64,
-        wn: 32,
         double_buffer: true,
-        b_half: false,
+        ..GemmConfig::tile("128x128k32db", 128, 128, 32, 64, 32)
     },
+    GemmConfig::tile("128x128k64", 128, 128, 64, 64, 32),
+    GemmConfig::tile("128x128k32w16", 128, 128, 32, 32, 32),
+    GemmConfig::tile("128x256k32", 128, 256, 32, 64, 64),
+    GemmConfig::tile("256x128k32", 256, 128, 32, 64, 64),
     GemmConfig {
-        name: "128x128k64",
-        bm: 128,
-        bn: 128,
-        bk: 64,
-        wm: 64,
-        wn: 32,
-        double_buffer: false,
-        b_half: false,
-    },
-    GemmConfig {
-        name: "128x128k32w16",
-        bm: 128,
-        bn: 128,
-        bk: 32,
-        wm: 32,
-        wn: 32,
-        double_buffer: false,
-        b_half: false,
-    },
-    GemmConfig {
-        name: "128x256k32",
-        bm: 128,
-        bn: 256,
-        bk: 32,
-        wm: 64,
-        wn: 64,
-        double_buffer: false,
-        b_half: false,
-    },
-    GemmConfig {
-        name: "256x128k32",
-        bm: 256,
-        bn: 128,
-        bk: 32,
-        wm: 64,
-        wn: 64,
-        double_buffer: false,
-        b_half: false,
-    },
-    GemmConfig {
-        name: "128x128k32h",
-        bm: 128,
-        bn: 128,
-        bk: 32,
-        wm: 64,
-        wn: 32,
-        double_buffer: false,
         b_half: true,
+        ..GemmConfig::tile("128x128k32h", 128, 128, 32, 64, 32)
     },
     GemmConfig {
-        name: "128x128k32w64h",
-        bm: 128,
-        bn: 128,
-        bk: 32,
-        wm: 64,
-        wn: 64,
-        double_buffer: false,
         b_half: true,
+        ..GemmConfig::tile("128x128k32w64h", 128, 128, 32, 64, 64)
     },
     GemmConfig {
-        name: "128x128k32w64hdb",
-        bm: 128,
-        bn: 128,
-        bk: 32,
-        wm: 64,
-        wn: 64,
+        b_half: true,
         double_buffer: true,
-        b_half: true,
+        ..GemmConfig::tile("128x128k32w64hdb", 128, 128, 32, 64, 64)
     },
     GemmConfig {
-        name: "128x128k32w64db",
-        bm: 128,
-        bn: 128,
-        bk: 32,
-        wm: 64,
-        wn: 64,
         double_buffer: true,
-        b_half: false,
+        ..GemmConfig::tile("128x128k32w64db", 128, 128, 32, 64, 64)
     },
     GemmConfig {
-        name: "256x128k32h",
-        bm: 256,
-        bn: 128,
-        bk: 32,
-        wm: 64,
-        wn: 64,
-        double_buffer: false,
         b_half: true,
+        ..GemmConfig::tile("256x128k32h", 256, 128, 32, 64, 64)
+    },
+    GemmConfig {
+        b_half: true,
+        double_buffer: true,
+        synthetic: true,
+        ..GemmConfig::tile("128x128k32w64hdbx", 128, 128, 32, 64, 64)
+    },
+    GemmConfig {
+        b_half: true,
+        synthetic: true,
+        ..GemmConfig::tile("256x128k32hx", 256, 128, 32, 64, 64)
     },
 ];
 
