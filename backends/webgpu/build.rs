@@ -117,9 +117,6 @@ mod native {
                 if c.double_buffer {
                     tile.push(("DOUBLE_BUFFER", String::new()));
                 }
-                if c.synthetic {
-                    tile.push(("SYNTHETIC", String::new()));
-                }
                 if c.b_half {
                     tile.push(("B_F16", String::new()));
                 }

@@ -36,10 +36,6 @@
 // offset and strides in units of 4 halves), staged 4 halves (8 bytes) per
 // load: half the bytes of f32 activations in every tile.
 //
-// SYNTHETIC (measuring only): the fetches return values made from the K
-// step and the part, reading nothing, so a run times the staging, the
-// barriers and the products alone; results are wrong.
-//
 // EMULATED: the same staging with the matrix products as plain code
 // (each invocation BM * BN / WG_SIZE outputs of one tile row, f16 inputs,
 // f32 sums), for devices without cooperative matrices (tests on lavapipe).
@@ -132,9 +128,6 @@ const uint BLOCK_HALVES = 17;
 // or the block's scale bits (x) and the part's quant bytes (q4_0: 4 in y;
 // q8_0: 8 in y, z). `full`: the whole step lies inside K.
 uvec4 fetch_a(uint a_base, uint tile_m, uint k0, uint i, bool full) {
-#if defined(SYNTHETIC)
-    return uvec4((k0 + i) & 0x3C003C00u);
-#endif
     const uint row = min(tile_m + i / A_PARTS, p.M - 1);
     const uint part = i % A_PARTS;
     const uint at = a_base + row * p.a_nb1;
@@ -213,9 +206,6 @@ void stash_a(uint stage, uint i, uvec4 r) {
 // Activation run `i` of the tile at K step k0 (column clamped to N): 4
 // halves; zeros past K (the copy's rows end at K rounded up to 4).
 uvec2 fetch_b(uint b_base, uint tile_n, uint k0, uint i, bool full) {
-#if defined(SYNTHETIC)
-    return uvec2((k0 + i) & 0x3C003C00u);
-#endif
     const uint col = min(tile_n + i / B_RUNS, p.N - 1);
     const uint k = k0 + 4 * (i % B_RUNS);
     return k < p.K ? bh[b_base + col * p.b_nb1 + (k >> 2)] : uvec2(0);
@@ -229,9 +219,6 @@ void stash_b(uint stage, uint i, uvec2 x) {
 #define B_RAW vec4
 // Activation run `i` of the tile at K step k0 (column clamped to N).
 vec4 fetch_b(uint b_base, uint tile_n, uint k0, uint i, bool full) {
-#if defined(SYNTHETIC)
-    return vec4(float((k0 + i) & 7u));
-#endif
     const uint col = min(tile_n + i / B_RUNS, p.N - 1);
     const uint k = k0 + 4 * (i % B_RUNS);
     const uint at = b_base + col * p.b_nb1;

@@ -27,11 +27,6 @@ pub struct GemmConfig {
     /// `mul_mat_convert`, as the WGSL GEMM does) and staged from those:
     /// half the bytes in every tile that reads them.
     pub b_half: bool,
-    /// Measuring only (`SYNTHETIC`): every step stages values made from
-    /// the K step instead of loading them, so the kernel times staging,
-    /// barriers and products without memory reads; its results are wrong
-    /// and the backend never chooses it unless named.
-    pub synthetic: bool,
 }
 
 impl GemmConfig {
@@ -54,7 +49,6 @@ impl GemmConfig {
             wn,
             double_buffer: false,
             b_half: false,
-            synthetic: false,
         }
     }
 
@@ -70,9 +64,9 @@ impl GemmConfig {
 }
 
 /// Every GEMM configuration built; the first is the default. A name is
-/// `{bm}x{bn}k{bk}`, then `w{wm}` where shares are not the base's, and
-/// the letters of what differs from [`GemmConfig::tile`]: `h` f16
-/// activations, `db` two stages, `x` synthetic staging (measuring only).
+/// `{bm}x{bn}k{bk}`, then `w16` (16 subgroups of 32 x 32) or `w64` (64 x
+/// 64 shares) where a 128 x 128 tile is not split into 64 x 32 shares,
+/// `h` for f16 activations and `db` for two stages.
 pub const GEMM_CONFIGS: &[GemmConfig] = &[
     GemmConfig::tile("128x128k32", 128, 128, 32, 64, 32),
     GemmConfig {
@@ -103,17 +97,6 @@ pub const GEMM_CONFIGS: &[GemmConfig] = &[
     GemmConfig {
         b_half: true,
         ..GemmConfig::tile("256x128k32h", 256, 128, 32, 64, 64)
-    },
-    GemmConfig {
-        b_half: true,
-        double_buffer: true,
-        synthetic: true,
-        ..GemmConfig::tile("128x128k32w64hdbx", 128, 128, 32, 64, 64)
-    },
-    GemmConfig {
-        b_half: true,
-        synthetic: true,
-        ..GemmConfig::tile("256x128k32hx", 256, 128, 32, 64, 64)
     },
 ];
 
