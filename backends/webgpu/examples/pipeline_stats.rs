@@ -251,7 +251,10 @@ impl Stats {
                 let stats = unsafe { self.executables.get_pipeline_executable_statistics(&info) }
                     .map_err(|e| format!("statistics: {e}"))?;
                 for s in stats {
-                    line.push_str(&format!(" | {}={}", c_text(&s.name), value(&s)));
+                    let name = s
+                        .name_as_c_str()
+                        .map_or("?".into(), |n| n.to_string_lossy());
+                    line.push_str(&format!(" | {name}={}", value(&s)));
                 }
             }
             Ok(())
@@ -265,16 +268,6 @@ impl Stats {
         // SAFETY: every object of the device was destroyed.
         unsafe { self.device.destroy_device(None) };
     }
-}
-
-/// A fixed-size C string field as text.
-fn c_text(chars: &[std::ffi::c_char]) -> String {
-    let bytes: Vec<u8> = chars
-        .iter()
-        .take_while(|&&c| c != 0)
-        .map(|&c| c as u8)
-        .collect();
-    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 /// A statistic's value in its format.
