@@ -6,9 +6,10 @@
 # folder holding backplane, backplane-conformance, libbackplane_webgpu.so
 # and the examples coopmat_peak and pipeline_stats, built with
 # `--features native-vulkan`.
-# $2: `perf` (the peak probe, the timings and PyTorch: about 4 minutes
-# on an H100; the driver's pipeline statistics in $OUT/stats.txt) or `conformance` (the candidates' conformance: about 3
-# minutes); both when absent. Results in $OUT/peak.txt, $OUT/variants-perf.txt,
+# $2: `perf` (the peak probe, the driver's pipeline statistics in
+# $OUT/stats.txt, the timings and PyTorch: about 4 minutes on an H100)
+# or `conformance` (the candidates' conformance: about 3 minutes); both
+# when absent. Results in $OUT/peak.txt, $OUT/variants-perf.txt,
 # $OUT/torch.txt and $OUT/variants-conformance.txt, appended as they
 # come. A process timing the GPU sometimes runs 2-4x slow whichever
 # kernel it runs (docs/webgpu.md), so the candidates are timed in two

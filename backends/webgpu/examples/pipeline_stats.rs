@@ -55,10 +55,9 @@ fn main() -> Result<(), String> {
         )
     }
     .map_err(|e| format!("vkCreateInstance: {e}"))?;
-    let result = Stats::open(&instance).and_then(|stats| {
-        let r = stats.print_all(&chosen);
+    let result = Stats::open(&instance).map(|stats| {
+        stats.print_all(&chosen);
         stats.destroy();
-        r
     });
     // SAFETY: every child object was destroyed.
     unsafe { instance.destroy_instance(None) };
@@ -144,14 +143,13 @@ impl Stats {
     }
 
     /// Prints one line per kernel; a kernel that fails prints why.
-    fn print_all(&self, chosen: &[&BuiltKernel]) -> Result<(), String> {
+    fn print_all(&self, chosen: &[&BuiltKernel]) {
         for k in chosen {
             match self.statistics(k.name) {
                 Ok(line) => println!("{} {line}", k.name),
                 Err(e) => println!("{} FAILED: {e}", k.name),
             }
         }
-        Ok(())
     }
 
     /// The statistics of kernel `name`'s executables, as one line.
@@ -178,34 +176,44 @@ impl Stats {
                     None,
                 )
                 .map_err(|e| format!("descriptor set layout: {e}"))?;
-            let sets = [set];
+            let line = self.with_set_layout(set, &words);
+            d.destroy_descriptor_set_layout(set, None);
+            line
+        }
+    }
+
+    /// The statistics line of the module `words` with set layout `set`;
+    /// the objects it makes are destroyed before it returns.
+    ///
+    /// # Safety
+    /// `set` is a live descriptor set layout of this device.
+    unsafe fn with_set_layout(
+        &self,
+        set: vk::DescriptorSetLayout,
+        words: &[u32],
+    ) -> Result<String, String> {
+        let d = &self.device;
+        let sets = [set];
+        // SAFETY: valid create infos on a live device; each object is
+        // destroyed before returning.
+        unsafe {
             let layout = d
                 .create_pipeline_layout(
                     &vk::PipelineLayoutCreateInfo::default().set_layouts(&sets),
                     None,
                 )
-                .map_err(|e| format!("pipeline layout: {e}"));
-            let module = d
-                .create_shader_module(&vk::ShaderModuleCreateInfo::default().code(&words), None)
-                .map_err(|e| format!("shader module: {e}"));
-            let line = match (layout, module) {
-                (Ok(layout), Ok(module)) => {
+                .map_err(|e| format!("pipeline layout: {e}"))?;
+            let line = match d
+                .create_shader_module(&vk::ShaderModuleCreateInfo::default().code(words), None)
+            {
+                Ok(module) => {
                     let line = self.pipeline_line(layout, module);
                     d.destroy_shader_module(module, None);
-                    d.destroy_pipeline_layout(layout, None);
                     line
                 }
-                (layout, module) => {
-                    if let Ok(l) = layout {
-                        d.destroy_pipeline_layout(l, None);
-                    }
-                    if let Ok(m) = module {
-                        d.destroy_shader_module(m, None);
-                    }
-                    Err("pipeline layout or shader module failed".into())
-                }
+                Err(e) => Err(format!("shader module: {e}")),
             };
-            d.destroy_descriptor_set_layout(set, None);
+            d.destroy_pipeline_layout(layout, None);
             line
         }
     }
