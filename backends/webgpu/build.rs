@@ -120,6 +120,9 @@ mod native {
                 if c.b_half {
                     tile.push(("B_F16", String::new()));
                 }
+                if c.prefetch_two {
+                    tile.push(("PREFETCH2", String::new()));
+                }
                 let mut emulated = tile.clone();
                 emulated.push(("EMULATED", String::new()));
                 out.push(Variant {

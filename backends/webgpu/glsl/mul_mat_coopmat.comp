@@ -20,6 +20,10 @@
 // conversion) and stored after it. Tiles are K-contiguous rows padded by
 // 8 halves (no bank conflicts for 8-row matrix loads). DOUBLE_BUFFER:
 // two stages, one barrier per step; otherwise one stage, two barriers.
+// PREFETCH2: two register sets, each step's data loaded two steps before
+// it multiplies, so a load has a whole step more to arrive (on an H100
+// the loads a single step ahead left half of a 256 x 128 tile's time to
+// waiting).
 //
 // Rows past M and columns past N repeat the last one (never stored); K
 // values past K are zeros. Split K (host: too few tiles to fill the GPU):
@@ -66,6 +70,7 @@
 #else
 #define STAGES 1
 #endif
+
 
 // Flags (host: ops/matmul/native.rs).
 #define FLAG_A_VEC4 1u
@@ -286,22 +291,120 @@ void main() {
 
     uvec4 ra[A_LOADS];
     B_RAW rb[B_LOADS];
-    {
-        const bool full = k_begin + BK <= p.K;
-        [[unroll]] for (uint l = 0; l < A_LOADS; l++) {
-            ra[l] = fetch_a(a_base, tile_m, k_begin, tid + l * WG_SIZE, full);
-        }
-        [[unroll]] for (uint l = 0; l < B_LOADS; l++) {
-            rb[l] = fetch_b(b_base, tile_n, k_begin, tid + l * WG_SIZE, full);
-        }
+#define FETCH(RA, RB, KS)                                                              \
+    {                                                                                  \
+        const bool full_ = (KS) + BK <= p.K;                                           \
+        [[unroll]] for (uint l = 0; l < A_LOADS; l++) {                                \
+            RA[l] = fetch_a(a_base, tile_m, (KS), tid + l * WG_SIZE, full_);           \
+        }                                                                              \
+        [[unroll]] for (uint l = 0; l < B_LOADS; l++) {                                \
+            RB[l] = fetch_b(b_base, tile_n, (KS), tid + l * WG_SIZE, full_);           \
+        }                                                                              \
     }
+#define STASH(STAGE, RA, RB)                                                           \
+    {                                                                                  \
+        [[unroll]] for (uint l = 0; l < A_LOADS; l++) {                                \
+            stash_a((STAGE), tid + l * WG_SIZE, RA[l]);                                \
+        }                                                                              \
+        [[unroll]] for (uint l = 0; l < B_LOADS; l++) {                                \
+            stash_b((STAGE), tid + l * WG_SIZE, RB[l]);                                \
+        }                                                                              \
+    }
+#if defined(EMULATED)
+#define MULTIPLY(STAGE)                                                                \
+    {                                                                                  \
+        const uint sa = (STAGE) * BM * SA;                                             \
+        const uint sb = (STAGE) * BN * SA;                                             \
+        [[unroll]] for (uint kk = 0; kk < BK / 4; kk++) {                              \
+            const vec4 a = vec4(sh_a[sa + em_m * SA + kk]);                            \
+            [[unroll]] for (uint j = 0; j < EM_N; j++) {                               \
+                acc[j] += dot(a, vec4(sh_b[sb + (em_n + j) * SA + kk]));               \
+            }                                                                          \
+        }                                                                              \
+    }
+#else
+#define MULTIPLY(STAGE)                                                                \
+    {                                                                                  \
+        const uint sa = (STAGE) * BM * SA;                                             \
+        const uint sb = (STAGE) * BN * SA;                                             \
+        [[unroll]] for (uint kk = 0; kk < BK; kk += TK) {                              \
+            coopmat<float16_t, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> ma[CM];        \
+            coopmat<float16_t, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> mb[CN];        \
+            [[unroll]] for (uint i = 0; i < CM; i++) {                                 \
+                coopMatLoad(ma[i], sh_a, sa + (wm + i * TM) * SA + kk / 4, SA,         \
+                            gl_CooperativeMatrixLayoutRowMajor);                       \
+            }                                                                          \
+            [[unroll]] for (uint j = 0; j < CN; j++) {                                 \
+                coopMatLoad(mb[j], sh_b, sb + (wn + j * TN) * SA + kk / 4, SA,         \
+                            gl_CooperativeMatrixLayoutColumnMajor);                    \
+            }                                                                          \
+            [[unroll]] for (uint i = 0; i < CM; i++) {                                 \
+                [[unroll]] for (uint j = 0; j < CN; j++) {                             \
+                    acc[i * CN + j] = coopMatMulAdd(ma[i], mb[j], acc[i * CN + j]);    \
+                }                                                                      \
+            }                                                                          \
+        }                                                                              \
+    }
+#endif
+    FETCH(ra, rb, k_begin);
+#if defined(PREFETCH2)
+    // Two register sets, loads two steps ahead: the step after next is
+    // fetched before this step multiplies and stashed only after the next
+    // one has (a whole step later), so each load has two steps' products
+    // to land. The loop is unrolled by two so the sets keep their names.
+    uvec4 ra2[A_LOADS];
+    B_RAW rb2[B_LOADS];
 #if defined(DOUBLE_BUFFER)
-    [[unroll]] for (uint l = 0; l < A_LOADS; l++) {
-        stash_a(0, tid + l * WG_SIZE, ra[l]);
+    STASH(0, ra, rb);
+    if (k_begin + BK < k_end) {
+        FETCH(ra2, rb2, k_begin + BK);
     }
-    [[unroll]] for (uint l = 0; l < B_LOADS; l++) {
-        stash_b(0, tid + l * WG_SIZE, rb[l]);
+    barrier();
+#define STEP(KS, STAGE, RA_FETCH, RB_FETCH, RA_STASH, RB_STASH)                        \
+    {                                                                                  \
+        if ((KS) + 2 * BK < k_end) {                                                   \
+            FETCH(RA_FETCH, RB_FETCH, (KS) + 2 * BK);                                  \
+        }                                                                              \
+        MULTIPLY(STAGE);                                                               \
+        if ((KS) + BK < k_end) {                                                       \
+            STASH((STAGE) ^ 1, RA_STASH, RB_STASH);                                    \
+        }                                                                              \
+        barrier();                                                                     \
     }
+    for (uint k0 = k_begin; k0 < k_end; k0 += 2 * BK) {
+        STEP(k0, 0, ra, rb, ra2, rb2);
+        if (k0 + BK >= k_end) {
+            break;
+        }
+        STEP(k0 + BK, 1, ra2, rb2, ra, rb);
+    }
+#else
+    // One stage: step s is stashed from the set fetched two steps before,
+    // which then fetches step s + 2.
+    if (k_begin + BK < k_end) {
+        FETCH(ra2, rb2, k_begin + BK);
+    }
+#define STEP(KS, RA, RB)                                                               \
+    {                                                                                  \
+        STASH(0, RA, RB);                                                              \
+        barrier();                                                                     \
+        if ((KS) + 2 * BK < k_end) {                                                   \
+            FETCH(RA, RB, (KS) + 2 * BK);                                              \
+        }                                                                              \
+        MULTIPLY(0);                                                                   \
+        barrier();                                                                     \
+    }
+    for (uint k0 = k_begin; k0 < k_end; k0 += 2 * BK) {
+        STEP(k0, ra, rb);
+        if (k0 + BK >= k_end) {
+            break;
+        }
+        STEP(k0 + BK, ra2, rb2);
+    }
+#endif
+#else
+#if defined(DOUBLE_BUFFER)
+    STASH(0, ra, rb);
     barrier();
     uint stage = 0;
 #else
@@ -311,64 +414,22 @@ void main() {
         const uint k1 = k0 + BK;
         const bool more = k1 < k_end;
 #if !defined(DOUBLE_BUFFER)
-        [[unroll]] for (uint l = 0; l < A_LOADS; l++) {
-            stash_a(0, tid + l * WG_SIZE, ra[l]);
-        }
-        [[unroll]] for (uint l = 0; l < B_LOADS; l++) {
-            stash_b(0, tid + l * WG_SIZE, rb[l]);
-        }
+        STASH(0, ra, rb);
         barrier();
 #endif
         if (more) {
-            const bool full = k1 + BK <= p.K;
-            [[unroll]] for (uint l = 0; l < A_LOADS; l++) {
-                ra[l] = fetch_a(a_base, tile_m, k1, tid + l * WG_SIZE, full);
-            }
-            [[unroll]] for (uint l = 0; l < B_LOADS; l++) {
-                rb[l] = fetch_b(b_base, tile_n, k1, tid + l * WG_SIZE, full);
-            }
+            FETCH(ra, rb, k1);
         }
-        const uint sa = stage * BM * SA;
-        const uint sb = stage * BN * SA;
-#if defined(EMULATED)
-        [[unroll]] for (uint kk = 0; kk < BK / 4; kk++) {
-            const vec4 a = vec4(sh_a[sa + em_m * SA + kk]);
-            [[unroll]] for (uint j = 0; j < EM_N; j++) {
-                acc[j] += dot(a, vec4(sh_b[sb + (em_n + j) * SA + kk]));
-            }
-        }
-#else
-        [[unroll]] for (uint kk = 0; kk < BK; kk += TK) {
-            coopmat<float16_t, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> ma[CM];
-            coopmat<float16_t, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> mb[CN];
-            [[unroll]] for (uint i = 0; i < CM; i++) {
-                coopMatLoad(ma[i], sh_a, sa + (wm + i * TM) * SA + kk / 4, SA,
-                            gl_CooperativeMatrixLayoutRowMajor);
-            }
-            [[unroll]] for (uint j = 0; j < CN; j++) {
-                coopMatLoad(mb[j], sh_b, sb + (wn + j * TN) * SA + kk / 4, SA,
-                            gl_CooperativeMatrixLayoutColumnMajor);
-            }
-            [[unroll]] for (uint i = 0; i < CM; i++) {
-                [[unroll]] for (uint j = 0; j < CN; j++) {
-                    acc[i * CN + j] = coopMatMulAdd(ma[i], mb[j], acc[i * CN + j]);
-                }
-            }
-        }
-#endif
+        MULTIPLY(stage);
 #if defined(DOUBLE_BUFFER)
         if (more) {
-            [[unroll]] for (uint l = 0; l < A_LOADS; l++) {
-                stash_a(stage ^ 1, tid + l * WG_SIZE, ra[l]);
-            }
-            [[unroll]] for (uint l = 0; l < B_LOADS; l++) {
-                stash_b(stage ^ 1, tid + l * WG_SIZE, rb[l]);
-            }
+            STASH(stage ^ 1, ra, rb);
         }
         stage ^= 1;
 #endif
         barrier();
     }
+#endif
 
     const uint d_base = p.d_off + split * p.split_plane + i12 * p.d_nb2 + i13 * p.d_nb3;
 #if defined(EMULATED)

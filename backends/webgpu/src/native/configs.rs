@@ -27,6 +27,9 @@ pub struct GemmConfig {
     /// `mul_mat_convert`, as the WGSL GEMM does) and staged from those:
     /// half the bytes in every tile that reads them.
     pub b_half: bool,
+    /// Each step's tiles loaded two steps ahead into a second register
+    /// set (`PREFETCH2`) instead of one step ahead.
+    pub prefetch_two: bool,
 }
 
 impl GemmConfig {
@@ -49,6 +52,7 @@ impl GemmConfig {
             wn,
             double_buffer: false,
             b_half: false,
+            prefetch_two: false,
         }
     }
 
@@ -66,7 +70,8 @@ impl GemmConfig {
 /// Every GEMM configuration built; the first is the default. A name is
 /// `{bm}x{bn}k{bk}`, then `w16` (16 subgroups of 32 x 32) or `w64` (64 x
 /// 64 shares) where a 128 x 128 tile is not split into 64 x 32 shares,
-/// `h` for f16 activations and `db` for two stages.
+/// `h` for f16 activations, `db` for two stages and `p2` for loads two
+/// steps ahead.
 pub const GEMM_CONFIGS: &[GemmConfig] = &[
     GemmConfig::tile("128x128k32", 128, 128, 32, 64, 32),
     GemmConfig {
@@ -97,6 +102,11 @@ pub const GEMM_CONFIGS: &[GemmConfig] = &[
     GemmConfig {
         b_half: true,
         ..GemmConfig::tile("256x128k32h", 256, 128, 32, 64, 64)
+    },
+    GemmConfig {
+        b_half: true,
+        prefetch_two: true,
+        ..GemmConfig::tile("256x128k32hp2", 256, 128, 32, 64, 64)
     },
 ];
 
