@@ -25,9 +25,10 @@ STEPS=${2:-perf conformance}
 # ran near or ahead of the defaults on an H100 on 2026-12-07 (`ro`, the
 # former head-256 default `128x64w256`), the ones whose H200 figures
 # looked like a slow process (`rh`, `64x32w128ro`), the KHR GEMMs with
-# 64 x 64 shares and the cm2 GEMM nearest the WGSL one.
+# 64 x 64 shares (`256x128k32hp2` the fastest native one on an H100)
+# and the cm2 GEMM nearest the WGSL one.
 FA_VARIANTS="128x64w256r 64x64w128 128x64w256 128x64w256ro 128x64w256rh 64x32w128ro"
-GEMM_VARIANTS="128x128k32w64h 128x128k32w64hdb 128x128k32w64db 256x128k32h cm2_128x256k32h"
+GEMM_VARIANTS="128x128k32w64h 128x128k32w64hdb 128x128k32w64db 256x128k32h 256x128k32hp2 cm2_128x256k32h"
 # perf LABEL CASES OP ENV...: the kernels that ran and the timings.
 perf() {
   local label=$1 cases=$2 op=$3; shift 3

@@ -114,15 +114,14 @@ mod native {
                     ("WM", c.wm.to_string()),
                     ("WN", c.wn.to_string()),
                 ];
-                if c.double_buffer {
-                    tile.push(("DOUBLE_BUFFER", String::new()));
-                }
-                if c.b_half {
-                    tile.push(("B_F16", String::new()));
-                }
-                if c.prefetch_two {
-                    tile.push(("PREFETCH2", String::new()));
-                }
+                push_flags(
+                    &mut tile,
+                    &[
+                        (c.double_buffer, "DOUBLE_BUFFER"),
+                        (c.b_half, "B_F16"),
+                        (c.prefetch_two, "PREFETCH2"),
+                    ],
+                );
                 let mut emulated = tile.clone();
                 emulated.push(("EMULATED", String::new()));
                 out.push(Variant {

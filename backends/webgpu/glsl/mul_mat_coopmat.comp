@@ -71,7 +71,6 @@
 #define STAGES 1
 #endif
 
-
 // Flags (host: ops/matmul/native.rs).
 #define FLAG_A_VEC4 1u
 #define FLAG_B_VEC4 2u
