@@ -106,50 +106,60 @@ mod native {
         }
         for &(ty, flag) in COOPMAT_TYPES {
             for (i, c) in GEMM_CONFIGS.iter().enumerate() {
-                let mut tile = vec![
-                    (flag, String::new()),
-                    ("BM", c.bm.to_string()),
-                    ("BN", c.bn.to_string()),
-                    ("BK", c.bk.to_string()),
-                    ("WM", c.wm.to_string()),
-                    ("WN", c.wn.to_string()),
-                ];
-                push_flags(
-                    &mut tile,
-                    &[
-                        (c.double_buffer, "DOUBLE_BUFFER"),
-                        (c.b_half, "B_F16"),
-                        (c.prefetch_two, "PREFETCH2"),
-                    ],
-                );
-                let mut emulated = tile.clone();
-                emulated.push(("EMULATED", String::new()));
-                out.push(Variant {
-                    name: format!("mul_mat_coopmat_{ty}_{}_emulated", c.name),
-                    file: "mul_mat_coopmat.comp",
-                    defines: emulated,
-                    vulkan_1_3: false,
-                });
-                // Every shape for the default configuration, 16x16x16 for
-                // the others.
-                let shapes = if i == 0 {
-                    COOPMAT_SHAPES
-                } else {
-                    &COOPMAT_SHAPES[..1]
-                };
-                for &(m, n, k) in shapes {
-                    let mut defines = tile.clone();
-                    defines.extend([
-                        ("TM", m.to_string()),
-                        ("TN", n.to_string()),
-                        ("TK", k.to_string()),
-                    ]);
+                // Each configuration twice: with checked loads, and with
+                // the loads of whole aligned steps (`_aligned`, ALIGNED).
+                for aligned in [false, true] {
+                    let mut tile = vec![
+                        (flag, String::new()),
+                        ("BM", c.bm.to_string()),
+                        ("BN", c.bn.to_string()),
+                        ("BK", c.bk.to_string()),
+                        ("WM", c.wm.to_string()),
+                        ("WN", c.wn.to_string()),
+                    ];
+                    push_flags(
+                        &mut tile,
+                        &[
+                            (c.double_buffer, "DOUBLE_BUFFER"),
+                            (c.b_half, "B_F16"),
+                            (c.prefetch_two, "PREFETCH2"),
+                            (aligned, "ALIGNED"),
+                        ],
+                    );
+                    let name = format!(
+                        "mul_mat_coopmat_{ty}_{}{}",
+                        c.name,
+                        if aligned { "_aligned" } else { "" }
+                    );
+                    let mut emulated = tile.clone();
+                    emulated.push(("EMULATED", String::new()));
                     out.push(Variant {
-                        name: format!("mul_mat_coopmat_{ty}_{}_{m}x{n}x{k}", c.name),
+                        name: format!("{name}_emulated"),
                         file: "mul_mat_coopmat.comp",
-                        defines,
+                        defines: emulated,
                         vulkan_1_3: false,
                     });
+                    // Every shape for the default configuration, 16x16x16
+                    // for the others.
+                    let shapes = if i == 0 {
+                        COOPMAT_SHAPES
+                    } else {
+                        &COOPMAT_SHAPES[..1]
+                    };
+                    for &(m, n, k) in shapes {
+                        let mut defines = tile.clone();
+                        defines.extend([
+                            ("TM", m.to_string()),
+                            ("TN", n.to_string()),
+                            ("TK", k.to_string()),
+                        ]);
+                        out.push(Variant {
+                            name: format!("{name}_{m}x{n}x{k}"),
+                            file: "mul_mat_coopmat.comp",
+                            defines,
+                            vulkan_1_3: false,
+                        });
+                    }
                 }
             }
         }

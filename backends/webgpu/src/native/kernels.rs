@@ -98,8 +98,12 @@ mod tests {
         }
         for ty in ["f16", "q4_0", "q8_0"] {
             for c in super::super::configs::GEMM_CONFIGS {
-                available(&format!("mul_mat_coopmat_{ty}_{}_16x16x16", c.name)).unwrap();
-                available(&format!("mul_mat_coopmat_{ty}_{}_emulated", c.name)).unwrap();
+                for form in ["", "_aligned"] {
+                    for shape in ["16x16x16", "emulated"] {
+                        available(&format!("mul_mat_coopmat_{ty}_{}{form}_{shape}", c.name))
+                            .unwrap();
+                    }
+                }
             }
         }
         for c in super::super::configs::CM2_CONFIGS {

@@ -107,6 +107,10 @@ pub enum NativeKernel {
         /// The cooperative-matrix shape; `None`: the emulated variant
         /// (plain code for the matrix calls, `native=emulated`).
         shape: Option<CoopShape>,
+        /// The variant whose loads skip K tests and alignment branches
+        /// (`ALIGNED`): every K step whole, weight (f32 activation) rows
+        /// 16-byte aligned ([`aligned_steps`]).
+        aligned: bool,
     },
     /// `mul_mat_cm2`: f16 weights, or weights of a block type converted
     /// to f16 rows first.
@@ -130,23 +134,17 @@ impl NativeKernel {
             NativeKernel::CoopMat {
                 weights,
                 config,
-                shape: Some(shape),
+                shape,
+                aligned,
             } => format!(
-                "mul_mat_coopmat_{}_{}_{}x{}x{}",
+                "mul_mat_coopmat_{}_{}{}_{}",
                 weights.name(),
                 config.name,
-                shape.m,
-                shape.n,
-                shape.k
-            ),
-            NativeKernel::CoopMat {
-                weights,
-                config,
-                shape: None,
-            } => format!(
-                "mul_mat_coopmat_{}_{}_emulated",
-                weights.name(),
-                config.name
+                if aligned { "_aligned" } else { "" },
+                match shape {
+                    Some(s) => format!("{}x{}x{}", s.m, s.n, s.k),
+                    None => "emulated".into(),
+                }
             ),
             NativeKernel::Cm2 { config, .. } => format!("mul_mat_{}_f16", config.name),
         }
@@ -293,6 +291,7 @@ pub fn coopmat_device(
             weights: t,
             config,
             shape: Some(shape),
+            aligned: false,
         };
         match kernels::available(&k.name()) {
             Ok(()) => return Ok(shape),
@@ -474,6 +473,7 @@ pub fn choose(
                 weights: ta,
                 config,
                 shape: None,
+                aligned: false,
             };
             kernels::available(&k.name())?;
             return Ok(k);
@@ -486,6 +486,7 @@ pub fn choose(
             weights: ta,
             config,
             shape: Some(shape),
+            aligned: false,
         });
     }
     Err(format!("no native kernel for {} columns", s.n))
@@ -505,13 +506,30 @@ pub fn choice(e: &Encoder, node: usize) -> Result<NativeKernel, String> {
         tb: dtype(&g[ib])?,
         split: e.ctx().is_split(g[ia].buffer),
     };
-    let kernel = choose(
+    let mut kernel = choose(
         &e.ctx().native.features,
         e.facts().tuning.native,
         o,
         &s,
         &Configs::from_env(),
     )?;
+    if let NativeKernel::CoopMat {
+        weights,
+        config,
+        shape,
+        aligned: false,
+    } = kernel
+    {
+        let fast = NativeKernel::CoopMat {
+            weights,
+            config,
+            shape,
+            aligned: true,
+        };
+        if aligned_steps(e, node, &s, weights, config) && kernels::available(&fast.name()).is_ok() {
+            kernel = fast;
+        }
+    }
     if let NativeKernel::Cm2 {
         converted: Some(_), ..
     } = kernel
@@ -523,6 +541,51 @@ pub fn choice(e: &Encoder, node: usize) -> Result<NativeKernel, String> {
         }
     }
     Ok(kernel)
+}
+
+/// Whether MUL_MAT `node` (shape `s`, `weights`) can take the GEMM
+/// variant with unchecked loads of `config`: K a multiple of its step (so every step
+/// of every K split is whole: splits are multiples of the WGSL step,
+/// itself a multiple of each configuration's), f16 weights as 16-byte
+/// words, and f32 activations (when not converted to f16 rows first) as
+/// vec4s.
+fn aligned_steps(e: &Encoder, node: usize, s: &Shape, weights: DType, config: &GemmConfig) -> bool {
+    let g = e.graph;
+    let Ok(ib) = src_index(g, node, 1) else {
+        return false;
+    };
+    if !s.k.is_multiple_of(u64::from(config.bk))
+        || !plan::COOPMAT_BK.is_multiple_of(u64::from(config.bk))
+    {
+        return false;
+    }
+    if weights == DType::F16 {
+        match graph_weights(e, node) {
+            Ok((_, off, nb)) if words16(off, &nb) => {}
+            _ => return false,
+        }
+    }
+    if config.b_half {
+        return true;
+    }
+    let layout = e
+        .binding(ib)
+        .and_then(|b| b.elem_offset(4))
+        .ok()
+        .zip(nb_elems(&g[ib], 4).ok());
+    matches!(layout, Some((off, nb)) if dense_vec4(off, nb))
+}
+
+/// Whether a byte offset and strides are all multiples of 16 (rows read
+/// as 16-byte words).
+fn words16(off: u64, nb: &[u64]) -> bool {
+    off.is_multiple_of(16) && nb.iter().all(|n| n.is_multiple_of(16))
+}
+
+/// Whether 4-byte elements at offset `off` with strides `nb` lie in
+/// dense rows readable as vec4s.
+fn dense_vec4(off: u32, nb: [u32; 4]) -> bool {
+    nb[0] == 1 && off.is_multiple_of(4) && nb[1..].iter().all(|n| n.is_multiple_of(4))
 }
 
 /// Encodes MUL_MAT `node` with a native kernel when it gets one (true),
@@ -700,19 +763,14 @@ fn encode_gemm(
             word(s.m * s.n * s.ne12, "split plane batch")?,
         ];
     }
-    let all16 =
-        |off: u64, nb: &[u64]| off.is_multiple_of(16) && nb.iter().all(|n| n.is_multiple_of(16));
     let mut flags = 0;
-    if all16(w.1, &w.2) {
+    if words16(w.1, &w.2) {
         flags |= FLAG_A_VEC4;
     }
-    let vec4 = |off: u32, nb: [u32; 4]| {
-        nb[0] == 1 && off.is_multiple_of(4) && nb[1..].iter().all(|n| n.is_multiple_of(4))
-    };
-    if vec4(b_off, b_nb) {
+    if dense_vec4(b_off, b_nb) {
         flags |= FLAG_B_VEC4;
     }
-    if vec4(d_off, d_nb) {
+    if dense_vec4(d_off, d_nb) {
         flags |= FLAG_D_DIRECT;
     }
     if e.facts().tuning.matmul_colfirst {
