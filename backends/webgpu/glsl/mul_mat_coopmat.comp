@@ -43,7 +43,8 @@
 // ALIGNED (host-chosen per product, src/ops/matmul/native.rs): K is a
 // multiple of BK, so every step lies inside K, and f16 weight rows (f32
 // activation rows) are 16-byte aligned: the loads go without K tests or
-// alignment branches (on an H100 those cost a third of the time).
+// alignment branches (on an H100 the WGSL kernel's shape ran at 0.67x
+// of the WGSL kernel with them, within 2% without).
 //
 // EMULATED: the same staging with the matrix products as plain code
 // (each invocation BM * BN / WG_SIZE outputs of one tile row, f16 inputs,
