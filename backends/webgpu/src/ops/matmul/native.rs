@@ -544,11 +544,11 @@ pub fn choice(e: &Encoder, node: usize) -> Result<NativeKernel, String> {
 }
 
 /// Whether MUL_MAT `node` (shape `s`, `weights`) can take the GEMM
-/// variant with unchecked loads of `config`: K a multiple of its step (so every step
-/// of every K split is whole: splits are multiples of the WGSL step,
-/// itself a multiple of each configuration's), f16 weights as 16-byte
-/// words, and f32 activations (when not converted to f16 rows first) as
-/// vec4s.
+/// variant with unchecked loads of `config`: K a multiple of its step
+/// (so every step of every K split is whole: splits are multiples of the
+/// WGSL step, itself a multiple of each configuration's), f16 weights as
+/// 16-byte words, and f32 activations (when not converted to f16 rows
+/// first) as vec4s.
 fn aligned_steps(e: &Encoder, node: usize, s: &Shape, weights: DType, config: &GemmConfig) -> bool {
     let g = e.graph;
     let Ok(ib) = src_index(g, node, 1) else {
