@@ -106,26 +106,27 @@ mod native {
         }
         for &(ty, flag) in COOPMAT_TYPES {
             for (i, c) in GEMM_CONFIGS.iter().enumerate() {
+                let mut base = vec![
+                    (flag, String::new()),
+                    ("BM", c.bm.to_string()),
+                    ("BN", c.bn.to_string()),
+                    ("BK", c.bk.to_string()),
+                    ("WM", c.wm.to_string()),
+                    ("WN", c.wn.to_string()),
+                ];
+                push_flags(
+                    &mut base,
+                    &[
+                        (c.double_buffer, "DOUBLE_BUFFER"),
+                        (c.b_half, "B_F16"),
+                        (c.prefetch_two, "PREFETCH2"),
+                    ],
+                );
                 // Each configuration twice: with checked loads, and with
                 // the loads of whole aligned steps (`_aligned`, ALIGNED).
                 for aligned in [false, true] {
-                    let mut tile = vec![
-                        (flag, String::new()),
-                        ("BM", c.bm.to_string()),
-                        ("BN", c.bn.to_string()),
-                        ("BK", c.bk.to_string()),
-                        ("WM", c.wm.to_string()),
-                        ("WN", c.wn.to_string()),
-                    ];
-                    push_flags(
-                        &mut tile,
-                        &[
-                            (c.double_buffer, "DOUBLE_BUFFER"),
-                            (c.b_half, "B_F16"),
-                            (c.prefetch_two, "PREFETCH2"),
-                            (aligned, "ALIGNED"),
-                        ],
-                    );
+                    let mut tile = base.clone();
+                    push_flags(&mut tile, &[(aligned, "ALIGNED")]);
                     let name = format!(
                         "mul_mat_coopmat_{ty}_{}{}",
                         c.name,

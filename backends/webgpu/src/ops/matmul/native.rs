@@ -526,7 +526,9 @@ pub fn choice(e: &Encoder, node: usize) -> Result<NativeKernel, String> {
             shape,
             aligned: true,
         };
-        if aligned_steps(e, node, &s, weights, config) && kernels::available(&fast.name()).is_ok() {
+        if aligned_steps(e, node, ib, &s, weights, config)
+            && kernels::available(&fast.name()).is_ok()
+        {
             kernel = fast;
         }
     }
@@ -543,17 +545,20 @@ pub fn choice(e: &Encoder, node: usize) -> Result<NativeKernel, String> {
     Ok(kernel)
 }
 
-/// Whether MUL_MAT `node` (shape `s`, `weights`) can take the GEMM
-/// variant with unchecked loads of `config`: K a multiple of its step
+/// Whether MUL_MAT `node` (activations `ib`, shape `s`, `weights`) can
+/// take the GEMM variant with unchecked loads of `config`: K a multiple of its step
 /// (so every step of every K split is whole: splits are multiples of the
 /// WGSL step, itself a multiple of each configuration's), f16 weights as
 /// 16-byte words, and f32 activations (when not converted to f16 rows
 /// first) as vec4s.
-fn aligned_steps(e: &Encoder, node: usize, s: &Shape, weights: DType, config: &GemmConfig) -> bool {
-    let g = e.graph;
-    let Ok(ib) = src_index(g, node, 1) else {
-        return false;
-    };
+fn aligned_steps(
+    e: &Encoder,
+    node: usize,
+    ib: usize,
+    s: &Shape,
+    weights: DType,
+    config: &GemmConfig,
+) -> bool {
     if !s.k.is_multiple_of(u64::from(config.bk))
         || !plan::COOPMAT_BK.is_multiple_of(u64::from(config.bk))
     {
@@ -568,12 +573,16 @@ fn aligned_steps(e: &Encoder, node: usize, s: &Shape, weights: DType, config: &G
     if config.b_half {
         return true;
     }
-    let layout = e
-        .binding(ib)
-        .and_then(|b| b.elem_offset(4))
-        .ok()
-        .zip(nb_elems(&g[ib], 4).ok());
-    matches!(layout, Some((off, nb)) if dense_vec4(off, nb))
+    matches!(f32_src1(e, ib), Ok((_, off, nb)) if dense_vec4(off, nb))
+}
+
+/// The f32 activations `ib` as the GEMM reads them when it stages them
+/// directly: their binding, offset and strides in elements.
+fn f32_src1(e: &Encoder, ib: usize) -> Result<(Binding, u32, [u32; 4]), String> {
+    let bb = e.binding(ib)?;
+    let off = bb.elem_offset(4)?;
+    let nb = nb_elems(&e.graph[ib], 4).map_err(|x| format!("src1: {x}"))?;
+    Ok((bb, off, nb))
 }
 
 /// Whether a byte offset and strides are all multiples of 16 (rows read
@@ -717,7 +726,6 @@ fn encode_gemm(
     let s = Shape::of(&g[ia], &g[ib])?;
     let tiles_m = s.m.div_ceil(u64::from(bm));
     let tiles_n = s.n.div_ceil(u64::from(bn));
-    let b = &g[ib];
     // The converted copy takes scratch memory first, so a copy kept for
     // the next nodes sits at its start (as on the WGSL path); converted
     // weights come after it.
@@ -725,9 +733,7 @@ fn encode_gemm(
         let (bb, off, [s1, s2, s3]) = super::kernels::half_src1(e, ib)?;
         (bb, off, [1, s1, s2, s3])
     } else {
-        let bb = e.binding(ib)?;
-        let off = bb.elem_offset(4)?;
-        (bb, off, nb_elems(b, 4).map_err(|x| format!("src1: {x}"))?)
+        f32_src1(e, ib)?
     };
     let w = match kernel {
         NativeKernel::Cm2 {
