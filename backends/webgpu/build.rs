@@ -55,8 +55,14 @@ mod native {
         MATVEC_MAX_COLS, PEAK_CONFIGS,
     };
 
-    /// Weight types of the native mat-vec, with their macro.
-    const MATVEC_TYPES: &[(&str, &str)] = &[("q4_0", "A_Q4_0"), ("q8_0", "A_Q8_0")];
+    /// Weight layouts of the native mat-vec: the variant name's weight
+    /// part, its macros.
+    const MATVEC_TYPES: &[(&str, &[&str])] = &[
+        ("q4_0", &["A_Q4_0"]),
+        ("q8_0", &["A_Q8_0"]),
+        // q4_0 stored split (`crate::split`).
+        ("q4_0_split", &["A_Q4_0", "W_SPLIT"]),
+    ];
 
     /// Weight types of the cooperative-matrix GEMM, with their macro.
     const COOPMAT_TYPES: &[(&str, &str)] =
@@ -83,15 +89,15 @@ mod native {
 
     fn variants() -> Vec<Variant> {
         let mut out = Vec::new();
-        for &(ty, flag) in MATVEC_TYPES {
+        for &(ty, flags) in MATVEC_TYPES {
             for c in MATVEC_CONFIGS {
                 for cols in 1..=MATVEC_MAX_COLS {
-                    let mut defines = vec![
-                        (flag, String::new()),
+                    let mut defines: Vec<_> = flags.iter().map(|&f| (f, String::new())).collect();
+                    defines.extend([
                         ("NCOLS", cols.to_string()),
                         ("NROWS", c.rows.to_string()),
                         ("WG_SIZE", c.workgroup_size.to_string()),
-                    ];
+                    ]);
                     if c.word_loads {
                         defines.push(("WORD_LOADS", String::new()));
                     }

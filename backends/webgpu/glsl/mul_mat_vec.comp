@@ -23,6 +23,12 @@
 // once and used for every column. subgroupAdd, then a sum over the
 // subgroups in workgroup memory.
 //
+// W_SPLIT (with A_Q4_0): the weights are stored split (the backend's
+// split.rs): a row's blocks' 16 quant bytes each, rows a_nb1 bytes apart
+// from a_off, then every block's f16 scale from byte w_scales, block after
+// block. A block's quants are one 16-byte load, its scale one 16-bit load;
+// neighbouring invocations read neighbouring blocks in both regions.
+//
 // Bindings follow the backend's convention: tensors 0..2 as storage
 // buffers, the parameters a uniform at binding 3 (dynamic offset).
 
@@ -61,7 +67,12 @@ layout(binding = 3, std140) uniform Params {
     uint d_nb1;
     uint d_nb2;
     uint d_nb3;
+    uint w_scales; // bytes; W_SPLIT only
 } p;
+
+#if defined(W_SPLIT) && !defined(A_Q4_0)
+#error "W_SPLIT is for q4_0 only"
+#endif
 
 #if defined(A_Q4_0)
 const uint BLOCK_BYTES = 18;
@@ -176,14 +187,25 @@ void main() {
             xq[c][2] = x[at + 2];
         }
         [[unroll]] for (uint r = 0; r < NROWS; r++) {
+#if defined(W_SPLIT)
+            const uvec4 qv = a_v4[(rows[r] >> 4) + blk];
+            const uint quants[4] = uint[4](qv.x, qv.y, qv.z, qv.w);
+            const uint at = p.w_scales + 2 * (((rows[r] - p.a_off) >> 4) + blk);
+            const float scale = unpackHalf2x16(uint(a_u16[at >> 1])).x;
+#else
             uint w[BLOCK_WORDS];
             load_block(rows[r] + blk * BLOCK_BYTES, w);
             const float scale = unpackHalf2x16(w[0]).x;
+#endif
             uint q[8];
 #if defined(A_Q4_0)
             // Quant byte t holds weight t (low nibble) and t + 16 (high).
             [[unroll]] for (uint i = 0; i < 4; i++) {
+#if defined(W_SPLIT)
+                const uint qw = quants[i];
+#else
                 const uint qw = quant_word(w, i);
+#endif
                 q[i] = qw & 0x0F0F0F0Fu;
                 q[i + 4] = (qw >> 4) & 0x0F0F0F0Fu;
             }

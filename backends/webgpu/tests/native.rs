@@ -209,18 +209,25 @@ fn q8_1(x: &[f32]) -> Vec<f32> {
 }
 
 /// dst of `case` run with stream parameters `params`, the f64 reference
-/// and the q8_1 reference (see [`Case::data`]).
+/// and the q8_1 reference (see [`Case::data`]); the weights in `wbuf`
+/// (at offset 0) when given, else in `buf` with the rest.
 fn run(
     dev: &dyn Device,
     buf: &dyn Buffer,
+    wbuf: Option<&dyn Buffer>,
     case: &Case,
     params: &str,
 ) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
-    let g = case.graph(buf.id());
+    let mut g = case.graph(buf.id());
+    if let Some(wb) = wbuf {
+        g[0].buffer = wb.id();
+    }
     let w = weights(case.t, g[0].nelements() as usize);
     let (x, want, want_q8) = case.data(&dequantize(case.t, &w));
     buf.clear(0x7f).expect("clear");
-    buf.set_tensor(&g[0], 0, &w).expect("set weights");
+    wbuf.unwrap_or(buf)
+        .set_tensor(&g[0], 0, &w)
+        .expect("set weights");
     let xb: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
     // The activations' bytes in memory order, from the view's first byte.
     let mut flat = g[1];
@@ -284,8 +291,8 @@ fn native_mat_vec_matches_the_wgsl_path_and_the_reference() {
     }
     for case in &cases {
         let label = case.label();
-        let (native, want, want_q8) = run(dev.as_ref(), buf.as_ref(), case, "native=on");
-        let (wgsl, _, _) = run(dev.as_ref(), buf.as_ref(), case, "native=off");
+        let (native, want, want_q8) = run(dev.as_ref(), buf.as_ref(), None, case, "native=on");
+        let (wgsl, _, _) = run(dev.as_ref(), buf.as_ref(), None, case, "native=off");
         // Both kernels quantize the activations to 8 bits first (ggml's
         // q8_1) and multiply integers: up to the order of the f32 sums,
         // the q8_1 reference, and within MUL_MAT's bound of the f32 one.
@@ -309,6 +316,56 @@ fn native_mat_vec_matches_the_wgsl_path_and_the_reference() {
             wgsl_err < 1e-10,
             "{label}: WGSL NMSE {wgsl_err} against q8_1"
         );
+    }
+}
+
+/// q4_0 weights stored split (the device's extra buffer type, offered
+/// with `split_weights` on, as `cargo xtask test` sets it): the native
+/// mat-vec reads them in place (`W_SPLIT`) and gives the bits of the
+/// WGSL split mat-vec, up to the order of the f32 sums.
+#[test]
+fn native_mat_vec_reads_split_q4_0_weights() {
+    let Some((_reg, dev)) = native_device() else {
+        return;
+    };
+    let Some(split) = dev.extra_buffer_types().into_iter().next() else {
+        eprintln!(
+            "skipped: split_weights off (BACKPLANE_WEBGPU_SPLIT_WEIGHTS=on offers the layout)"
+        );
+        return;
+    };
+    let buf = dev.buffer_type().alloc_buffer(3 * SLOT).expect("alloc");
+    let wbuf = split.alloc_buffer(SLOT).expect("alloc split");
+    for (n, k, m) in [(1, 256, 67), (3, 96, 33), (8, 1024, 5)] {
+        let case = Case {
+            t: DType::Q4_0,
+            k,
+            m,
+            n,
+            a_batch: [1, 1],
+            b_batch: [1, 1],
+            transposed: false,
+        };
+        let label = format!("split {}", case.label());
+        let w = Some(wbuf.as_ref());
+        let (native, want, want_q8) = run(dev.as_ref(), buf.as_ref(), w, &case, "native=on");
+        let kernel = format!("mul_mat_vec_q4_0_split_n{n}_r2w128u32");
+        assert!(
+            pipelines::built_in_process(&kernel),
+            "{label}: native=on did not run {kernel}"
+        );
+        let (wgsl, _, _) = run(dev.as_ref(), buf.as_ref(), w, &case, "native=off");
+        let native_err = nmse(&native, &want_q8);
+        assert!(
+            native_err < 1e-10,
+            "{label}: native NMSE {native_err} against q8_1"
+        );
+        assert!(
+            nmse(&native, &want) < 5e-4,
+            "{label}: native NMSE against f32"
+        );
+        let apart = nmse(&native, &wgsl);
+        assert!(apart < 1e-10, "{label}: native and WGSL split NMSE {apart}");
     }
 }
 
@@ -358,12 +415,13 @@ fn emulated_native_gemm_matches_the_reference_and_the_wgsl_path() {
         let (split, want, _) = run(
             dev.as_ref(),
             buf.as_ref(),
+            None,
             case,
             "native=emulated;matmul_splitk=2",
         );
         let split_err = nmse(&split, &want);
         assert!(split_err < 1e-5, "{label}: native split K NMSE {split_err}");
-        let (native, want, _) = run(dev.as_ref(), buf.as_ref(), case, "native=emulated");
+        let (native, want, _) = run(dev.as_ref(), buf.as_ref(), None, case, "native=emulated");
         // Whole 32-steps with dense activation rows take the variant with
         // unchecked loads; the others (K of 70, transposed activations)
         // the checked one.
@@ -377,7 +435,7 @@ fn emulated_native_gemm_matches_the_reference_and_the_wgsl_path() {
             pipelines::built_in_process(&kernel),
             "{label}: native=emulated did not run {kernel}"
         );
-        let (wgsl, _, _) = run(dev.as_ref(), buf.as_ref(), case, "native=off");
+        let (wgsl, _, _) = run(dev.as_ref(), buf.as_ref(), None, case, "native=off");
         // Both round the activations (and the native kernel the
         // dequantized weights) to f16 on the way in: relative errors of
         // 2^-11 per value, far inside MUL_MAT's bound of 5e-4; a weight or

@@ -20,6 +20,7 @@ mod q8;
 mod split;
 
 pub(crate) use q8::{Q8Copy, wgsl_quantizes_src1};
+pub(crate) use split::SplitRows;
 
 /// Workgroup size of the activation conversion.
 const CONVERT_WG: u32 = 256;

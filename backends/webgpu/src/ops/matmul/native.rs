@@ -97,6 +97,8 @@ pub enum NativeKernel {
         cols: u32,
         /// Rows per workgroup and workgroup size.
         config: &'static MatVecConfig,
+        /// The weights stored split (q4_0 only; `W_SPLIT`).
+        split: bool,
     },
     /// `mul_mat_coopmat` with matrices of `shape`.
     CoopMat {
@@ -130,7 +132,13 @@ impl NativeKernel {
                 weights,
                 cols,
                 config,
-            } => format!("mul_mat_vec_{}_n{cols}_{}", weights.name(), config.name),
+                split,
+            } => format!(
+                "mul_mat_vec_{}{}_n{cols}_{}",
+                weights.name(),
+                if split { "_split" } else { "" },
+                config.name
+            ),
             NativeKernel::CoopMat {
                 weights,
                 config,
@@ -409,14 +417,18 @@ pub fn choose(
                 tb.name()
             ));
         }
-        if split {
-            return Err("weights stored split (the native kernels read ggml's blocks)".into());
+        if split && ta != DType::Q4_0 {
+            return Err(format!(
+                "{} weights stored split (the native mat-vec reads split q4_0 only)",
+                ta.name()
+            ));
         }
         matvec_device(f, ta)?;
         let k = NativeKernel::MatVec {
             weights: ta,
             cols: s.n as u32,
             config: matvec_config(configs.matvec.as_deref())?,
+            split,
         };
         kernels::available(&k.name())?;
         if mode == NativeMode::Auto {
@@ -428,7 +440,7 @@ pub fn choose(
         return Err(format!("src1 is {} (the native GEMM reads f32)", tb.name()));
     }
     if split {
-        return Err("weights stored split (the native kernels read ggml's blocks)".into());
+        return Err("weights stored split (the native GEMMs read ggml's blocks)".into());
     }
     if s.n >= COOPMAT_MIN_N {
         if let Some(config) = cm2_config(configs.gemm.as_deref()) {
@@ -691,14 +703,22 @@ fn encode_matvec(
     let row_groups = s.m.div_ceil(u64::from(config.rows));
     let (x, x_off, x_nb) = super::kernels::quantized_src1(e, ib)?;
     let (d_off, d_nb) = dst_layout(e, node)?;
-    let w = graph_weights(e, node)?;
+    let (w, w_scales) = match kernel {
+        NativeKernel::MatVec { split: true, .. } => {
+            let r = super::kernels::SplitRows::of(e, ia)?;
+            let off = r.binding.rem_bytes;
+            ((r.binding, off, [r.row, 0, 0]), r.heads)
+        }
+        _ => (graph_weights(e, node)?, 0),
+    };
     let p = head_params(&s, row_groups, &w)?
         .u32(x_off)
         .u32(x_nb[0])
         .u32(x_nb[1])
         .u32(x_nb[2])
         .u32(d_off)
-        .u32x4(d_nb);
+        .u32x4(d_nb)
+        .u32(word(w_scales, "split heads")?);
     let max = e.facts().max_groups_per_dim;
     let [gx, gy, _] = split_groups(row_groups, max)
         .ok_or_else(|| format!("native mat-vec: {row_groups} row groups are too many"))?;

@@ -29,18 +29,43 @@ fn bound(e: &Encoder, index: usize) -> Result<(Split, Binding), String> {
     Ok((s, binding))
 }
 
+/// Split weights `index` as the mat-vecs (WGSL and native) read them in
+/// place.
+pub struct SplitRows {
+    /// The geometry.
+    pub split: Split,
+    /// The binding, whole 16-byte words.
+    pub binding: Binding,
+    /// Bytes from one row's quants to the next's.
+    pub row: u64,
+    /// Byte offset of the heads in the binding.
+    pub heads: u64,
+}
+
+impl SplitRows {
+    /// The split tensor `index` of the graph `e` encodes.
+    pub fn of(e: &Encoder, index: usize) -> Result<SplitRows, String> {
+        let (split, binding) = bound(e, index)?;
+        Ok(SplitRows {
+            split,
+            row: (split.row_blocks * split.quant_bytes()) as u64,
+            heads: binding.rem_bytes + split.heads_at() as u64,
+            binding,
+        })
+    }
+}
+
 impl Weights {
     /// Split weights as the integer mat-vec reads them: rows of quants
     /// `quant_bytes * row_blocks` bytes apart, the heads after them.
     pub(super) fn split(e: &Encoder, index: usize) -> Result<Weights, String> {
-        let (s, binding) = bound(e, index)?;
-        let row = (s.row_blocks * s.quant_bytes()) as u64;
+        let r = SplitRows::of(e, index)?;
         Ok(Weights {
-            off: u32_of(binding.rem_bytes, "src0 offset")?,
-            strides: [u32_of(row, "split row")?, 0, 0],
-            scales: u32_of(binding.rem_bytes + s.heads_at() as u64, "split heads")?,
-            binding,
-            ty: s.dtype,
+            off: u32_of(r.binding.rem_bytes, "src0 offset")?,
+            strides: [u32_of(r.row, "split row")?, 0, 0],
+            scales: u32_of(r.heads, "split heads")?,
+            binding: r.binding,
+            ty: r.split.dtype,
             layout: WeightLayout::Split,
         })
     }

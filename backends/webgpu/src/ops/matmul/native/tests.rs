@@ -123,6 +123,7 @@ fn the_choice_follows_mode_types_and_columns() {
                 weights: DType::Q4_0,
                 cols: 1,
                 config: &MATVEC_CONFIGS[0],
+                split: false,
             })
         );
         // The quantized copy takes f16 activations as well.
@@ -192,19 +193,24 @@ fn the_choice_follows_mode_types_and_columns() {
         ),
         Err("no native kernel for 16 columns".into())
     );
+    let split = |ta, s: &Shape| {
+        let o = Operands {
+            split: true,
+            ..ops(ta, DType::F32)
+        };
+        choose(&f, NativeMode::On, o, s, &none)
+    };
+    // Split q4_0 has its own mat-vec; the GEMMs read ggml's blocks.
+    if kernels::built() {
+        assert_eq!(
+            split(DType::Q4_0, &one).map(|k| k.name()),
+            Ok("mul_mat_vec_q4_0_split_n1_r2w128u32".to_string())
+        );
+    }
     assert!(
-        choose(
-            &f,
-            NativeMode::On,
-            Operands {
-                split: true,
-                ..ops(DType::Q4_0, DType::F32)
-            },
-            &one,
-            &none
-        )
-        .unwrap_err()
-        .contains("stored split")
+        split(DType::Q4_0, &shape(4096, 512, 4096))
+            .unwrap_err()
+            .contains("stored split")
     );
     // lavapipe has no cooperative matrices.
     if kernels::built() {
