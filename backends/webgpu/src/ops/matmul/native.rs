@@ -5,7 +5,8 @@
 //! - `mul_mat_vec` (`glsl/mul_mat_vec.comp`): 1..=8 columns, q4_0 / q8_0
 //!   weights read as 16-byte words, activations quantized first as the
 //!   WGSL integer mat-vec quantizes them (ggml's q8_1, `mul_mat_quantize`,
-//!   the same copy), 4 x 8-bit integer dot products, subgroup reductions.
+//!   the same copy), 4 x 8-bit integer dot products, subgroup reductions;
+//!   q4_0 weights stored split ([`crate::split`]) read in place (`W_SPLIT`).
 //!   Needs 16-bit storage, subgroup arithmetic (subgroups of 8 or more)
 //!   and `shaderIntegerDotProduct`.
 //! - `mul_mat_coopmat` (`glsl/mul_mat_coopmat.comp`): at least
