@@ -259,6 +259,23 @@ fn nmse(got: &[f32], want: &[f32]) -> f64 {
     err / norm.max(1e-30)
 }
 
+/// Asserts that the native mat-vec `kernel` ran and that its result is
+/// the q8_1 reference up to the order of the f32 sums, and within
+/// MUL_MAT's bound of the f32 one.
+fn check_native_mat_vec(label: &str, kernel: &str, native: &[f32], want: &[f32], want_q8: &[f32]) {
+    assert!(
+        pipelines::built_in_process(kernel),
+        "{label}: native=on did not run {kernel}"
+    );
+    let native_err = nmse(native, want_q8);
+    assert!(
+        native_err < 1e-10,
+        "{label}: native NMSE {native_err} against q8_1"
+    );
+    let f32_err = nmse(native, want);
+    assert!(f32_err < 5e-4, "{label}: native NMSE {f32_err} against f32");
+}
+
 #[test]
 fn native_mat_vec_matches_the_wgsl_path_and_the_reference() {
     let Some((_reg, dev)) = native_device() else {
@@ -297,20 +314,7 @@ fn native_mat_vec_matches_the_wgsl_path_and_the_reference() {
         // q8_1) and multiply integers: up to the order of the f32 sums,
         // the q8_1 reference, and within MUL_MAT's bound of the f32 one.
         let kernel = format!("mul_mat_vec_{}_n{}_r2w128u32", case.t.name(), case.n);
-        assert!(
-            pipelines::built_in_process(&kernel),
-            "{label}: native=on did not run {kernel}"
-        );
-        let native_err = nmse(&native, &want_q8);
-        assert!(
-            native_err < 1e-10,
-            "{label}: native NMSE {native_err} against q8_1"
-        );
-        assert!(
-            nmse(&native, &want) < 5e-4,
-            "{label}: native NMSE {} against f32",
-            nmse(&native, &want)
-        );
+        check_native_mat_vec(&label, &kernel, &native, &want, &want_q8);
         let wgsl_err = nmse(&wgsl, &want_q8);
         assert!(
             wgsl_err < 1e-10,
@@ -350,20 +354,8 @@ fn native_mat_vec_reads_split_q4_0_weights() {
         let w = Some(wbuf.as_ref());
         let (native, want, want_q8) = run(dev.as_ref(), buf.as_ref(), w, &case, "native=on");
         let kernel = format!("mul_mat_vec_q4_0_split_n{n}_r2w128u32");
-        assert!(
-            pipelines::built_in_process(&kernel),
-            "{label}: native=on did not run {kernel}"
-        );
+        check_native_mat_vec(&label, &kernel, &native, &want, &want_q8);
         let (wgsl, _, _) = run(dev.as_ref(), buf.as_ref(), w, &case, "native=off");
-        let native_err = nmse(&native, &want_q8);
-        assert!(
-            native_err < 1e-10,
-            "{label}: native NMSE {native_err} against q8_1"
-        );
-        assert!(
-            nmse(&native, &want) < 5e-4,
-            "{label}: native NMSE against f32"
-        );
         let apart = nmse(&native, &wgsl);
         assert!(apart < 1e-10, "{label}: native and WGSL split NMSE {apart}");
     }
