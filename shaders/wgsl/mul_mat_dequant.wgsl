@@ -16,7 +16,10 @@
 //   staged units (q8_0 took 137 with each unit's 32 bytes stored straight
 //   from its invocation). With W_DENSE (rows stored contiguously, which
 //   the host checks) unit i is unit i % QUANT_UNITS of block
-//   i / QUANT_UNITS of the whole tensor.
+//   i / QUANT_UNITS of the whole tensor. With W_SPLIT (q4_0 stored split,
+//   backends/webgpu/src/split.rs: one dense matrix, QUANT_BUF_VEC4) unit
+//   i is the 8 quant bytes at w_off + 8 i, its block's scale at
+//   w_scales + 2 (i / QUANT_UNITS): read in place, no join first.
 // - otherwise run j (4 weights; per_row = k4): neighbouring invocations'
 //   loads and stores are adjacent. With W_DENSE (W_VEC4 rows stored
 //   contiguously, which the host checks) run i of the result is simply
@@ -28,9 +31,14 @@
 struct Params {
     per_row: u32, m: u32, ne02: u32, total: u32,
     w_off: u32, w_s1: u32, w_s2: u32, w_s3: u32,
+#ifdef W_SPLIT
+    w_scales: u32,
+#endif
 }
 
-#ifdef W_VEC4
+#ifdef QUANT_BUF_VEC4
+@group(0) @binding(0) var<storage, read_write> src0: array<vec4<u32>>;
+#elif defined(W_VEC4)
 @group(0) @binding(0) var<storage, read_write> src0: array<vec4<SRC0_TYPE>>;
 #else
 @group(0) @binding(0) var<storage, read_write> src0: array<SRC0_TYPE>;
@@ -50,7 +58,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 #ifdef W_QUANT
     let first = i - lid;
     if (i < p.total) {
-#ifdef W_DENSE
+#ifdef W_SPLIT
+        let u = i % QUANT_UNITS;
+        let scale = qbuf_half(p.w_scales + 2u * (i / QUANT_UNITS));
+        let w = q4_0_unit(qbuf_u32x2(p.w_off + 8u * i), scale);
+#elif defined(W_DENSE)
         // Contiguous rows: unit i lies in block i / QUANT_UNITS of the
         // whole tensor.
         let block = p.w_off + (i / QUANT_UNITS) * QUANT_BLOCK_BYTES;
@@ -61,7 +73,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         let block = row + (c.x / QUANT_UNITS) * QUANT_BLOCK_BYTES;
         let u = c.x % QUANT_UNITS;
 #endif
+#ifndef W_SPLIT
         let w = q_unit(block, u);
+#endif
         // The block's first vec4 relative to the workgroup's: invocation
         // lid - u holds its unit 0 (blocks are QUANT_UNITS units of 4
         // vec4s, and the workgroup starts on a block); then the runs'

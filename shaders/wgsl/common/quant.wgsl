@@ -175,8 +175,12 @@ fn q_run(block: u32, j: u32) -> vec4<f32> {
 }
 
 fn q_unit(block: u32, u: u32) -> array<vec4<f32>, 4> {
-    let d = qbuf_half(block);
-    let q = qbuf_u32x2(block + 2u + 8u * u);
+    return q4_0_unit(qbuf_u32x2(block + 2u + 8u * u), qbuf_half(block));
+}
+
+// The unit of quant bytes `q` (8) with scale `d`, wherever they are
+// stored (ggml's blocks, or the split layout).
+fn q4_0_unit(q: vec2<u32>, d: f32) -> array<vec4<f32>, 4> {
     return array<vec4<f32>, 4>(
         (q_bytes(q_lo4(q.x)) - 8.0) * d,
         (q_bytes(q_lo4(q.y)) - 8.0) * d,

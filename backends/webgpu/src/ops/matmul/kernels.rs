@@ -132,7 +132,7 @@ impl Weights {
                 .define("W_DENSE", "")
                 .define("DENSE_RUNS", format!("{runs}u"));
         }
-        let p = Params::new()
+        let mut p = Params::new()
             .u32(per_row)
             .u32(ne[1])
             .u32(ne[2])
@@ -141,12 +141,18 @@ impl Weights {
             .u32(w.strides[0])
             .u32(w.strides[1])
             .u32(w.strides[2]);
+        if w.layout == WeightLayout::Split {
+            p = p.u32(w.scales);
+        }
         let scratch = e.scratch(u64::from(k4) * rows * 8)?;
         // Trusted: invocation i < total reads one unit or run of its own
         // row below K through the same reads as the GEMM kernels, and
         // writes vec4s of that row's k4 inside a scratch range of k4 * rows;
         // with W_DENSE it reads and writes runs below total (loads clamped,
-        // stores tested), the weights being total contiguous runs.
+        // stores tested), the weights being total contiguous runs; with
+        // W_SPLIT unit i < total reads 8 quant bytes below 8 * total and
+        // one scale below 2 * total / 2 from the heads, both inside the
+        // split tensor's binding.
         e.dispatch_linear(
             &key,
             Checks::Trusted,
@@ -462,18 +468,23 @@ pub(super) fn encode_with(
         Path::MatVec { .. } => Activations::for_matvec(e, ib, w.ty)?,
         _ => Activations::new(e, ib, half)?,
     };
-    // Weights stored split are read as they are by the integer mat-vec,
-    // and joined back into ggml's blocks in scratch for any other path.
+    // Weights stored split are read as they are by the integer mat-vec
+    // and (q4_0) by the conversion to half rows, and joined back into
+    // ggml's blocks in scratch for any other path.
     let split = e.ctx().is_split(g[ia].buffer);
-    let w = match path {
-        Path::MatVec { .. } if split && x.q8 => Weights::split(e, ia)?,
+    let (w, joined) = match path {
+        Path::MatVec { .. } if split && x.q8 => (Weights::split(e, ia)?, false),
         Path::CoopMat { .. } if plan::dequantize_first(e.facts(), w.ty, &s) => {
-            let w = if split { Weights::joined(e, ia)? } else { w };
-            Weights::dequantized(e, ia, w)?
+            let (w, joined) = match (split, w.ty) {
+                (true, DType::Q4_0) => (Weights::split(e, ia)?, false),
+                (true, _) => (Weights::joined(e, ia)?, true),
+                (false, _) => (w, false),
+            };
+            (Weights::dequantized(e, ia, w)?, joined)
         }
-        _ if split => Weights::joined(e, ia)?,
-        Path::MatVec { .. } => Weights::for_matvec(e, ia)?,
-        _ => w,
+        _ if split => (Weights::joined(e, ia)?, true),
+        Path::MatVec { .. } => (Weights::for_matvec(e, ia)?, false),
+        _ => (w, false),
     };
     if facts.tuning.matmul_trace {
         eprintln!(
@@ -495,7 +506,7 @@ pub(super) fn encode_with(
             } else {
                 ""
             },
-            if split && w.layout != WeightLayout::Split {
+            if joined {
                 " (joined from the split layout first)"
             } else {
                 ""
