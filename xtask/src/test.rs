@@ -148,15 +148,26 @@ pub fn run() -> Result<(), String> {
     // cases, about 15 s): every weight type, edges, batches, broadcasts.
     // K split in 3 where K > 64 (K = 96, 256, 512; K = 64 stays whole), so
     // both the split kernel with its partial sums and the whole one run.
+    let wide = (
+        "BACKPLANE_WEBGPU_MATMUL",
+        "coopmat-emulated,dequant,splitk=3",
+    );
     forced(
         "emulated cooperative-matrix MUL_MAT",
         "MUL_MAT",
         r"n=(1[6-9]|[2-9][0-9]|[1-9][0-9][0-9]+),",
-        (
-            "BACKPLANE_WEBGPU_MATMUL",
-            "coopmat-emulated,dequant,splitk=3",
-        ),
+        wide,
     )?;
+    // The same products of q4_0 and q4_K weights stored split (WebGPU's
+    // own layout, 26 cases): q4_0 converted to half rows in place, q4_K
+    // joined back into ggml's blocks first.
+    eprintln!("xtask test: conformance, emulated cooperative-matrix MUL_MAT, split weights");
+    let mut args = forced_args(
+        "MUL_MAT",
+        r"type_a=q4_(0|K),.*n=(1[6-9]|[2-9][0-9]|[1-9][0-9][0-9]+),",
+    );
+    args.push("--weight-layouts".into());
+    conformance(&args, &[TEST_ENV, &[wide]].concat())?;
     // One query runs flash_attn_vec by default; the tiled plain kernel
     // stays the fallback (too little workgroup memory, value heads over
     // 512), so its single-query tiling runs too: the sampled single-query
@@ -176,7 +187,13 @@ pub fn run() -> Result<(), String> {
 /// fallback the default choice skips).
 fn forced(what: &str, op: &str, cases: &str, env: (&str, &str)) -> Result<(), String> {
     eprintln!("xtask test: conformance, {what}");
-    let args = [
+    conformance(&forced_args(op, cases), &[env])
+}
+
+/// The conformance arguments of the sampled WebGPU cases of `op` matching
+/// `cases`.
+fn forced_args(op: &str, cases: &str) -> Vec<String> {
+    [
         "test",
         "--backend",
         "webgpu",
@@ -187,6 +204,6 @@ fn forced(what: &str, op: &str, cases: &str, env: (&str, &str)) -> Result<(), St
         "--case",
         cases,
     ]
-    .map(String::from);
-    conformance(&args, &[env])
+    .map(String::from)
+    .to_vec()
 }

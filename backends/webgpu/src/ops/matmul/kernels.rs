@@ -472,19 +472,21 @@ pub(super) fn encode_with(
     // and (q4_0) by the conversion to half rows, and joined back into
     // ggml's blocks in scratch for any other path.
     let split = e.ctx().is_split(g[ia].buffer);
-    let (w, joined) = match path {
-        Path::MatVec { .. } if split && x.q8 => (Weights::split(e, ia)?, false),
+    const IN_PLACE: &str = " (read from the split layout in place)";
+    const JOINED: &str = " (joined from the split layout first)";
+    let (w, from_split) = match path {
+        Path::MatVec { .. } if split && x.q8 => (Weights::split(e, ia)?, IN_PLACE),
         Path::CoopMat { .. } if plan::dequantize_first(e.facts(), w.ty, &s) => {
-            let (w, joined) = match (split, w.ty) {
-                (true, DType::Q4_0) => (Weights::split(e, ia)?, false),
-                (true, _) => (Weights::joined(e, ia)?, true),
-                (false, _) => (w, false),
+            let (w, from_split) = match (split, w.ty) {
+                (true, DType::Q4_0) => (Weights::split(e, ia)?, IN_PLACE),
+                (true, _) => (Weights::joined(e, ia)?, JOINED),
+                (false, _) => (w, ""),
             };
-            (Weights::dequantized(e, ia, w)?, joined)
+            (Weights::dequantized(e, ia, w)?, from_split)
         }
-        _ if split => (Weights::joined(e, ia)?, true),
-        Path::MatVec { .. } => (Weights::for_matvec(e, ia)?, false),
-        _ => (w, false),
+        _ if split => (Weights::joined(e, ia)?, JOINED),
+        Path::MatVec { .. } => (Weights::for_matvec(e, ia)?, ""),
+        _ => (w, ""),
     };
     if facts.tuning.matmul_trace {
         eprintln!(
@@ -506,11 +508,7 @@ pub(super) fn encode_with(
             } else {
                 ""
             },
-            if joined {
-                " (joined from the split layout first)"
-            } else {
-                ""
-            }
+            from_split
         );
     }
     match path {
