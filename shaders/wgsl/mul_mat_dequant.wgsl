@@ -16,10 +16,11 @@
 //   staged units (q8_0 took 137 with each unit's 32 bytes stored straight
 //   from its invocation). With W_DENSE (rows stored contiguously, which
 //   the host checks) unit i is unit i % QUANT_UNITS of block
-//   i / QUANT_UNITS of the whole tensor. With W_SPLIT (q4_0 stored split,
-//   backends/webgpu/src/split.rs: one dense matrix, QUANT_BUF_VEC4) unit
-//   i is the 8 quant bytes at w_off + 8 i, its block's scale at
-//   w_scales + 2 (i / QUANT_UNITS): read in place, no join first.
+//   i / QUANT_UNITS of the whole tensor. With W_SPLIT (q4_0 or q4_K
+//   stored split, backends/webgpu/src/split.rs: one dense matrix,
+//   QUANT_BUF_VEC4) block b = i / QUANT_UNITS has its quants at
+//   w_off + QUANT_QS_BYTES b and its head at w_scales + QUANT_HEAD_BYTES b:
+//   read in place, no join first.
 // - otherwise run j (4 weights; per_row = k4): neighbouring invocations'
 //   loads and stores are adjacent. With W_DENSE (W_VEC4 rows stored
 //   contiguously, which the host checks) run i of the result is simply
@@ -59,9 +60,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     let first = i - lid;
     if (i < p.total) {
 #ifdef W_SPLIT
+        let b = i / QUANT_UNITS;
         let u = i % QUANT_UNITS;
-        let scale = qbuf_half(p.w_scales + 2u * (i / QUANT_UNITS));
-        let w = q4_0_unit(qbuf_u32x2(p.w_off + 8u * i), scale);
+        let w = q_unit_at(p.w_off + QUANT_QS_BYTES * b, p.w_scales + QUANT_HEAD_BYTES * b, u);
 #elif defined(W_DENSE)
         // Contiguous rows: unit i lies in block i / QUANT_UNITS of the
         // whole tensor.

@@ -159,8 +159,8 @@ pub fn run() -> Result<(), String> {
         wide,
     )?;
     // The same products of q4_0 and q4_K weights stored split (WebGPU's
-    // own layout, 26 cases): q4_0 converted to half rows in place, q4_K
-    // joined back into ggml's blocks first.
+    // own layout, 26 cases): the weights converted to half rows straight
+    // from the split layout.
     eprintln!("xtask test: conformance, emulated cooperative-matrix MUL_MAT, split weights");
     let mut args = forced_args(
         "MUL_MAT",

@@ -174,13 +174,20 @@ fn q_run(block: u32, j: u32) -> vec4<f32> {
     return (q_bytes(q) - 8.0) * d;
 }
 
+// Bytes of a block's head (its scale) and quants, which ggml stores in
+// that order and the split layout in two regions.
+const QUANT_HEAD_BYTES: u32 = 2u;
+const QUANT_QS_BYTES: u32 = 16u;
+
 fn q_unit(block: u32, u: u32) -> array<vec4<f32>, 4> {
-    return q4_0_unit(qbuf_u32x2(block + 2u + 8u * u), qbuf_half(block));
+    return q_unit_at(block + QUANT_HEAD_BYTES, block, u);
 }
 
-// The unit of quant bytes `q` (8) with scale `d`, wherever they are
-// stored (ggml's blocks, or the split layout).
-fn q4_0_unit(q: vec2<u32>, d: f32) -> array<vec4<f32>, 4> {
+// Unit u of the block whose quants start at byte `qs` and whose head at
+// byte `head` (ggml's blocks, or the split layout).
+fn q_unit_at(qs: u32, head: u32, u: u32) -> array<vec4<f32>, 4> {
+    let q = qbuf_u32x2(qs + 8u * u);
+    let d = qbuf_half(head);
     return array<vec4<f32>, 4>(
         (q_bytes(q_lo4(q.x)) - 8.0) * d,
         (q_bytes(q_lo4(q.y)) - 8.0) * d,
@@ -394,11 +401,22 @@ fn q_run(block: u32, j: u32) -> vec4<f32> {
     return q_bytes(q) * (dm.x * sm.x) - dm.y * sm.y;
 }
 
+// Bytes of a block's head (d, dmin and the 12 scale bytes) and quants,
+// which ggml stores in that order and the split layout in two regions.
+const QUANT_HEAD_BYTES: u32 = 16u;
+const QUANT_QS_BYTES: u32 = 128u;
+
 fn q_unit(block: u32, u: u32) -> array<vec4<f32>, 4> {
+    return q_unit_at(block + QUANT_HEAD_BYTES, block, u);
+}
+
+// Unit u of the block whose quants start at byte `qs` and whose head at
+// byte `head` (ggml's blocks, or the split layout).
+fn q_unit_at(qs: u32, head: u32, u: u32) -> array<vec4<f32>, 4> {
     let p = u >> 2u;
-    let q = qbuf_u32x2(block + 16u + 32u * p + 8u * (u & 3u));
-    let dm = unpack2x16float(qbuf_u32(block));
-    let scales = q_scales12(block + 4u);
+    let q = qbuf_u32x2(qs + 32u * p + 8u * (u & 3u));
+    let dm = unpack2x16float(qbuf_u32(head));
+    let scales = q_scales12(head + 4u);
     let s0 = q_scale_min_k4(scales, 2u * p);
     let s1 = q_scale_min_k4(scales, 2u * p + 1u);
     let d0 = dm.x * s0.x;

@@ -150,9 +150,9 @@ impl Weights {
         // writes vec4s of that row's k4 inside a scratch range of k4 * rows;
         // with W_DENSE it reads and writes runs below total (loads clamped,
         // stores tested), the weights being total contiguous runs; with
-        // W_SPLIT unit i < total reads 8 quant bytes below 8 * total and
-        // one scale below 2 * total / 2 from the heads, both inside the
-        // split tensor's binding.
+        // W_SPLIT unit i < total reads quants and a head of its own block
+        // (i / units per block, below the tensor's blocks) in the split
+        // tensor's binding.
         e.dispatch_linear(
             &key,
             Checks::Trusted,
@@ -477,11 +477,8 @@ pub(super) fn encode_with(
     let (w, from_split) = match path {
         Path::MatVec { .. } if split && x.q8 => (Weights::split(e, ia)?, IN_PLACE),
         Path::CoopMat { .. } if plan::dequantize_first(e.facts(), w.ty, &s) => {
-            let (w, from_split) = match (split, w.ty) {
-                (true, DType::Q4_0) => (Weights::split(e, ia)?, IN_PLACE),
-                (true, _) => (Weights::joined(e, ia)?, JOINED),
-                (false, _) => (w, ""),
-            };
+            let w = if split { Weights::split(e, ia)? } else { w };
+            let from_split = if split { IN_PLACE } else { "" };
             (Weights::dequantized(e, ia, w)?, from_split)
         }
         _ if split => (Weights::joined(e, ia)?, JOINED),

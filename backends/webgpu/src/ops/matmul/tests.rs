@@ -245,17 +245,19 @@ fn k_is_split_only_when_too_few_tiles_fill_the_gpu() {
 /// reading q4_0 and q4_K in place, with and without subgroups and for one
 /// to eight columns, the joins back into ggml's blocks, and none mentions
 /// half (the scales are unpacked from words); and the conversion of split
-/// q4_0 to half rows in place (it writes halves).
+/// weights to half rows in place (it writes halves).
 #[test]
 fn split_layout_kernels_validate_without_half() {
-    let dequant = PipelineKey::new("mul_mat_dequant", "")
-        .ty("SRC0", type_name(DType::Q4_0))
-        .define("W_QUANT", "")
-        .define(quant_flag(DType::Q4_0).unwrap(), "")
-        .define("QUANT_BUF_VEC4", "")
-        .define("W_SPLIT", "")
-        .wg(256);
-    check(&dequant);
+    for t in [DType::Q4_0, DType::Q4_K] {
+        let dequant = PipelineKey::new("mul_mat_dequant", "")
+            .ty("SRC0", type_name(t))
+            .define("W_QUANT", "")
+            .define(quant_flag(t).unwrap(), "")
+            .define("QUANT_BUF_VEC4", "")
+            .define("W_SPLIT", "")
+            .wg(256);
+        check(&dequant);
+    }
     for t in [DType::Q4_0, DType::Q4_K] {
         let flag = quant_flag(t).unwrap();
         for (subgroup, cols) in [(true, 1), (false, 1), (true, 8)] {
