@@ -207,7 +207,7 @@ impl Weights {
 /// 1..3 in halves.
 pub(crate) fn half_rows(e: &mut Encoder, index: usize) -> Result<(Binding, [u64; 3]), String> {
     let w = if e.ctx().is_split(e.tensor(index).buffer) {
-        Weights::joined(e, index)?
+        Weights::split(e, index)?
     } else {
         Weights::new(e, index)?
     };
