@@ -469,8 +469,8 @@ pub(super) fn encode_with(
         _ => Activations::new(e, ib, half)?,
     };
     // Weights stored split are read as they are by the integer mat-vec
-    // and (q4_0) by the conversion to half rows, and joined back into
-    // ggml's blocks in scratch for any other path.
+    // and by the conversion to half rows, and joined back into ggml's
+    // blocks in scratch for any other path.
     let split = e.ctx().is_split(g[ia].buffer);
     const IN_PLACE: &str = " (read from the split layout in place)";
     const JOINED: &str = " (joined from the split layout first)";

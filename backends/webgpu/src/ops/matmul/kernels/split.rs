@@ -1,6 +1,7 @@
 //! Weights stored split ([`crate::split`]) as the MUL_MAT kernels read
-//! them: in place for the integer mat-vec, joined back into ggml's blocks
-//! in scratch memory for every other path.
+//! them: in place for the integer mat-vec and the conversion to half
+//! rows, joined back into ggml's blocks in scratch memory for every other
+//! path.
 
 use backplane_abi::DType;
 use backplane_shaders::PipelineKey;
@@ -29,8 +30,9 @@ fn bound(e: &Encoder, index: usize) -> Result<(Split, Binding), String> {
     Ok((s, binding))
 }
 
-/// Split weights `index` as the mat-vecs (WGSL and native) read them in
-/// place.
+/// Split weights `index` as the kernels that read them in place (the
+/// integer mat-vecs, WGSL and native, and the conversion to half rows)
+/// see them.
 pub struct SplitRows {
     /// The geometry.
     pub split: Split,
@@ -56,8 +58,9 @@ impl SplitRows {
 }
 
 impl Weights {
-    /// Split weights as the integer mat-vec reads them: rows of quants
-    /// `quant_bytes * row_blocks` bytes apart, the heads after them.
+    /// Split weights as the integer mat-vec and the conversion to half
+    /// rows read them: rows of quants `quant_bytes * row_blocks` bytes
+    /// apart, the heads after them.
     pub(super) fn split(e: &Encoder, index: usize) -> Result<Weights, String> {
         let r = SplitRows::of(e, index)?;
         Ok(Weights {
