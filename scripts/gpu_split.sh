@@ -4,15 +4,17 @@
 # scripts/gpu_side_by_side.sh). $1: a folder holding backplane-conformance
 # and libbackplane_webgpu.so (built with `--features native-vulkan` for
 # the native rows; without it they say the kernels are not built).
-# Results in $OUT: split-perf.txt, split-conformance.txt (about 3 minutes).
+# Results in $OUT: split-perf.txt, split-conformance.txt (about 4 minutes).
 #
 # 1. Speed at m=4096 k=14336, q4_0 and q4_K, n=1 and n=512, in two
 #    rounds: ggml's layout and split, each with the WGSL kernels
-#    (native=off) and with the native mat-vec (native=on; q4_0 at n=1
-#    only, the GEMMs being WGSL either way). Each block names the kernel
-#    that ran and how the split weights were read (in place or joined).
+#    (native=off), with the native mat-vec (q4_0, n=1) and with native
+#    KHR GEMM configurations (q4_0, n=512; BACKPLANE_WEBGPU_NATIVE_GEMM).
+#    Each block names the kernel that ran and how the split weights were
+#    read (in place or joined).
 # 2. Conformance of the whole MUL_MAT catalogue with the weights in the
-#    split layout (--weight-layouts), native=off and native=on.
+#    split layout (--weight-layouts), native=off and native=on; then the
+#    wide products (sampled) under each GEMM configuration above.
 # SIZE replaces `m=4096` and `k=14336` in the timed cases (e.g.
 # SIZE='m=2048,k=2048' for a dry run on lavapipe, with VK_DRIVER_FILES set to
 # its manifest).
@@ -36,11 +38,19 @@ SIZE=${SIZE:-m=4096,k=14336}
 M=${SIZE%%,*} K=${SIZE#*,}
 CASES="type_a=(q4_0|q4_K),type_b=f32,$M,n=(1|512),$K,"
 ONE="type_a=q4_0,type_b=f32,$M,n=1,$K,"
+WIDE="type_a=q4_0,type_b=f32,$M,n=512,$K,"
+GEMMS="256x128k32hp2 256x128k32h 128x128k64"
 for round in 1 2; do
   perf "round $round: ggml's layout, WGSL" "$CASES" "" BACKPLANE_WEBGPU_NATIVE=off
   perf "round $round: split, WGSL" "$CASES" --weight-layouts BACKPLANE_WEBGPU_NATIVE=off
   perf "round $round: ggml's layout, native mat-vec" "$ONE" "" BACKPLANE_WEBGPU_NATIVE=on
   perf "round $round: split, native mat-vec" "$ONE" --weight-layouts BACKPLANE_WEBGPU_NATIVE=on
+  for g in $GEMMS; do
+    perf "round $round: ggml's layout, native GEMM $g" "$WIDE" "" \
+      BACKPLANE_WEBGPU_NATIVE=on BACKPLANE_WEBGPU_NATIVE_GEMM=$g
+    perf "round $round: split, native GEMM $g" "$WIDE" --weight-layouts \
+      BACKPLANE_WEBGPU_NATIVE=on BACKPLANE_WEBGPU_NATIVE_GEMM=$g
+  done
 done
 
 split_conf() { conf split-conformance.txt 'mul_mat_[a-z0-9_]*' "$@"; }
@@ -48,3 +58,8 @@ split_conf "split, native=off, whole MUL_MAT catalogue" \
   env BACKPLANE_WEBGPU_NATIVE=off "$C" test --backend webgpu --op MUL_MAT --weight-layouts
 split_conf "split, native=on, whole MUL_MAT catalogue" \
   env BACKPLANE_WEBGPU_NATIVE=on "$C" test --backend webgpu --op MUL_MAT --weight-layouts
+for g in $GEMMS; do
+  split_conf "split, native=on, GEMM $g, n >= 64" \
+    env BACKPLANE_WEBGPU_NATIVE=on BACKPLANE_WEBGPU_NATIVE_GEMM=$g "$C" test --backend webgpu \
+    --op MUL_MAT --tier sampled --case 'n=(6[4-9]|[7-9][0-9]|[1-9][0-9][0-9]+),' --weight-layouts
+done

@@ -64,9 +64,15 @@ mod native {
         ("q4_0_split", &["A_Q4_0", "W_SPLIT"]),
     ];
 
-    /// Weight types of the cooperative-matrix GEMM, with their macro.
-    const COOPMAT_TYPES: &[(&str, &str)] =
-        &[("f16", "A_F16"), ("q4_0", "A_Q4_0"), ("q8_0", "A_Q8_0")];
+    /// Weight layouts of the cooperative-matrix GEMM: the variant name's
+    /// weight part, its macros.
+    const COOPMAT_TYPES: &[(&str, &[&str])] = &[
+        ("f16", &["A_F16"]),
+        ("q4_0", &["A_Q4_0"]),
+        ("q8_0", &["A_Q8_0"]),
+        // q4_0 stored split (`crate::split`).
+        ("q4_0_split", &["A_Q4_0", "W_SPLIT"]),
+    ];
 
     /// The macros of a `bm` x `bn` tile, `bk` per step, `wg` invocations.
     fn tile_defines(bm: u32, bn: u32, bk: u32, wg: u32) -> Vec<(&'static str, String)> {
@@ -110,16 +116,16 @@ mod native {
                 }
             }
         }
-        for &(ty, flag) in COOPMAT_TYPES {
+        for &(ty, flags) in COOPMAT_TYPES {
             for (i, c) in GEMM_CONFIGS.iter().enumerate() {
-                let mut base = vec![
-                    (flag, String::new()),
+                let mut base: Vec<_> = flags.iter().map(|&f| (f, String::new())).collect();
+                base.extend([
                     ("BM", c.bm.to_string()),
                     ("BN", c.bn.to_string()),
                     ("BK", c.bk.to_string()),
                     ("WM", c.wm.to_string()),
                     ("WN", c.wn.to_string()),
-                ];
+                ]);
                 push_flags(
                     &mut base,
                     &[

@@ -46,6 +46,12 @@
 // alignment branches (on an H100 the WGSL kernel's shape ran at 0.67x
 // of the WGSL kernel with them, within 2% without).
 //
+// W_SPLIT (with A_Q4_0): the weights are stored split (the backend's
+// split.rs): a row's blocks' 16 quant bytes each, rows a_nb1 bytes apart
+// from a_off, then every block's f16 scale from byte w_scales. A part's
+// 4 quant bytes are one aligned 32-bit load, its block's scale one
+// 16-bit load (ggml's 18-byte blocks take three 16-bit loads).
+//
 // EMULATED: the same staging with the matrix products as plain code
 // (each invocation BM * BN / WG_SIZE outputs of one tile row, f16 inputs,
 // f32 sums), for devices without cooperative matrices (tests on lavapipe).
@@ -87,6 +93,7 @@ layout(local_size_x = WG_SIZE, local_size_y = 1, local_size_z = 1) in;
 
 layout(binding = 0, std430) readonly buffer AU16 { uint16_t a_u16[]; };
 layout(binding = 0, std430) readonly buffer AV4 { uvec4 a_v4[]; };
+layout(binding = 0, std430) readonly buffer AU32 { uint a_u32[]; };
 layout(binding = 1, std430) readonly buffer B { float b[]; };
 layout(binding = 1, std430) readonly buffer B4 { vec4 b4[]; };
 layout(binding = 1, std430) readonly buffer BH { uvec2 bh[]; };
@@ -118,7 +125,12 @@ layout(binding = 3, std140) uniform Params {
     uint batches;
     uint k_chunk;
     uint split_plane;   // elements of dst between splits
+    uint w_scales;      // bytes; W_SPLIT only
 } p;
+
+#if defined(W_SPLIT) && !defined(A_Q4_0)
+#error "W_SPLIT is for q4_0 only"
+#endif
 
 shared f16vec4 sh_a[STAGES * BM * SA];
 shared f16vec4 sh_b[STAGES * BN * SA];
@@ -164,8 +176,13 @@ uvec4 fetch_a(uint a_base, uint tile_m, uint k0, uint i, bool full) {
         return uvec4(0);
     }
 #endif
-    const uint at16 = (at >> 1) + blk * BLOCK_HALVES;
     const uint j = part & 3;
+#if defined(W_SPLIT)
+    // The block's index in the tensor: its row's first, plus blk.
+    const uint b = ((at - p.a_off) >> 4) + blk;
+    return uvec4(uint(a_u16[(p.w_scales >> 1) + b]), a_u32[(at >> 2) + 4 * blk + j], 0, 0);
+#else
+    const uint at16 = (at >> 1) + blk * BLOCK_HALVES;
     uvec4 r = uvec4(uint(a_u16[at16]), 0, 0, 0);
 #if defined(A_Q4_0)
     r.y = uint(a_u16[at16 + 1 + 2 * j]) | (uint(a_u16[at16 + 2 + 2 * j]) << 16);
@@ -174,6 +191,7 @@ uvec4 fetch_a(uint a_base, uint tile_m, uint k0, uint i, bool full) {
     r.z = uint(a_u16[at16 + 3 + 4 * j]) | (uint(a_u16[at16 + 4 + 4 * j]) << 16);
 #endif
     return r;
+#endif
 #endif
 }
 

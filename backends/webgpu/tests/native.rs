@@ -326,9 +326,10 @@ fn native_mat_vec_matches_the_wgsl_path_and_the_reference() {
 /// q4_0 weights stored split (the device's extra buffer type, offered
 /// with `split_weights` on, as `cargo xtask test` sets it): the native
 /// mat-vec reads them in place (`W_SPLIT`) and gives the bits of the
-/// WGSL split mat-vec, up to the order of the f32 sums.
+/// WGSL split mat-vec, up to the order of the f32 sums; the emulated
+/// native GEMM reads them in place too.
 #[test]
-fn native_mat_vec_reads_split_q4_0_weights() {
+fn native_kernels_read_split_q4_0_weights() {
     let Some((_reg, dev)) = native_device() else {
         return;
     };
@@ -359,6 +360,28 @@ fn native_mat_vec_reads_split_q4_0_weights() {
         let apart = nmse(&native, &wgsl);
         assert!(apart < 1e-10, "{label}: native and WGSL split NMSE {apart}");
     }
+    // The emulated GEMM reads them in place too (`W_SPLIT`; the default
+    // configuration, whose steps of 32 make every q4_0 K whole: its
+    // aligned form).
+    let case = Case {
+        t: DType::Q4_0,
+        k: 96,
+        m: 67,
+        n: 70,
+        a_batch: [1, 1],
+        b_batch: [1, 1],
+        transposed: false,
+    };
+    let label = format!("split {}", case.label());
+    let w = Some(wbuf.as_ref());
+    let (native, want, _) = run(dev.as_ref(), buf.as_ref(), w, &case, "native=emulated");
+    let kernel = "mul_mat_coopmat_q4_0_split_128x128k32_aligned_emulated";
+    assert!(
+        pipelines::built_in_process(kernel),
+        "{label}: native=emulated did not run {kernel}"
+    );
+    let err = nmse(&native, &want);
+    assert!(err < 1e-5, "{label}: native NMSE {err}");
 }
 
 #[test]

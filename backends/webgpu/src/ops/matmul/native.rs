@@ -101,6 +101,8 @@ pub enum NativeKernel {
         /// (`ALIGNED`): every K step whole, weight (f32 activation) rows
         /// 16-byte aligned ([`aligned_steps`]).
         aligned: bool,
+        /// The weights stored split (q4_0 only; `W_SPLIT`).
+        split: bool,
     },
     /// `mul_mat_cm2`: f16 weights, or weights of a block type converted
     /// to f16 rows first.
@@ -132,9 +134,11 @@ impl NativeKernel {
                 config,
                 shape,
                 aligned,
+                split,
             } => format!(
-                "mul_mat_coopmat_{}_{}{}_{}",
+                "mul_mat_coopmat_{}{}_{}{}_{}",
                 weights.name(),
+                if split { "_split" } else { "" },
                 config.name,
                 if aligned { "_aligned" } else { "" },
                 match shape {
@@ -283,11 +287,13 @@ pub fn coopmat_device(
     shapes.sort_by_key(|s| std::cmp::Reverse(u64::from(s.m) * u64::from(s.n) * u64::from(s.k)));
     let mut missing = Vec::new();
     for shape in shapes {
+        // The split variants are built for the same shapes.
         let k = NativeKernel::CoopMat {
             weights: t,
             config,
             shape: Some(shape),
             aligned: false,
+            split: false,
         };
         match kernels::available(&k.name()) {
             Ok(()) => return Ok(shape),
@@ -427,9 +433,6 @@ pub fn choose(
     if tb != DType::F32 {
         return Err(format!("src1 is {} (the native GEMM reads f32)", tb.name()));
     }
-    if split {
-        return Err("weights stored split (the native GEMMs read ggml's blocks)".into());
-    }
     if s.n >= COOPMAT_MIN_N {
         if let Some(config) = cm2_config(configs.gemm.as_deref()) {
             let converted = match ta {
@@ -466,28 +469,31 @@ pub fn choose(
                 ta.name()
             ));
         }
-        let config = gemm_config(configs.gemm.as_deref())?;
-        if mode == NativeMode::Emulated {
-            emulated_device(f, ta)?;
-            let k = NativeKernel::CoopMat {
-                weights: ta,
-                config,
-                shape: None,
-                aligned: false,
-            };
-            kernels::available(&k.name())?;
-            return Ok(k);
+        if split && ta != DType::Q4_0 {
+            return Err(format!(
+                "{} weights stored split (the native GEMM reads split q4_0 only)",
+                ta.name()
+            ));
         }
-        let shape = coopmat_device(f, ta, config)?;
+        let config = gemm_config(configs.gemm.as_deref())?;
+        let shape = if mode == NativeMode::Emulated {
+            emulated_device(f, ta)?;
+            None
+        } else {
+            Some(coopmat_device(f, ta, config)?)
+        };
+        let k = NativeKernel::CoopMat {
+            weights: ta,
+            config,
+            shape,
+            aligned: false,
+            split,
+        };
+        kernels::available(&k.name())?;
         if mode == NativeMode::Auto {
             return Err(GEMM_SLOWER.into());
         }
-        return Ok(NativeKernel::CoopMat {
-            weights: ta,
-            config,
-            shape: Some(shape),
-            aligned: false,
-        });
+        return Ok(k);
     }
     Err(format!("no native kernel for {} columns", s.n))
 }
@@ -518,6 +524,7 @@ pub fn choice(e: &Encoder, node: usize) -> Result<NativeKernel, String> {
         config,
         shape,
         aligned: false,
+        split,
     } = kernel
     {
         let fast = NativeKernel::CoopMat {
@@ -525,6 +532,7 @@ pub fn choice(e: &Encoder, node: usize) -> Result<NativeKernel, String> {
             config,
             shape,
             aligned: true,
+            split,
         };
         if aligned_steps(e, node, ib, &s, weights, config)
             && kernels::available(&fast.name()).is_ok()

@@ -101,14 +101,8 @@ fn encode_matvec(
     let row_groups = s.m.div_ceil(u64::from(config.rows));
     let (x, x_off, x_nb) = crate::ops::matmul::kernels::quantized_src1(e, ib)?;
     let (d_off, d_nb) = dst_layout(e, node)?;
-    let (w, w_scales) = match kernel {
-        NativeKernel::MatVec { split: true, .. } => {
-            let r = crate::ops::matmul::kernels::SplitRows::of(e, ia)?;
-            let off = r.binding.rem_bytes;
-            ((r.binding, off, [r.row, 0, 0]), r.heads)
-        }
-        _ => (graph_weights(e, node)?, 0),
-    };
+    let split = matches!(kernel, NativeKernel::MatVec { split: true, .. });
+    let (w, w_scales) = weights_read(e, node, split)?;
     let p = head_params(&s, row_groups, &w)?
         .u32(x_off)
         .u32(x_nb[0])
@@ -123,6 +117,19 @@ fn encode_matvec(
     let z = word(s.batches(), "batches")?;
     let bindings = [w.0, x, e.binding(node)?];
     dispatch(e, &kernel, config.workgroup_size, bindings, &p, [gx, gy, z])
+}
+
+/// MUL_MAT `node`'s weights as a kernel reads them in place, and the byte
+/// offset of their heads in the binding: split (one matrix of quants
+/// rows, then the heads) or as they are in the graph (0).
+fn weights_read(e: &Encoder, node: usize, split: bool) -> Result<(WeightBytes, u64), String> {
+    if !split {
+        return Ok((graph_weights(e, node)?, 0));
+    }
+    let ia = src_index(e.graph, node, 0)?;
+    let r = crate::ops::matmul::kernels::SplitRows::of(e, ia)?;
+    let off = r.binding.rem_bytes;
+    Ok(((r.binding, off, [r.row, 0, 0]), r.heads))
 }
 
 /// Encodes a GEMM kernel (`mul_mat_coopmat` or `mul_mat_cm2`, the same
@@ -153,15 +160,16 @@ fn encode_gemm(
     } else {
         f32_src1(e, ib)?
     };
-    let w = match kernel {
+    let (w, w_scales) = match kernel {
         NativeKernel::Cm2 {
             converted: Some(_), ..
         } => {
             let (bw, halves) = crate::ops::matmul::half_rows(e, ia)?;
             let off = bw.rem_bytes;
-            (bw, off, halves.map(|h| h * 2))
+            ((bw, off, halves.map(|h| h * 2)), 0)
         }
-        _ => graph_weights(e, node)?,
+        NativeKernel::CoopMat { split, .. } => weights_read(e, node, split)?,
+        _ => weights_read(e, node, false)?,
     };
     let (mut d_off, mut d_nb) = dst_layout(e, node)?;
     let batches = s.batches();
@@ -209,7 +217,8 @@ fn encode_gemm(
         .u32(flags)
         .u32(word(batches, "batches")?)
         .u32(word(k_chunk, "K split")?)
-        .u32(word(if splits > 1 { plane } else { 0 }, "split plane")?);
+        .u32(word(if splits > 1 { plane } else { 0 }, "split plane")?)
+        .u32(word(w_scales, "split heads")?);
     let groups = [
         word(tiles_m, "row tiles")?,
         word(tiles_n, "column tiles")?,

@@ -193,25 +193,24 @@ fn the_choice_follows_mode_types_and_columns() {
         ),
         Err("no native kernel for 16 columns".into())
     );
-    let split = |ta, s: &Shape| {
+    let split = |mode, ta, s: &Shape| {
         let o = Operands {
             split: true,
             ..ops(ta, DType::F32)
         };
-        choose(&f, NativeMode::On, o, s, &none)
+        choose(&f, mode, o, s, &none).map(|k| k.name())
     };
-    // Split q4_0 has its own mat-vec; the GEMMs read ggml's blocks.
+    // Split q4_0 has its own mat-vec and GEMM variants.
     if kernels::built() {
         assert_eq!(
-            split(DType::Q4_0, &one).map(|k| k.name()),
+            split(NativeMode::On, DType::Q4_0, &one),
             Ok("mul_mat_vec_q4_0_split_n1_r2w128u32".to_string())
         );
+        assert_eq!(
+            split(NativeMode::Emulated, DType::Q4_0, &shape(4096, 512, 4096)),
+            Ok("mul_mat_coopmat_q4_0_split_128x128k32_emulated".to_string())
+        );
     }
-    assert!(
-        split(DType::Q4_0, &shape(4096, 512, 4096))
-            .unwrap_err()
-            .contains("stored split")
-    );
     // lavapipe has no cooperative matrices.
     if kernels::built() {
         assert_eq!(
