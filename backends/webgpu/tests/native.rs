@@ -100,6 +100,19 @@ struct Case {
 }
 
 impl Case {
+    /// Weights [k, m] of type `t` times activations [k, n], no batches.
+    fn plain(t: DType, k: i64, m: i64, n: i64) -> Case {
+        Case {
+            t,
+            k,
+            m,
+            n,
+            a_batch: [1, 1],
+            b_batch: [1, 1],
+            transposed: false,
+        }
+    }
+
     /// The case in words, for failure messages.
     fn label(&self) -> String {
         format!(
@@ -285,15 +298,7 @@ fn native_mat_vec_matches_the_wgsl_path_and_the_reference() {
     let mut cases = Vec::new();
     for t in [DType::Q4_0, DType::Q8_0] {
         for n in [1, 2, 3, 8] {
-            cases.push(Case {
-                t,
-                k: 256,
-                m: 67,
-                n,
-                a_batch: [1, 1],
-                b_batch: [1, 1],
-                transposed: false,
-            });
+            cases.push(Case::plain(t, 256, 67, n));
         }
         // Broadcast over dims 2 and 3, and activations transposed in memory.
         cases.push(Case {
@@ -342,15 +347,7 @@ fn native_kernels_read_split_q4_0_weights() {
     let buf = dev.buffer_type().alloc_buffer(3 * SLOT).expect("alloc");
     let wbuf = split.alloc_buffer(SLOT).expect("alloc split");
     for (n, k, m) in [(1, 256, 67), (3, 96, 33), (8, 1024, 5)] {
-        let case = Case {
-            t: DType::Q4_0,
-            k,
-            m,
-            n,
-            a_batch: [1, 1],
-            b_batch: [1, 1],
-            transposed: false,
-        };
+        let case = Case::plain(DType::Q4_0, k, m, n);
         let label = format!("split {}", case.label());
         let w = Some(wbuf.as_ref());
         let (native, want, want_q8) = run(dev.as_ref(), buf.as_ref(), w, &case, "native=on");
@@ -363,15 +360,7 @@ fn native_kernels_read_split_q4_0_weights() {
     // The emulated GEMM reads them in place too (`W_SPLIT`; the default
     // configuration, whose steps of 32 make every q4_0 K whole: its
     // aligned form).
-    let case = Case {
-        t: DType::Q4_0,
-        k: 96,
-        m: 67,
-        n: 70,
-        a_batch: [1, 1],
-        b_batch: [1, 1],
-        transposed: false,
-    };
+    let case = Case::plain(DType::Q4_0, 96, 67, 70);
     let label = format!("split {}", case.label());
     let w = Some(wbuf.as_ref());
     let (native, want, _) = run(dev.as_ref(), buf.as_ref(), w, &case, "native=emulated");
@@ -393,15 +382,7 @@ fn emulated_native_gemm_matches_the_reference_and_the_wgsl_path() {
     let mut cases = Vec::new();
     for t in [DType::F16, DType::Q4_0, DType::Q8_0] {
         // Partial tiles in M and N, K over several 32-steps.
-        cases.push(Case {
-            t,
-            k: 96,
-            m: 67,
-            n: 70,
-            a_batch: [1, 1],
-            b_batch: [1, 1],
-            transposed: false,
-        });
+        cases.push(Case::plain(t, 96, 67, 70));
         cases.push(Case {
             t,
             k: 64,
@@ -414,15 +395,7 @@ fn emulated_native_gemm_matches_the_reference_and_the_wgsl_path() {
     }
     // f16 rows of 70 halves: K ends inside a step, and rows are not
     // 16-byte aligned (the weights are read half by half).
-    cases.push(Case {
-        t: DType::F16,
-        k: 70,
-        m: 129,
-        n: 65,
-        a_batch: [1, 1],
-        b_batch: [1, 1],
-        transposed: false,
-    });
+    cases.push(Case::plain(DType::F16, 70, 129, 65));
     for case in &cases {
         let label = case.label();
         // K split over workgroups too (its partial sums added by the WGSL
