@@ -84,6 +84,11 @@ mod native {
         ]
     }
 
+    /// The macros `names`, each defined with no value.
+    fn macros(names: &[&'static str]) -> Vec<(&'static str, String)> {
+        names.iter().map(|&n| (n, String::new())).collect()
+    }
+
     /// Defines each macro whose flag is on (with no value).
     fn push_flags(defines: &mut Vec<(&'static str, String)>, flags: &[(bool, &'static str)]) {
         for &(on, name) in flags {
@@ -98,7 +103,7 @@ mod native {
         for &(ty, flags) in MATVEC_TYPES {
             for c in MATVEC_CONFIGS {
                 for cols in 1..=MATVEC_MAX_COLS {
-                    let mut defines: Vec<_> = flags.iter().map(|&f| (f, String::new())).collect();
+                    let mut defines = macros(flags);
                     defines.extend([
                         ("NCOLS", cols.to_string()),
                         ("NROWS", c.rows.to_string()),
@@ -118,7 +123,7 @@ mod native {
         }
         for &(ty, flags) in COOPMAT_TYPES {
             for (i, c) in GEMM_CONFIGS.iter().enumerate() {
-                let mut base: Vec<_> = flags.iter().map(|&f| (f, String::new())).collect();
+                let mut base = macros(flags);
                 base.extend([
                     ("BM", c.bm.to_string()),
                     ("BN", c.bn.to_string()),

@@ -152,20 +152,18 @@ pub fn run() -> Result<(), String> {
         "BACKPLANE_WEBGPU_MATMUL",
         "coopmat-emulated,dequant,splitk=3",
     );
+    let at_least_16 = r"n=(1[6-9]|[2-9][0-9]|[1-9][0-9][0-9]+),";
     forced(
         "emulated cooperative-matrix MUL_MAT",
         "MUL_MAT",
-        r"n=(1[6-9]|[2-9][0-9]|[1-9][0-9][0-9]+),",
+        at_least_16,
         wide,
     )?;
     // The same products of q4_0 and q4_K weights stored split (WebGPU's
     // own layout, 26 cases): the weights converted to half rows straight
     // from the split layout.
     eprintln!("xtask test: conformance, emulated cooperative-matrix MUL_MAT, split weights");
-    let mut args = forced_args(
-        "MUL_MAT",
-        r"type_a=q4_(0|K),.*n=(1[6-9]|[2-9][0-9]|[1-9][0-9][0-9]+),",
-    );
+    let mut args = forced_args("MUL_MAT", &format!("type_a=q4_(0|K),.*{at_least_16}"));
     args.push("--weight-layouts".into());
     conformance(&args, &[TEST_ENV, &[wide]].concat())?;
     // One query runs flash_attn_vec by default; the tiled plain kernel

@@ -477,8 +477,11 @@ pub(super) fn encode_with(
     let (w, from_split) = match path {
         Path::MatVec { .. } if split && x.q8 => (Weights::split(e, ia)?, IN_PLACE),
         Path::CoopMat { .. } if plan::dequantize_first(e.facts(), w.ty, &s) => {
-            let w = if split { Weights::split(e, ia)? } else { w };
-            let from_split = if split { IN_PLACE } else { "" };
+            let (w, from_split) = if split {
+                (Weights::split(e, ia)?, IN_PLACE)
+            } else {
+                (w, "")
+            };
             (Weights::dequantized(e, ia, w)?, from_split)
         }
         _ if split => (Weights::joined(e, ia)?, JOINED),

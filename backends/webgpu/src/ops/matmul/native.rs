@@ -411,12 +411,7 @@ pub fn choose(
                 tb.name()
             ));
         }
-        if split && ta != DType::Q4_0 {
-            return Err(format!(
-                "{} weights stored split (the native mat-vec reads split q4_0 only)",
-                ta.name()
-            ));
-        }
+        split_readable(split, ta, "mat-vec")?;
         matvec_device(f, ta)?;
         let k = NativeKernel::MatVec {
             weights: ta,
@@ -469,12 +464,7 @@ pub fn choose(
                 ta.name()
             ));
         }
-        if split && ta != DType::Q4_0 {
-            return Err(format!(
-                "{} weights stored split (the native GEMM reads split q4_0 only)",
-                ta.name()
-            ));
-        }
+        split_readable(split, ta, "GEMM")?;
         let config = gemm_config(configs.gemm.as_deref())?;
         let shape = if mode == NativeMode::Emulated {
             emulated_device(f, ta)?;
@@ -496,6 +486,18 @@ pub fn choose(
         return Ok(k);
     }
     Err(format!("no native kernel for {} columns", s.n))
+}
+
+/// Whether the native `kernel` (mat-vec or KHR GEMM, whose `W_SPLIT`
+/// reads q4_0) can read `ta` weights, stored split when `split`.
+fn split_readable(split: bool, ta: DType, kernel: &str) -> Result<(), String> {
+    if split && ta != DType::Q4_0 {
+        return Err(format!(
+            "{} weights stored split (the native {kernel} reads split q4_0 only)",
+            ta.name()
+        ));
+    }
+    Ok(())
 }
 
 /// The native kernel MUL_MAT `node` gets on this encoder's device, or why
