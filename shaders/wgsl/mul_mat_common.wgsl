@@ -10,6 +10,11 @@
 // - W_HALF8 (mat-vec): half rows with K % 16 == 0 and 16-byte aligned
 //   offsets and strides; `src0` is an array<vec4<u32>> of 8 halves each,
 //   offsets in those units;
+// - W_QUANT with W_SPLIT (q4_0 or q4_K stored split,
+//   backends/webgpu/src/split.rs; with QUANT_BUF_VEC4): one dense matrix
+//   whose rows of block quants start at byte w_off, `row` offsets point at
+//   a row's quants, and the blocks' heads follow all quants from byte
+//   w_scales (the includer's Params has both fields);
 // - neither: f32/half/bfloat16 rows read element by element, offsets in
 //   elements (bfloat16 as u32 words holding two).
 
@@ -17,10 +22,26 @@
 #define QUANT_BUF src0
 #include "common/quant"
 
+#ifdef W_SPLIT
+// Byte offset of the head of the first block whose quants start at byte
+// `row`: heads are 1/8 of the quant bytes for both split types (2 per 16,
+// 16 per 128), so the head of quant byte q - w_off is 1/8 of it on.
+fn w_split_head(row: u32) -> u32 {
+    return p.w_scales + ((row - p.w_off) >> 3u);
+}
+
+// Weights k..k+3 (k % 4 == 0, k < K) of the split row whose quants start
+// at byte `row`.
+fn w_run(row: u32, k: u32, kmax: u32) -> vec4<f32> {
+    let b = k / QUANT_BLOCK_K;
+    return q_run_at(row + b * QUANT_QS_BYTES, w_split_head(row) + b * QUANT_HEAD_BYTES, k % QUANT_BLOCK_K);
+}
+#else
 // Weights k..k+3 (k % 4 == 0, k < K) of the row starting at byte `row`.
 fn w_run(row: u32, k: u32, kmax: u32) -> vec4<f32> {
     return q_run(row + (k / QUANT_BLOCK_K) * QUANT_BLOCK_BYTES, k % QUANT_BLOCK_K);
 }
+#endif
 #elif defined(W_HALF8)
 // Weights k..k+3 (k % 4 == 0, k < K) of the row starting at unit `row`
 // of 8 halves (one vec4<u32>).

@@ -48,9 +48,14 @@ struct Params {
     // batches + batch); each takes k_chunk of it (a multiple of BK) and
     // stores its partial sums split_plane f32s after the previous split's.
     batches: u32, k_chunk: u32, split_plane: u32,
+#ifdef W_SPLIT
+    w_scales: u32,
+#endif
 }
 
-#ifdef W_VEC4
+#ifdef QUANT_BUF_VEC4
+@group(0) @binding(0) var<storage, read_write> src0: array<vec4<u32>>;
+#elif defined(W_VEC4)
 @group(0) @binding(0) var<storage, read_write> src0: array<vec4<SRC0_TYPE>>;
 #else
 @group(0) @binding(0) var<storage, read_write> src0: array<SRC0_TYPE>;

@@ -22,9 +22,14 @@ struct Params {
     w_off: u32, w_s1: u32, w_s2: u32, w_s3: u32,
     x_off: u32, x_s1: u32, x_s2: u32, x_s3: u32,
     d_off: u32, d_s0: u32, d_s1: u32, d_s2: u32, d_s3: u32,
+#ifdef W_SPLIT
+    w_scales: u32,
+#endif
 }
 
-#ifdef W_VEC4
+#ifdef QUANT_BUF_VEC4
+@group(0) @binding(0) var<storage, read_write> src0: array<vec4<u32>>;
+#elif defined(W_VEC4)
 @group(0) @binding(0) var<storage, read_write> src0: array<vec4<SRC0_TYPE>>;
 #else
 @group(0) @binding(0) var<storage, read_write> src0: array<SRC0_TYPE>;

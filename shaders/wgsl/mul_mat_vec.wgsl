@@ -20,9 +20,10 @@
 // weights (x runs q8_run(u, r)) and the products are integer dot products (common/quant_dot),
 // as ggml's MMVQ kernels do.
 //
-// W_SPLIT (with X_Q8; q4_0 or q4_K): the weights are stored split
+// W_SPLIT (q4_0 or q4_K): the weights are stored split
 // (backends/webgpu/src/split.rs): rows of block quants (16 or 128 bytes
-// a block) w_s1 bytes apart from w_off, a unit whole vec4 loads, and the
+// a block) w_s1 bytes apart from w_off (with X_Q8 a unit is whole vec4
+// loads), and the
 // blocks' heads after all quants from byte w_scales (q4_0: its half
 // scale, 2 bytes; q4_K: d, dmin and the scales, one vec4).
 //
@@ -96,7 +97,7 @@ var<workgroup> partial: array<f32, MAX_SUBGROUPS * NACC>;
 var<workgroup> partial: array<f32, WG_SIZE * NACC>;
 #endif
 
-#if defined(W_SPLIT) && defined(QUANT_Q4_K)
+#if defined(W_SPLIT) && defined(X_Q8) && defined(QUANT_Q4_K)
 // Unit u (sub-blocks 2c and 2c + 1 of block u / 4) of the split row whose
 // quants start at byte `row`: its 32 quant bytes as two vec4s, the head
 // of its block as one.
@@ -107,7 +108,7 @@ fn q_load8_split(row: u32, u: u32) -> QUnit8 {
     let v = (row >> 4u) + 8u * blk + 2u * c;
     let a = src0[v];
     let b = src0[v + 1u];
-    let head = src0[(p.w_scales >> 4u) + ((row - p.w_off) >> 7u) + blk];
+    let head = src0[(w_split_head(row) >> 4u) + blk];
     let dm = unpack2x16float(head.x);
     w.q[0] = a & Q_NIBBLES;
     w.q[1] = b & Q_NIBBLES;
@@ -121,12 +122,12 @@ fn q_load8_split(row: u32, u: u32) -> QUnit8 {
     w.m[1] = -dm.y * s1.y;
     return w;
 }
-#elif defined(W_SPLIT)
+#elif defined(W_SPLIT) && defined(X_Q8)
 // Unit (block) u of the split row whose quants start at byte `row`.
 fn q_load8_split(row: u32, u: u32) -> QUnit8 {
     var w: QUnit8;
     let q = src0[(row >> 4u) + u];
-    let at = p.w_scales + 2u * (((row - p.w_off) >> 4u) + u);
+    let at = w_split_head(row) + QUANT_HEAD_BYTES * u;
     let word = src0[at >> 4u][(at >> 2u) & 3u];
     w.d[0] = unpack2x16float(select(word, word >> 16u, (at & 2u) != 0u)).x;
     w.m[0] = -8.0 * w.d[0];
@@ -290,7 +291,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         let ub = u % QUANT_UNITS;
         let kb = blk * QUANT_BLOCK_K;
         for (var r = 0u; r < NROWS; r++) {
+#ifdef W_SPLIT
+            w[r] = q_unit_at(rows[r] + blk * QUANT_QS_BYTES, w_split_head(rows[r]) + blk * QUANT_HEAD_BYTES, ub);
+#else
             w[r] = q_unit(rows[r] + blk * QUANT_BLOCK_BYTES, ub);
+#endif
         }
         kr = (vec4<u32>(kb) + vec4<u32>(q_unit_k(ub, 0u), q_unit_k(ub, 1u), q_unit_k(ub, 2u), q_unit_k(ub, 3u))) >> vec4<u32>(2u);
 #else

@@ -162,10 +162,20 @@ pub fn run() -> Result<(), String> {
     // The same products of q4_0 and q4_K weights stored split (WebGPU's
     // own layout, 26 cases): the weights converted to half rows straight
     // from the split layout.
+    let split = |cases: &str, env: (&str, &str)| {
+        let mut args = forced_args("MUL_MAT", cases);
+        args.push("--weight-layouts".into());
+        conformance(&args, &[TEST_ENV, &[env]].concat())
+    };
     eprintln!("xtask test: conformance, emulated cooperative-matrix MUL_MAT, split weights");
-    let mut args = forced_args("MUL_MAT", &format!("type_a=q4_(0|K),.*{at_least_16}"));
-    args.push("--weight-layouts".into());
-    conformance(&args, &[TEST_ENV, &[wide]].concat())?;
+    split(&format!("type_a=q4_(0|K),.*{at_least_16}"), wide)?;
+    // Every other reader of split weights, in place too: the float mat-vec
+    // (xf32), the tiled GEMM and the cooperative-matrix GEMM dequantizing
+    // while it stages (nodequant); every sampled q4_0/q4_K case (188,
+    // about 2 s).
+    eprintln!("xtask test: conformance, float mat-vec and GEMMs staging split weights");
+    let staging = ("BACKPLANE_WEBGPU_MATMUL", "coopmat-emulated,nodequant,xf32");
+    split("type_a=q4_(0|K),", staging)?;
     // One query runs flash_attn_vec by default; the tiled plain kernel
     // stays the fallback (too little workgroup memory, value heads over
     // 512), so its single-query tiling runs too: the sampled single-query

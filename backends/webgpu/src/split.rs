@@ -20,10 +20,9 @@
 //! reads and writes ggml's layout at any offset and length through
 //! `set_tensor` / `get_tensor`, which convert whole blocks on the host.
 //!
-//! Readers: MUL_MAT. The integer mat-vec (`mul_mat_vec` with `W_SPLIT`)
-//! reads the split bytes as they are; every other MUL_MAT path first joins
-//! them back into ggml's blocks in scratch memory (`mul_mat_split_join`).
-//! Any other op reading such a tensor (GET_ROWS included) is refused, so
+//! Readers: MUL_MAT, every path reading the split bytes as they are
+//! (`W_SPLIT`: the WGSL mat-vecs, GEMMs and conversion to half rows, the
+//! native q4_0 mat-vec and KHR GEMM). Any other op reading such a tensor (GET_ROWS included) is refused, so
 //! the scheduler leaves the weights of such ops in ggml's layout.
 
 use backplane_abi::{DType, Op, TensorDesc};

@@ -16,7 +16,11 @@
 // - q_run(block, j): the 4 weights j..j+3 of a block (j % 4 == 0);
 // - q_unit(block, u): the 16 weights of unit u (0..QUANT_UNITS) of a block
 //   as 4 runs of 4, the grouping that reads each byte once, and
-//   q_unit_k(u, r): the offset in the block of run r of unit u.
+//   q_unit_k(u, r): the offset in the block of run r of unit u;
+// - for q4_0 and q4_K, which the split layout stores as two regions
+//   (backends/webgpu/src/split.rs): QUANT_HEAD_BYTES, QUANT_QS_BYTES, and
+//   q_run_at(qs, head, j) / q_unit_at(qs, head, u), the same reads of the
+//   block whose quants start at byte `qs` and whose head at byte `head`.
 // Scales are decoded with unpack2x16float, so none of this needs the
 // SHADER_F16 feature.
 
@@ -167,17 +171,23 @@ fn q_unit_k(u: u32, r: u32) -> u32 {
 #ifdef QUANT_Q4_0
 const QUANT_BLOCK_BYTES: u32 = 18u;
 
-fn q_run(block: u32, j: u32) -> vec4<f32> {
-    let d = qbuf_half(block);
-    let w = qbuf_u32(block + 2u + (j & 15u));
-    let q = select(q_lo4(w), q_hi4(w), j >= 16u);
-    return (q_bytes(q) - 8.0) * d;
-}
-
 // Bytes of a block's head (its scale) and quants, which ggml stores in
 // that order and the split layout in two regions.
 const QUANT_HEAD_BYTES: u32 = 2u;
 const QUANT_QS_BYTES: u32 = 16u;
+
+fn q_run(block: u32, j: u32) -> vec4<f32> {
+    return q_run_at(block + QUANT_HEAD_BYTES, block, j);
+}
+
+// Run j of the block whose quants start at byte `qs` and whose head at
+// byte `head` (ggml's blocks, or the split layout).
+fn q_run_at(qs: u32, head: u32, j: u32) -> vec4<f32> {
+    let d = qbuf_half(head);
+    let w = qbuf_u32(qs + (j & 15u));
+    let q = select(q_lo4(w), q_hi4(w), j >= 16u);
+    return (q_bytes(q) - 8.0) * d;
+}
 
 fn q_unit(block: u32, u: u32) -> array<vec4<f32>, 4> {
     return q_unit_at(block + QUANT_HEAD_BYTES, block, u);
@@ -391,20 +401,26 @@ fn q_unit_k(u: u32, r: u32) -> u32 {
 #ifdef QUANT_Q4_K
 const QUANT_BLOCK_BYTES: u32 = 144u;
 
-fn q_run(block: u32, j: u32) -> vec4<f32> {
-    let p = j >> 6u;
-    let upper = (j & 63u) >= 32u;
-    let w = qbuf_u32(block + 16u + 32u * p + (j & 31u));
-    let q = select(q_lo4(w), q_hi4(w), upper);
-    let dm = unpack2x16float(qbuf_u32(block));
-    let sm = q_scale_min_k4(q_scales12(block + 4u), 2u * p + select(0u, 1u, upper));
-    return q_bytes(q) * (dm.x * sm.x) - dm.y * sm.y;
-}
-
 // Bytes of a block's head (d, dmin and the 12 scale bytes) and quants,
 // which ggml stores in that order and the split layout in two regions.
 const QUANT_HEAD_BYTES: u32 = 16u;
 const QUANT_QS_BYTES: u32 = 128u;
+
+fn q_run(block: u32, j: u32) -> vec4<f32> {
+    return q_run_at(block + QUANT_HEAD_BYTES, block, j);
+}
+
+// Run j of the block whose quants start at byte `qs` and whose head at
+// byte `head` (ggml's blocks, or the split layout).
+fn q_run_at(qs: u32, head: u32, j: u32) -> vec4<f32> {
+    let p = j >> 6u;
+    let upper = (j & 63u) >= 32u;
+    let w = qbuf_u32(qs + 32u * p + (j & 31u));
+    let q = select(q_lo4(w), q_hi4(w), upper);
+    let dm = unpack2x16float(qbuf_u32(head));
+    let sm = q_scale_min_k4(q_scales12(head + 4u), 2u * p + select(0u, 1u, upper));
+    return q_bytes(q) * (dm.x * sm.x) - dm.y * sm.y;
+}
 
 fn q_unit(block: u32, u: u32) -> array<vec4<f32>, 4> {
     return q_unit_at(block + QUANT_HEAD_BYTES, block, u);

@@ -132,7 +132,7 @@ impl Weights {
                 .define("W_DENSE", "")
                 .define("DENSE_RUNS", format!("{runs}u"));
         }
-        let mut p = Params::new()
+        let p = Params::new()
             .u32(per_row)
             .u32(ne[1])
             .u32(ne[2])
@@ -141,9 +141,7 @@ impl Weights {
             .u32(w.strides[0])
             .u32(w.strides[1])
             .u32(w.strides[2]);
-        if w.layout == WeightLayout::Split {
-            p = p.u32(w.scales);
-        }
+        let p = w.split_scales(p);
         let scratch = e.scratch(u64::from(k4) * rows * 8)?;
         // Trusted: invocation i < total reads one unit or run of its own
         // row below K through the same reads as the GEMM kernels, and
@@ -192,6 +190,17 @@ impl Weights {
             WeightLayout::Vec4 => key.define("W_VEC4", ""),
             WeightLayout::Half8 => key.define("W_HALF8", ""),
             WeightLayout::Scalar => key,
+        }
+    }
+
+    /// `p` with the last uniform of a kernel reading split weights
+    /// (`w_scales`, the byte offset of the heads); `p` itself for any
+    /// other layout.
+    fn split_scales(&self, p: Params) -> Params {
+        if self.layout == WeightLayout::Split {
+            p.u32(self.scales)
+        } else {
+            p
         }
     }
 
@@ -468,25 +477,18 @@ pub(super) fn encode_with(
         Path::MatVec { .. } => Activations::for_matvec(e, ib, w.ty)?,
         _ => Activations::new(e, ib, half)?,
     };
-    // Weights stored split are read as they are by the integer mat-vec
-    // and by the conversion to half rows, and joined back into ggml's
-    // blocks in scratch for any other path.
+    // Weights stored split are read as they are by every path (`W_SPLIT`).
     let split = e.ctx().is_split(g[ia].buffer);
-    const IN_PLACE: &str = " (read from the split layout in place)";
-    const JOINED: &str = " (joined from the split layout first)";
-    let (w, from_split) = match path {
-        Path::MatVec { .. } if split && x.q8 => (Weights::split(e, ia)?, IN_PLACE),
+    let w = match path {
+        _ if split => Weights::split(e, ia)?,
+        Path::MatVec { .. } => Weights::for_matvec(e, ia)?,
+        _ => w,
+    };
+    let w = match path {
         Path::CoopMat { .. } if plan::dequantize_first(e.facts(), w.ty, &s) => {
-            let (w, from_split) = if split {
-                (Weights::split(e, ia)?, IN_PLACE)
-            } else {
-                (w, "")
-            };
-            (Weights::dequantized(e, ia, w)?, from_split)
+            Weights::dequantized(e, ia, w)?
         }
-        _ if split => (Weights::joined(e, ia)?, JOINED),
-        Path::MatVec { .. } => (Weights::for_matvec(e, ia)?, ""),
-        _ => (w, ""),
+        _ => w,
     };
     if facts.tuning.matmul_trace {
         eprintln!(
@@ -508,7 +510,11 @@ pub(super) fn encode_with(
             } else {
                 ""
             },
-            from_split
+            if split {
+                " (read from the split layout in place)"
+            } else {
+                ""
+            }
         );
     }
     match path {
@@ -588,13 +594,12 @@ fn matvec(
         .u32(u32_of(row_groups, "row groups")?)
         .u32(u32_of(col_groups, "column groups")?);
     let node1 = extra.map_or(0, |f| f.node1);
-    let mut p = layout_params(p, w, x, d, false)
-        .u32x4([0; 4])
-        .u32(0)
-        .u32(node1);
-    if w.layout == WeightLayout::Split {
-        p = p.u32(w.scales);
-    }
+    let mut p = w.split_scales(
+        layout_params(p, w, x, d, false)
+            .u32x4([0; 4])
+            .u32(0)
+            .u32(node1),
+    );
     let mut bindings = vec![w.binding.clone(), x.binding.clone(), d.binding.clone()];
     if let Some(f) = extra {
         key = f.specialise(key);
@@ -645,7 +650,7 @@ fn tiled(
         .u32(s.r3 as u32)
         .u32(m[0] as u32)
         .u32(n[0] as u32);
-    let p = layout_params(p, w, x, d, false);
+    let p = w.split_scales(layout_params(p, w, x, d, false));
     let tile = 16 * u64::from(side);
     let groups = [
         u32_of((m[1] - m[0]).div_ceil(tile), "row tiles")?,
@@ -752,10 +757,12 @@ fn coopmat(
         u32_of(tiles[1], "column tiles")?,
         u32_of(batches * splits, "batches x K splits")?,
     ];
-    let p = layout_params(p, w, x, out, true)
-        .u32(u32_of(batches, "batches")?)
-        .u32(u32_of(k_chunk, "K split")?)
-        .u32(u32_of(plane, "split plane")?);
+    let p = w.split_scales(
+        layout_params(p, w, x, out, true)
+            .u32(u32_of(batches, "batches")?)
+            .u32(u32_of(k_chunk, "K split")?)
+            .u32(u32_of(plane, "split plane")?),
+    );
     let bindings = [w.binding.clone(), x.binding.clone(), out.binding.clone()];
     e.dispatch(&key, checks, &bindings, &p, groups)?;
     let Some(part) = part else {

@@ -241,36 +241,49 @@ fn k_is_split_only_when_too_few_tiles_fill_the_gpu() {
     assert_eq!(plan::coopmat_split(None, 16, 14336, 46), (2, 7168));
 }
 
-/// The kernels of the split layout (`crate::split`): the integer mat-vec
-/// reading q4_0 and q4_K in place, with and without subgroups and for one
-/// to eight columns, the joins back into ggml's blocks, and none mentions
-/// half (the scales are unpacked from words); and the conversion of split
-/// weights to half rows in place (it writes halves).
+/// The kernels of the split layout (`crate::split`), which every MUL_MAT
+/// path reads in place: the mat-vec reading q4_0 and q4_K, integer (with
+/// and without subgroups, one to eight columns) and float, none
+/// mentioning half (the scales are unpacked from words); the conversion
+/// to half rows, the tiled GEMM and the emulated cooperative-matrix GEMM.
 #[test]
-fn split_layout_kernels_validate_without_half() {
+fn split_layout_kernels_validate() {
     for t in [DType::Q4_0, DType::Q4_K] {
-        let dequant = PipelineKey::new("mul_mat_dequant", "")
-            .ty("SRC0", type_name(t))
-            .define("W_QUANT", "")
-            .define(quant_flag(t).unwrap(), "")
-            .define("QUANT_BUF_VEC4", "")
-            .define("W_SPLIT", "")
-            .wg(256);
-        check(&dequant);
-    }
-    for t in [DType::Q4_0, DType::Q4_K] {
-        let flag = quant_flag(t).unwrap();
-        for (subgroup, cols) in [(true, 1), (false, 1), (true, 8)] {
-            let mut key = PipelineKey::new("mul_mat_vec", "")
+        let split = |name| {
+            PipelineKey::new(name, "")
                 .ty("SRC0", type_name(t))
                 .define("W_QUANT", "")
-                .define(flag, "")
+                .define(quant_flag(t).unwrap(), "")
                 .define("QUANT_BUF_VEC4", "")
                 .define("W_SPLIT", "")
-                .define("X_Q8", "")
+        };
+        check(&split("mul_mat_dequant").wg(256));
+        check(
+            &split("mul_mat_tiled")
+                .wg(256)
+                .define("THREAD_TILE", "4u")
+                .define("TILE_K", "16u")
+                .define("K_TAIL", ""),
+        );
+        check(
+            &split("mul_mat_coopmat")
+                .wg(256)
+                .define("EMULATE_COOPMAT", "")
+                .define("X_F16", ""),
+        );
+        for (subgroup, cols, q8) in [
+            (true, 1, true),
+            (false, 1, true),
+            (true, 8, true),
+            (true, 1, false),
+        ] {
+            let mut key = split("mul_mat_vec")
                 .wg(if subgroup { 128 } else { 64 })
                 .define("NROWS", "2")
                 .define("NCOLS", cols.to_string());
+            if q8 {
+                key = key.define("X_Q8", "");
+            }
             if subgroup {
                 key.path = "subgroup";
                 key = key.define("MAX_SUBGROUPS", "16");
@@ -278,10 +291,5 @@ fn split_layout_kernels_validate_without_half() {
             check(&key);
             assert!(!specialise(&key).unwrap().source.contains("f16"), "{key}");
         }
-        let join = PipelineKey::new("mul_mat_split_join", "")
-            .define(flag, "")
-            .wg(256);
-        check(&join);
-        assert!(!specialise(&join).unwrap().source.contains("f16"), "{join}");
     }
 }

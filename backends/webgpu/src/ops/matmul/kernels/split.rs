@@ -1,19 +1,10 @@
 //! Weights stored split ([`crate::split`]) as the MUL_MAT kernels read
-//! them: in place for the integer mat-vec and the conversion to half
-//! rows, joined back into ggml's blocks in scratch memory for every other
-//! path.
+//! them: in place (`W_SPLIT`), by every path.
 
-use backplane_abi::DType;
-use backplane_shaders::PipelineKey;
-
-use super::{Weights, quant_flag, u32_of};
-use crate::encode::{Binding, Encoder, Params};
+use super::{Weights, u32_of};
+use crate::encode::{Binding, Encoder};
 use crate::ops::matmul::plan::WeightLayout;
-use crate::pipelines::Checks;
 use crate::split::Split;
-
-/// Workgroup size of `mul_mat_split_join`.
-const JOIN_WG: u32 = 256;
 
 /// The split tensor `index`: its geometry, bound in whole 16-byte words
 /// (the buffer type reserves them), with its byte offset in the binding.
@@ -30,9 +21,8 @@ fn bound(e: &Encoder, index: usize) -> Result<(Split, Binding), String> {
     Ok((s, binding))
 }
 
-/// Split weights `index` as the kernels that read them in place (the
-/// integer mat-vecs, WGSL and native, and the conversion to half rows)
-/// see them.
+/// Split weights `index` as the kernels that read them in place (WGSL
+/// and native) see them.
 pub struct SplitRows {
     /// The geometry.
     pub split: Split,
@@ -58,9 +48,9 @@ impl SplitRows {
 }
 
 impl Weights {
-    /// Split weights as the integer mat-vec and the conversion to half
-    /// rows read them: rows of quants `quant_bytes * row_blocks` bytes
-    /// apart, the heads after them.
+    /// Split weights as the WGSL kernels read them (`W_SPLIT`): rows of
+    /// quants `quant_bytes * row_blocks` bytes apart, the heads after
+    /// them.
     pub(super) fn split(e: &Encoder, index: usize) -> Result<Weights, String> {
         let r = SplitRows::of(e, index)?;
         Ok(Weights {
@@ -70,51 +60,6 @@ impl Weights {
             binding: r.binding,
             ty: r.split.dtype,
             layout: WeightLayout::Split,
-        })
-    }
-
-    /// Split weights joined back into ggml's blocks in scratch memory by
-    /// `mul_mat_split_join` (q4_0: two blocks, nine words, per invocation;
-    /// q4_K: one block, nine vec4s), read as [`WeightLayout::Quant`].
-    pub(super) fn joined(e: &mut Encoder, index: usize) -> Result<Weights, String> {
-        let (s, binding) = bound(e, index)?;
-        let block = s.block_bytes() as u64;
-        let row = s.row_blocks as u64 * block;
-        // One matrix: the outer strides are never multiplied by more than 0.
-        let matrix = u32_of(s.blocks as u64 * block, "src0 matrix")?;
-        let scratch = e.scratch((s.blocks as u64 * block).next_multiple_of(4))?;
-        let invocations = if s.dtype == DType::Q4_0 {
-            (s.blocks as u64).div_ceil(2)
-        } else {
-            s.blocks as u64
-        };
-        let p = Params::new()
-            .u32(u32_of(s.blocks as u64, "split blocks")?)
-            .u32(u32_of(binding.rem_bytes / 16, "split offset")?)
-            .u32(u32_of(
-                binding.rem_bytes + s.heads_at() as u64,
-                "split heads",
-            )?)
-            .u32(0);
-        let flag = quant_flag(s.dtype).ok_or("split weights of a block type")?;
-        let key = PipelineKey::new("mul_mat_split_join", "")
-            .define(flag, "")
-            .wg(JOIN_WG);
-        // Checked: a plain copy, not worth a proof.
-        e.dispatch_linear(
-            &key,
-            Checks::On,
-            &[binding, scratch.clone()],
-            &p,
-            invocations.div_ceil(u64::from(JOIN_WG)),
-        )?;
-        Ok(Weights {
-            binding: scratch,
-            ty: s.dtype,
-            layout: WeightLayout::Quant,
-            off: 0,
-            strides: [u32_of(row, "src0 row")?, matrix, matrix],
-            scales: 0,
         })
     }
 }
