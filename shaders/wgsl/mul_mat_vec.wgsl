@@ -97,46 +97,6 @@ var<workgroup> partial: array<f32, MAX_SUBGROUPS * NACC>;
 var<workgroup> partial: array<f32, WG_SIZE * NACC>;
 #endif
 
-#if defined(W_SPLIT) && defined(X_Q8) && defined(QUANT_Q4_K)
-// Unit u (sub-blocks 2c and 2c + 1 of block u / 4) of the split row whose
-// quants start at byte `row`: its 32 quant bytes as two vec4s, the head
-// of its block as one.
-fn q_load8_split(row: u32, u: u32) -> QUnit8 {
-    var w: QUnit8;
-    let blk = u / Q8_UNITS_PER_BLOCK;
-    let c = u % Q8_UNITS_PER_BLOCK;
-    let v = (row >> 4u) + 8u * blk + 2u * c;
-    let a = src0[v];
-    let b = src0[v + 1u];
-    let head = src0[(w_split_head(row) >> 4u) + blk];
-    let dm = unpack2x16float(head.x);
-    w.q[0] = a & Q_NIBBLES;
-    w.q[1] = b & Q_NIBBLES;
-    w.q[2] = (a >> vec4<u32>(4u)) & Q_NIBBLES;
-    w.q[3] = (b >> vec4<u32>(4u)) & Q_NIBBLES;
-    let s0 = q_scale_min_k4(head.yzw, 2u * c);
-    let s1 = q_scale_min_k4(head.yzw, 2u * c + 1u);
-    w.d[0] = dm.x * s0.x;
-    w.m[0] = -dm.y * s0.y;
-    w.d[1] = dm.x * s1.x;
-    w.m[1] = -dm.y * s1.y;
-    return w;
-}
-#elif defined(W_SPLIT) && defined(X_Q8)
-// Unit (block) u of the split row whose quants start at byte `row`.
-fn q_load8_split(row: u32, u: u32) -> QUnit8 {
-    var w: QUnit8;
-    let q = src0[(row >> 4u) + u];
-    let at = w_split_head(row) + QUANT_HEAD_BYTES * u;
-    let word = src0[at >> 4u][(at >> 2u) & 3u];
-    w.d[0] = unpack2x16float(select(word, word >> 16u, (at & 2u) != 0u)).x;
-    w.m[0] = -8.0 * w.d[0];
-    w.q[0] = q & Q_NIBBLES;
-    w.q[1] = (q >> vec4<u32>(4u)) & Q_NIBBLES;
-    return w;
-}
-#endif
-
 #ifdef EPILOGUE_ROPE
 #include "common/rope_angle"
 #endif
@@ -266,7 +226,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         var wq: array<QUnit8, NROWS>;
         for (var r = 0u; r < NROWS; r++) {
 #ifdef W_SPLIT
-            wq[r] = q_load8_split(rows[r], u);
+            wq[r] = q_load8_split(rows[r], w_split_head(rows[r]), u);
 #else
             wq[r] = q_load8(rows[r], u);
 #endif

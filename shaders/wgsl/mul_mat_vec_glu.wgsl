@@ -18,12 +18,16 @@
 // run per workgroup, as glu.wgsl's QUANTIZE writes them).
 //
 // Layouts as mul_mat_vec: X_Q8 (integer units, src1 the q8_1 runs of
-// mul_mat_quantize) or W_HALF8 (f16 rows, src1 f32 vec4s). Offsets: the
-// weights' rows in the layout's units, x in vec4s, dst in f32s; the
-// three results are one binding (the host binds the span that holds
-// them).
+// mul_mat_quantize), with W_SPLIT too for q4_0 / q4_K stored split (each
+// matrix's heads after its quants, from h_x and h_g), or W_HALF8 (f16
+// rows, src1 f32 vec4s). Offsets: the weights' rows in the layout's units
+// (bytes but for W_HALF8), x in vec4s, dst in f32s; the three results
+// are one binding (the host binds the span that holds them).
 
-#include "mul_mat_common"
+#ifdef W_QUANT
+#define QUANT_BUF src0
+#include "common/quant"
+#endif
 #ifdef X_Q8
 #include "common/quant_dot"
 #endif
@@ -35,6 +39,10 @@ struct Params {
     w_x: u32, w_g: u32, w_s1: u32, x_off: u32,
     d_x: u32, d_g: u32, d_glu: u32,
     alpha: f32, limit: f32,
+#ifdef W_SPLIT
+    // Byte offsets of the x and g matrices' heads.
+    h_x: u32, h_g: u32,
+#endif
 }
 
 #include "common/matvec_inputs"
@@ -75,10 +83,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     let me = pos % WGU;
     let first = 32u * wg + grp * RG;
     var rows: array<u32, NACC>;
+#ifdef W_SPLIT
+    // A head is 1/8 of the quant bytes (see mul_mat_common's W_SPLIT).
+    var heads: array<u32, NACC>;
+#endif
     for (var r = 0u; r < RG; r++) {
         let row = min(first + r, p.m - 1u);
         rows[r] = p.w_x + row * p.w_s1;
         rows[RG + r] = p.w_g + row * p.w_s1;
+#ifdef W_SPLIT
+        heads[r] = p.h_x + ((row * p.w_s1) >> 3u);
+        heads[RG + r] = p.h_g + ((row * p.w_s1) >> 3u);
+#endif
     }
 
     var acc: array<f32, NACC>;
@@ -100,7 +116,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
             }
         }
         for (var r = 0u; r < NACC; r++) {
+#ifdef W_SPLIT
+            acc[r] += q_dot8(q_load8_split(rows[r], heads[r], u), x);
+#else
             acc[r] += q_dot8(q_load8(rows[r], u), x);
+#endif
         }
 #endif
     }

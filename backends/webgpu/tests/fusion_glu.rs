@@ -76,14 +76,29 @@ fn weight_bytes(t: &TensorDesc, seed: usize) -> Vec<u8> {
     out
 }
 
-/// Runs `g` on a stream made with `params`: every node's bytes (gate, up,
-/// act, down) and the kernels recorded.
-fn run(dev: &dyn Device, buf: &dyn Buffer, g: &[TensorDesc], params: &str) -> (Vec<Vec<u8>>, u64) {
-    buf.clear(0).expect("clear");
+/// The buffer of `bufs` holding tensor `t`.
+fn holder<'a>(bufs: &[&'a dyn Buffer], t: &TensorDesc) -> &'a dyn Buffer {
+    *bufs.iter().find(|b| b.id() == t.buffer).expect("buffer")
+}
+
+/// Runs `g` (its tensors in `bufs`) on a stream made with `params`: every
+/// node's bytes (gate, up, act, down) and the kernels recorded.
+fn run(
+    dev: &dyn Device,
+    bufs: &[&dyn Buffer],
+    g: &[TensorDesc],
+    params: &str,
+) -> (Vec<Vec<u8>>, u64) {
+    for b in bufs {
+        b.clear(0).expect("clear");
+    }
     let x = values(g[0].nelements() as usize, 3, 0.02);
-    buf.set_tensor(&g[0], 0, &f32_bytes(&x)).expect("set x");
+    holder(bufs, &g[0])
+        .set_tensor(&g[0], 0, &f32_bytes(&x))
+        .expect("set x");
     for (t, seed) in [(1, 1), (2, 2), (3, 5)] {
-        buf.set_tensor(&g[t], 0, &weight_bytes(&g[t], seed))
+        holder(bufs, &g[t])
+            .set_tensor(&g[t], 0, &weight_bytes(&g[t], seed))
             .expect("set weight");
     }
     dev.init_backend(params)
@@ -94,7 +109,9 @@ fn run(dev: &dyn Device, buf: &dyn Buffer, g: &[TensorDesc], params: &str) -> (V
     let results = (4..g.len())
         .map(|t| {
             let mut out = vec![0u8; g[t].nbytes() as usize];
-            buf.get_tensor(&g[t], 0, &mut out).expect("get");
+            holder(bufs, &g[t])
+                .get_tensor(&g[t], 0, &mut out)
+                .expect("get");
             out
         })
         .collect();
@@ -106,12 +123,12 @@ fn run(dev: &dyn Device, buf: &dyn Buffer, g: &[TensorDesc], params: &str) -> (V
 /// saved.
 fn both_ways(
     dev: &dyn Device,
-    buf: &dyn Buffer,
+    bufs: &[&dyn Buffer],
     g: &[TensorDesc],
     what: &str,
 ) -> (Vec<Vec<u8>>, u64) {
-    let (fused, kernels) = run(dev, buf, g, "");
-    let (separate, separate_kernels) = run(dev, buf, g, "fuse=off");
+    let (fused, kernels) = run(dev, bufs, g, "");
+    let (separate, separate_kernels) = run(dev, bufs, g, "fuse=off");
     for (k, (f, s)) in fused.iter().zip(&separate).enumerate() {
         assert!(f == s, "node {} differs ({what})", k + 4);
     }
@@ -139,7 +156,7 @@ fn gate_up_and_glu_in_one_kernel_match_the_separate_kernels_bit_for_bit() {
         for swap in [false, true] {
             let g = graph(buf.id(), wt, shape, swap, GluOp::Swiglu);
             let what = format!("{wt:?} {shape:?}, swapped {swap}");
-            let (fused, saved) = both_ways(dev.as_ref(), buf.as_ref(), &g, &what);
+            let (fused, saved) = both_ways(dev.as_ref(), &[buf.as_ref()], &g, &what);
             assert!(
                 f32s(&fused[3]).iter().any(|&v| v != 0.0),
                 "down is 0 ({what})"
@@ -188,7 +205,7 @@ fn every_glu_function_fuses_and_matches() {
         GluOp::GegluQuick,
     ] {
         let g = graph(buf.id(), DType::Q4_0, (256, 64), false, op);
-        let (_, saved) = both_ways(dev.as_ref(), buf.as_ref(), &g, &format!("{op:?}"));
+        let (_, saved) = both_ways(dev.as_ref(), &[buf.as_ref()], &g, &format!("{op:?}"));
         assert_eq!(saved, 3, "{op:?} kernels");
     }
 }
@@ -222,7 +239,7 @@ fn products_of_other_shapes_are_left_to_the_separate_kernels() {
         ("two columns", two_columns),
     ];
     for (what, g) in cases {
-        let (_, saved) = both_ways(dev.as_ref(), buf.as_ref(), &g, what);
+        let (_, saved) = both_ways(dev.as_ref(), &[buf.as_ref()], &g, what);
         // At most the GLU's quantized copy is fused.
         assert!(
             saved <= 1,
@@ -241,7 +258,45 @@ fn act_over_the_activations_fuses_only_when_the_kernel_reads_their_copy() {
     // fused. f16 reads x itself, which act overwrites: node by node.
     for (wt, saved) in [(DType::Q4_0, 3), (DType::F16, 0)] {
         let g = graph_at(buf.id(), wt, (2048, 256), false, GluOp::Swiglu, 0);
-        let (_, got) = both_ways(dev.as_ref(), buf.as_ref(), &g, &format!("{wt:?}"));
+        let (_, got) = both_ways(dev.as_ref(), &[buf.as_ref()], &g, &format!("{wt:?}"));
         assert_eq!(got, saved, "{wt:?} kernels");
+    }
+}
+
+/// q4_0 and q4_K gate and up weights stored split (the device's extra
+/// buffer type, offered with `split_weights` on, as `cargo xtask test`
+/// sets it): fused and read in place, with the bits of the same graph node
+/// by node and of the weights in ggml's layout.
+#[test]
+fn split_weights_fuse_with_the_bits_of_ggmls_layout() {
+    let Some((_reg, dev)) = common::first_device() else {
+        return;
+    };
+    let Some(split) = dev.extra_buffer_types().into_iter().next() else {
+        eprintln!(
+            "skipped: split_weights off (BACKPLANE_WEBGPU_SPLIT_WEIGHTS=on offers the layout)"
+        );
+        return;
+    };
+    let buf = dev.buffer_type().alloc_buffer(8 * SLOT).expect("alloc");
+    let wbuf = split.alloc_buffer(2 * SLOT).expect("alloc split");
+    let bufs = [buf.as_ref(), wbuf.as_ref()];
+    let cases = [
+        (DType::Q4_0, (2048, 256)),
+        (DType::Q4_K, (2048, 256)),
+        (DType::Q4_0, (64, 32)),
+    ];
+    for (wt, shape) in cases {
+        let plain = graph(buf.id(), wt, shape, false, GluOp::Swiglu);
+        let mut g = plain.clone();
+        for (t, at) in [(1, 0), (2, SLOT)] {
+            g[t].buffer = wbuf.id();
+            g[t].offset = at;
+        }
+        let what = format!("split {wt:?} {shape:?}");
+        let (fused, saved) = both_ways(dev.as_ref(), &bufs, &g, &what);
+        assert_eq!(saved, 3, "kernels ({what})");
+        let (ggml, _) = run(dev.as_ref(), &[buf.as_ref()], &plain, "");
+        assert!(fused == ggml, "{what}: not the bits of ggml's layout");
     }
 }

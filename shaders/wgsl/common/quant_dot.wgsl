@@ -11,7 +11,8 @@
 // nibbles, qh bits 2c and 2c + 4): x runs q8_run(u, 0) and q8_run(u, 1)
 // are not adjacent. Quants are q - 32 as signed bytes with a scale per 16
 // weights (d[2r], d[2r + 1] = block d * run r's two 8-bit scales) and no
-// offset (m unused).
+// offset (m unused). With W_SPLIT (q4_0 or q4_K stored split),
+// q_load8_split(row, head, u) gives the same unit of a split row.
 
 #if defined(QUANT_Q4_K)
 const Q8_RUNS: u32 = 2u;
@@ -215,6 +216,48 @@ fn q_load8(row: u32, u: u32) -> QUnit8 {
 #endif
     return w;
 }
+
+#if defined(W_SPLIT) && defined(QUANT_Q4_K)
+// Unit u (sub-blocks 2c and 2c + 1 of block u / 4) of a split row
+// (backends/webgpu/src/split.rs; QUANT_BUF_VEC4) whose quants start at
+// byte `row` and whose first block's head at byte `head`: its 32 quant
+// bytes as two vec4s, the head of its block as one.
+fn q_load8_split(row: u32, head: u32, u: u32) -> QUnit8 {
+    var w: QUnit8;
+    let blk = u / Q8_UNITS_PER_BLOCK;
+    let c = u % Q8_UNITS_PER_BLOCK;
+    let v = (row >> 4u) + 8u * blk + 2u * c;
+    let a = QUANT_BUF[v];
+    let b = QUANT_BUF[v + 1u];
+    let h = QUANT_BUF[(head >> 4u) + blk];
+    let dm = unpack2x16float(h.x);
+    w.q[0] = a & Q_NIBBLES;
+    w.q[1] = b & Q_NIBBLES;
+    w.q[2] = (a >> vec4<u32>(4u)) & Q_NIBBLES;
+    w.q[3] = (b >> vec4<u32>(4u)) & Q_NIBBLES;
+    let s0 = q_scale_min_k4(h.yzw, 2u * c);
+    let s1 = q_scale_min_k4(h.yzw, 2u * c + 1u);
+    w.d[0] = dm.x * s0.x;
+    w.m[0] = -dm.y * s0.y;
+    w.d[1] = dm.x * s1.x;
+    w.m[1] = -dm.y * s1.y;
+    return w;
+}
+#elif defined(W_SPLIT)
+// Unit (block) u of a split q4_0 row whose quants start at byte `row`
+// and whose first block's head at byte `head`.
+fn q_load8_split(row: u32, head: u32, u: u32) -> QUnit8 {
+    var w: QUnit8;
+    let q = QUANT_BUF[(row >> 4u) + u];
+    let at = head + QUANT_HEAD_BYTES * u;
+    let word = q_word(at >> 2u);
+    w.d[0] = unpack2x16float(select(word, word >> 16u, (at & 2u) != 0u)).x;
+    w.m[0] = -8.0 * w.d[0];
+    w.q[0] = q & Q_NIBBLES;
+    w.q[1] = (q >> vec4<u32>(4u)) & Q_NIBBLES;
+    return w;
+}
+#endif
 
 // Sum of the products of 16 signed bytes in a and b.
 fn q_idot16(a: vec4<u32>, b: vec4<u32>) -> i32 {

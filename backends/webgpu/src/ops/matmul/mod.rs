@@ -42,7 +42,7 @@ use backplane_abi::{DType, Op, TensorDesc};
 use crate::encode::Encoder;
 use crate::facts::Facts;
 use crate::kept::CopyOrigin;
-use crate::ops::{nb_elems, src, src_index, want_type};
+use crate::ops::{nb_elems, src, want_type};
 use plan::{ACTIVATION_TYPES, Path, Shape, WEIGHT_TYPES};
 
 /// The `common/quant` flag of a block type (`QUANT_Q4_0`, ...).
@@ -214,20 +214,17 @@ fn supports_id(facts: &Facts, graph: &[TensorDesc], node: usize) -> Result<(), S
 }
 
 /// Encodes a gate/up/GLU fusion (`kernels::glu`) as one kernel, or node
-/// by node when the weights are stored split, a native kernel takes a
-/// product, or the kernel cannot bind them. `quantized`: the GLU result's
+/// by node when a native kernel takes a product or the kernel cannot bind
+/// them. `quantized`: the GLU result's
 /// quantized copy for the next MUL_MAT, if it reads one.
 pub(crate) fn encode_glu_pair(
     e: &mut Encoder,
     f: &GluPair,
     quantized: Option<(u64, CopyOrigin)>,
 ) -> Result<(), String> {
-    let g = e.graph;
-    let weights = [src_index(g, f.first, 0)?, src_index(g, f.second, 0)?];
-    let elsewhere = weights.iter().any(|&w| e.ctx().is_split(g[w].buffer))
-        || [f.first, f.second]
-            .iter()
-            .any(|&n| native::choice(e, n).is_ok());
+    let elsewhere = [f.first, f.second]
+        .iter()
+        .any(|&n| native::choice(e, n).is_ok());
     if !elsewhere && glu_pair::encode(e, f, quantized)? {
         return Ok(());
     }

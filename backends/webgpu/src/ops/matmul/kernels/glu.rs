@@ -13,11 +13,11 @@
 //! the integer mat-vec, the kernel also writes its quantized copy, as the
 //! GLU kernel would (`ops::fusion::quantized_copy_for_next`).
 //!
-//! Layouts: integer units (legacy block types, q4_K, q6_K) and f16 rows
-//! read in units of 8 halves. Anything else (other layouts, more than one
-//! column, rows not a multiple of 32, no subgroups, weights stored split
-//! or taken by a native kernel, weights or results too far apart for one
-//! binding) is encoded node by node.
+//! Layouts: integer units (legacy block types, q4_K, q6_K; q4_0 and q4_K
+//! stored split too, read in place) and f16 rows read in units of 8
+//! halves. Anything else (other layouts, more than one column, rows not a
+//! multiple of 32, no subgroups, weights taken by a native kernel, weights or results too far apart for
+//! one binding) is encoded node by node.
 
 use backplane_abi::{DType, Op, TensorDesc};
 use backplane_shaders::PipelineKey;
@@ -29,6 +29,7 @@ use crate::kept::CopyOrigin;
 use crate::ops::matmul::plan::{self, Path, Shape, WeightLayout};
 use crate::ops::{dtype, glu_op, glu_variant, is_op, next_compute, overlaps, src_index};
 use crate::pipelines::Checks;
+use crate::split::Split;
 
 /// Rows of each product per workgroup: one quantized run of the result.
 const RUN: u64 = 32;
@@ -155,12 +156,14 @@ fn config(facts: &Facts, t: DType, units: u64) -> Option<(u32, u32)> {
     Some((wgu, groups))
 }
 
-/// One binding over tensors `ids` (one buffer) and each one's offset in
-/// it in units of `unit` bytes.
+/// One binding over tensors `ids` (one buffer), its end rounded up to
+/// `align` bytes, and each one's offset in it, a multiple of `align`, in
+/// units of `unit` bytes (`align` a multiple of `unit`).
 fn span<const N: usize>(
     e: &Encoder,
     ids: [usize; N],
     unit: u64,
+    align: u64,
 ) -> Result<(Binding, [u32; N]), String> {
     let g = e.graph;
     let lo = *ids.iter().min_by_key(|&&i| g[i].offset).expect("tensors");
@@ -169,12 +172,14 @@ fn span<const N: usize>(
         .map(|&i| g[i].offset + g[i].nbytes())
         .max()
         .unwrap_or(0);
-    let binding = e.binding_span(lo, end - g[lo].offset)?;
+    let binding = e.binding_span(lo, end.next_multiple_of(align) - g[lo].offset)?;
     let mut offsets = [0u32; N];
     for (o, &i) in offsets.iter_mut().zip(&ids) {
         let rel = g[i].offset - binding.offset;
-        if !rel.is_multiple_of(unit) {
-            return Err(format!("tensor {i}: offset not a multiple of {unit} bytes"));
+        if !rel.is_multiple_of(align) {
+            return Err(format!(
+                "tensor {i}: offset not a multiple of {align} bytes"
+            ));
         }
         *o = u32_of(rel / unit, "offset")?;
     }
@@ -200,17 +205,24 @@ pub fn encode(
     let ib = src_index(g, x_node, 1)?;
     let t = dtype(&g[w_x])?;
     let s = Shape::of(&g[w_x], &g[ib])?;
-    let w = Weights::for_matvec(e, w_x)?;
-    let unit = if w.layout == WeightLayout::Half8 {
-        16
+    // Weights stored split (both: `find` wants one buffer) are read in
+    // place, their heads after their quants (whole 16-byte words).
+    let split = e.ctx().is_split(g[w_x].buffer);
+    let w = if split {
+        Weights::split(e, w_x)?
     } else {
-        1
+        Weights::for_matvec(e, w_x)?
+    };
+    let (unit, align) = match w.layout {
+        WeightLayout::Half8 => (16, 16),
+        WeightLayout::Split => (1, 16),
+        _ => (1, 1),
     };
     // Both weights, and the three results, each in one binding: when
     // either span is over the device's binding limit (large weights far
     // apart), node by node.
-    let spans =
-        span(e, [w_x, w_g], unit).and_then(|w| Ok((w, span(e, [x_node, g_node, f.glu], 4)?)));
+    let spans = span(e, [w_x, w_g], unit, align)
+        .and_then(|w| Ok((w, span(e, [x_node, g_node, f.glu], 4, 4)?)));
     let Ok(((weights, [off_x, off_g]), (results, [d_x, d_g, d_glu]))) = spans else {
         return Ok(false);
     };
@@ -247,6 +259,15 @@ pub fn encode(
         .u32(d_glu)
         .f32(glu.param_f32(2))
         .f32(glu.param_f32(3));
+    let params = if split {
+        let heads = |off: u32, w: usize| {
+            let at = u64::from(off) + Split::for_tensor(&g[w])?.heads_at() as u64;
+            u32_of(at, "split heads")
+        };
+        params.u32(heads(off_x, w_x)?).u32(heads(off_g, w_g)?)
+    } else {
+        params
+    };
     let mut bindings = vec![weights, x.binding.clone(), results];
     // The quantized copy the next MUL_MAT would make of the GLU result,
     // taken after the activations' copy, which the kernel still reads.
@@ -373,7 +394,18 @@ mod tests {
 
     #[test]
     fn every_fused_variant_validates() {
-        let layouts: [&[(&'static str, &str)]; 4] = [
+        let split = |flag| {
+            [
+                ("W_QUANT", ""),
+                (flag, ""),
+                ("QUANT_BUF_VEC4", ""),
+                ("W_SPLIT", ""),
+                ("X_Q8", ""),
+            ]
+        };
+        let layouts: [&[(&'static str, &str)]; 6] = [
+            &split("QUANT_Q4_0"),
+            &split("QUANT_Q4_K"),
             &[("W_QUANT", ""), ("QUANT_Q4_0", ""), ("X_Q8", "")],
             &[("W_QUANT", ""), ("QUANT_Q8_0", ""), ("X_Q8", "")],
             &[
