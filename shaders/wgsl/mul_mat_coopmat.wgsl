@@ -53,13 +53,7 @@ struct Params {
 #endif
 }
 
-#ifdef QUANT_BUF_VEC4
-@group(0) @binding(0) var<storage, read_write> src0: array<vec4<u32>>;
-#elif defined(W_VEC4)
-@group(0) @binding(0) var<storage, read_write> src0: array<vec4<SRC0_TYPE>>;
-#else
-@group(0) @binding(0) var<storage, read_write> src0: array<SRC0_TYPE>;
-#endif
+#include "common/weights_binding"
 #ifdef X_F16
 @group(0) @binding(1) var<storage, read_write> src1: array<vec4<f16>>;
 #else
