@@ -14,7 +14,9 @@
 //   backends/webgpu/src/split.rs; with QUANT_BUF_VEC4): one dense matrix
 //   whose rows of block quants start at byte w_off, `row` offsets point at
 //   a row's quants, and the blocks' heads follow all quants from byte
-//   w_scales (the includer's Params has both fields);
+//   w_scales (the includer's Params has both fields); a run of a row
+//   below M and below K reads only its own block's quants and head, so
+//   the unchecked kernels' bounds hold as for ggml's blocks;
 // - neither: f32/half/bfloat16 rows read element by element, offsets in
 //   elements (bfloat16 as u32 words holding two).
 
