@@ -15,6 +15,8 @@
 # 2. Conformance of the whole MUL_MAT catalogue with the weights in the
 #    split layout (--weight-layouts), native=off and native=on; then the
 #    wide products (sampled) under each GEMM configuration above.
+# GEMMS replaces the native GEMM configurations (default
+# "256x128k32hp2 256x128k32h 128x128k64").
 # SIZE replaces `m=4096` and `k=14336` in the timed cases (e.g.
 # SIZE='m=2048,k=2048' for a dry run on lavapipe, with VK_DRIVER_FILES set to
 # its manifest).
@@ -39,7 +41,7 @@ M=${SIZE%%,*} K=${SIZE#*,}
 CASES="type_a=(q4_0|q4_K),type_b=f32,$M,n=(1|512),$K,"
 ONE="type_a=q4_0,type_b=f32,$M,n=1,$K,"
 WIDE="type_a=q4_0,type_b=f32,$M,n=512,$K,"
-GEMMS="256x128k32hp2 256x128k32h 128x128k64"
+GEMMS=${GEMMS:-256x128k32hp2 256x128k32h 128x128k64}
 for round in 1 2; do
   perf "round $round: ggml's layout, WGSL" "$CASES" "" BACKPLANE_WEBGPU_NATIVE=off
   perf "round $round: split, WGSL" "$CASES" --weight-layouts BACKPLANE_WEBGPU_NATIVE=off
