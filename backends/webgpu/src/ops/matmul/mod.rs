@@ -215,8 +215,8 @@ fn supports_id(facts: &Facts, graph: &[TensorDesc], node: usize) -> Result<(), S
 
 /// Encodes a gate/up/GLU fusion (`kernels::glu`) as one kernel, or node
 /// by node when a native kernel takes a product or the kernel cannot bind
-/// them. `quantized`: the GLU result's
-/// quantized copy for the next MUL_MAT, if it reads one.
+/// them. `quantized`: the GLU result's quantized copy for the next
+/// MUL_MAT, if it reads one.
 pub(crate) fn encode_glu_pair(
     e: &mut Encoder,
     f: &GluPair,

@@ -16,8 +16,8 @@
 //! Layouts: integer units (legacy block types, q4_K, q6_K; q4_0 and q4_K
 //! stored split too, read in place) and f16 rows read in units of 8
 //! halves. Anything else (other layouts, more than one column, rows not a
-//! multiple of 32, no subgroups, weights taken by a native kernel, weights or results too far apart for
-//! one binding) is encoded node by node.
+//! multiple of 32, no subgroups, weights taken by a native kernel, weights
+//! or results too far apart for one binding) is encoded node by node.
 
 use backplane_abi::{DType, Op, TensorDesc};
 use backplane_shaders::PipelineKey;
