@@ -25,11 +25,9 @@
 #include "common/quant"
 
 #ifdef W_SPLIT
-// Byte offset of the head of the first block whose quants start at byte
-// `row`: heads are 1/8 of the quant bytes for both split types (2 per 16,
-// 16 per 128), so the head of quant byte q - w_off is 1/8 of it on.
+// Byte offset of the head of the block whose quants start at byte `row`.
 fn w_split_head(row: u32) -> u32 {
-    return p.w_scales + ((row - p.w_off) >> 3u);
+    return p.w_scales + q_split_head(row - p.w_off);
 }
 
 // Weights k..k+3 (k % 4 == 0, k < K) of the split row whose quants start

@@ -84,7 +84,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     let first = 32u * wg + grp * RG;
     var rows: array<u32, NACC>;
 #ifdef W_SPLIT
-    // A head is 1/8 of the quant bytes (see mul_mat_common's W_SPLIT).
     var heads: array<u32, NACC>;
 #endif
     for (var r = 0u; r < RG; r++) {
@@ -92,8 +91,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         rows[r] = p.w_x + row * p.w_s1;
         rows[RG + r] = p.w_g + row * p.w_s1;
 #ifdef W_SPLIT
-        heads[r] = p.h_x + ((row * p.w_s1) >> 3u);
-        heads[RG + r] = p.h_g + ((row * p.w_s1) >> 3u);
+        heads[r] = p.h_x + q_split_head(row * p.w_s1);
+        heads[RG + r] = p.h_g + q_split_head(row * p.w_s1);
 #endif
     }
 

@@ -20,7 +20,9 @@
 // - for q4_0 and q4_K, which the split layout stores as two regions
 //   (backends/webgpu/src/split.rs): QUANT_HEAD_BYTES, QUANT_QS_BYTES, and
 //   q_run_at(qs, head, j) / q_unit_at(qs, head, u), the same reads of the
-//   block whose quants start at byte `qs` and whose head at byte `head`.
+//   block whose quants start at byte `qs` and whose head at byte `head`;
+//   q_split_head(quants): where in the heads the head of the block
+//   `quants` bytes into the quants lies.
 // Scales are decoded with unpack2x16float, so none of this needs the
 // SHADER_F16 feature.
 
@@ -530,5 +532,14 @@ fn q_unit(block: u32, u: u32) -> array<vec4<f32>, 4> {
         out[c] = q6k_quants(select(ql0, ql1, (c & 1u) == 1u), qh, c) * (d * s);
     }
     return out;
+}
+#endif
+
+#if defined(QUANT_Q4_0) || defined(QUANT_Q4_K)
+// The split layout: the byte offset, from the first head, of the head of
+// the block whose quants start `quants` bytes after the first quants (a
+// whole number of blocks).
+fn q_split_head(quants: u32) -> u32 {
+    return quants / QUANT_QS_BYTES * QUANT_HEAD_BYTES;
 }
 #endif

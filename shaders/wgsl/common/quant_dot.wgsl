@@ -249,9 +249,7 @@ fn q_load8_split(row: u32, head: u32, u: u32) -> QUnit8 {
 fn q_load8_split(row: u32, head: u32, u: u32) -> QUnit8 {
     var w: QUnit8;
     let q = QUANT_BUF[(row >> 4u) + u];
-    let at = head + QUANT_HEAD_BYTES * u;
-    let word = q_word(at >> 2u);
-    w.d[0] = unpack2x16float(select(word, word >> 16u, (at & 2u) != 0u)).x;
+    w.d[0] = qbuf_half(head + QUANT_HEAD_BYTES * u);
     w.m[0] = -8.0 * w.d[0];
     w.q[0] = q & Q_NIBBLES;
     w.q[1] = (q >> vec4<u32>(4u)) & Q_NIBBLES;
